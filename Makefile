@@ -1,0 +1,65 @@
+# mediajobs: the two commands the README opens with are `make run` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+LOCAL_DIR ?= .local
+
+.PHONY: help deps media-tools bench-tools run run-cluster test typecheck lint unit bench clean
+
+help:
+	@echo "make run    - run the service locally (local cluster; see README)"
+	@echo "make test   - typecheck, lint and run every test"
+	@echo "make bench  - run the benchmarks and print their figures"
+
+# Install npm packages when the lock file changed since the last install;
+# flock keeps two concurrent makes from installing over each other.
+node_modules/.installed: package-lock.json package.json
+	flock .npm-install.lock npm ci --no-audit --no-fund
+	@touch $@
+
+deps: node_modules/.installed
+	@command -v kubectl >/dev/null || { echo "kubectl is required (see README)"; exit 1; }
+
+# yt-dlp and ffmpeg come from Debian's packages (root, or sudo, needed once).
+media-tools:
+	@if ! command -v yt-dlp >/dev/null || ! command -v ffmpeg >/dev/null; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq yt-dlp ffmpeg; \
+	fi
+
+# rclone (Debian's package) is the yardstick of the storage upload benchmark only; the tests never need it.
+bench-tools:
+	@if ! command -v rclone >/dev/null; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq rclone; \
+	fi
+
+# The whole service locally: local cluster, embedded Postgres (unless DATABASE_URL), operator, gateway.
+run: deps media-tools
+	npx tsx scripts/local-mode.ts
+
+# Only the local cluster, in the foreground.
+run-cluster: deps
+	mkdir -p $(LOCAL_DIR)
+	npx tsx local-cluster/src/cli.ts --kubeconfig $(LOCAL_DIR)/kubeconfig --state $(LOCAL_DIR)/cluster-state --work-dir $(LOCAL_DIR)/cluster-work --port $${LOCAL_CLUSTER_PORT:-6443}
+
+typecheck: deps
+	npx tsc -p tsconfig.json --noEmit
+
+lint: deps
+	npx eslint .
+
+unit: deps media-tools
+	npx mocha
+
+test: typecheck lint unit
+
+# Each benchmark prints the figures its issue names; run them one at a time on a quiet machine.
+bench: deps bench-tools
+	npx tsx local-cluster/bench/create-watch.ts
+	npx tsx api-gateway/bench/post-jobs.ts
+	npx tsx operator/bench/submit-to-job.ts
+	npx tsx runner-image/bench/runner-vs-bare.ts
+	npx tsx lib/bench/upload-vs-rclone.ts
+
+clean:
+	rm -rf $(LOCAL_DIR) node_modules

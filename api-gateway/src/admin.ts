@@ -1,0 +1,186 @@
+// Admin CLI: organizations and API keys, straight against Postgres.
+//
+//   npx tsx api-gateway/src/admin.ts create-org --name NAME
+//   npx tsx api-gateway/src/admin.ts create-key --name NAME [--org ID] [--storage-limit-gb N]
+//        [--max-resolution R] [--max-duration-seconds N] [--max-filesize-mb N] [--key KEY]
+//   npx tsx api-gateway/src/admin.ts revoke-key --id ID
+//   npx tsx api-gateway/src/admin.ts set-org-admin --id ID [--off]
+//   npx tsx api-gateway/src/admin.ts list-keys [--json]
+//
+// create-key prints the key once; only its sha256 is stored. list-keys
+// shows the human prefix, never a key or a hash.
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { ConfigError, loadConfig } from '@mediajobs/lib/config';
+import { MAX_RESOLUTIONS } from '@mediajobs/lib/mediajob/types';
+import type pg from 'pg';
+import { createApiKey, createOrganization, listApiKeys, revokeApiKey } from './db/api-keys.js';
+import { migrate } from './db/migrate.js';
+import { createPool } from './db/pool.js';
+import { setOrgAdmin } from './destinations/store.js';
+import { isUuid } from './ids.js';
+
+const USAGE = `usage: admin <command> [options]
+
+commands:
+  create-org --name NAME                       create an organization; prints its id
+  create-key --name NAME [--org ORG_ID]        create an API key; prints it once
+             [--storage-limit-gb N] [--max-resolution R]
+             [--max-duration-seconds N] [--max-filesize-mb N]
+             [--key KEY]                       store this key instead of a random one
+                                               (idempotent: an existing key is kept)
+  revoke-key --id KEY_ID                       revoke a key (cached lookups expire within 10 s)
+  set-org-admin --id KEY_ID [--off]            let the key manage its organization's storage
+                                               destinations (?owner=organization), or stop it
+  list-keys [--json]                           list keys (prefix only, never the key)
+
+environment: DATABASE_URL`;
+
+export class UsageError extends Error {}
+
+const GB = 1024 ** 3;
+const MB = 1024 ** 2;
+
+function positive(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${name} must be a positive number`);
+  return n;
+}
+
+function uuidOption(name: string, v: string | undefined): string | undefined {
+  if (v !== undefined && !isUuid(v)) throw new UsageError(`--${name} must be a UUID`);
+  return v;
+}
+
+const OPTIONS = {
+  name: { type: 'string' },
+  org: { type: 'string' },
+  id: { type: 'string' },
+  key: { type: 'string' },
+  'storage-limit-gb': { type: 'string' },
+  'max-resolution': { type: 'string' },
+  'max-duration-seconds': { type: 'string' },
+  'max-filesize-mb': { type: 'string' },
+  json: { type: 'boolean' },
+  off: { type: 'boolean' },
+} as const;
+
+function parseOptions(args: string[]) {
+  try {
+    return parseArgs({ args, strict: true, options: OPTIONS });
+  } catch (err) {
+    // Unknown options and values like "-1" that parseArgs cannot place.
+    throw new UsageError((err as Error).message);
+  }
+}
+
+/** Run one command; output lines go to `out`. Exported for tests and the local-mode launcher. */
+export async function runAdmin(argv: string[], pool: pg.Pool, out: (line: string) => void): Promise<void> {
+  const [command, ...rest] = argv;
+  const { values } = parseOptions(rest);
+  const need = (name: 'name' | 'id'): string => {
+    const v = values[name];
+    if (!v || !v.trim()) throw new UsageError(`--${name} is required`);
+    return v;
+  };
+
+  switch (command) {
+    case 'create-org': {
+      const { id } = await createOrganization(pool, need('name'));
+      out(`organization ${id}`);
+      return;
+    }
+    case 'create-key': {
+      const maxResolution = values['max-resolution'];
+      if (maxResolution !== undefined && !(MAX_RESOLUTIONS as readonly string[]).includes(maxResolution)) {
+        throw new UsageError(`--max-resolution must be one of ${MAX_RESOLUTIONS.join(', ')}`);
+      }
+      const storageGb = positive('storage-limit-gb', values['storage-limit-gb']);
+      const durationS = positive('max-duration-seconds', values['max-duration-seconds']);
+      const filesizeMb = positive('max-filesize-mb', values['max-filesize-mb']);
+      if (values.key !== undefined && values.key.length < 16) throw new UsageError('--key must be at least 16 characters');
+      const org = uuidOption('org', values.org);
+      const created = await createApiKey(pool, {
+        name: need('name'),
+        ...(org && { organizationId: org }),
+        ...(storageGb !== undefined && { storageLimitBytes: Math.round(storageGb * GB) }),
+        ...(maxResolution !== undefined && { maxResolution }),
+        ...(durationS !== undefined && { maxDurationSeconds: Math.round(durationS) }),
+        ...(filesizeMb !== undefined && { maxFilesizeBytes: Math.round(filesizeMb * MB) }),
+        ...(values.key !== undefined && { key: values.key }),
+      });
+      if (!created.created) {
+        out(`api key ${created.id} already exists`);
+        return;
+      }
+      out(`api key id: ${created.id}`);
+      out(`api key:    ${created.key}`);
+      if (values.key === undefined) out('store it now: it is not shown again');
+      return;
+    }
+    case 'revoke-key': {
+      const id = uuidOption('id', need('id'))!;
+      if (!(await revokeApiKey(pool, id))) throw new Error(`no api key ${id}`);
+      out(`api key ${id} revoked (gateways stop accepting it within their auth cache TTL, 10 s by default)`);
+      return;
+    }
+    case 'set-org-admin': {
+      const id = uuidOption('id', need('id'))!;
+      const on = !values.off;
+      const outcome = await setOrgAdmin(pool, id, on);
+      if (outcome === 'no_such_key') throw new Error(`no api key ${id}`);
+      if (outcome === 'no_organization') throw new UsageError(`api key ${id} belongs to no organization`);
+      out(`api key ${id} ${on ? 'is now' : 'is no longer'} an organization admin`);
+      return;
+    }
+    case 'list-keys': {
+      const keys = await listApiKeys(pool);
+      if (values.json) {
+        out(JSON.stringify(keys));
+        return;
+      }
+      out(['ID', 'NAME', 'PREFIX', 'ORGANIZATION', 'CREATED', 'REVOKED', 'LIMITS'].join('\t'));
+      for (const k of keys) {
+        const limits = [
+          k.storageLimitBytes !== null && `storage=${(k.storageLimitBytes / GB).toFixed(0)}GB`,
+          k.maxResolution !== null && `resolution=${k.maxResolution}`,
+          k.maxDurationSeconds !== null && `duration=${k.maxDurationSeconds}s`,
+          k.maxFilesizeBytes !== null && `filesize=${(k.maxFilesizeBytes / MB).toFixed(0)}MB`,
+        ].filter(Boolean).join(',') || '-';
+        out([k.id, k.name, `${k.keyPrefix}…`, k.organizationId ?? '-', k.createdAt.toISOString(), k.revokedAt?.toISOString() ?? '-', limits].join('\t'));
+      }
+      return;
+    }
+    default:
+      throw new UsageError(command ? `unknown command ${command}` : 'no command given');
+  }
+}
+
+async function main(): Promise<number> {
+  const argv = process.argv.slice(2);
+  if (argv.length === 0 || argv[0] === '--help' || argv[0] === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return argv.length === 0 ? 2 : 0;
+  }
+  const { DATABASE_URL } = loadConfig(z.object({ DATABASE_URL: z.string().min(1) }));
+  const pool = createPool(DATABASE_URL, 2);
+  try {
+    await migrate(pool);
+    await runAdmin(argv, pool, (line) => process.stdout.write(`${line}\n`));
+    return 0;
+  } finally {
+    await pool.end();
+  }
+}
+
+// Only when run as a program, not when imported by tests.
+if (process.argv[1] && fileURLToPath(import.meta.url) === resolve(process.argv[1])) {
+  main().then((code) => process.exit(code), (err: unknown) => {
+    const usage = err instanceof UsageError;
+    process.stderr.write(`admin: ${(err as Error).message}\n${usage ? `\n${USAGE}\n` : ''}`);
+    process.exit(usage || err instanceof ConfigError ? 2 : 1);
+  });
+}

@@ -1,0 +1,93 @@
+// x-api-key authentication. Every API request needs its key looked up, so
+// lookups are cached in process for a short TTL: the hot path costs a
+// sha256 and a Map read. The price is a revocation delay: a revoked key
+// keeps working on each replica for at most AUTH_CACHE_TTL_MS (10 s by
+// default). Unknown keys are cached too (as "invalid"), so a client hammering
+// with a bad key does not reach Postgres on every request.
+import type { NextFunction, Request, Response } from 'express';
+import { findApiKeyByHash, hashApiKey, type ApiKeyRecord } from './db/api-keys.js';
+import { sendError } from './http-errors.js';
+
+export type KeyLookup = (keyHash: string) => Promise<ApiKeyRecord | undefined>;
+
+export interface Principal {
+  apiKeyId: string;
+  organizationId: string | null;
+  key: ApiKeyRecord;
+}
+
+declare module 'express-serve-static-core' {
+  interface Locals {
+    principal?: Principal;
+  }
+}
+
+interface Entry {
+  expires: number;
+  value: Promise<ApiKeyRecord | undefined>;
+}
+
+export class ApiKeyCache {
+  private readonly entries = new Map<string, Entry>();
+
+  constructor(
+    private readonly lookup: KeyLookup,
+    private readonly ttlMs = 10_000,
+    private readonly maxEntries = 10_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * The key record for a hash; concurrent misses for one hash share a
+   * single query. A failed lookup is not cached, so the next request retries.
+   */
+  get(keyHash: string): Promise<ApiKeyRecord | undefined> {
+    const t = this.now();
+    const hit = this.entries.get(keyHash);
+    if (hit && hit.expires > t) return hit.value;
+    if (hit) this.entries.delete(keyHash);
+    const value = this.lookup(keyHash);
+    if (this.ttlMs > 0) {
+      // Map iteration order is insertion order: the first entry is the oldest.
+      while (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+      this.entries.set(keyHash, { expires: t + this.ttlMs, value });
+      value.catch(() => {
+        if (this.entries.get(keyHash)?.value === value) this.entries.delete(keyHash);
+      });
+    }
+    return value;
+  }
+
+  /** Forget everything (tests, and an admin action in the same process). */
+  clear(): void {
+    this.entries.clear();
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+}
+
+export function cachedKeyLookup(pool: Parameters<typeof findApiKeyByHash>[0]): KeyLookup {
+  return (keyHash) => findApiKeyByHash(pool, keyHash);
+}
+
+/** Express middleware: 401 with the spec's exact messages, else res.locals.principal. */
+export function requireApiKey(cache: ApiKeyCache) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const header = req.headers['x-api-key'];
+    const key = Array.isArray(header) ? header[0] : header;
+    if (key === undefined || key === '') {
+      sendError(res, 401, 'Missing x-api-key header');
+      return;
+    }
+    cache.get(hashApiKey(key)).then((record) => {
+      if (!record || record.revoked) {
+        sendError(res, 401, 'Invalid API Key');
+        return;
+      }
+      res.locals.principal = { apiKeyId: record.id, organizationId: record.organizationId, key: record };
+      next();
+    }, next);
+  };
+}

@@ -1,0 +1,43 @@
+// Gateway settings, read once at start through lib's config loader.
+import { z } from 'zod';
+import { commonSchema, envInt, loadConfig, managedStorageSchema } from '@mediajobs/lib/config';
+import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
+
+export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(mediaInfoSchema).extend({
+  DATABASE_URL: z.string().min(1),
+  PORT: envInt(0, 65535).default(8080),
+  HOST: z.string().default('0.0.0.0'),
+  /** Namespace MediaJobs are created in. */
+  MEDIAJOBS_NAMESPACE: z.string().min(1).default('default'),
+  /** kubeconfig file; unset means in-cluster (or ~/.kube/config). */
+  KUBECONFIG: z.string().optional(),
+  /**
+   * Required here (optional in commonSchema): webhook URLs are stored sealed,
+   * and accepting jobs whose webhooks could never be opened again is worse
+   * than refusing to start.
+   */
+  SECRET_KEYS: z.string().min(1),
+  /** Postgres connections. POST /jobs holds one only for its single INSERT statement. */
+  PG_POOL_MAX: envInt(1, 500).default(20),
+  /** How long a looked-up API key is trusted in memory: a revoked key keeps working this long at most. */
+  AUTH_CACHE_TTL_MS: envInt(0, 300_000).default(10_000),
+  AUTH_CACHE_MAX_ENTRIES: envInt(1).default(10_000),
+  /** On SIGTERM, how long in-flight requests get before connections are cut. */
+  SHUTDOWN_TIMEOUT_MS: envInt(0).default(25_000),
+  /** MediaJob create timeout; a slower API server leaves the job to the operator's sweeper. */
+  KUBE_TIMEOUT_MS: envInt(100).default(10_000),
+  /**
+   * Where saved storage credentials go: `kubernetes` Secrets in
+   * MEDIAJOBS_NAMESPACE (the spec's keyvault source), or `disabled`: sealed
+   * into Postgres with SECRET_KEYS (the legacy source).
+   */
+  STORAGE_VAULT: z.enum(['kubernetes', 'disabled']).default('kubernetes'),
+  /** Budget of one live storage credential check (configuration endpoints, inline storage). */
+  STORAGE_PROBE_TIMEOUT_MS: envInt(100, 120_000).default(15_000),
+});
+
+export type GatewayConfig = z.infer<typeof gatewaySchema>;
+
+export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  return loadConfig(gatewaySchema, env);
+}

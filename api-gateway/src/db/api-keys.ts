@@ -1,0 +1,131 @@
+// Organizations and API keys. Keys are stored only as sha256 hex; the key
+// text exists once, in the admin CLI's output.
+import { createHash, randomBytes } from 'node:crypto';
+import type pg from 'pg';
+
+export interface ApiKeyRecord {
+  id: string;
+  organizationId: string | null;
+  revoked: boolean;
+  storageLimitBytes: number | null;
+  maxResolution: string | null;
+  maxDurationSeconds: number | null;
+  maxFilesizeBytes: number | null;
+}
+
+export interface ApiKeyListing {
+  id: string;
+  name: string;
+  organizationId: string | null;
+  keyPrefix: string;
+  createdAt: Date;
+  revokedAt: Date | null;
+  storageLimitBytes: number | null;
+  maxResolution: string | null;
+  maxDurationSeconds: number | null;
+  maxFilesizeBytes: number | null;
+}
+
+export interface NewApiKey {
+  name: string;
+  organizationId?: string;
+  storageLimitBytes?: number;
+  maxResolution?: string;
+  maxDurationSeconds?: number;
+  maxFilesizeBytes?: number;
+  /** Use this key text instead of a random one (e.g. a fixed dev key). */
+  key?: string;
+}
+
+export function hashApiKey(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
+/** `mj_` + 32 random bytes, base64url: 256 bits, and the prefix makes leaked keys easy to scan for. */
+export function generateApiKey(): string {
+  return `mj_${randomBytes(32).toString('base64url')}`;
+}
+
+const num = (v: string | number | null): number | null => (v === null ? null : Number(v));
+
+export async function findApiKeyByHash(pool: pg.Pool, keyHash: string): Promise<ApiKeyRecord | undefined> {
+  const r = await pool.query({
+    name: 'mj-api-key-by-hash',
+    text: `SELECT id, organization_id, revoked_at IS NOT NULL AS revoked, storage_limit_bytes, max_resolution,
+                  max_duration_seconds, max_filesize_bytes
+             FROM api_keys WHERE key_hash = $1`,
+    values: [keyHash],
+  });
+  const row = r.rows[0] as {
+    id: string; organization_id: string | null; revoked: boolean; storage_limit_bytes: string | null;
+    max_resolution: string | null; max_duration_seconds: number | null; max_filesize_bytes: string | null;
+  } | undefined;
+  if (!row) return undefined;
+  return {
+    id: row.id,
+    organizationId: row.organization_id,
+    revoked: row.revoked,
+    storageLimitBytes: num(row.storage_limit_bytes),
+    maxResolution: row.max_resolution,
+    maxDurationSeconds: row.max_duration_seconds,
+    maxFilesizeBytes: num(row.max_filesize_bytes),
+  };
+}
+
+export async function createOrganization(pool: pg.Pool, name: string): Promise<{ id: string }> {
+  const r = await pool.query('INSERT INTO organizations (name) VALUES ($1) RETURNING id', [name]);
+  return { id: (r.rows[0] as { id: string }).id };
+}
+
+/**
+ * Create a key; returns its id and the key text (the only time it exists).
+ * With a given `key` that is already stored, returns the existing id and
+ * `created: false`, so a fixed dev key can be ensured on every start.
+ */
+export async function createApiKey(pool: pg.Pool, k: NewApiKey): Promise<{ id: string; key: string; created: boolean }> {
+  const key = k.key ?? generateApiKey();
+  const r = await pool.query(
+    `INSERT INTO api_keys (organization_id, name, key_hash, key_prefix, storage_limit_bytes, max_resolution,
+                           max_duration_seconds, max_filesize_bytes)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+     ON CONFLICT (key_hash) DO NOTHING
+     RETURNING id`,
+    [
+      k.organizationId ?? null, k.name, hashApiKey(key), key.slice(0, 8), k.storageLimitBytes ?? null,
+      k.maxResolution ?? null, k.maxDurationSeconds ?? null, k.maxFilesizeBytes ?? null,
+    ],
+  );
+  if (r.rows[0]) return { id: (r.rows[0] as { id: string }).id, key, created: true };
+  const existing = await pool.query('SELECT id FROM api_keys WHERE key_hash = $1', [hashApiKey(key)]);
+  return { id: (existing.rows[0] as { id: string }).id, key, created: false };
+}
+
+/** Returns false when no such key exists; revoking twice keeps the first time. */
+export async function revokeApiKey(pool: pg.Pool, id: string): Promise<boolean> {
+  const r = await pool.query('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1', [id]);
+  return (r.rowCount ?? 0) > 0;
+}
+
+/** Never returns hashes or keys: only the human prefix. */
+export async function listApiKeys(pool: pg.Pool): Promise<ApiKeyListing[]> {
+  const r = await pool.query(
+    `SELECT id, name, organization_id, key_prefix, created_at, revoked_at, storage_limit_bytes, max_resolution,
+            max_duration_seconds, max_filesize_bytes
+       FROM api_keys ORDER BY created_at, id`,
+  );
+  return (r.rows as {
+    id: string; name: string; organization_id: string | null; key_prefix: string; created_at: Date; revoked_at: Date | null;
+    storage_limit_bytes: string | null; max_resolution: string | null; max_duration_seconds: number | null; max_filesize_bytes: string | null;
+  }[]).map((row) => ({
+    id: row.id,
+    name: row.name,
+    organizationId: row.organization_id,
+    keyPrefix: row.key_prefix,
+    createdAt: row.created_at,
+    revokedAt: row.revoked_at,
+    storageLimitBytes: num(row.storage_limit_bytes),
+    maxResolution: row.max_resolution,
+    maxDurationSeconds: row.max_duration_seconds,
+    maxFilesizeBytes: num(row.max_filesize_bytes),
+  }));
+}

@@ -1,0 +1,114 @@
+// Where a new job delivers (POST /jobs): inline `storage` after the spec's
+// three checks, else a saved destination by rule 9, else managed storage.
+// What comes out is the MediaJob's `destination` (never a credential), the
+// saved row it was resolved to, and for inline storage the sealed document
+// that only the operator opens.
+import { STORAGE_PROVIDERS, type Destination, type StorageProviderName } from '@mediajobs/lib/mediajob/types';
+import type { SecretBox } from '@mediajobs/lib/secret-box';
+import { SAVED_ONLY_PROVIDERS, parseDestination } from '@mediajobs/lib/storage/index';
+import { StorageError } from '@mediajobs/lib/storage/types';
+import type pg from 'pg';
+import { destinationDocument, FieldError } from './fields.js';
+import { DestinationCheckError, buildProvider, type ProbeCache, type ProviderSettings } from './probe.js';
+import { resolveSaved } from './store.js';
+
+/** Providers accepted as inline `storage` (spec: drive is a saved destination only). */
+export const INLINE_PROVIDERS: readonly StorageProviderName[] = STORAGE_PROVIDERS.filter((p) => !SAVED_ONLY_PROVIDERS.includes(p));
+
+export interface JobDestination {
+  destination: Destination;
+  /** storage_destinations.id of a saved destination. */
+  destinationId?: string;
+  /** Inline credentials, sealed: the job row's storage_enc. */
+  storageEnc?: string;
+}
+
+export type JobDestinationResult = { ok: true; value: JobDestination } | { ok: false; error: string };
+
+const invalid = (reason: string): JobDestinationResult => ({ ok: false, error: `Invalid storage configuration: ${reason}` });
+
+/**
+ * Hosts an endpoint may never name: link-local addresses are where cloud
+ * instance metadata (and its credentials) answer, and an endpoint is a
+ * request the gateway makes on the client's behalf. Literal addresses only;
+ * see the README's note on endpoints.
+ */
+export function isForbiddenEndpoint(endpoint: unknown): boolean {
+  if (typeof endpoint !== 'string') return false;
+  let host: string;
+  try {
+    host = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(endpoint) ? endpoint : `https://${endpoint}`).hostname.toLowerCase();
+  } catch {
+    return false; // lib's constructor reports an unparsable endpoint
+  }
+  return /^169\.254\./.test(host) || /^\[fe[89ab][0-9a-f]:/.test(host) || host === '[::ffff:a9fe:a9fe]';
+}
+
+export interface JobDestinationDeps {
+  pool: pg.Pool;
+  secretBox: SecretBox;
+  probes: ProbeCache;
+  providerSettings?: ProviderSettings;
+}
+
+export async function jobDestination(
+  deps: JobDestinationDeps,
+  who: { apiKeyId: string; organizationId: string | null },
+  request: { storage?: Record<string, unknown>; storageProvider?: StorageProviderName },
+): Promise<JobDestinationResult> {
+  if (request.storage !== undefined) return inlineDestination(deps, request.storage);
+  const saved = await resolveSaved(deps.pool, who.apiKeyId, who.organizationId, request.storageProvider);
+  if (!saved) {
+    if (request.storageProvider !== undefined) return { ok: false, error: 'storage_provider_not_configured' };
+    return { ok: true, value: { destination: { type: 'managed' } } };
+  }
+  return {
+    ok: true,
+    value: {
+      destination: { type: 'saved', provider: saved.provider, ...(saved.secretName ? { secretName: saved.secretName } : {}) },
+      destinationId: saved.id,
+    },
+  };
+}
+
+async function inlineDestination(deps: JobDestinationDeps, storage: Record<string, unknown>): Promise<JobDestinationResult> {
+  // 1. Shape: names, keys, endpoint. No network call.
+  const provider = storage.provider;
+  if (provider === undefined || provider === null) return invalid('provider_required');
+  if (typeof provider === 'string' && SAVED_ONLY_PROVIDERS.includes(provider)) {
+    return invalid(`${provider} is available as a saved destination only (POST /user/${provider})`);
+  }
+  if (typeof provider !== 'string' || !(INLINE_PROVIDERS as readonly string[]).includes(provider)) {
+    return invalid(`provider must be one of ${INLINE_PROVIDERS.map((p) => `'${p}'`).join(', ')}`);
+  }
+  let document: Record<string, unknown>;
+  try {
+    document = destinationDocument(provider as StorageProviderName, storage);
+    if (isForbiddenEndpoint(document.endpoint)) return invalid('invalid_endpoint');
+    parseDestination(document);
+  } catch (err) {
+    if (err instanceof FieldError || err instanceof StorageError) return invalid(err.reason);
+    throw err;
+  }
+  // 2. Backend construction: what the provider's own constructor requires.
+  try {
+    const built = buildProvider(document, deps.providerSettings);
+    (built as { destroy?: () => void }).destroy?.();
+  } catch (err) {
+    if (err instanceof DestinationCheckError) return invalid(err.reason);
+    throw err;
+  }
+  // 3. Live probe, remembered 5 minutes per credential set.
+  try {
+    await deps.probes.check(document);
+  } catch (err) {
+    if (err instanceof DestinationCheckError) {
+      return { ok: false, error: `${err.stage === 'construct' ? 'Invalid storage configuration' : 'Storage credentials validation failed'}: ${err.reason}` };
+    }
+    throw err;
+  }
+  return {
+    ok: true,
+    value: { destination: { type: 'inline', provider: provider as StorageProviderName }, storageEnc: deps.secretBox.seal(JSON.stringify(document)) },
+  };
+}

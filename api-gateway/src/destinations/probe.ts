@@ -1,0 +1,152 @@
+// Checking a destination before it is saved or used: build the provider from
+// its document (lib's createProvider, no network), then the live probe
+// (upload and delete verify_credentials.txt). Inline credentials of POST
+// /jobs are probed at most once per 5 minutes per credential set.
+import { createHash } from 'node:crypto';
+import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { createProvider, mapS3Error, type CreateProviderOptions } from '@mediajobs/lib/storage/index';
+import { StorageError, type StorageProvider } from '@mediajobs/lib/storage/types';
+
+/** Where a check failed: building the provider (shape, construction) or talking to the backend. */
+export class DestinationCheckError extends Error {
+  constructor(readonly stage: 'construct' | 'probe', readonly reason: string, readonly code: StorageError['code'] | 'timeout') {
+    super(`${stage} failed: ${reason}`);
+    this.name = 'DestinationCheckError';
+  }
+}
+
+/**
+ * Deployment settings of the providers, never from a destination: the GCS
+ * JSON API root and token endpoint, the Drive API root and token endpoint
+ * (private endpoints; the fakes in tests).
+ */
+export type ProviderSettings = Pick<CreateProviderOptions, 'gcs' | 'drive'>;
+
+/** lib's shape check and constructor; throws DestinationCheckError('construct'). */
+export function buildProvider(document: Record<string, unknown>, settings: ProviderSettings = {}): StorageProvider {
+  try {
+    return createProvider(document, settings);
+  } catch (err) {
+    if (err instanceof StorageError) throw new DestinationCheckError('construct', err.reason, err.code);
+    throw err;
+  }
+}
+
+function withTimeout<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DestinationCheckError('probe', 'timeout', 'timeout')), timeoutMs);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Provider-specific teardown (S3's socket pool), when the provider has one. */
+function dispose(provider: StorageProvider): void {
+  (provider as { destroy?: () => void }).destroy?.();
+}
+
+/**
+ * The live probe. A backend that does not answer within `timeoutMs` fails
+ * with reason `timeout` rather than holding the request for the SDK's own
+ * retries and timeouts.
+ */
+export async function probeDestination(document: Record<string, unknown>, timeoutMs: number, settings: ProviderSettings = {}): Promise<void> {
+  const provider = buildProvider(document, settings);
+  try {
+    await withTimeout(provider.probe(), timeoutMs);
+  } catch (err) {
+    if (err instanceof DestinationCheckError) throw err;
+    if (err instanceof StorageError) throw new DestinationCheckError('probe', err.reason, err.code);
+    throw new DestinationCheckError('probe', 'unknown', 'failed');
+  } finally {
+    dispose(provider);
+  }
+}
+
+/**
+ * The deprecated POST /user/bucket's check: list the bucket (one key) with
+ * the credentials, as the spec says that endpoint verifies. The shape and
+ * endpoint are checked by lib's constructor first.
+ */
+export async function verifyBucketListing(document: Record<string, unknown>, timeoutMs: number): Promise<void> {
+  dispose(buildProvider(document));
+  const endpoint = String(document.endpoint);
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(endpoint) ? endpoint : `https://${endpoint}`;
+  const host = new URL(withScheme).hostname;
+  const client = new S3Client({
+    endpoint: withScheme,
+    region: String(document.region),
+    credentials: { accessKeyId: String(document.access_key), secretAccessKey: String(document.secret_key) },
+    // As lib's S3 provider: path style except on AWS itself.
+    forcePathStyle: !(host === 'amazonaws.com' || host.endsWith('.amazonaws.com')),
+    maxAttempts: 2,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+  try {
+    await withTimeout(client.send(new ListObjectsV2Command({ Bucket: String(document.bucket), MaxKeys: 1 })), timeoutMs);
+  } catch (err) {
+    if (err instanceof DestinationCheckError) throw err;
+    const mapped = mapS3Error(err, 's3');
+    throw new DestinationCheckError('probe', mapped.reason, mapped.code);
+  } finally {
+    client.destroy();
+  }
+}
+
+/** Stable JSON (sorted keys), so one credential set always hashes the same. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const o = value as Record<string, unknown>;
+    return `{${Object.keys(o).sort().map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * Successful probes of inline destinations, remembered for `ttlMs` (spec: 5
+ * minutes per credential set) under the sha256 of the whole document, so a
+ * changed secret, bucket or prefix is a new set. Only successes are kept: a
+ * fixed bucket works on the next request. Concurrent checks of one set share
+ * one probe. In memory, per replica, at most `maxEntries` (oldest dropped).
+ */
+export class ProbeCache {
+  private readonly ok = new Map<string, number>();
+  private readonly inFlight = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly probe: (document: Record<string, unknown>) => Promise<void>,
+    private readonly ttlMs = 5 * 60_000,
+    private readonly maxEntries = 10_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  static key(document: Record<string, unknown>): string {
+    return createHash('sha256').update(canonical(document)).digest('hex');
+  }
+
+  async check(document: Record<string, unknown>): Promise<void> {
+    const key = ProbeCache.key(document);
+    const until = this.ok.get(key);
+    if (until !== undefined && until > this.now()) return;
+    if (until !== undefined) this.ok.delete(key);
+    let running = this.inFlight.get(key);
+    if (!running) {
+      running = this.probe(document).then(() => {
+        while (this.ok.size >= this.maxEntries) this.ok.delete(this.ok.keys().next().value!);
+        this.ok.set(key, this.now() + this.ttlMs);
+      }).finally(() => this.inFlight.delete(key));
+      this.inFlight.set(key, running);
+    }
+    return running;
+  }
+
+  get size(): number {
+    return this.ok.size;
+  }
+
+  clear(): void {
+    this.ok.clear();
+  }
+}

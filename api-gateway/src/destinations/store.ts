@@ -1,0 +1,147 @@
+// Saved destinations in Postgres (table storage_destinations, migration
+// 0002): what the API may show about each one, where its credentials are
+// (a Secret name, or a sealed column), and rule 9 of POST /jobs as two
+// indexed queries.
+import type { StorageProviderName } from '@mediajobs/lib/mediajob/types';
+import type pg from 'pg';
+import type { Owner } from './vault.js';
+
+export type Source = 'keyvault' | 'legacy';
+
+export interface SavedDestination {
+  id: string;
+  ownerKind: Owner['kind'];
+  ownerId: string;
+  provider: StorageProviderName;
+  source: Source;
+  /** Non-secret fields only (see fields.ts publicConfig). */
+  config: Record<string, unknown>;
+  secretName: string | null;
+  credentialsEnc: string | null;
+  isDefault: boolean;
+  updatedAt: Date;
+}
+
+interface Row {
+  id: string; owner_kind: Owner['kind']; owner_id: string; provider: StorageProviderName; source: Source;
+  config: Record<string, unknown>; secret_name: string | null; credentials_enc: string | null; is_default: boolean; updated_at: Date;
+}
+
+const COLUMNS = 'id, owner_kind, owner_id, provider, source, config, secret_name, credentials_enc, is_default, updated_at';
+
+function fromRow(r: Row): SavedDestination {
+  return {
+    id: r.id, ownerKind: r.owner_kind, ownerId: r.owner_id, provider: r.provider, source: r.source, config: r.config,
+    secretName: r.secret_name, credentialsEnc: r.credentials_enc, isDefault: r.is_default, updatedAt: r.updated_at,
+  };
+}
+
+export interface NewDestination {
+  owner: Owner;
+  provider: StorageProviderName;
+  source: Source;
+  config: Record<string, unknown>;
+  secretName?: string;
+  credentialsEnc?: string;
+  /** true: make this the owner's default (rule 9), clearing the mark elsewhere; false: unmark; absent: keep as it was. */
+  isDefault?: boolean;
+}
+
+/**
+ * Insert or replace the owner's destination for this provider and source.
+ * An update keeps the row's id, so jobs already resolved to it follow the
+ * new credentials; `updated_at` moves, which makes it "most recently saved".
+ */
+export async function saveDestination(pool: pg.Pool, d: NewDestination): Promise<SavedDestination> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    if (d.isDefault === true) {
+      await client.query('UPDATE storage_destinations SET is_default = false WHERE owner_kind = $1 AND owner_id = $2 AND is_default',
+        [d.owner.kind, d.owner.id]);
+    }
+    const r = await client.query<Row>(
+      `INSERT INTO storage_destinations (owner_kind, owner_id, provider, source, config, secret_name, credentials_enc, is_default)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8, false))
+       ON CONFLICT (owner_kind, owner_id, provider, source) DO UPDATE
+         SET config = EXCLUDED.config, secret_name = EXCLUDED.secret_name, credentials_enc = EXCLUDED.credentials_enc,
+             is_default = COALESCE($8, storage_destinations.is_default),
+             updated_at = clock_timestamp()
+       RETURNING ${COLUMNS}`,
+      [d.owner.kind, d.owner.id, d.provider, d.source, JSON.stringify(d.config), d.secretName ?? null, d.credentialsEnc ?? null, d.isDefault ?? null],
+    );
+    await client.query('COMMIT');
+    return fromRow(r.rows[0]!);
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/** The owner's destinations of one provider, keyvault first (it wins when both exist). */
+export async function findDestinations(pool: pg.Pool, owner: Owner, provider: StorageProviderName): Promise<SavedDestination[]> {
+  const r = await pool.query<Row>(
+    `SELECT ${COLUMNS} FROM storage_destinations WHERE owner_kind = $1 AND owner_id = $2 AND provider = $3
+     ORDER BY (source = 'keyvault') DESC`,
+    [owner.kind, owner.id, provider],
+  );
+  return r.rows.map(fromRow);
+}
+
+/** Delete the owner's destination of this provider (one source, or both); returns what was deleted. */
+export async function deleteDestinations(
+  pool: pg.Pool, owner: Owner, provider: StorageProviderName, source?: Source,
+): Promise<SavedDestination[]> {
+  const r = await pool.query<Row>(
+    `DELETE FROM storage_destinations WHERE owner_kind = $1 AND owner_id = $2 AND provider = $3 AND ($4::text IS NULL OR source = $4)
+     RETURNING ${COLUMNS}`,
+    [owner.kind, owner.id, provider, source ?? null],
+  );
+  return r.rows.map(fromRow);
+}
+
+// Rule 9 with `storage_provider`: the key's destination of that provider,
+// else its organization's; for one owner, keyvault before legacy.
+export const RESOLVE_BY_PROVIDER = `SELECT ${COLUMNS} FROM storage_destinations
+  WHERE ((owner_kind = 'api_key' AND owner_id = $1) OR (owner_kind = 'organization' AND owner_id = $2)) AND provider = $3
+  ORDER BY (owner_kind = 'api_key') DESC, (source = 'keyvault') DESC
+  LIMIT 1`;
+
+// Rule 9 without it: the key's default destination (the one marked default,
+// else the most recently saved), else the organization's. Each provider
+// first collapses to its effective row (keyvault wins), so a stale legacy
+// row saved later cannot shadow the keyvault one.
+export const RESOLVE_DEFAULT = `WITH effective AS (
+    SELECT DISTINCT ON (owner_kind, provider) ${COLUMNS} FROM storage_destinations
+    WHERE (owner_kind = 'api_key' AND owner_id = $1) OR (owner_kind = 'organization' AND owner_id = $2)
+    ORDER BY owner_kind, provider, (source = 'keyvault') DESC
+  )
+  SELECT ${COLUMNS} FROM effective
+  ORDER BY (owner_kind = 'api_key') DESC, is_default DESC, updated_at DESC
+  LIMIT 1`;
+
+/** Rule 9: the saved destination a job of this key goes to, or undefined for managed storage (or not configured). */
+export async function resolveSaved(
+  pool: pg.Pool, apiKeyId: string, organizationId: string | null, provider?: StorageProviderName,
+): Promise<SavedDestination | undefined> {
+  const r = provider === undefined
+    ? await pool.query<Row>({ name: 'mj-resolve-default-destination', text: RESOLVE_DEFAULT, values: [apiKeyId, organizationId] })
+    : await pool.query<Row>({ name: 'mj-resolve-destination', text: RESOLVE_BY_PROVIDER, values: [apiKeyId, organizationId, provider] });
+  return r.rows[0] ? fromRow(r.rows[0]) : undefined;
+}
+
+/** Whether the key may manage its organization's destinations. */
+export async function isOrgAdmin(pool: pg.Pool, apiKeyId: string): Promise<boolean> {
+  const r = await pool.query<{ org_admin: boolean }>('SELECT org_admin FROM api_keys WHERE id = $1', [apiKeyId]);
+  return r.rows[0]?.org_admin === true;
+}
+
+/** Grant or withdraw organization admin (admin CLI). False when no such key; a key without an organization cannot be one. */
+export async function setOrgAdmin(pool: pg.Pool, apiKeyId: string, on: boolean): Promise<'ok' | 'no_such_key' | 'no_organization'> {
+  const r = await pool.query<{ organization_id: string | null }>(
+    `UPDATE api_keys SET org_admin = $2 AND organization_id IS NOT NULL WHERE id = $1 RETURNING organization_id`, [apiKeyId, on]);
+  if (!r.rows[0]) return 'no_such_key';
+  return on && r.rows[0].organization_id === null ? 'no_organization' : 'ok';
+}

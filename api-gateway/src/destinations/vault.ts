@@ -1,0 +1,114 @@
+// The spec's `keyvault` source: saved credentials in Kubernetes Secrets in
+// the service's namespace, one per owner (key or organization) and provider,
+// labelled so `kubectl get secrets -l mediajobs.io/owner-id=<id>` finds them.
+// The gateway only writes and deletes them; the operator reads them when it
+// prepares a job (lib/src/saved-destinations.ts is the shared contract).
+import * as k8s from '@kubernetes/client-node';
+import { keepAliveTransport, makeKubeClient } from '@mediajobs/lib/kube-client';
+import type { StorageProviderName } from '@mediajobs/lib/mediajob/types';
+import {
+  COMPONENT_DESTINATION, DESTINATION_DATA_KEY, LABEL_COMPONENT, LABEL_OWNER_ID, LABEL_OWNER_KIND, LABEL_PROVIDER,
+  OWNER_KIND_LABEL, destinationSecretName, type OwnerKind,
+} from '@mediajobs/lib/saved-destinations';
+
+export interface Owner {
+  kind: OwnerKind;
+  id: string;
+}
+
+/** The secret store could not be used; the endpoints answer 503 naming the provider. */
+export class VaultUnavailableError extends Error {
+  constructor(readonly status: number | undefined) {
+    // Only the status: an API server's error body may echo the Secret it refused.
+    super(`secret store unavailable${status ? ` (HTTP ${status})` : ''}`);
+    this.name = 'VaultUnavailableError';
+  }
+}
+
+export interface DestinationVault {
+  /** Store the destination document; returns the Secret's name. Throws VaultUnavailableError. */
+  put(owner: Owner, provider: StorageProviderName, document: Record<string, unknown>): Promise<string>;
+  /** Delete it; deleting what is not there succeeds. Throws VaultUnavailableError. */
+  remove(owner: Owner, provider: StorageProviderName): Promise<void>;
+  /** The document in Secret `name`, or undefined when it is gone. Throws VaultUnavailableError. */
+  read(name: string): Promise<Record<string, unknown> | undefined>;
+}
+
+export class KubeSecretVault implements DestinationVault {
+  private readonly core: k8s.CoreV1Api;
+
+  constructor(kc: k8s.KubeConfig, private readonly namespace: string, timeoutMs = 10_000) {
+    this.core = makeKubeClient(kc, k8s.CoreV1Api, keepAliveTransport({ maxSockets: 8, timeoutMs }));
+  }
+
+  static fromKubeconfig(path: string | undefined, namespace: string, timeoutMs?: number): KubeSecretVault {
+    const kc = new k8s.KubeConfig();
+    if (path) kc.loadFromFile(path);
+    else kc.loadFromDefault();
+    return new KubeSecretVault(kc, namespace, timeoutMs);
+  }
+
+  async put(owner: Owner, provider: StorageProviderName, document: Record<string, unknown>): Promise<string> {
+    const name = destinationSecretName(owner.kind, owner.id, provider);
+    const body: k8s.V1Secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: {
+        name,
+        namespace: this.namespace,
+        labels: {
+          'app.kubernetes.io/managed-by': 'mediajobs-api-gateway',
+          [LABEL_COMPONENT]: COMPONENT_DESTINATION,
+          [LABEL_OWNER_KIND]: OWNER_KIND_LABEL[owner.kind],
+          [LABEL_OWNER_ID]: owner.id,
+          [LABEL_PROVIDER]: provider,
+        },
+      },
+      type: 'Opaque',
+      data: { [DESTINATION_DATA_KEY]: Buffer.from(JSON.stringify(document)).toString('base64') },
+    };
+    try {
+      await this.core.createNamespacedSecret({ namespace: this.namespace, body });
+      return name;
+    } catch (err) {
+      if (status(err) !== 409) throw new VaultUnavailableError(status(err));
+    }
+    // Saved before: replace it whole (an unconditional update; the last save wins).
+    try {
+      await this.core.replaceNamespacedSecret({ name, namespace: this.namespace, body });
+      return name;
+    } catch (err) {
+      throw new VaultUnavailableError(status(err));
+    }
+  }
+
+  async read(name: string): Promise<Record<string, unknown> | undefined> {
+    let secret: k8s.V1Secret;
+    try {
+      secret = await this.core.readNamespacedSecret({ name, namespace: this.namespace });
+    } catch (err) {
+      if (status(err) === 404) return undefined;
+      throw new VaultUnavailableError(status(err));
+    }
+    const data = secret.data?.[DESTINATION_DATA_KEY];
+    if (!data) return undefined;
+    try {
+      const doc = JSON.parse(Buffer.from(data, 'base64').toString('utf8')) as unknown;
+      return doc && typeof doc === 'object' && !Array.isArray(doc) ? (doc as Record<string, unknown>) : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async remove(owner: Owner, provider: StorageProviderName): Promise<void> {
+    try {
+      await this.core.deleteNamespacedSecret({ name: destinationSecretName(owner.kind, owner.id, provider), namespace: this.namespace });
+    } catch (err) {
+      if (status(err) !== 404) throw new VaultUnavailableError(status(err));
+    }
+  }
+}
+
+function status(err: unknown): number | undefined {
+  return err instanceof k8s.ApiException ? err.code : undefined;
+}

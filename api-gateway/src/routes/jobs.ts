@@ -1,0 +1,230 @@
+// POST /jobs, GET /jobs, GET /jobs/{id}.
+import { Router, json, type NextFunction, type Request, type Response } from 'express';
+import * as k8s from '@kubernetes/client-node';
+import { parseJobRequest } from '@mediajobs/lib/job-options';
+import type { Logger } from '@mediajobs/lib/logger';
+import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
+import type { JobStatus } from '@mediajobs/lib/mediajob/types';
+import type { SecretBox } from '@mediajobs/lib/secret-box';
+import type pg from 'pg';
+import type { Principal } from '../auth.js';
+import { getJob, insertJob, listJobs, type JobDetail } from '../db/jobs.js';
+import { jobDestination, type JobDestination } from '../destinations/job-destination.js';
+import type { ProbeCache, ProviderSettings } from '../destinations/probe.js';
+import { sendError } from '../http-errors.js';
+import { isUuid, uuidv7 } from '../ids.js';
+import type { JobSubmitter } from '../submitter.js';
+
+export const MAX_BODY_BYTES = 1024 * 1024;
+export const DEFAULT_LIMIT = 20;
+export const MAX_LIMIT = 100;
+
+/** The filter's lower-case forms (spec: GET /jobs) and the statuses they select. */
+const STATUS_FILTER: Record<string, JobStatus> = {
+  pending: 'Pending', processing: 'Processing', completed: 'Completed', failed: 'Failed', warning: 'Warning',
+};
+
+export interface JobsRouteDeps {
+  pool: pg.Pool;
+  logger: Logger;
+  submitter: JobSubmitter;
+  secretBox: SecretBox;
+  namespace: string;
+  /** A 24 h download URL for a managed-storage key. */
+  presign: (key: string) => Promise<string>;
+  /** Successful probes of inline storage, 5 minutes per credential set. */
+  probes: ProbeCache;
+  providerSettings?: ProviderSettings;
+}
+
+function principal(res: Response): Principal {
+  return res.locals.principal!;
+}
+
+/** Only JSON bodies; checked before parsing so nothing else is read. */
+function requireJson(req: Request, res: Response, next: NextFunction): void {
+  if (req.is('application/json')) next();
+  else sendError(res, 415, 'Content-Type must be application/json');
+}
+
+/** What a failed MediaJob create is logged as: status and reason, never the response body (it may echo the spec). */
+function submitFailure(err: unknown): Record<string, unknown> {
+  if (err instanceof k8s.ApiException) {
+    let reason: unknown;
+    try {
+      reason = (typeof err.body === 'string' ? JSON.parse(err.body) : err.body)?.reason;
+    } catch {
+      reason = undefined;
+    }
+    return { code: err.code, reason };
+  }
+  return { error: err instanceof Error ? `${err.name}: ${err.message}` : String(err) };
+}
+
+type QueryValue = string | string[] | undefined;
+
+function queryInt(name: string, raw: unknown, def: number, min: number, max: number): number | string {
+  if (raw === undefined) return def;
+  const message = `Invalid query parameter '${name}': must be an integer from ${min} to ${max}`;
+  if (typeof raw !== 'string' || !/^\d{1,15}$/.test(raw)) return Array.isArray(raw) ? `Invalid query parameter '${name}': must be given once` : message;
+  const n = Number(raw);
+  return n < min || n > max ? message : n;
+}
+
+export function jobsRouter(deps: JobsRouteDeps): Router {
+  const router = Router();
+  const log = deps.logger;
+
+  router.post('/jobs', requireJson, json({ limit: MAX_BODY_BYTES, strict: true }), async (req, res) => {
+    const parsed = parseJobRequest(req.body);
+    if (!parsed.ok) {
+      sendError(res, 400, parsed.error);
+      return;
+    }
+    const request = parsed.request;
+    const { apiKeyId, organizationId } = principal(res);
+    // Inline storage (checked and probed), else rule 9, else managed storage.
+    // Decided once, here: the job never falls back to another destination later.
+    let target: JobDestination;
+    try {
+      const resolved = await jobDestination(deps, { apiKeyId, organizationId }, request);
+      if (!resolved.ok) {
+        sendError(res, 400, resolved.error);
+        return;
+      }
+      target = resolved.value;
+    } catch (err) {
+      log.error({ err: { name: (err as Error).name, code: (err as { code?: string }).code } }, 'storage destination lookup failed');
+      sendError(res, 500, 'Failed to create job');
+      return;
+    }
+
+    const id = uuidv7();
+    try {
+      await insertJob(deps.pool, {
+        id,
+        apiKeyId,
+        url: request.options.url,
+        options: request.options,
+        webhookUrlEnc: request.webhookUrl === undefined ? null : deps.secretBox.seal(request.webhookUrl),
+        crNamespace: deps.namespace,
+        crName: id,
+        destination: target.destination,
+        destinationId: target.destinationId ?? null,
+        storageEnc: target.storageEnc ?? null,
+      });
+    } catch (err) {
+      log.error({ err: { message: (err as Error).message, code: (err as { code?: string }).code } }, 'job insert failed');
+      sendError(res, 500, 'Failed to create job');
+      return;
+    }
+
+    const { spec } = buildMediaJob({ jobId: id, apiKeyId, namespace: deps.namespace, options: request.options, destination: target.destination });
+    try {
+      await deps.submitter.submit(spec, id);
+    } catch (err) {
+      // The row is committed and Pending: the operator's sweeper creates the
+      // MediaJob from it, so the client still gets its job.
+      log.warn({ jobId: id, ...submitFailure(err) }, 'MediaJob create failed; left to the operator sweeper');
+    }
+    res.status(201).location(`/jobs/${id}`).json({ job_id: id });
+  });
+
+  router.get('/jobs', async (req, res) => {
+    const q = req.query as Record<string, QueryValue>;
+    const limit = queryInt('limit', q.limit, DEFAULT_LIMIT, 1, MAX_LIMIT);
+    if (typeof limit === 'string') return sendError(res, 400, limit);
+    const offset = queryInt('offset', q.offset, 0, 0, Number.MAX_SAFE_INTEGER);
+    if (typeof offset === 'string') return sendError(res, 400, offset);
+    let status: JobStatus | undefined;
+    if (q.status !== undefined) {
+      status = typeof q.status === 'string' ? STATUS_FILTER[q.status.toLowerCase()] : undefined;
+      if (status === undefined) {
+        return sendError(res, 400, "Invalid query parameter 'status': must be one of 'pending', 'processing', 'completed', 'failed', 'warning'");
+      }
+    }
+    let page;
+    try {
+      page = await listJobs(deps.pool, principal(res).apiKeyId, { limit, offset, ...(status && { status }) });
+    } catch (err) {
+      log.error({ err: { message: (err as Error).message } }, 'job list query failed');
+      return sendError(res, 500, 'Database query failed');
+    }
+    res.json({ jobs: page.jobs, total: page.total, limit, offset });
+  });
+
+  router.get('/jobs/:id', async (req, res) => {
+    const id = req.params.id;
+    if (!isUuid(id)) return sendError(res, 404, 'Job not found');
+    let job: JobDetail | undefined;
+    try {
+      job = await getJob(deps.pool, principal(res).apiKeyId, id.toLowerCase());
+    } catch (err) {
+      log.error({ err: { message: (err as Error).message } }, 'job read failed');
+      return sendError(res, 500, 'Database query failed');
+    }
+    if (!job) return sendError(res, 404, 'Job not found');
+    res.json(await jobResponse(job, deps, log));
+  });
+
+  return router;
+}
+
+/** A presigned URL, or null when signing failed (the spec's contract for s3_url). */
+async function signed(presign: (key: string) => Promise<string>, key: string, log: Logger, jobId: string): Promise<string | null> {
+  try {
+    return await presign(key);
+  } catch (err) {
+    log.warn({ jobId, error: (err as Error).message }, 'presigning a download URL failed');
+    return null;
+  }
+}
+
+/**
+ * Download URLs of a job delivered to the user's own storage: signed by the
+ * operator when the job completed (inline credentials are deleted once the
+ * job ends, so they cannot be signed here) and kept sealed in the row.
+ */
+function ownStorageUrls(job: JobDetail, box: SecretBox, log: Logger): { s3Url: string | null; subtitleUrl: string | null; thumbnailUrl: string | null } {
+  const none = { s3Url: null, subtitleUrl: null, thumbnailUrl: null };
+  if (!job.result_urls_enc) return none;
+  try {
+    const u = JSON.parse(box.open(job.result_urls_enc)) as { s3Url?: string; subtitleUrl?: string; thumbnailUrl?: string };
+    return { s3Url: u.s3Url ?? null, subtitleUrl: u.subtitleUrl ?? null, thumbnailUrl: u.thumbnailUrl ?? null };
+  } catch (err) {
+    log.warn({ jobId: job.id, error: (err as Error).name }, 'sealed download URLs could not be opened');
+    return none;
+  }
+}
+
+async function jobResponse(job: JobDetail, deps: JobsRouteDeps, log: Logger): Promise<Record<string, unknown>> {
+  const managed = !job.destination || job.destination.type === 'managed';
+  const own = managed ? undefined : ownStorageUrls(job, deps.secretBox, log);
+  const [s3Url, subtitleUrl, thumbnailUrl] = own ? [own.s3Url, own.subtitleUrl, own.thumbnailUrl] : await Promise.all([
+    job.s3_key ? signed(deps.presign, job.s3_key, log, job.id) : null,
+    job.subtitle_key ? signed(deps.presign, job.subtitle_key, log, job.id) : null,
+    job.thumbnail_key ? signed(deps.presign, job.thumbnail_key, log, job.id) : null,
+  ]);
+  return {
+    id: job.id,
+    url: job.url,
+    status: job.status,
+    s3_key: job.s3_key,
+    error: job.error,
+    error_type: job.error_type,
+    step: job.step,
+    created_at: job.created_at,
+    finished_at: job.finished_at,
+    file_size: job.file_size,
+    s3_url: s3Url,
+    actual_quality: job.actual_quality,
+    progress: job.progress,
+    reason: job.reason,
+    title: job.title,
+    description: job.description,
+    release_date: job.release_date,
+    // Present only when the file exists (spec: subtitle and thumbnail URLs).
+    ...(job.subtitle_key && { subtitle_key: job.subtitle_key, subtitle_url: subtitleUrl }),
+    ...(job.thumbnail_key && { thumbnail_key: job.thumbnail_key, thumbnail_url: thumbnailUrl }),
+  };
+}

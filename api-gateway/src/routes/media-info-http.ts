@@ -1,0 +1,70 @@
+// What POST /metadata and POST /is-short share: the JSON-only body, the
+// lookup tied to the client's connection, and one log line per lookup.
+import { json, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import type { Logger } from '@mediajobs/lib/logger';
+import type { Assess, FailureCategory, LookupResult, MediaInfoExtractor } from '@mediajobs/lib/media-info/index';
+import type { ApiKeyCache } from '../auth.js';
+import { sendError } from '../http-errors.js';
+
+export interface MediaInfoRouteDeps {
+  logger: Logger;
+  keyCache: ApiKeyCache;
+  mediaInfo: MediaInfoExtractor;
+}
+
+/** A body is `{"url": "..."}`; 16 KiB is far above the longest accepted URL. */
+const MAX_BODY_BYTES = 16 * 1024;
+
+/** Only JSON bodies, checked before anything is read. */
+export const jsonBody: RequestHandler[] = [
+  (req: Request, res: Response, next: NextFunction) => {
+    if (req.is('application/json')) next();
+    else sendError(res, 415, 'Content-Type must be application/json');
+  },
+  json({ limit: MAX_BODY_BYTES, strict: true }),
+];
+
+/**
+ * Run a lookup for this request. The yt-dlp process is killed as soon as the
+ * client goes away: nobody waits for the answer, and a slot of
+ * MEDIA_INFO_MAX_CONCURRENT is freed. Resolves undefined in that case.
+ */
+export async function lookupForRequest<T>(
+  deps: MediaInfoRouteDeps,
+  endpoint: string,
+  url: string,
+  assess: Assess<T>,
+  res: Response,
+): Promise<Exclude<LookupResult<T>, { aborted: true }> | undefined> {
+  const controller = new AbortController();
+  const onClose = () => {
+    if (!res.writableFinished) controller.abort();
+  };
+  res.once('close', onClose);
+  const result = await deps.mediaInfo.lookup(url, assess, controller.signal);
+  res.off('close', onClose);
+  const attempts = result.attempts.map((a) => ({ stage: a.stage, ms: a.ms, outcome: a.outcome }));
+  if ('aborted' in result) {
+    deps.logger.info({ endpoint, attempts }, 'info lookup abandoned: client disconnected');
+    return undefined;
+  }
+  if (result.ok) {
+    deps.logger.info({ endpoint, attempts }, 'info lookup');
+  } else {
+    // The detail is yt-dlp's own error line with URLs removed: for operators, never for clients.
+    const details = result.attempts.map((a) => a.detail).filter(Boolean);
+    const level = result.failure === 'extractor_missing' ? 'error' : 'warn';
+    deps.logger[level]({ endpoint, failure: result.failure, attempts, ...(details.length && { details }) }, 'info lookup failed');
+  }
+  return result;
+}
+
+/**
+ * Headers of every answer to a lookup: computed per request and never to be
+ * reused by a cache between us and the client; a busy replica says when to
+ * come back, as POST /jobs does on 503.
+ */
+export function lookupHeaders(res: Response, failure?: FailureCategory): void {
+  res.setHeader('Cache-Control', 'no-store');
+  if (failure === 'busy') res.setHeader('Retry-After', '1');
+}

@@ -1,0 +1,109 @@
+// Wiring for a running gateway: configuration → pool, migrations,
+// submitter, managed storage → app → HTTP server, with graceful shutdown.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createLogger, type Logger } from '@mediajobs/lib/logger';
+import { MediaInfoExtractor, mediaInfoOptions } from '@mediajobs/lib/media-info/index';
+import { SecretBox } from '@mediajobs/lib/secret-box';
+import { createManagedStorage } from '@mediajobs/lib/storage/index';
+import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
+import type pg from 'pg';
+import { createApp } from './app.js';
+import { ApiKeyCache, cachedKeyLookup } from './auth.js';
+import type { GatewayConfig } from './config.js';
+import { migrate } from './db/migrate.js';
+import { createPool } from './db/pool.js';
+import { KubeJobSubmitter, type JobSubmitter } from './submitter.js';
+import { KubeSecretVault } from './destinations/vault.js';
+
+export interface RunningGateway {
+  server: Server;
+  pool: pg.Pool;
+  url: string;
+  /** Stop accepting, let in-flight requests finish (up to the timeout), close the pool. */
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  logger?: Logger;
+  /** Replaces the Kubernetes submitter (tests). */
+  submitter?: JobSubmitter;
+}
+
+export async function startGateway(config: GatewayConfig, opts: StartOptions = {}): Promise<RunningGateway> {
+  const logger = opts.logger ?? createLogger('api-gateway', config.LOG_LEVEL);
+  const secretBox = new SecretBox(config.SECRET_KEYS);
+  const storage = createManagedStorage(config);
+  const submitter = opts.submitter ?? KubeJobSubmitter.fromKubeconfig(config.KUBECONFIG, {
+    namespace: config.MEDIAJOBS_NAMESPACE, timeoutMs: config.KUBE_TIMEOUT_MS,
+  });
+  const pool = createPool(config.DATABASE_URL, config.PG_POOL_MAX);
+  // An idle client erroring (Postgres restart) must not crash the process; the pool replaces it.
+  pool.on('error', (err) => logger.warn({ error: err.message }, 'idle Postgres connection failed'));
+
+  try {
+    const applied = await migrate(pool);
+    if (applied.length) logger.info({ applied }, 'migrations applied');
+  } catch (err) {
+    await pool.end();
+    throw err;
+  }
+
+  let shuttingDown = false;
+  const app = createApp({
+    pool,
+    logger,
+    submitter,
+    secretBox,
+    namespace: config.MEDIAJOBS_NAMESPACE,
+    presign: (key) => storage.presign(key, DOWNLOAD_URL_TTL_SECONDS),
+    ...(config.MANAGED_STORAGE === 'local' && config.FILE_URL_SECRET
+      ? { files: { dir: config.MANAGED_STORAGE_DIR, secret: config.FILE_URL_SECRET } }
+      : {}),
+    keyCache: new ApiKeyCache(cachedKeyLookup(pool), config.AUTH_CACHE_TTL_MS, config.AUTH_CACHE_MAX_ENTRIES),
+    isShuttingDown: () => shuttingDown,
+    mediaInfo: new MediaInfoExtractor(mediaInfoOptions(config)),
+    storage: {
+      probeTimeoutMs: config.STORAGE_PROBE_TIMEOUT_MS,
+      ...(config.FILE_URL_SECRET && { driveDownloadSecret: config.FILE_URL_SECRET }),
+      ...(config.STORAGE_VAULT === 'kubernetes' && {
+        vault: KubeSecretVault.fromKubeconfig(config.KUBECONFIG, config.MEDIAJOBS_NAMESPACE, config.KUBE_TIMEOUT_MS),
+      }),
+    },
+  });
+
+  const server = createServer({ keepAliveTimeout: 65_000 }, app);
+  // Malformed HTTP from a client: answer 400 and drop the socket, never throw.
+  server.on('clientError', (_err, socket) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{"error":"Bad request"}');
+    else socket.destroy();
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.PORT, config.HOST, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const url = `http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${port}`;
+  logger.info({ url, namespace: config.MEDIAJOBS_NAMESPACE, managedStorage: config.MANAGED_STORAGE }, 'api-gateway listening');
+
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      shuttingDown = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // close() drops only the connections idle at that moment; a keep-alive
+      // connection whose request finishes later would hold the server open,
+      // so idle ones are swept until the last in-flight request is done.
+      server.closeIdleConnections();
+      const sweep = setInterval(() => server.closeIdleConnections(), 50);
+      const force = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
+      await closed;
+      clearInterval(sweep);
+      clearTimeout(force);
+      await pool.end();
+      logger.info('api-gateway stopped');
+    })();
+    return closing;
+  };
+  return { server, pool, url, close };
+}

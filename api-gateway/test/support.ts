@@ -1,0 +1,165 @@
+// Test support: a scratch Postgres database per suite, the gateway app on
+// an ephemeral port, API keys, a log capture, and a local cluster with the
+// MediaJob CRD.
+import { existsSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import * as k8s from '@kubernetes/client-node';
+import { LocalCluster } from '@mediajobs/local-cluster';
+import { createLogger, type Logger } from '@mediajobs/lib/logger';
+import { SecretBox } from '@mediajobs/lib/secret-box';
+import pg from 'pg';
+import { createApp, type AppDeps } from '../src/app.js';
+import { ApiKeyCache, cachedKeyLookup } from '../src/auth.js';
+import { createApiKey } from '../src/db/api-keys.js';
+import { migrate } from '../src/db/migrate.js';
+import { createPool } from '../src/db/pool.js';
+import type { JobSubmitter } from '../src/submitter.js';
+
+// One scratch-database helper for the whole repository; the gateway's tests apply migrations themselves.
+import { createTestDatabase as createDatabase, type TestDatabase } from '../../test/support/postgres.js';
+export type { TestDatabase };
+export const createTestDatabase = (prefix = 'mediajobs_test') => createDatabase(prefix, { migrate: false });
+
+/** Log lines written through lib's logger (so its redaction is what is tested), kept instead of printed. */
+export function captureLogger(level = 'debug'): { logger: Logger; lines: string[]; text(): string } {
+  const lines: string[] = [];
+  const logger = createLogger('api-gateway', level, {
+    hooks: {
+      streamWrite: (s: string) => {
+        lines.push(s);
+        return '';
+      },
+    },
+  });
+  return { logger, lines, text: () => lines.join('') };
+}
+
+export class RecordingSubmitter implements JobSubmitter {
+  calls: { spec: Parameters<JobSubmitter['submit']>[0]; id: string }[] = [];
+  fail: Error | undefined;
+  delayMs = 0;
+  async submit(spec: Parameters<JobSubmitter['submit']>[0], id: string): Promise<void> {
+    this.calls.push({ spec, id });
+    if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
+    if (this.fail) throw this.fail;
+  }
+}
+
+export interface TestGateway {
+  db: TestDatabase;
+  pool: pg.Pool;
+  url: string;
+  server: Server;
+  keyCache: ApiKeyCache;
+  logs: ReturnType<typeof captureLogger>;
+  newKey(name?: string): Promise<{ id: string; key: string }>;
+  request(method: string, path: string, opts?: { key?: string | null; body?: unknown; raw?: string; headers?: Record<string, string> }): Promise<{ status: number; body: unknown; headers: Headers; text: string }>;
+  stop(): Promise<void>;
+}
+
+export async function startTestGateway(deps: Partial<AppDeps> & { submitter: JobSubmitter }): Promise<TestGateway> {
+  const db = await createTestDatabase();
+  const pool = createPool(db.url, 10);
+  await migrate(pool);
+  const logs = captureLogger();
+  const keyCache = deps.keyCache ?? new ApiKeyCache(cachedKeyLookup(pool), 10_000);
+  const app = createApp({
+    pool,
+    logger: logs.logger,
+    secretBox: new SecretBox(SecretBox.generateSpec('test')),
+    namespace: 'default',
+    presign: async (key) => `https://storage.example/${key}?signed=1`,
+    keyCache,
+    ...deps,
+  });
+  const server = createServer(app);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  let defaultKey: string | undefined;
+  const gw: TestGateway = {
+    db, pool, url, server, keyCache, logs,
+    async newKey(name = 'test') {
+      const k = await createApiKey(pool, { name });
+      return { id: k.id, key: k.key };
+    },
+    async request(method, path, opts = {}) {
+      if (opts.key === undefined && defaultKey === undefined) defaultKey = (await gw.newKey('default')).key;
+      const key = opts.key === undefined ? defaultKey : opts.key;
+      const headers: Record<string, string> = { ...(key !== null && key !== undefined ? { 'x-api-key': key } : {}), ...opts.headers };
+      let body: string | undefined = opts.raw;
+      if (opts.body !== undefined) {
+        body = JSON.stringify(opts.body);
+        headers['content-type'] ??= 'application/json';
+      }
+      const res = await fetch(`${url}${path}`, { method, headers, ...(body !== undefined && { body }) });
+      const text = await res.text();
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+      return { status: res.status, body: parsed, headers: res.headers, text };
+    },
+    async stop() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      // pool.end() resolves once its clients are told to close, not once their
+      // backends are gone; the DROP ... WITH (FORCE) below can then kill one
+      // mid-goodbye, and the pool re-emits that as an 'error' nobody listens to.
+      pool.on('error', () => undefined);
+      await pool.end();
+      await db.drop();
+    },
+  };
+  return gw;
+}
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+const CRD_FILE = `${here}../../crds/mediajob.yaml`;
+
+/** A minimal MediaJob CRD, for when the generated crds/mediajob.yaml is not there. */
+const MINIMAL_CRD = {
+  apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition',
+  metadata: { name: 'mediajobs.mediajobs.io' },
+  spec: {
+    group: 'mediajobs.io', scope: 'Namespaced',
+    names: { plural: 'mediajobs', singular: 'mediajob', kind: 'MediaJob', shortNames: ['mj'], categories: ['media'] },
+    versions: [{
+      name: 'v1alpha1', served: true, storage: true, subresources: { status: {} },
+      schema: { openAPIV3Schema: { type: 'object', properties: {
+        spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+        status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+      } } },
+    }],
+  },
+};
+
+export interface TestCluster {
+  cluster: LocalCluster;
+  kc: k8s.KubeConfig;
+  custom: k8s.CustomObjectsApi;
+  stop(): Promise<void>;
+}
+
+/** A local cluster with the MediaJob CRD established (the generated one when present). */
+export async function startClusterWithCrd(): Promise<TestCluster> {
+  const cluster = await LocalCluster.start({ logger: createLogger('local-cluster', 'silent') });
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(cluster.kubeconfigPath);
+  const ext = kc.makeApiClient(k8s.ApiextensionsV1Api);
+  const crd = existsSync(CRD_FILE)
+    ? k8s.loadYaml<k8s.V1CustomResourceDefinition>(readFileSync(CRD_FILE, 'utf8'))
+    : (MINIMAL_CRD as k8s.V1CustomResourceDefinition);
+  await ext.createCustomResourceDefinition({ body: crd });
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const got = await ext.readCustomResourceDefinition({ name: 'mediajobs.mediajobs.io' });
+    if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
+    if (Date.now() > deadline) throw new Error('MediaJob CRD not established');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { cluster, kc, custom: kc.makeApiClient(k8s.CustomObjectsApi), stop: () => cluster.stop() };
+}

@@ -1,0 +1,301 @@
+// Validation and normalisation of a POST /jobs body into MediaJobOptions.
+// The gateway runs this before anything touches Postgres or the cluster, so
+// every client mistake becomes one 400 whose message names the field; what
+// comes out is the normalised form the MediaJob spec carries (defaults
+// applied, rule-4 corrections done, an unknown `format` already `mp4`), and
+// the operator and runner never re-validate it.
+import { z } from 'zod';
+import {
+  AUDIO_BITRATES, AUDIO_CODECS, FORMATS, MAX_RESOLUTIONS, QUALITY_PRESETS, STORAGE_PROVIDERS, VIDEO_CODECS,
+  type AudioCodec, type Format, type MediaJobOptions, type MediaJobSpecOptions, type QualityPreset, type StorageProviderName,
+  type VideoCodec,
+} from './mediajob/types.js';
+
+/**
+ * CRF of each `quality_preset`; a preset overrides `video_quality`. The
+ * steps follow x264/x265 practice: 18 is visually lossless for most
+ * sources, 23 is the encoders' own default (so `medium` equals the default
+ * `video_quality`), and each step of about 4–6 roughly halves the bitrate.
+ */
+export const QUALITY_PRESET_CRF: Readonly<Record<QualityPreset, number>> = {
+  highest: 18,
+  high: 20,
+  medium: 23,
+  low: 28,
+  lowest: 32,
+};
+
+export const DEFAULT_VIDEO_QUALITY = 23;
+export const MAX_FILENAME_LENGTH = 255;
+export const MAX_FOLDER_LENGTH = 200;
+/** Source and webhook addresses longer than this are refused rather than stored. */
+export const MAX_URL_LENGTH = 4096;
+/** The CRD's int32 bound for maxDuration. */
+export const MAX_DURATION_SECONDS = 2_147_483_647;
+
+/** What the gateway needs from a POST /jobs body beyond the job options. */
+export interface JobRequest {
+  options: MediaJobOptions;
+  /** Kept apart because it is a secret: sealed in Postgres, never in a CR or a log. */
+  webhookUrl?: string;
+  /** Inline storage credentials, unvalidated here (their shape depends on the provider). */
+  storage?: Record<string, unknown>;
+  storageProvider?: StorageProviderName;
+  paused: boolean;
+}
+
+export type JobRequestResult = { ok: true; request: JobRequest } | { ok: false; error: string };
+
+const quoted = (values: readonly string[]) => values.map((v) => `'${v}'`).join(', ');
+
+/** Clients commonly send `null` for "not set"; treat it as absent rather than as a type error. */
+const optional = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (v === null ? undefined : v), schema.optional());
+
+const enumField = <const T extends readonly [string, ...string[]]>(values: T) =>
+  z.enum(values, { error: `must be one of ${quoted(values)}` });
+
+const booleanField = z.boolean({ error: 'must be a boolean (true or false)' });
+
+const httpUrl = () =>
+  z
+    .string({ error: 'must be a string' })
+    .trim()
+    .min(1, { error: 'must not be empty' })
+    .max(MAX_URL_LENGTH, { error: `must be at most ${MAX_URL_LENGTH} characters` })
+    .refine(isHttpUrl, { error: `must be an absolute http or https URL` });
+
+function isHttpUrl(s: string): boolean {
+  if (!URL.canParse(s)) return false;
+  const u = new URL(s);
+  return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '';
+}
+
+// Rule 1: the name becomes part of an object key and a local path, so the
+// characters that could climb out of the job's folder are refused outright.
+const filenameField = z
+  .string({ error: 'must be a string' })
+  .max(MAX_FILENAME_LENGTH, { error: `must be at most ${MAX_FILENAME_LENGTH} characters` })
+  .refine((s) => s.trim() !== '', { error: 'must not be empty' })
+  .refine((s) => !s.includes('..'), { error: "must not contain '..'" })
+  .refine((s) => !s.includes('/') && !s.includes('\\'), { error: 'must not contain a forward slash or a backslash' })
+  .refine((s) => !s.includes('\0'), { error: 'must not contain a null byte' });
+
+// Rule 2: a folder may have sub-folders (inner slashes) but cannot be
+// absolute, climb out, or be blank.
+const folderField = z
+  .string({ error: 'must be a string' })
+  .max(MAX_FOLDER_LENGTH, { error: `must be at most ${MAX_FOLDER_LENGTH} characters` })
+  .refine((s) => s.trim() !== '', { error: 'must not be empty or whitespace-only' })
+  .refine((s) => !s.includes('..'), { error: "must not contain '..'" })
+  .refine((s) => !s.startsWith('/') && !s.startsWith('\\'), { error: 'must not start with a forward slash or a backslash' })
+  .refine((s) => !s.includes('\0'), { error: 'must not contain a null byte' });
+
+const CLIP_FORMATS = "must be a time as 'HH:MM:SS', 'MM:SS' or seconds (e.g. '01:02:03', '02:03' or '123')";
+
+// Accepted as a JSON number of seconds too, since "seconds" is one of the
+// spec's three forms; it is kept as the string the runner passes to ffmpeg.
+const clipField = z
+  .union([z.string(), z.number()], { error: CLIP_FORMATS })
+  .transform((v) => (typeof v === 'number' ? String(v) : v.trim()))
+  .refine((s) => parseClipTime(s) !== undefined, { error: CLIP_FORMATS });
+
+// The type is string in the spec, but 1080 sent as a number means the same thing.
+const maxResolutionField = z
+  .union([z.string(), z.number()], { error: `must be one of ${quoted(MAX_RESOLUTIONS)}` })
+  .transform((v) => String(v))
+  .pipe(enumField(MAX_RESOLUTIONS));
+
+// An unknown format string is silently replaced by mp4 (the spec's rule);
+// only a non-string is a client error. Case is folded so 'MP3' is not
+// silently turned into an mp4.
+const formatField = z
+  .string({ error: 'must be a string' })
+  .transform((s): Format => {
+    const f = s.trim().toLowerCase();
+    return (FORMATS as readonly string[]).includes(f) ? (f as Format) : 'mp4';
+  });
+
+const bodySchema = z.object({
+  url: httpUrl(),
+  format: optional(formatField),
+  video_codec: optional(enumField(VIDEO_CODECS)),
+  audio_codec: optional(enumField(AUDIO_CODECS)),
+  audio_bitrate: optional(enumField(AUDIO_BITRATES)),
+  video_quality: optional(
+    z.number({ error: 'must be an integer from 0 to 51' }).int({ error: 'must be an integer from 0 to 51' })
+      .min(0, { error: 'must be an integer from 0 to 51' }).max(51, { error: 'must be an integer from 0 to 51' }),
+  ),
+  quality_preset: optional(enumField(QUALITY_PRESETS)),
+  max_resolution: optional(maxResolutionField),
+  filename: optional(filenameField),
+  folder: optional(folderField),
+  webhook_url: optional(httpUrl()),
+  audio_only: optional(booleanField),
+  download_subtitles: optional(booleanField),
+  download_thumbnail: optional(booleanField),
+  clip_start: optional(clipField),
+  clip_end: optional(clipField),
+  live_recording: optional(booleanField),
+  live_from_start: optional(booleanField),
+  max_duration: optional(
+    z.number({ error: `must be an integer number of seconds from 1 to ${MAX_DURATION_SECONDS}` })
+      .int({ error: `must be an integer number of seconds from 1 to ${MAX_DURATION_SECONDS}` })
+      .min(1, { error: `must be an integer number of seconds from 1 to ${MAX_DURATION_SECONDS}` })
+      .max(MAX_DURATION_SECONDS, { error: `must be an integer number of seconds from 1 to ${MAX_DURATION_SECONDS}` }),
+  ),
+  wait_for_video: optional(booleanField),
+  enable_progress_webhook: optional(booleanField),
+  storage: optional(
+    z.custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null && !Array.isArray(v), { error: 'must be an object' }),
+  ),
+  storage_provider: optional(enumField(STORAGE_PROVIDERS)),
+  paused: optional(booleanField),
+});
+
+// The order errors are reported in when a body has several: the spec table's.
+const FIELD_ORDER = Object.keys(bodySchema.shape);
+
+type Body = z.infer<typeof bodySchema>;
+
+/**
+ * Seconds of a clip time in one of the spec's forms: `HH:MM:SS`, `MM:SS`, or
+ * seconds; fractions of a second are allowed in the last part. Minutes and
+ * seconds after a colon must be below 60; the leading part is unbounded
+ * (`90:00` is ninety minutes). Undefined when the text is not such a time.
+ */
+export function parseClipTime(text: string): number | undefined {
+  const m = /^(?:(?:(\d+):)?(\d+):)?(\d+(?:\.\d+)?)$/.exec(text.trim());
+  if (!m) return undefined;
+  const [, h, mm, ss] = m;
+  const seconds = Number(ss);
+  if (mm !== undefined && seconds >= 60) return undefined;
+  const minutes = mm === undefined ? 0 : Number(mm);
+  if (h !== undefined && minutes >= 60) return undefined;
+  const total = (h === undefined ? 0 : Number(h)) * 3600 + minutes * 60 + seconds;
+  return Number.isFinite(total) ? total : undefined;
+}
+
+function issueMessage(issues: readonly z.core.$ZodIssue[]): string {
+  const byField = (i: z.core.$ZodIssue) => {
+    const k = FIELD_ORDER.indexOf(String(i.path[0] ?? ''));
+    return k < 0 ? FIELD_ORDER.length : k;
+  };
+  const first = [...issues].sort((a, b) => byField(a) - byField(b))[0]!;
+  const field = String(first.path[0] ?? '');
+  return `Invalid field '${field}': ${first.message}`;
+}
+
+/**
+ * Rule-4 corrections: pairs a container cannot hold are changed to the
+ * nearest pair it can, rather than failing the job later in ffmpeg.
+ */
+export function correctCodecs(
+  format: Format, videoCodec: VideoCodec, audioCodec: AudioCodec | undefined, audioBitrateGiven: boolean,
+): { videoCodec: VideoCodec; audioCodec: AudioCodec | undefined } {
+  let audio = audioCodec;
+  let video = videoCodec;
+  // A bitrate only means something when re-encoding, and aac is the codec
+  // every container here but webm/ogg/opus/mp3 holds (those are corrected next).
+  if (audioBitrateGiven && audio === undefined) audio = 'aac';
+  if (format === 'webm' && video === 'h264') video = 'vp9';
+  if (format === 'webm' && audio === 'aac') audio = 'opus';
+  if ((format === 'ogg' || format === 'opus') && audio === 'aac') audio = 'opus';
+  if (format === 'mp3' && audio === 'aac') audio = 'mp3';
+  return { videoCodec: video, audioCodec: audio };
+}
+
+function normalise(b: Body): JobRequest {
+  const audioOnly = b.audio_only ?? false;
+  const format: Format = b.format ?? (audioOnly ? 'm4a' : 'mp4');
+  const { videoCodec, audioCodec } = correctCodecs(format, b.video_codec ?? 'copy', b.audio_codec, b.audio_bitrate !== undefined);
+  const options: MediaJobOptions = {
+    url: b.url,
+    format,
+    videoCodec,
+    ...(audioCodec !== undefined && { audioCodec }),
+    audioBitrate: b.audio_bitrate ?? '192k',
+    videoQuality: b.quality_preset !== undefined ? QUALITY_PRESET_CRF[b.quality_preset] : (b.video_quality ?? DEFAULT_VIDEO_QUALITY),
+    ...(b.quality_preset !== undefined && { qualityPreset: b.quality_preset }),
+    maxResolution: b.max_resolution ?? 'best',
+    ...(b.filename !== undefined && { filename: b.filename }),
+    ...(b.folder !== undefined && { folder: b.folder }),
+    audioOnly,
+    downloadSubtitles: b.download_subtitles ?? false,
+    downloadThumbnail: b.download_thumbnail ?? false,
+    ...(b.clip_start !== undefined && { clipStart: b.clip_start }),
+    ...(b.clip_end !== undefined && { clipEnd: b.clip_end }),
+    liveRecording: b.live_recording ?? false,
+    liveFromStart: b.live_from_start ?? false,
+    ...(b.max_duration !== undefined && { maxDuration: b.max_duration }),
+    waitForVideo: b.wait_for_video ?? false,
+    enableProgressWebhook: b.enable_progress_webhook ?? false,
+  };
+  return {
+    options,
+    ...(b.webhook_url !== undefined && { webhookUrl: b.webhook_url }),
+    ...(b.storage !== undefined && { storage: b.storage }),
+    ...(b.storage_provider !== undefined && { storageProvider: b.storage_provider }),
+    paused: b.paused ?? false,
+  };
+}
+
+/**
+ * Validate a POST /jobs body. Unknown fields are ignored (clients may send
+ * fields of newer API versions); the first problem, in the order of the
+ * spec's table, is reported with the field's name.
+ */
+export function parseJobRequest(body: unknown): JobRequestResult {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    return { ok: false, error: 'Request body must be a JSON object' };
+  }
+  const url = (body as Record<string, unknown>).url;
+  if (url === undefined || url === null) return { ok: false, error: "Missing required field 'url'" };
+  const parsed = bodySchema.safeParse(body);
+  if (!parsed.success) return { ok: false, error: issueMessage(parsed.error.issues) };
+  const b = parsed.data;
+
+  if (b.clip_start !== undefined && b.clip_end !== undefined) {
+    if (parseClipTime(b.clip_end)! <= parseClipTime(b.clip_start)!) {
+      return { ok: false, error: "Invalid field 'clip_end': must be greater than clip_start" };
+    }
+  } else if (b.clip_end !== undefined && parseClipTime(b.clip_end)! <= 0) {
+    return { ok: false, error: "Invalid field 'clip_end': must be greater than 0" };
+  }
+  if (b.storage !== undefined && b.storage_provider !== undefined) {
+    return { ok: false, error: 'storage_and_storage_provider_are_exclusive' };
+  }
+  return { ok: true, request: normalise(b) };
+}
+
+/**
+ * The same defaults and rule-4 corrections for the options of a MediaJob
+ * applied with kubectl, whose spec may leave out `format` and `audioBitrate`
+ * (the CRD cannot default them: they depend on other fields). Only for specs
+ * the gateway did not write (no `jobId`): a gateway spec is already
+ * normalised and always carries `audioBitrate`, which this would read as
+ * "given" and so turn an absent audio codec into aac.
+ */
+export function normaliseSpecOptions(spec: MediaJobSpecOptions): MediaJobOptions {
+  const audioOnly = spec.audioOnly ?? false;
+  const format: Format = spec.format !== undefined && (FORMATS as readonly string[]).includes(spec.format)
+    ? spec.format
+    : (spec.format === undefined && audioOnly ? 'm4a' : 'mp4');
+  const { videoCodec, audioCodec } = correctCodecs(format, spec.videoCodec ?? 'copy', spec.audioCodec, spec.audioBitrate !== undefined);
+  const { qualityPreset } = spec;
+  return {
+    ...spec,
+    format,
+    videoCodec,
+    ...(audioCodec !== undefined && { audioCodec }),
+    audioBitrate: spec.audioBitrate ?? '192k',
+    videoQuality: qualityPreset !== undefined ? QUALITY_PRESET_CRF[qualityPreset] : (spec.videoQuality ?? DEFAULT_VIDEO_QUALITY),
+    maxResolution: spec.maxResolution ?? 'best',
+    audioOnly,
+    downloadSubtitles: spec.downloadSubtitles ?? false,
+    downloadThumbnail: spec.downloadThumbnail ?? false,
+    liveRecording: spec.liveRecording ?? false,
+    liveFromStart: spec.liveFromStart ?? false,
+    waitForVideo: spec.waitForVideo ?? false,
+    enableProgressWebhook: spec.enableProgressWebhook ?? false,
+  };
+}

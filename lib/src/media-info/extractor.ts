@@ -1,0 +1,183 @@
+// Metadata lookups with yt-dlp: a lightweight extraction bounded at 6 s and,
+// only when that cannot answer, a full one bounded at 20 s in a fresh
+// process with a new proxy session (spec: POST /is-short rules 3 and 4,
+// Limits). Nothing is cached and nothing is downloaded: `-J` only prints the
+// info JSON, and each lookup starts from scratch.
+//
+// Lightweight vs full:
+// - lightweight: no extractor retries, a short socket timeout, and YouTube's
+//   cheaper path: skip the DASH manifest (the player response's adaptive
+//   formats already carry every dimension) and auto-translated subtitles,
+//   and skip fetching per-client configs (`player_skip=configs`), which
+//   yt-dlp documents as fewer requests at some risk of missing data;
+// - full: yt-dlp's normal extraction with one extractor retry and a longer
+//   socket timeout.
+// Both pass --ignore-no-formats-error, so a scheduled stream (no formats
+// yet) still yields its info with live_status `is_upcoming` instead of an
+// error, and a private or removed video yields its reason as a warning.
+import { randomBytes } from 'node:crypto';
+import { worthFallback, classifyFailedRun, logDetail, type FailureCategory } from './failures.js';
+import type { YtDlpInfo } from './info.js';
+import { runBounded, type BoundedRun } from './run.js';
+
+export interface MediaInfoOptions {
+  /** The extractor program and leading arguments (MEDIA_INFO_YTDLP). */
+  command: readonly string[];
+  /** Appended to both runs (MEDIA_INFO_YTDLP_ARGS), e.g. `--cookies` or a JS runtime option. */
+  extraArgs: readonly string[];
+  lightTimeoutMs: number;
+  fullTimeoutMs: number;
+  /**
+   * Proxy for yt-dlp (MEDIA_INFO_PROXY). Every `{session}` is replaced by a
+   * fresh random id on each run, so rotating-proxy pools that key sticky
+   * sessions on the user name give the fallback a new exit address.
+   */
+  proxy?: string;
+  /**
+   * Test seam (MEDIA_INFO_URL_MAP): exact URL → URL actually handed to
+   * yt-dlp, applied after validation and canonicalisation. Empty unless
+   * configured.
+   */
+  urlMap: ReadonlyMap<string, string>;
+  /** Lookups at once per replica; more are refused with `busy` (503). */
+  maxConcurrent: number;
+}
+
+export const LIGHT_TIMEOUT_MS = 6_000;
+export const FULL_TIMEOUT_MS = 20_000;
+
+export const DEFAULT_MEDIA_INFO_OPTIONS: MediaInfoOptions = {
+  command: ['yt-dlp'],
+  extraArgs: [],
+  lightTimeoutMs: LIGHT_TIMEOUT_MS,
+  fullTimeoutMs: FULL_TIMEOUT_MS,
+  urlMap: new Map(),
+  maxConcurrent: 16,
+};
+
+export type Stage = 'light' | 'full';
+
+/** The judgement of one run's output: a value, or why not. */
+export type Verdict<T> = { ok: true; value: T } | { ok: false; failure: FailureCategory };
+
+/** Turns a parsed info JSON (and yt-dlp's warnings) into a verdict for one endpoint. */
+export type Assess<T> = (info: YtDlpInfo, stderr: string) => Verdict<T>;
+
+export interface AttemptRecord {
+  stage: Stage;
+  ms: number;
+  outcome: 'ok' | FailureCategory;
+  /** yt-dlp's error line, URLs removed (for the log only). */
+  detail?: string;
+}
+
+export type LookupResult<T> =
+  | { ok: true; value: T; attempts: AttemptRecord[] }
+  | { ok: false; failure: FailureCategory; attempts: AttemptRecord[] }
+  /** The caller aborted (client gone): the process was killed, nothing to answer. */
+  | { ok: false; aborted: true; attempts: AttemptRecord[] };
+
+/** Options of both runs: config files, caches and downloads off; one item, never a playlist's entries. */
+const COMMON_ARGS = [
+  '--ignore-config',
+  '--no-cache-dir',
+  '--dump-single-json',
+  '--skip-download',
+  '--no-playlist',
+  '--flat-playlist',
+  '--ignore-no-formats-error',
+  '--no-progress',
+];
+
+const STAGE_ARGS: Record<Stage, readonly string[]> = {
+  light: ['--extractor-retries', '0', '--extractor-args', 'youtube:skip=dash,translated_subs;player_skip=configs'],
+  full: ['--extractor-retries', '1'],
+};
+
+const MAX_INFO_BYTES = 32 * 1024 * 1024;
+
+export class MediaInfoExtractor {
+  readonly options: MediaInfoOptions;
+  private inFlight = 0;
+
+  constructor(options: Partial<MediaInfoOptions> = {}) {
+    this.options = { ...DEFAULT_MEDIA_INFO_OPTIONS, ...options };
+  }
+
+  private boundMs(stage: Stage): number {
+    return stage === 'light' ? this.options.lightTimeoutMs : this.options.fullTimeoutMs;
+  }
+
+  /** The yt-dlp argv of one run; `session` fills the proxy's `{session}`. */
+  argv(stage: Stage, url: string, session: string): string[] {
+    // Half the hard bound: a single stalled connection ends as yt-dlp's own
+    // (classifiable) timeout error, well before the kill.
+    const socketTimeout = Math.max(1, Math.floor(this.boundMs(stage) / 2000));
+    const proxy = this.options.proxy?.replaceAll('{session}', session);
+    return [
+      ...this.options.command,
+      ...COMMON_ARGS,
+      '--socket-timeout', String(socketTimeout),
+      ...STAGE_ARGS[stage],
+      ...(proxy ? ['--proxy', proxy] : []),
+      ...this.options.extraArgs,
+      '--', this.options.urlMap.get(url) ?? url,
+    ];
+  }
+
+  /**
+   * Look `url` up: the lightweight run, then, if its failure is one the full
+   * run may not share, the full run. `signal` aborts (and kills) whatever
+   * runs.
+   */
+  async lookup<T>(url: string, assess: Assess<T>, signal?: AbortSignal): Promise<LookupResult<T>> {
+    const attempts: AttemptRecord[] = [];
+    if (this.inFlight >= this.options.maxConcurrent) return { ok: false, failure: 'busy', attempts };
+    this.inFlight++;
+    try {
+      let failure: FailureCategory = 'extractor_error';
+      for (const stage of ['light', 'full'] as const) {
+        const run = await runBounded(this.argv(stage, url, randomBytes(8).toString('hex')), {
+          timeoutMs: this.boundMs(stage),
+          signal,
+          maxStdoutBytes: MAX_INFO_BYTES,
+        });
+        if (run.aborted) return { ok: false, aborted: true, attempts };
+        const verdict = judge(run, assess);
+        if (verdict.ok) {
+          attempts.push({ stage, ms: run.ms, outcome: 'ok' });
+          return { ok: true, value: verdict.value, attempts };
+        }
+        const detail = logDetail(run.stderr);
+        attempts.push({ stage, ms: run.ms, outcome: verdict.failure, ...(detail !== undefined && { detail }) });
+        failure = verdict.failure;
+        if (!worthFallback(failure)) break;
+      }
+      return { ok: false, failure, attempts };
+    } finally {
+      this.inFlight--;
+    }
+  }
+
+  /** Lookups running now (for tests and metrics). */
+  get running(): number {
+    return this.inFlight;
+  }
+}
+
+/** What one finished run says. */
+function judge<T>(run: BoundedRun, assess: Assess<T>): Verdict<T> {
+  if (run.spawnError) return { ok: false, failure: 'extractor_missing' };
+  if (run.timedOut) return { ok: false, failure: 'timeout' };
+  if (run.exitCode !== 0) return { ok: false, failure: classifyFailedRun(run.stderr) };
+  if (run.stdoutTruncated) return { ok: false, failure: 'extractor_error' };
+  let info: unknown;
+  try {
+    info = JSON.parse(run.stdout);
+  } catch {
+    return { ok: false, failure: 'extractor_error' };
+  }
+  // yt-dlp prints `null` when extraction failed outright.
+  if (info === null || typeof info !== 'object' || Array.isArray(info)) return { ok: false, failure: classifyFailedRun(run.stderr) };
+  return assess(info as YtDlpInfo, run.stderr);
+}

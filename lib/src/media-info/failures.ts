@@ -1,0 +1,148 @@
+// Why a lookup failed, what the client is told, and whether a second,
+// full extraction with a new proxy session can help.
+//
+// The message a client sees is a fixed phrase per category, never yt-dlp's
+// text: stderr carries proxy hosts, signed media URLs and local paths.
+// The phrases match what yt-dlp prints for YouTube's playability statuses
+// (`ERROR: [youtube] <id>: <reason>`, or a WARNING with the same text when
+// --ignore-no-formats-error turns the missing formats into a warning) and
+// for network failures in both the urllib-era wording of the Debian build
+// (`<urlopen error [Errno 111] Connection refused>`) and the newer
+// TransportError wording. The runner classifies job failures with its own,
+// larger table (runner-image/src/classify.ts); this one only has to tell
+// content verdicts from retryable trouble.
+
+export type FailureKind =
+  /** The platform's answer about this content: retrying cannot change it. */
+  | 'private'
+  | 'content'
+  /** Our side or the platform's is in trouble: the client should retry. */
+  | 'temporary'
+  /** Every extraction slot of this replica is busy. */
+  | 'busy'
+  /** The extractor program could not be started: a deployment error. */
+  | 'internal';
+
+export const FAILURES = {
+  private: { kind: 'private', message: 'Video is private' },
+  members_only: { kind: 'content', message: 'Video is available to channel members only' },
+  age_restricted: { kind: 'content', message: 'Video is age-restricted' },
+  geo_blocked: { kind: 'content', message: 'Video is not available in this region' },
+  copyright: { kind: 'content', message: 'Video is blocked by a copyright claim' },
+  channel_terminated: { kind: 'content', message: 'The channel or account behind this video has been terminated' },
+  drm_protected: { kind: 'content', message: 'Video is DRM protected' },
+  unavailable: { kind: 'content', message: 'Video is unavailable or has been removed' },
+  unsupported: { kind: 'content', message: 'No media found at this URL' },
+  playlist: { kind: 'content', message: 'The URL is a playlist or channel, not a single media item' },
+  bot_detection: { kind: 'temporary', message: 'Temporary platform error (bot check), please retry' },
+  rate_limited: { kind: 'temporary', message: 'Temporary platform error (rate limited), please retry' },
+  upstream_error: { kind: 'temporary', message: 'Temporary platform error, please retry' },
+  connection_error: { kind: 'temporary', message: 'Temporary network error, please retry' },
+  timeout: { kind: 'temporary', message: 'Temporary timeout error, please retry' },
+  no_dimensions: { kind: 'temporary', message: 'Temporary classification error (video dimensions unavailable), please retry' },
+  extractor_error: { kind: 'temporary', message: 'Temporary extraction error, please retry' },
+  busy: { kind: 'busy', message: 'Temporary overload error (too many lookups in progress), please retry' },
+  // The gateway's usual 500 wording; the cause goes to the log.
+  extractor_missing: { kind: 'internal', message: 'Internal server error' },
+} as const satisfies Record<string, { kind: FailureKind; message: string }>;
+
+export type FailureCategory = keyof typeof FAILURES;
+
+/**
+ * Whether the full extraction (fresh process, new proxy session, no
+ * shortcuts, longer bound) may succeed where the lightweight one failed.
+ * Geo-blocking depends on the exit address, which a new proxy session
+ * changes; the other content verdicts are the platform's final word.
+ */
+export function worthFallback(category: FailureCategory): boolean {
+  return FAILURES[category].kind === 'temporary' || category === 'geo_blocked';
+}
+
+/**
+ * HTTP status of a failed lookup, for both endpoints:
+ * - 403 private: the video exists but is not visible to the service;
+ *   the request itself was fine, so not a 400, and retrying cannot help.
+ * - 422 other content verdicts (removed, members-only, age-restricted,
+ *   geo-blocked, DRM, no media, a playlist): a well-formed request about
+ *   content that cannot be looked up.
+ * - 502 temporary trouble upstream (timeouts, network, platform errors,
+ *   unknown dimensions): the spec's "please retry" answer.
+ * - 503 this replica's extraction slots are all busy.
+ * - 500 the extractor program is missing: our deployment, not the client.
+ */
+export function failureStatus(category: FailureCategory): number {
+  switch (FAILURES[category].kind) {
+    case 'private':
+      return 403;
+    case 'content':
+      return 422;
+    case 'temporary':
+      return 502;
+    case 'busy':
+      return 503;
+    case 'internal':
+      return 500;
+  }
+}
+
+type Rule = readonly [FailureCategory, RegExp];
+
+// First match wins:
+// - bot checks and rate limits first: YouTube's session rate limit reads
+//   "Video unavailable. This content isn't available, try again later.",
+//   which would otherwise be a removed video;
+// - copyright before geo-blocking ("blocked it in your country on copyright grounds");
+// - the age gate before private/members-only (all three say "Sign in");
+// - a 404/410 for the page is content that is not there; 403, 5xx and
+//   network failures are temporary.
+const RULES: readonly Rule[] = [
+  ['bot_detection', /confirm you.?re not a bot|not a robot|captcha/i],
+  ['rate_limited', /HTTP Error 429|Too Many Requests|rate[- ]?limit|try again later/i],
+  ['drm_protected', /DRM protected|\bDRM\b/],
+  ['age_restricted', /confirm your age|age[- ]restricted|inappropriate for some users|verify your age/i],
+  ['members_only', /members[- ]only|join this channel|channel'?s members/i],
+  ['private', /private video|video is private/i],
+  ['channel_terminated', /account associated with this video has been terminated|(?:channel|account) (?:has been|was) terminated/i],
+  ['copyright', /copyright/i],
+  ['geo_blocked', /available in your country|geo[- ]?restrict|not available from your location|blocked (?:it )?in your country/i],
+  ['unsupported', /Unsupported URL/i],
+  ['unavailable', /HTTP Error (?:404|410)|Video unavailable|video is unavailable|This video is not available|has been removed|no longer available|does not exist|requires payment|No video formats found/i],
+  ['timeout', /timed? ?out/i],
+  ['upstream_error', /HTTP Error (?:403|5\d\d)/i],
+  ['connection_error', /Connection refused|Connection reset|connection aborted|Remote end closed|Name or service not known|Temporary failure in name resolution|getaddrinfo|No address associated|Network is unreachable|No route to host|Host is unreachable|IncompleteRead|SSL|certificate verify failed|Unable to connect|urlopen error|TransportError|Tunnel connection failed|ProxyError|Unable to download/i],
+];
+
+function linesStarting(stderr: string, tag: string): string[] {
+  return stderr.split(/\r?\n/).filter((l) => l.startsWith(tag));
+}
+
+/**
+ * The category yt-dlp's messages point at, or undefined when they name
+ * none. ERROR lines decide when there are any; otherwise WARNING lines,
+ * which is where --ignore-no-formats-error puts the platform's reason
+ * (private, unavailable, ...) for a result without formats.
+ */
+export function reasonFromMessages(stderr: string): FailureCategory | undefined {
+  const errors = linesStarting(stderr, 'ERROR:');
+  const text = (errors.length ? errors : linesStarting(stderr, 'WARNING:')).join('\n');
+  if (!text) return undefined;
+  for (const [category, re] of RULES) if (re.test(text)) return category;
+  return undefined;
+}
+
+/** A failed run (non-zero exit, no JSON): its category, defaulting to a temporary extraction error. */
+export function classifyFailedRun(stderr: string): FailureCategory {
+  return reasonFromMessages(stderr) ?? 'extractor_error';
+}
+
+/**
+ * One line for the gateway's log: yt-dlp's first ERROR line (else its last
+ * WARNING), with URLs replaced so signed media URLs and proxy credentials
+ * never reach the log, cut to 300 characters.
+ */
+export function logDetail(stderr: string): string | undefined {
+  const line = linesStarting(stderr, 'ERROR:')[0] ?? linesStarting(stderr, 'WARNING:').at(-1);
+  if (!line) return undefined;
+  const clean = line.replace(/\b[a-z][a-z0-9+.-]*:\/\/\S+/gi, '<url>');
+  return clean.length > 300 ? `${clean.slice(0, 297)}...` : clean;
+}

@@ -1,0 +1,604 @@
+// The one source of truth for the MediaJob and MediaBatch CustomResourceDefinitions.
+// generate-crds.ts renders these objects to crds/*.yaml (and the Helm chart's
+// copies); lib/test/crds.test.ts fails when the checked-in YAML is stale.
+//
+// Descriptions are the user documentation: `kubectl explain mediajob.spec` is
+// how a manifest author learns the API, so each one says what the field means
+// in the API spec's terms (field name, rule number), not how it is stored.
+//
+// Constraints mirror the gateway's validation but are never stricter: a
+// MediaJob the gateway creates from an accepted request must always pass the
+// CRD, or a valid POST /jobs would fail after the row was written. No CEL
+// (x-kubernetes-validations): the local cluster rejects it, so cross-field
+// rules (clipEnd > clipStart, drive not inline) are enforced by the gateway
+// and the operator's normalisation and only documented here.
+import {
+  AUDIO_BITRATES, AUDIO_CODECS, BATCH_KINDS, BATCH_STATUSES, CONDITION_STATUSES, DESTINATION_TYPES,
+  ERROR_TYPES, FORMATS, GROUP, JOB_STATUSES, JOB_STEPS, MAX_RESOLUTIONS, MEDIABATCH_PLURAL, MEDIAJOB_CONDITION_TYPES,
+  MEDIAJOB_PLURAL, QUALITY_PRESETS, STORAGE_PROVIDERS, VERSION, VIDEO_CODECS,
+  type BatchEpisode, type BatchOptions, type Condition, type Destination, type MediaBatchSpec, type MediaBatchStatus,
+  type MediaJobResult, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
+} from './types.js';
+
+/** The subset of OpenAPI v3 the CRDs use; `description` is required so no node can go undocumented. */
+export interface SchemaNode {
+  description: string;
+  type: 'object' | 'array' | 'string' | 'integer' | 'boolean';
+  format?: 'int32' | 'int64' | 'date-time' | 'uuid';
+  enum?: string[];
+  default?: unknown;
+  minimum?: number;
+  maximum?: number;
+  minLength?: number;
+  maxLength?: number;
+  pattern?: string;
+  /** Only extra patterns: RE2 has no lookahead, so "A and not B" needs two patterns. */
+  allOf?: { pattern: string }[];
+  properties?: Record<string, SchemaNode>;
+  required?: string[];
+  items?: SchemaNode;
+  'x-kubernetes-list-type'?: 'atomic' | 'set' | 'map';
+  'x-kubernetes-list-map-keys'?: string[];
+}
+
+export interface PrinterColumn {
+  name: string;
+  type: 'string' | 'integer' | 'number' | 'boolean' | 'date';
+  jsonPath: string;
+  description: string;
+  priority?: number;
+}
+
+export interface CustomResourceDefinition {
+  apiVersion: 'apiextensions.k8s.io/v1';
+  kind: 'CustomResourceDefinition';
+  metadata: { name: string; labels: Record<string, string> };
+  spec: {
+    group: string;
+    scope: 'Namespaced';
+    names: { plural: string; singular: string; kind: string; listKind: string; shortNames: string[]; categories: string[] };
+    versions: {
+      name: string;
+      served: boolean;
+      storage: boolean;
+      subresources: { status: Record<string, never> };
+      additionalPrinterColumns: PrinterColumn[];
+      schema: { openAPIV3Schema: SchemaNode };
+    }[];
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Node builders. Each call returns a fresh object, so no two places in a CRD
+// share a node (the YAML writer would otherwise emit anchors and aliases).
+
+type Extra = Omit<SchemaNode, 'description' | 'type'>;
+
+const str = (description: string, extra: Extra = {}): SchemaNode => ({ description, type: 'string', ...extra });
+const int = (description: string, extra: Extra = {}): SchemaNode => ({ description, type: 'integer', ...extra });
+const bool = (description: string, extra: Extra = {}): SchemaNode => ({ description, type: 'boolean', ...extra });
+const oneOf = (description: string, values: readonly string[], extra: Extra = {}): SchemaNode =>
+  ({ description, type: 'string', enum: [...values], ...extra });
+const list = (description: string, items: SchemaNode, extra: Extra = {}): SchemaNode =>
+  ({ description, type: 'array', items, ...extra });
+
+/**
+ * An object node whose properties are exactly the keys of T: adding a field to
+ * the TypeScript type without documenting it in the schema (or the reverse)
+ * does not compile, which keeps types.ts and the CRD in step.
+ */
+function obj<T>(
+  description: string,
+  properties: { [K in keyof Required<T>]: SchemaNode },
+  required: (keyof T & string)[] = [],
+  extra: Extra = {},
+): SchemaNode {
+  const node: SchemaNode = { description, type: 'object', ...extra, properties };
+  if (required.length) node.required = required;
+  return node;
+}
+
+const list2 = (values: readonly string[]): string => values.join(', ');
+
+// RE2 (Go) syntax, also valid as JavaScript: the local cluster and the real
+// apiserver must read them alike.
+// Only the scheme: the gateway accepts what WHATWG URL parsing accepts
+// (e.g. "https:host/path"), and the point here is to keep file:, ytsearch: and
+// other yt-dlp pseudo-URLs out of manifests.
+const HTTP_URL = String.raw`^[Hh][Tt][Tt][Pp][Ss]?:`;
+// Every "." is followed by something other than "." (or ends the name): no "..".
+const FILENAME = String.raw`^([^/\\\x00.]|\.[^/\\\x00.])*\.?$`;
+const NO_DOUBLE_DOT = String.raw`^([^.\x00]|\.[^.\x00])*\.?$`;
+const NO_LEADING_SLASH = String.raw`^[^/\\]`;
+const NOT_BLANK = String.raw`\S`;
+// Ranges (minutes and seconds below 60) are the gateway's check; the shape is enough here.
+const CLIP_TIME = String.raw`^[0-9]+(:[0-9]+){0,2}(\.[0-9]+)?$`;
+const DNS_SUBDOMAIN = String.raw`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`;
+// metav1.Condition's own validation, so conditions behave like every other controller's.
+const CONDITION_TYPE = String.raw`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$`;
+const CONDITION_REASON = String.raw`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`;
+
+// ---------------------------------------------------------------------------
+// Shared pieces.
+
+function folderNode(description: string): SchemaNode {
+  return str(description, { minLength: 1, maxLength: 200, pattern: NO_DOUBLE_DOT, allOf: [{ pattern: NO_LEADING_SLASH }, { pattern: NOT_BLANK }] });
+}
+
+const FOLDER_RULE = 'At most 200 characters, not empty or whitespace-only, without ".." or a NUL byte, and not starting '
+  + 'with "/" or "\\" (rule 2); inner slashes make sub-folders.';
+
+/** The POST /jobs options, camelCase; descriptions quote the API field they come from. */
+function optionProperties(): { [K in keyof Required<MediaJobSpecOptions>]: SchemaNode } {
+  return {
+    url: str(
+      'URL of the video, audio item or live stream to download (API "url"), http or https. A MediaJob always '
+      + 'downloads one item: show and genuine playlist URLs (rule 8) become a MediaBatch with one MediaJob per episode.',
+      { minLength: 1, maxLength: 8192, pattern: HTTP_URL },
+    ),
+    format: oneOf(
+      `Output container (API "format"). Video: mp4, mkv, webm, mov; audio: m4a, mp3, ogg, opus. When absent: mp4, or m4a `
+      + 'when audioOnly is true (rule 5). Because that default depends on audioOnly the schema leaves the field empty and '
+      + 'the operator fills it in. The API silently replaces an unknown format with mp4; a manifest with one is rejected '
+      + 'instead, so a typo is not mistaken for a choice.',
+      FORMATS,
+    ),
+    videoCodec: oneOf(
+      'Video codec (API "video_codec"). copy keeps the source stream without re-encoding; h264, h265 and vp9 re-encode '
+      + 'at videoQuality or qualityPreset. Corrected automatically when incompatible with the format (rule 4): webm with '
+      + 'h264 becomes vp9. Default copy.',
+      VIDEO_CODECS, { default: 'copy' },
+    ),
+    audioCodec: oneOf(
+      'Audio codec (API "audio_codec"): copy, aac, opus or mp3. When absent: copy, falling back to aac when the source '
+      + 'audio does not fit the container; aac when audioBitrate is set (rule 4). Corrections (rule 4): webm with aac '
+      + 'becomes opus, ogg or opus with aac becomes opus, mp3 with aac becomes mp3. With maxResolution 144 or lowest, '
+      + 'separate audio is the lowest available AAC track unless this field is set (rule 3).',
+      AUDIO_CODECS,
+    ),
+    audioBitrate: oneOf(
+      `Audio bitrate when audio is re-encoded (API "audio_bitrate"): ${list2(AUDIO_BITRATES)}. When absent: 192k. `
+      + 'Setting it without audioCodec selects aac (rule 4), which is why the schema does not write 192k in: a defaulted '
+      + 'bitrate would be indistinguishable from a chosen one.',
+      AUDIO_BITRATES,
+    ),
+    videoQuality: int(
+      'Constant rate factor (CRF) of re-encoded video (API "video_quality"), 0 to 51, lower is better. Used only when '
+      + 'videoCodec is not copy; qualityPreset overrides it. Default 23.',
+      { minimum: 0, maximum: 51, default: 23 },
+    ),
+    qualityPreset: oneOf(
+      `Named quality level (API "quality_preset"): ${list2(QUALITY_PRESETS)}. Overrides videoQuality when set.`,
+      QUALITY_PRESETS,
+    ),
+    maxResolution: oneOf(
+      'Highest resolution to deliver (API "max_resolution"), compared with the shorter side of the video, so horizontal '
+      + 'and vertical videos are treated alike (rule 3). best: the best available format. lowest: the smallest '
+      + 'available format. A number (2160 ... 144): the highest available resolution at or below it; if every format '
+      + 'exceeds it, the smallest format is used and the video is not resized. With 144 and lowest, separate audio '
+      + 'is the lowest available AAC track unless audioCodec is set. Default best.',
+      MAX_RESOLUTIONS, { default: 'best' },
+    ),
+    filename: str(
+      'Name of the delivered file without extension (API "filename"). At most 255 characters, without "..", "/", "\\" '
+      + 'or a NUL byte (rule 1); sanitised for storage. When absent the job id is used; a given name that would '
+      + 'overwrite an existing file gets "-" and the first 8 characters of the job id appended.',
+      { minLength: 1, maxLength: 255, pattern: FILENAME },
+    ),
+    folder: folderNode(
+      'Folder for the file inside the destination (API "folder"): the object key is '
+      + '[folder_prefix/]<base_folder>/[folder/]<name>.<ext>, base_folder being "videos" unless the saved destination '
+      + `says otherwise. ${FOLDER_RULE}`,
+    ),
+    audioOnly: bool(
+      'Deliver the audio only (API "audio_only"): m4a without re-encoding unless format or audioCodec say otherwise '
+      + '(rule 5). Default false.',
+      { default: false },
+    ),
+    downloadSubtitles: bool(
+      'Also fetch subtitles (API "download_subtitles"); the result then carries subtitleKey and the API a presigned '
+      + 'subtitle URL. Default false.',
+      { default: false },
+    ),
+    downloadThumbnail: bool(
+      'Also fetch the thumbnail (API "download_thumbnail"). Implemented for show episodes only: for other sources it is '
+      + 'accepted but produces no thumbnail and no thumbnailKey (rule 6). Default false.',
+      { default: false },
+    ),
+    clipStart: str(
+      'Keep the media from this point on (API "clip_start"): HH:MM:SS, MM:SS or seconds, optionally with a fraction '
+      + '(e.g. 01:02:03, 2:30, 90, 12.5).',
+      { pattern: CLIP_TIME },
+    ),
+    clipEnd: str(
+      'Keep the media up to this point (API "clip_end"), in the same formats as clipStart; must be greater than '
+      + 'clipStart.',
+      { pattern: CLIP_TIME },
+    ),
+    liveRecording: bool(
+      'Record a live stream (API "live_recording"). Live URLs are detected automatically, so this is rarely needed. '
+      + 'Default false.',
+      { default: false },
+    ),
+    liveFromStart: bool(
+      'Record a live stream from its beginning instead of from the live point (API "live_from_start"). Default false.',
+      { default: false },
+    ),
+    maxDuration: int(
+      'Maximum recording length in seconds (API "max_duration"), a safety cap for live streams.',
+      { format: 'int32', minimum: 1, maximum: 2_147_483_647 },
+    ),
+    waitForVideo: bool(
+      'Wait for a scheduled or upcoming stream to start instead of failing (API "wait_for_video"). Default false.',
+      { default: false },
+    ),
+    enableProgressWebhook: bool(
+      'Send "progress" webhooks to the webhook URL at each stage (API "enable_progress_webhook"): downloading 0, '
+      + 'download_complete 33, muxing 33, mux_complete 66, uploading 66 percent; completion is the job_completed '
+      + 'webhook. Default false.',
+      { default: false },
+    ),
+  };
+}
+
+function ownerNode(what: string): SchemaNode {
+  return obj<MediaJobSpec['owner']>(
+    `Who the ${what} belongs to: its usage and quotas, its saved destinations and the GET /jobs listing it appears in.`,
+    {
+      apiKeyId: str(
+        `Id (UUID) of the API key that owns the ${what}. A manifest applied with kubectl names the key here, and the `
+        + `${what} then appears in that key's API listings like one created through the API.`,
+        { format: 'uuid' },
+      ),
+    },
+    ['apiKeyId'],
+  );
+}
+
+function destinationNode(what: string): SchemaNode {
+  return obj<Destination>(
+    `Where the ${what} delivers its files (API "storage" and "storage_provider"). Default: managed storage.`,
+    {
+      type: oneOf(
+        'managed: the service\'s managed storage. saved: a destination saved for the API key or its organization '
+        + '(API "storage_provider"; the key\'s destinations first, then the organization\'s; without a provider, the one '
+        + 'marked default, else the most recently saved; rule 9). inline: credentials sent with the request (API '
+        + '"storage"), kept in secretName only until the job ends. If the destination cannot be resolved or initialised '
+        + 'at upload time the job fails with reason storage_unreachable; it is never delivered elsewhere. Default managed.',
+        DESTINATION_TYPES, { default: 'managed' },
+      ),
+      provider: oneOf(
+        `Storage provider of a saved or inline destination: ${list2(STORAGE_PROVIDERS)}. drive is available as a saved `
+        + 'destination only, never inline.',
+        STORAGE_PROVIDERS,
+      ),
+      secretName: str(
+        'Secret in this namespace holding the credentials of a saved or inline destination. The operator reads it to '
+        + 'prepare the runner\'s credentials; unused for managed storage.',
+        { maxLength: 253, pattern: DNS_SUBDOMAIN },
+      ),
+    },
+    [],
+    { default: { type: 'managed' } },
+  );
+}
+
+function webhookUrlNode(events: string): SchemaNode {
+  return str(
+    `URL that receives ${events} as JSON POSTs (API "webhook_url"; 10 s timeout, 3 attempts with exponential backoff, `
+    + 'a stable event id per event). For manifests only: the gateway keeps webhook URLs encrypted in its database and '
+    + 'never writes them into a custom resource. Never passed to the runner.',
+    { maxLength: 8192, pattern: HTTP_URL },
+  );
+}
+
+function conditionsNode(types: string): SchemaNode {
+  return list(
+    `The latest observations of the object's state, one per type (${types}), each with the generation it was set for.`,
+    obj<Condition>(
+      'One condition, in the standard Kubernetes shape (metav1.Condition).',
+      {
+        type: str(`Condition type: ${types}.`, { maxLength: 316, pattern: CONDITION_TYPE }),
+        status: oneOf('Whether the condition holds: True, False or Unknown.', CONDITION_STATUSES),
+        reason: str(
+          'Machine-readable CamelCase reason for the last transition (e.g. JobCreated).',
+          { minLength: 1, maxLength: 1024, pattern: CONDITION_REASON },
+        ),
+        message: str('Human-readable details of the last transition; may be empty.', { maxLength: 32768 }),
+        lastTransitionTime: str('When status last changed (RFC 3339).', { format: 'date-time' }),
+        observedGeneration: int(
+          'The metadata.generation the condition was set for; older than metadata.generation means it may be stale.',
+          { format: 'int64', minimum: 0 },
+        ),
+      },
+      ['type', 'status', 'reason', 'message', 'lastTransitionTime'],
+    ),
+    { 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] },
+  );
+}
+
+function observedGenerationNode(): SchemaNode {
+  return int(
+    'The metadata.generation the operator last reconciled: when it is lower than metadata.generation, the status '
+    + 'does not reflect the latest spec yet.',
+    { format: 'int64', minimum: 0 },
+  );
+}
+
+function typeMetaProperties(): Record<'apiVersion' | 'kind', SchemaNode> {
+  return {
+    apiVersion: str(
+      'Versioned schema of this representation of an object. Servers convert recognized schemas to the latest '
+      + 'internal value and may reject unrecognized values.',
+    ),
+    kind: str(
+      'REST resource this object represents. Servers infer it from the endpoint the client submits requests to; '
+      + 'in CamelCase.',
+    ),
+  };
+}
+
+function crd(
+  kind: string, plural: string, shortName: string, columns: PrinterColumn[], description: string,
+  spec: SchemaNode, status: SchemaNode,
+): CustomResourceDefinition {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${plural}.${GROUP}`, labels: { 'app.kubernetes.io/part-of': 'mediajobs' } },
+    spec: {
+      group: GROUP,
+      scope: 'Namespaced',
+      names: { plural, singular: kind.toLowerCase(), kind, listKind: `${kind}List`, shortNames: [shortName], categories: ['media'] },
+      versions: [{
+        name: VERSION,
+        served: true,
+        storage: true,
+        subresources: { status: {} },
+        additionalPrinterColumns: columns,
+        schema: {
+          openAPIV3Schema: {
+            description,
+            type: 'object',
+            properties: { ...typeMetaProperties(), spec, status },
+            required: ['spec'],
+          },
+        },
+      }],
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------
+// MediaJob.
+
+function mediaJobSpec(): SchemaNode {
+  return obj<MediaJobSpec>(
+    'What to download and how: every POST /jobs option in camelCase, plus the owner and the destination. The gateway '
+    + 'writes the options normalised (defaults applied, rule 4 corrections done); a manifest may give only url and '
+    + 'owner.',
+    {
+      jobId: str(
+        'Job id (UUID) used by the API (POST /jobs "job_id", GET /jobs/{id}). Set by the gateway; leave it out of '
+        + 'manifests, the operator then uses metadata.uid.',
+        { format: 'uuid' },
+      ),
+      owner: ownerNode('job'),
+      ...optionProperties(),
+      webhookUrl: webhookUrlNode('job_processing, job_completed, job_failed, job_skipped and progress webhooks'),
+      destination: destinationNode('job'),
+      batchId: str('Id (UUID) of the MediaBatch this job is an episode of; absent for single jobs.', { format: 'uuid' }),
+      showEpisode: bool(
+        'Set by the operator on the episode jobs of a show batch; not an API field. downloadThumbnail delivers a '
+        + 'thumbnail (thumbnailKey) only for such jobs and is ignored for every other source (rule 6).',
+      ),
+    },
+    ['owner', 'url'],
+  );
+}
+
+function mediaJobResult(): SchemaNode {
+  return obj<MediaJobResult>(
+    'What was delivered; written by the runner when the upload has finished.',
+    {
+      storageKey: str(
+        'Object key of the file in the destination (API "s3_key", webhook "key"). Not downloadable on its own: '
+        + 'GET /jobs/{id} gives a presigned "s3_url", valid 24 hours.',
+      ),
+      fileSize: int('Size of the delivered file in bytes (API "file_size").', { format: 'int64', minimum: 0 }),
+      actualQuality: str('Resolution actually delivered, the shorter side with a p, e.g. 720p (API "actual_quality").'),
+      format: str('Container of the delivered file, e.g. mp4.'),
+      title: str('Title of the media (video and podcast sources).'),
+      description: str('Description of the media; absent for podcast sources.'),
+      releaseDate: str(
+        'Release date, ISO 8601: the exact date for podcast sources, the upload date at midnight UTC for video sources.',
+      ),
+      subtitleKey: str('Object key of the subtitles, when downloadSubtitles was set and subtitles were found.'),
+      thumbnailKey: str('Object key of the thumbnail, when one was produced (show episodes only, rule 6).'),
+    },
+    ['storageKey'],
+  );
+}
+
+function mediaJobStatus(): SchemaNode {
+  const conditionTypes = list2(MEDIAJOB_CONDITION_TYPES);
+  return obj<MediaJobStatus>(
+    'Observed state, written only through the status subresource: by the operator (status, times, conditions) and '
+    + 'the runner (step, progress, result, error).',
+    {
+      jobId: str('The job id the API knows this job by: spec.jobId, or metadata.uid for manifests.'),
+      status: oneOf(
+        'Job status as the API reports it: Pending (accepted, waiting for a runner), Processing, Completed, Failed '
+        + '(technical error, errorType error), Warning (content issue, errorType warning), Skipped (DRM-protected '
+        + 'audio-only episode), Cancelled, CancelledByAdmin.',
+        JOB_STATUSES,
+      ),
+      step: oneOf(
+        'Stage of the work: Queued, Downloading, Muxing, Uploading, Finished (the API\'s "step").',
+        JOB_STEPS,
+      ),
+      progress: int('Progress in percent, 0 to 100, reported by the runner.', { format: 'int32', minimum: 0, maximum: 100 }),
+      result: mediaJobResult(),
+      error: str('Sanitised error message when the job failed or ended with a warning (API "error").'),
+      errorType: oneOf(
+        'error: technical failure (rate limit, bot detection, connection error, upload or processing failure). '
+        + 'warning: content issue (private, members-only, geo-blocked, unavailable), which sends no job_failed webhook.',
+        ERROR_TYPES,
+      ),
+      reason: str(
+        'Machine-readable failure reason, e.g. storage_unreachable when the destination could not be resolved or '
+        + 'initialised at upload time.',
+      ),
+      jobName: str('Name of the batch/v1 Job running this MediaJob\'s runner pod.'),
+      startTime: str('When processing started (RFC 3339).', { format: 'date-time' }),
+      finishTime: str('When the job reached a final status (RFC 3339).', { format: 'date-time' }),
+      observedGeneration: observedGenerationNode(),
+      conditions: conditionsNode(conditionTypes),
+    },
+  );
+}
+
+/** The MediaJob CRD: one download job. */
+export function mediaJobCrd(): CustomResourceDefinition {
+  return crd(
+    'MediaJob', MEDIAJOB_PLURAL, 'mj',
+    [
+      { name: 'Status', type: 'string', jsonPath: '.status.status', description: 'Job status (Pending, Processing, Completed, Failed, ...).' },
+      { name: 'Step', type: 'string', jsonPath: '.status.step', description: 'Stage of the work (Queued, Downloading, Muxing, Uploading, Finished).' },
+      { name: 'Progress', type: 'integer', jsonPath: '.status.progress', description: 'Progress in percent.' },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since the job was created.' },
+      { name: 'URL', type: 'string', jsonPath: '.spec.url', description: 'Source URL.', priority: 1 },
+    ],
+    'A media download job (mediajobs.io): the service downloads the media at spec.url, optionally clips and transcodes '
+    + 'it, and delivers the file to spec.destination. The gateway creates one per POST /jobs (named after the job id); '
+    + 'a MediaJob applied with kubectl is processed the same way. Finished MediaJobs are deleted after a retention '
+    + 'period; the API keeps their record.',
+    mediaJobSpec(),
+    mediaJobStatus(),
+  );
+}
+
+// ---------------------------------------------------------------------------
+// MediaBatch.
+
+function batchOptions(): SchemaNode {
+  // url, filename and folder are per episode (or per batch); the rest is shared.
+  const { url: _url, filename: _filename, folder: _folder, ...shared } = optionProperties();
+  return obj<BatchOptions>(
+    'Encoding options shared by every episode: the same fields, rules and defaults as a MediaJob\'s spec.',
+    shared,
+    [],
+    { default: {} },
+  );
+}
+
+function batchEpisode(): SchemaNode {
+  return obj<BatchEpisode>(
+    'One episode or video of the batch (API episode entry).',
+    {
+      jobId: str('Id (UUID) of the episode\'s MediaJob (API "job_id"); set once the job exists.', { format: 'uuid' }),
+      url: str('URL of the episode or video (API "url").', { minLength: 1, maxLength: 8192, pattern: HTTP_URL }),
+      title: str('Title of the episode (API "title").'),
+      description: str('Description of the episode (API "description"; default mode only, absent in paused mode).'),
+      releaseDate: str('Release date of the episode, ISO 8601 (API "release_date"; default mode only).'),
+      filename: str(
+        'File name for this episode without extension; set by renames (PATCH /batch/{id}/jobs) while the batch is '
+        + 'paused. At most 255 characters, without "..", "/", "\\" or a NUL byte (rule 1).',
+        { minLength: 1, maxLength: 255, pattern: FILENAME },
+      ),
+    },
+    ['url'],
+  );
+}
+
+function mediaBatchSpec(): SchemaNode {
+  return obj<MediaBatchSpec>(
+    'The show or playlist and the options of its episodes.',
+    {
+      batchId: str(
+        'Batch id (UUID) used by the API (POST /jobs "batch_id", GET /batch/{id}). Set by the gateway; leave it out of '
+        + 'manifests, the operator then uses metadata.uid.',
+        { format: 'uuid' },
+      ),
+      showUrl: str(
+        'URL of the podcast show or the genuine video playlist (API "show_url"). A playlist is genuine when its list '
+        + 'parameter begins with PL, UU or OL; RD (mixes), WL and LL lists are single-video requests (rule 8). A '
+        + 'playlist over 500 videos is rejected, never truncated.',
+        { minLength: 1, maxLength: 8192, pattern: HTTP_URL },
+      ),
+      kind: oneOf('show: a podcast show; playlist: a genuine video playlist. Detected from showUrl when absent.', BATCH_KINDS),
+      owner: ownerNode('batch'),
+      folder: folderNode(`Folder prefix of every episode's file (API Batch "folder"). ${FOLDER_RULE}`),
+      paused: bool(
+        'Create the episode jobs without starting them (API "paused"; show batches only, rule 7). While paused, episode '
+        + 'files can be renamed (PATCH /batch/{id}/jobs); setting it to false (POST /batch/{id}/start) enqueues every '
+        + 'episode. Default false.',
+        { default: false },
+      ),
+      webhookUrl: webhookUrlNode('the batch_completed webhook and the episode jobs\' webhooks'),
+      destination: destinationNode('batch'),
+      options: batchOptions(),
+      episodes: list(
+        'The episodes or videos, one MediaJob each; filled in by the gateway from the show or playlist.',
+        batchEpisode(),
+      ),
+    },
+    ['owner', 'showUrl'],
+  );
+}
+
+function mediaBatchStatus(): SchemaNode {
+  return obj<MediaBatchStatus>(
+    'Observed state of the batch, rolled up from its episode jobs by the operator. Progress percent is '
+    + '(completedEpisodes + failedEpisodes) / totalEpisodes * 100; the batch is done when completedEpisodes + '
+    + 'failedEpisodes >= totalEpisodes.',
+    {
+      batchId: str('The batch id the API knows this batch by: spec.batchId, or metadata.uid for manifests.'),
+      status: oneOf(
+        'paused: episode jobs exist but are not enqueued. processing: episodes are running. completed: every episode '
+        + 'completed. finished: every episode is done and some failed or were skipped. Both completed and finished send '
+        + 'the batch_completed webhook.',
+        BATCH_STATUSES,
+      ),
+      totalEpisodes: int('Number of episodes (API "total_episodes").', { format: 'int32', minimum: 0 }),
+      completedEpisodes: int('Episodes completed (API "completed_episodes").', { format: 'int32', minimum: 0 }),
+      failedEpisodes: int(
+        'Episodes that failed, ended with a warning or were skipped (API "failed_episodes"; skipped episodes count here '
+        + 'too, as they do for batch completion).',
+        { format: 'int32', minimum: 0 },
+      ),
+      skippedEpisodes: int(
+        'Episodes skipped, e.g. audio-only DRM-protected episodes (API "skipped_episodes"); also counted in failedEpisodes.',
+        { format: 'int32', minimum: 0 },
+      ),
+      episodeJobs: list('Job ids (UUID) of the episode jobs, one per episode (API "episode_jobs").', str('Job id of one episode.')),
+      observedGeneration: observedGenerationNode(),
+      conditions: conditionsNode('e.g. Ready'),
+    },
+  );
+}
+
+/** The MediaBatch CRD: a show or playlist expanded into one MediaJob per episode. */
+export function mediaBatchCrd(): CustomResourceDefinition {
+  return crd(
+    'MediaBatch', MEDIABATCH_PLURAL, 'mb',
+    [
+      { name: 'Status', type: 'string', jsonPath: '.status.status', description: 'Batch status (paused, processing, completed, finished).' },
+      { name: 'Total', type: 'integer', jsonPath: '.status.totalEpisodes', description: 'Number of episodes.' },
+      { name: 'Completed', type: 'integer', jsonPath: '.status.completedEpisodes', description: 'Episodes completed.' },
+      { name: 'Failed', type: 'integer', jsonPath: '.status.failedEpisodes', description: 'Episodes failed or skipped.' },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since the batch was created.' },
+      { name: 'URL', type: 'string', jsonPath: '.spec.showUrl', description: 'Show or playlist URL.', priority: 1 },
+    ],
+    'A batch of download jobs for a podcast show or a genuine video playlist (mediajobs.io): one MediaJob per episode, '
+    + 'sharing the owner, destination, folder and options. The gateway creates one when POST /jobs receives a show or '
+    + 'playlist URL (rule 8).',
+    mediaBatchSpec(),
+    mediaBatchStatus(),
+  );
+}
+
+/** Both CRDs, in the order they are installed. */
+export function allCrds(): CustomResourceDefinition[] {
+  return [mediaJobCrd(), mediaBatchCrd()];
+}

@@ -1,0 +1,285 @@
+// Managed storage on the local disk (local mode). Files live under one
+// directory; the gateway serves them at /files/<key> to whoever holds an
+// HMAC-signed, expiring URL, which is what a presigned S3 GET gives in
+// production. This module owns both halves of that URL contract (signing
+// here, verification and safe path resolution for the gateway's route) so
+// they cannot drift apart.
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { constants as fsConstants } from 'node:fs';
+import { access, link, mkdir, open, realpath, rename, stat, unlink } from 'node:fs/promises';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import {
+  PROBE_OBJECT_NAME,
+  StorageError,
+  assertValidKey,
+  countingSource,
+  type StorageErrorCode,
+  type StorageProvider,
+  type UploadOptions,
+  type UploadResult,
+} from './types.js';
+
+export interface LocalStorageOptions {
+  /** Root directory of the stored files (MANAGED_STORAGE_DIR). Created when missing. */
+  dir: string;
+  /** Base URL the gateway is reached at (PUBLIC_BASE_URL); may carry a path when behind a proxy. */
+  publicBaseUrl: string;
+  /** HMAC key of download URLs (FILE_URL_SECRET). */
+  secret: string;
+  /** Provider name reported in errors; `managed` by default. */
+  name?: string;
+}
+
+/** Where uploads are written before they are published under their key; dot-leading, so no valid key can reach it. */
+const TMP_DIR = '.tmp';
+
+const FS_CODES: Record<string, StorageErrorCode> = {
+  ENOENT: 'not_found',
+  ENOTDIR: 'not_found',
+  EACCES: 'auth',
+  EPERM: 'auth',
+  EROFS: 'auth',
+  EEXIST: 'conflict',
+};
+
+/** Map a filesystem error to a StorageError without its message, which names paths. */
+function fsError(err: unknown, provider: string, doing: string): StorageError {
+  if (err instanceof StorageError) return err;
+  const errno = (err as NodeJS.ErrnoException | undefined)?.code;
+  const code: StorageErrorCode = (errno && FS_CODES[errno]) || 'failed';
+  return new StorageError(code, errno ?? 'io_error', `${provider}: ${doing} failed (${errno ?? 'I/O error'})`, { provider });
+}
+
+/** Percent-encode each segment of a key for a URL path, keeping the `/` separators. */
+export function encodeKeyPath(key: string): string {
+  return key.split('/').map(encodeURIComponent).join('/');
+}
+
+/** Inverse of encodeKeyPath for the gateway's /files/<key> route; throws StorageError on malformed escapes or an invalid key. */
+export function decodeKeyPath(encoded: string): string {
+  let key: string;
+  try {
+    key = encoded.split('/').map(decodeURIComponent).join('/');
+  } catch {
+    throw new StorageError('invalid_config', 'invalid_key', 'invalid object key: malformed escape');
+  }
+  assertValidKey(key);
+  return key;
+}
+
+/** Hex HMAC-SHA256 of "<key>\n<expires>"; the newline keeps key and expiry from running into each other. */
+export function signFileUrl(key: string, expires: number, secret: string): string {
+  return createHmac('sha256', secret).update(`${key}\n${expires}`).digest('hex');
+}
+
+/**
+ * Check a download URL's signature and expiry. `expires` and `sig` are taken
+ * as they come from the query string; `nowMs` is milliseconds since the
+ * epoch (Date.now()). The URL is valid while now < expires. Constant-time
+ * comparison, so response timing reveals nothing about the expected
+ * signature.
+ */
+export function verifySignedFileUrl(
+  key: string,
+  expires: string | number,
+  sig: string,
+  secret: string,
+  nowMs: number = Date.now(),
+): boolean {
+  const expStr = String(expires);
+  if (!/^\d{1,12}$/.test(expStr)) return false;
+  const exp = Number(expStr);
+  if (nowMs >= exp * 1000) return false;
+  if (typeof sig !== 'string' || !/^[0-9a-f]{64}$/i.test(sig)) return false;
+  // Re-sign with the canonical number, so "0123" and "123" are not two spellings of one URL.
+  const expected = Buffer.from(signFileUrl(key, exp, secret), 'hex');
+  return timingSafeEqual(expected, Buffer.from(sig, 'hex'));
+}
+
+export interface ResolvedFile {
+  /** Absolute, symlink-free path of the file. */
+  path: string;
+  size: number;
+  mtimeMs: number;
+}
+
+/**
+ * Resolve a key to a file under `dir` for the gateway's /files route. Throws
+ * StorageError `invalid_config` for an invalid key and `not_found` when no
+ * regular file is there. Symlinks are resolved and must stay under `dir`, so
+ * even a link planted in the storage directory cannot expose other files.
+ */
+export async function resolveFile(dir: string, key: string): Promise<ResolvedFile> {
+  assertValidKey(key);
+  const notFound = () => new StorageError('not_found', 'NoSuchKey', 'managed: file not found', { provider: 'managed' });
+  let root: string;
+  let real: string;
+  try {
+    root = await realpath(dir);
+    real = await realpath(path.resolve(root, key));
+  } catch (err) {
+    const e = fsError(err, 'managed', 'resolve');
+    throw e.code === 'not_found' ? notFound() : e;
+  }
+  if (!isInside(root, real)) throw notFound();
+  const st = await stat(real).catch((err: unknown) => {
+    throw fsError(err, 'managed', 'stat');
+  });
+  if (!st.isFile()) throw notFound();
+  return { path: real, size: st.size, mtimeMs: st.mtimeMs };
+}
+
+function isInside(root: string, p: string): boolean {
+  const rel = path.relative(root, p);
+  return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel);
+}
+
+export class LocalStorageProvider implements StorageProvider {
+  readonly name: string;
+  readonly dir: string;
+  private readonly baseUrl: string;
+  private readonly secret: string;
+
+  constructor(opts: LocalStorageOptions) {
+    this.name = opts.name ?? 'managed';
+    if (!opts.secret || opts.secret.length < 16) {
+      throw new StorageError('invalid_config', 'missing_secret', `${this.name}: FILE_URL_SECRET of at least 16 characters is required`, {
+        provider: this.name,
+      });
+    }
+    let base: URL;
+    try {
+      base = new URL(opts.publicBaseUrl);
+    } catch {
+      throw new StorageError('invalid_config', 'invalid_base_url', `${this.name}: PUBLIC_BASE_URL is not a URL`, { provider: this.name });
+    }
+    this.baseUrl = `${base.origin}${base.pathname.replace(/\/+$/, '')}`;
+    this.dir = path.resolve(opts.dir);
+    this.secret = opts.secret;
+  }
+
+  private pathOf(key: string): string {
+    assertValidKey(key);
+    const p = path.resolve(this.dir, key);
+    // assertValidKey already rules out escapes; this is the belt to its braces.
+    if (!isInside(this.dir, p)) throw new StorageError('invalid_config', 'invalid_key', 'invalid object key: outside storage');
+    return p;
+  }
+
+  async probe(): Promise<void> {
+    // Writability of the temp area is what uploads need; a fresh name per
+    // probe keeps concurrent probes from tripping over each other.
+    const tmpDir = path.join(this.dir, TMP_DIR);
+    const file = path.join(tmpDir, `${randomBytes(6).toString('hex')}-${PROBE_OBJECT_NAME}`);
+    try {
+      await mkdir(tmpDir, { recursive: true });
+      const fh = await open(file, 'wx', 0o600);
+      try {
+        await fh.writeFile('mediajobs storage probe\n');
+      } finally {
+        await fh.close();
+      }
+      await unlink(file);
+    } catch (err) {
+      throw fsError(err, this.name, 'probe');
+    }
+  }
+
+  /**
+   * Stream `body` to `<dir>/<key>`. The file appears under its key only when
+   * complete (written to a temp file, fsynced, then hard-linked into place),
+   * so a reader never sees a partial file. An existing key is never
+   * overwritten: the upload fails with `conflict`, and the caller picks
+   * another key (spine.md: a colliding filename gets `-<jobId 8>`). On
+   * failure the body is destroyed and nothing is left behind.
+   */
+  async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
+    let tmp: string | undefined;
+    try {
+      const final = this.pathOf(key);
+      // Fail before spending the transfer when the key is already taken; the
+      // link below is what actually guarantees no overwrite.
+      if (await exists(final)) throw this.conflict();
+      const tmpDir = path.join(this.dir, TMP_DIR);
+      await mkdir(tmpDir, { recursive: true });
+      await mkdir(path.dirname(final), { recursive: true });
+      tmp = path.join(tmpDir, `${randomBytes(12).toString('hex')}.part`);
+      const fh = await open(tmp, 'wx', 0o644);
+      const source = countingSource(body, this.name, opts.size);
+      // flush: fsync before the stream closes the handle, so the file is on
+      // disk before it becomes visible under its key. The stream closes the
+      // handle on success and on error alike.
+      await pipeline(source.stream, fh.createWriteStream({ flush: true }));
+      if (opts.size !== undefined && source.bytes !== opts.size) {
+        throw new StorageError('failed', 'size_mismatch', `${this.name}: upload is smaller than its declared size`, { provider: this.name });
+      }
+      await this.publish(tmp, final);
+      tmp = undefined;
+      return { key, size: source.bytes };
+    } catch (err) {
+      if (!body.destroyed) body.destroy();
+      throw fsError(err, this.name, 'upload');
+    } finally {
+      if (tmp) await unlink(tmp).catch(() => undefined);
+    }
+  }
+
+  /**
+   * link(2) fails with EEXIST instead of replacing, which rename(2) would do
+   * silently: that is the atomic "create if absent" the no-overwrite rule
+   * needs. Filesystems without hard links (some network and FUSE mounts)
+   * fall back to check-then-rename, which has a small race window.
+   */
+  private async publish(tmp: string, final: string): Promise<void> {
+    try {
+      await link(tmp, final);
+    } catch (err) {
+      const errno = (err as NodeJS.ErrnoException).code;
+      if (errno === 'EEXIST') throw this.conflict();
+      if (errno === 'EPERM' || errno === 'ENOTSUP' || errno === 'EOPNOTSUPP' || errno === 'ENOSYS') {
+        if (await exists(final)) throw this.conflict();
+        await rename(tmp, final);
+        return;
+      }
+      throw err;
+    }
+    // Published; the temp name is just a second link now, and the caller's
+    // cleanup retries its removal, so a failure here must not fail the upload.
+    await unlink(tmp).catch(() => undefined);
+  }
+
+  private conflict(): StorageError {
+    return new StorageError('conflict', 'KeyExists', `${this.name}: an object already exists at this key`, { provider: this.name });
+  }
+
+  async presign(key: string, expiresSeconds: number): Promise<string> {
+    assertValidKey(key);
+    if (!Number.isInteger(expiresSeconds) || expiresSeconds <= 0) {
+      throw new StorageError('invalid_config', 'invalid_expiry', `${this.name}: expiry must be a positive number of seconds`, { provider: this.name });
+    }
+    const expires = Math.floor(Date.now() / 1000) + expiresSeconds;
+    const sig = signFileUrl(key, expires, this.secret);
+    return `${this.baseUrl}/files/${encodeKeyPath(key)}?expires=${expires}&sig=${sig}`;
+  }
+
+  async delete(key: string): Promise<void> {
+    const p = this.pathOf(key);
+    try {
+      await unlink(p);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw fsError(err, this.name, 'delete');
+    }
+  }
+}
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await access(p, fsConstants.F_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}

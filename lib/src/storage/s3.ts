@@ -1,0 +1,328 @@
+// S3-compatible storage through the official AWS SDK v3: AWS itself, and the
+// S3-compatible services users bring (R2, MinIO, Backblaze, Wasabi, ...) as
+// well as s3rver in tests. Used for a user's `s3` destination and for
+// managed storage in production.
+import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import type { Readable } from 'node:stream';
+import {
+  NETWORK_ERROR_CODES,
+  STORAGE_ERROR_TEXT,
+  PROBE_OBJECT_NAME,
+  StorageError,
+  assertValidKey,
+  countingSource,
+  safeReason,
+  sanitizeKeyPrefix,
+  type StorageErrorCode,
+  type StorageProvider,
+  type UploadOptions,
+  type UploadResult } from './types.js';
+
+export interface S3StorageOptions {
+  /** Reported in errors: `s3` for a user's destination, `managed` for managed storage. */
+  name?: string;
+  /** Custom endpoint for S3-compatible services; absent means AWS. A bare host gets https://. */
+  endpoint?: string;
+  bucket: string;
+  /** `auto` is accepted for services that use it (e.g. R2); it needs an endpoint. */
+  region: string;
+  /** Both or neither; neither means the SDK's default chain (env, IRSA, instance role). */
+  accessKeyId?: string;
+  secretAccessKey?: string;
+  /** `bucket` in the path instead of the host name; most self-hosted services need it. */
+  forcePathStyle?: boolean;
+  /** The destination's folder_prefix; the probe writes under it (see probe()). */
+  folderPrefix?: string;
+  /** Multipart part size in bytes (>= 5 MiB); default 8 MiB, or 16 MiB when the size is unknown. */
+  partSize?: number;
+  /** Parts in flight at once; memory is bounded by about queueSize × partSize. */
+  queueSize?: number;
+  /** SDK attempts per request (first try included); default 3. */
+  maxAttempts?: number;
+  /** Give up connecting after this long; default 10 s, so a dead endpoint fails fast. */
+  connectionTimeoutMs?: number;
+  /** Give up on a connection idle this long mid-request; default 120 s (a stalled backend must not hang a job forever). */
+  socketTimeoutMs?: number;
+}
+
+const MiB = 1024 * 1024;
+const MIN_PART = 5 * MiB; // S3's minimum for every part but the last
+const DEFAULT_PART = 8 * MiB;
+// A stream of unknown length may hold up to 10,000 parts: 16 MiB parts
+// allow ~156 GiB, while 4 in flight keep the buffer near 64 MiB.
+const UNKNOWN_SIZE_PART = 16 * MiB;
+const MAX_PARTS = 10_000;
+const MAX_PRESIGN_SECONDS = 604_800; // SigV4 presigned URLs live at most 7 days
+
+// Service error names (the XML <Code>) → our codes. Anything unlisted falls
+// back on the HTTP status (classify()).
+const S3_CODES: Record<string, StorageErrorCode> = {
+  NoSuchBucket: 'not_found',
+  NoSuchKey: 'not_found',
+  NotFound: 'not_found',
+  AccessDenied: 'auth',
+  InvalidAccessKeyId: 'auth',
+  SignatureDoesNotMatch: 'auth',
+  ExpiredToken: 'auth',
+  InvalidToken: 'auth',
+  TokenRefreshRequired: 'auth',
+  AllAccessDisabled: 'auth',
+  AccountProblem: 'auth',
+  RequestTimeTooSkewed: 'auth',
+  CredentialsProviderError: 'auth',
+  InvalidBucketName: 'invalid_config',
+  PermanentRedirect: 'invalid_config',
+  AuthorizationHeaderMalformed: 'invalid_config',
+  IllegalLocationConstraintException: 'invalid_config',
+  InvalidRequest: 'invalid_config',
+  InternalError: 'unreachable',
+  ServiceUnavailable: 'unreachable',
+  SlowDown: 'unreachable',
+  RequestTimeout: 'unreachable',
+  TimeoutError: 'unreachable',
+};
+
+// Node socket and DNS failures: the backend cannot be talked to at all.
+interface ErrorLike {
+  name?: unknown;
+  code?: unknown;
+  Code?: unknown;
+  errors?: unknown;
+  $metadata?: { httpStatusCode?: number };
+}
+
+/** The errno of a socket error, looking inside Node's AggregateError (IPv4+IPv6 attempts). */
+function networkCode(e: ErrorLike): string | undefined {
+  if (typeof e.code === 'string' && NETWORK_ERROR_CODES.has(e.code)) return e.code;
+  if (Array.isArray(e.errors)) {
+    for (const inner of e.errors as ErrorLike[]) {
+      if (inner && typeof inner.code === 'string' && NETWORK_ERROR_CODES.has(inner.code)) return inner.code;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Map an SDK or socket error to a StorageError. The reason is the service's
+ * error code (`NoSuchBucket`) or the socket errno (`ECONNREFUSED`); the SDK's
+ * own message is dropped, since it can name the endpoint, bucket or key id.
+ */
+export function mapS3Error(err: unknown, provider = 's3'): StorageError {
+  if (err instanceof StorageError) return err;
+  const e = (err ?? {}) as ErrorLike;
+  const status = e.$metadata?.httpStatusCode;
+  const net = networkCode(e);
+  const name = typeof e.Code === 'string' ? e.Code : typeof e.name === 'string' ? e.name : undefined;
+
+  let code: StorageErrorCode;
+  let reason: string;
+  if (net) {
+    code = 'unreachable';
+    reason = net;
+  } else if (name && S3_CODES[name]) {
+    code = S3_CODES[name];
+    reason = name;
+  } else if (name === 'AbortError') {
+    code = 'failed';
+    reason = 'aborted';
+  } else if (status !== undefined) {
+    code = status === 404 ? 'not_found' : status === 401 || status === 403 ? 'auth' : status >= 500 ? 'unreachable' : 'failed';
+    reason = name && name !== 'Error' && name !== 'Unknown' && name !== 'UnknownError' ? name : `HTTP${status}`;
+  } else {
+    code = 'failed';
+    reason = name && name !== 'Error' ? name : 'unknown';
+  }
+  reason = safeReason(reason);
+  const opts: { provider: string; httpStatus?: number } = { provider };
+  if (status !== undefined) opts.httpStatus = status;
+  return new StorageError(code, reason, `${provider}: ${STORAGE_ERROR_TEXT[code]} (${reason})`, opts);
+}
+
+function normaliseEndpoint(endpoint: string, provider: string): string {
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(endpoint) ? endpoint : `https://${endpoint}`;
+  let url: URL;
+  try {
+    url = new URL(withScheme);
+  } catch {
+    throw new StorageError('invalid_config', 'invalid_endpoint', `${provider}: endpoint is not a valid URL`, { provider });
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw new StorageError('invalid_config', 'invalid_endpoint', `${provider}: endpoint must be http or https`, { provider });
+  }
+  if (url.username || url.password) {
+    throw new StorageError('invalid_config', 'invalid_endpoint', `${provider}: endpoint must not carry credentials`, { provider });
+  }
+  return url.toString().replace(/\/+$/, '');
+}
+
+export class S3StorageProvider implements StorageProvider {
+  readonly name: string;
+  readonly bucket: string;
+  private readonly folderPrefix: string;
+  private readonly partSize: number | undefined;
+  private readonly queueSize: number;
+  // Private field: keeps the client (and the credentials inside its config)
+  // out of JSON.stringify and util.inspect of the provider.
+  readonly #client: S3Client;
+
+  constructor(opts: S3StorageOptions) {
+    this.name = opts.name ?? 's3';
+    const fail = (reason: string, msg: string): never => {
+      throw new StorageError('invalid_config', reason, `${this.name}: ${msg}`, { provider: this.name });
+    };
+    if (!opts.bucket) fail('missing_bucket', 'bucket is required');
+    if (!opts.region) fail('missing_region', 'region is required');
+    if (Boolean(opts.accessKeyId) !== Boolean(opts.secretAccessKey)) {
+      fail('incomplete_credentials', 'access key and secret key go together');
+    }
+    const endpoint = opts.endpoint ? normaliseEndpoint(opts.endpoint, this.name) : undefined;
+    if (opts.region === 'auto' && !endpoint) fail('invalid_region', "region 'auto' needs an endpoint");
+    if (opts.partSize !== undefined && (!Number.isInteger(opts.partSize) || opts.partSize < MIN_PART)) {
+      fail('invalid_part_size', 'part size must be at least 5 MiB');
+    }
+
+    this.bucket = opts.bucket;
+    // Sanitised exactly as objectKey() does, so the probe tests the prefix the jobs will write under.
+    this.folderPrefix = sanitizeKeyPrefix(opts.folderPrefix);
+    this.partSize = opts.partSize;
+    this.queueSize = opts.queueSize ?? 4;
+
+    const config: S3ClientConfig = {
+      region: opts.region,
+      forcePathStyle: opts.forcePathStyle ?? false,
+      maxAttempts: opts.maxAttempts ?? 3,
+      requestHandler: { connectionTimeout: opts.connectionTimeoutMs ?? 10_000, socketTimeout: opts.socketTimeoutMs ?? 120_000 },
+      // Since 3.729 the SDK adds CRC32 checksums (and aws-chunked trailers on
+      // streams) to every upload by default; many S3-compatible services and
+      // s3rver reject or store those bodies verbatim. Checksums only where an
+      // operation requires them keeps every backend working. The same default
+      // also signs x-amz-checksum-mode into presigned GETs, which plain
+      // browsers/curl do not send.
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
+    };
+    if (endpoint) config.endpoint = endpoint;
+    if (opts.accessKeyId && opts.secretAccessKey) {
+      config.credentials = { accessKeyId: opts.accessKeyId, secretAccessKey: opts.secretAccessKey };
+    }
+    this.#client = new S3Client(config);
+  }
+
+  /**
+   * Put and delete `verify_credentials.txt` at the root of the destination's
+   * folder_prefix (the bucket root when there is none). Under the prefix
+   * rather than the bucket root because credentials are often scoped by
+   * policy to that prefix: probing the root would refuse keys that can write
+   * everything the jobs will write.
+   */
+  async probe(): Promise<void> {
+    const key = this.folderPrefix ? `${this.folderPrefix}/${PROBE_OBJECT_NAME}` : PROBE_OBJECT_NAME;
+    try {
+      await this.#client.send(
+        new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: 'mediajobs storage probe\n', ContentType: 'text/plain' }),
+      );
+      await this.#client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+    } catch (err) {
+      throw mapS3Error(err, this.name);
+    }
+  }
+
+  /**
+   * Stream `body` to the bucket: one PutObject when it fits one part,
+   * otherwise a multipart upload whose parts are buffered queueSize at a
+   * time, so memory stays bounded whatever the file size. A failed multipart
+   * upload is aborted (no orphaned parts billed). An existing key is never
+   * overwritten: the upload fails with `conflict` (see refuseExisting).
+   */
+  async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
+    const source = countingSource(body, this.name, opts.size);
+    try {
+      assertValidKey(key);
+      await this.refuseExisting(key);
+      const partSize =
+        this.partSize ??
+        (opts.size === undefined ? UNKNOWN_SIZE_PART : Math.max(DEFAULT_PART, Math.ceil(opts.size / MAX_PARTS)));
+      // No ContentLength even when the size is known: the SDK would send it as
+      // the Content-Length of a single PutObject, and a stream that falls
+      // short would leave the request waiting for bytes that never come. The
+      // size plans the part size; the counter checks it.
+      const upload = new Upload({
+        client: this.#client,
+        params: {
+          Bucket: this.bucket,
+          Key: key,
+          Body: source.stream,
+          ...(opts.contentType ? { ContentType: opts.contentType } : {}),
+        },
+        partSize,
+        queueSize: this.queueSize,
+        leavePartsOnError: false,
+      });
+      await upload.done();
+      if (opts.size !== undefined && source.bytes !== opts.size) {
+        await this.#client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key })).catch(() => undefined);
+        throw new StorageError('failed', 'size_mismatch', `${this.name}: upload is smaller than its declared size`, { provider: this.name });
+      }
+      return { key, size: source.bytes };
+    } catch (err) {
+      // Stops reading the source whatever failed, so a producer writing into
+      // it (ffmpeg) sees a closed pipe instead of blocking forever.
+      if (!source.stream.destroyed) source.stream.destroy();
+      if (!body.destroyed) body.destroy();
+      // lib-storage reports a failed AbortMultipartUpload instead of what
+      // made it abort; the source's own failure is the one that matters.
+      throw source.error ?? mapS3Error(err, this.name);
+    }
+  }
+
+  /**
+   * Fail with `conflict` before any byte is sent when the key already holds
+   * an object. A HEAD rather than a conditional PutObject (If-None-Match: *):
+   * not every S3-compatible service honours that header, and some refuse it.
+   * A 403 passes: without s3:ListBucket AWS answers 403 for a missing key
+   * too. Two uploads racing for one key between HEAD and PUT can both land
+   * (the later wins); job keys are unique unless a filename is given.
+   */
+  private async refuseExisting(key: string): Promise<void> {
+    try {
+      await this.#client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
+    } catch (err) {
+      const mapped = mapS3Error(err, this.name);
+      if (mapped.code === 'not_found' || mapped.code === 'auth') return;
+      throw mapped;
+    }
+    throw new StorageError('conflict', 'KeyExists', `${this.name}: an object already exists at this key`, { provider: this.name });
+  }
+
+  async presign(key: string, expiresSeconds: number): Promise<string> {
+    assertValidKey(key);
+    if (!Number.isInteger(expiresSeconds) || expiresSeconds <= 0 || expiresSeconds > MAX_PRESIGN_SECONDS) {
+      throw new StorageError('invalid_config', 'invalid_expiry', `${this.name}: expiry must be 1..${MAX_PRESIGN_SECONDS} seconds`, {
+        provider: this.name,
+      });
+    }
+    try {
+      return await getSignedUrl(this.#client, new GetObjectCommand({ Bucket: this.bucket, Key: key }), { expiresIn: expiresSeconds });
+    } catch (err) {
+      throw mapS3Error(err, this.name);
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    assertValidKey(key);
+    try {
+      await this.#client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+    } catch (err) {
+      const mapped = mapS3Error(err, this.name);
+      if (mapped.reason === 'NoSuchKey') return; // already gone: delete is idempotent
+      throw mapped;
+    }
+  }
+
+  /** Close the client's sockets; the provider is unusable afterwards. */
+  destroy(): void {
+    this.#client.destroy();
+  }
+}

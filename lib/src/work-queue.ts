@@ -1,0 +1,122 @@
+// A work queue of object keys in the manner of client-go's rate-limited
+// queue: adding a key that is already waiting is a no-op, a key is never
+// processed twice at once (a key added while in flight runs again after),
+// delayed adds keep the earliest deadline, and failures retry with per-key
+// exponential backoff. Up to `concurrency` different keys run at once.
+
+export interface WorkQueueOptions {
+  /** Keys processed at once (different keys only). */
+  concurrency?: number;
+  /** First retry delay after a failed pass... */
+  retryBaseMs?: number;
+  /** ...doubling up to this. */
+  retryMaxMs?: number;
+  onError?: (key: string, err: unknown) => void;
+}
+
+export class WorkQueue {
+  private readonly waiting: string[] = [];
+  private readonly queued = new Set<string>();
+  private readonly inFlight = new Set<string>();
+  /** Keys added while in flight: run again when the current pass ends. */
+  private readonly dirty = new Set<string>();
+  private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  private readonly failures = new Map<string, number>();
+  private readonly idleWaiters: (() => void)[] = [];
+  private stopped = false;
+  private readonly concurrency: number;
+  private readonly retryBaseMs: number;
+  private readonly retryMaxMs: number;
+
+  constructor(private readonly handler: (key: string) => Promise<void> | void, private readonly opts: WorkQueueOptions = {}) {
+    this.concurrency = opts.concurrency ?? 1;
+    this.retryBaseMs = opts.retryBaseMs ?? 1000;
+    this.retryMaxMs = opts.retryMaxMs ?? 60_000;
+  }
+
+  add(key: string): void {
+    if (this.stopped) return;
+    if (this.inFlight.has(key)) {
+      this.dirty.add(key);
+      return;
+    }
+    if (this.queued.has(key)) return;
+    this.queued.add(key);
+    this.waiting.push(key);
+    this.pump();
+  }
+
+  /** Add after `delayMs`; an earlier pending deadline for the same key wins. */
+  addAfter(key: string, delayMs: number): void {
+    if (this.stopped) return;
+    if (delayMs <= 0) return this.add(key);
+    const at = Date.now() + delayMs;
+    const existing = this.timers.get(key);
+    if (existing && existing.at <= at) return;
+    if (existing) clearTimeout(existing.timer);
+    const timer = setTimeout(() => {
+      this.timers.delete(key);
+      this.add(key);
+    }, delayMs);
+    timer.unref();
+    this.timers.set(key, { at, timer });
+  }
+
+  /** Retry after a failure, with exponential backoff per key. */
+  addRateLimited(key: string): void {
+    const n = this.failures.get(key) ?? 0;
+    this.failures.set(key, n + 1);
+    this.addAfter(key, Math.min(this.retryMaxMs, this.retryBaseMs * 2 ** Math.min(n, 30)));
+  }
+
+  /** Reset a key's backoff (after a successful pass). */
+  forget(key: string): void {
+    this.failures.delete(key);
+  }
+
+  get length(): number {
+    return this.waiting.length;
+  }
+
+  /** Resolves when nothing is waiting or in flight (timers not counted). */
+  idle(): Promise<void> {
+    if (!this.waiting.length && !this.inFlight.size) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const { timer } of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+    this.waiting.length = 0;
+    this.queued.clear();
+    this.dirty.clear();
+  }
+
+  private pump(): void {
+    while (!this.stopped && this.inFlight.size < this.concurrency && this.waiting.length) {
+      const key = this.waiting.shift()!;
+      this.queued.delete(key);
+      this.inFlight.add(key);
+      void this.run(key);
+    }
+    if (!this.waiting.length && !this.inFlight.size) {
+      for (const w of this.idleWaiters.splice(0)) w();
+    }
+  }
+
+  private async run(key: string): Promise<void> {
+    try {
+      await this.handler(key);
+      this.forget(key);
+    } catch (err) {
+      this.opts.onError?.(key, err);
+      this.addRateLimited(key);
+    } finally {
+      this.inFlight.delete(key);
+      if (this.dirty.delete(key)) this.add(key);
+      // Yield so a burst of synchronous handlers does not starve timers and I/O.
+      setImmediate(() => this.pump());
+    }
+  }
+}

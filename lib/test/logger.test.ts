@@ -1,0 +1,55 @@
+// The logger censors secret-named fields at any depth and leaves everything
+// else (and the caller's objects) as it was.
+import { expect } from 'chai';
+import { Writable } from 'node:stream';
+import { createLogger, redactSecrets } from '../src/logger.js';
+
+function capture(): { lines: () => Record<string, unknown>[]; stream: Writable } {
+  const chunks: string[] = [];
+  const stream = new Writable({
+    write(c: Buffer, _e, cb) {
+      chunks.push(c.toString());
+      cb();
+    },
+  });
+  return { stream, lines: () => chunks.join('').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>) };
+}
+
+describe('logger redaction', () => {
+  it('censors secrets at any depth, header names with dashes and any case included', () => {
+    const out = capture();
+    const log = createLogger('t', 'info', {}, out.stream);
+    log.info({
+      req: { headers: { 'X-Api-Key': 'mj_secret', host: 'h' } },
+      body: { storage: { secret_key: 's' }, url: 'u' },
+      list: [{ webhook_url: 'https://hooks/x' }],
+    }, 'hello');
+    const [line] = out.lines();
+    expect(line).to.deep.include({
+      msg: 'hello',
+      req: { headers: { 'X-Api-Key': '[redacted]', host: 'h' } },
+      body: { storage: '[redacted]', url: 'u' },
+      list: [{ webhook_url: '[redacted]' }],
+    });
+    expect(JSON.stringify(line)).to.not.match(/mj_secret|hooks\/x/);
+  });
+
+  it('does not modify the caller\'s object and keeps errors intact', () => {
+    const err = new Error('boom');
+    const input = { nested: { password: 'p' }, err };
+    const r = redactSecrets(input) as typeof input;
+    expect(input.nested.password).to.equal('p');
+    expect(r.nested.password).to.equal('[redacted]');
+    expect(r.err).to.equal(err);
+    const clean = { a: 1, b: { c: [1, 2] } };
+    expect(redactSecrets(clean)).to.equal(clean);
+  });
+
+  it('still serialises errors logged under err', () => {
+    const out = capture();
+    createLogger('t', 'info', {}, out.stream).error({ err: new Error('boom'), token: 't' }, 'failed');
+    const [line] = out.lines();
+    expect(line).to.include({ token: '[redacted]' });
+    expect((line!.err as { message: string }).message).to.equal('boom');
+  });
+});

@@ -1,0 +1,498 @@
+// The GCS provider against a local fake of the GCS JSON API and OAuth token
+// endpoint (test/support/fake-gcs.ts), driven by the official client
+// unchanged: the fake verifies the client's JWTs and V4 signatures with the
+// public half of a key pair each test generates.
+import { expect } from 'chai';
+import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
+import http from 'node:http';
+import net from 'node:net';
+import { Readable } from 'node:stream';
+import { inspect } from 'node:util';
+import {
+  GcsStorageProvider,
+  StorageError,
+  createProvider,
+  destinationKeyLayout,
+  mapGcsError,
+  objectKey,
+  parseDestination,
+  parseServiceAccountJson,
+  type GcsStorageOptions,
+} from '../src/storage/index.js';
+import { startFakeGcs, type FakeServiceAccount, type RunningFakeGcs } from '../../test/support/fake-gcs.js';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const BUCKET = 'media';
+const DAY = 86_400;
+
+function generated(total: number): { stream: Readable; sha256: string } {
+  const chunks: Buffer[] = [];
+  for (let left = total; left > 0; left -= MiB) chunks.push(randomBytes(Math.min(MiB, left)));
+  const hash = createHash('sha256');
+  for (const c of chunks) hash.update(c);
+  return { stream: Readable.from(chunks), sha256: hash.digest('hex') };
+}
+
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+async function download(url: string | URL): Promise<{ status: number; sha256: string; bytes: number; contentType: string | null; text: string }> {
+  const res = await fetch(url);
+  const body = Buffer.from(await res.arrayBuffer());
+  return { status: res.status, sha256: sha256(body), bytes: body.length, contentType: res.headers.get('content-type'), text: body.toString('utf8') };
+}
+
+async function caught(p: Promise<unknown>): Promise<StorageError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).to.be.instanceOf(StorageError);
+    return err as StorageError;
+  }
+  expect.fail('expected a StorageError');
+}
+
+function thrown(fn: () => unknown): StorageError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).to.be.instanceOf(StorageError);
+    return err as StorageError;
+  }
+  expect.fail('expected a StorageError');
+}
+
+function expectSanitised(err: StorageError, secrets: string[]): void {
+  const rendered = [err.message, err.reason, JSON.stringify(err), inspect(err, { depth: 5 }), String(err.stack)].join('\n');
+  for (const s of secrets) expect(rendered, 'error text leaks a secret or host').not.to.include(s);
+  expect(err).not.to.have.property('cause');
+}
+
+/** The PEM body without its armour: what a leak of the key would contain. */
+const keyBody = (pem: string) => pem.split('\n').slice(1, 3).join('');
+
+describe('storage: gcs provider on the fake GCS', function () {
+  this.timeout(60_000);
+  let gcs: RunningFakeGcs;
+  let sa: FakeServiceAccount;
+
+  function provider(overrides: Partial<GcsStorageOptions> = {}): GcsStorageProvider {
+    return new GcsStorageProvider({
+      projectId: 'mediajobs-test',
+      bucket: BUCKET,
+      credentials: sa.json(),
+      apiEndpoint: gcs.apiEndpoint,
+      tokenUri: gcs.tokenUri,
+      ...overrides,
+    });
+  }
+
+  /** `kind status range` of the requests for one object since `from`. */
+  function trail(name: string, from = 0): string[] {
+    return gcs.requests
+      .slice(from)
+      .filter((r) => r.object === name)
+      .map((r) => [r.kind, r.status, r.range].filter((x) => x !== undefined && x !== '').join(' '));
+  }
+
+  before(async () => {
+    gcs = await startFakeGcs({ buckets: [BUCKET] });
+    sa = gcs.createServiceAccount();
+  });
+  after(async () => {
+    await gcs?.stop();
+  });
+
+  it('streams 20 MiB of unknown length through a resumable session and serves it byte for byte through a 24 h V4 signed URL', async () => {
+    const p = provider({ chunkSize: 8 * MiB });
+    const { stream, sha256: expected } = generated(20 * MiB);
+    const key = 'videos/big/resumable.mp4';
+    const from = gcs.requests.length;
+    const result = await p.upload(key, stream, { contentType: 'video/mp4' });
+    expect(result).to.deep.equal({ key, size: 20 * MiB });
+    // One session; 8 MiB chunks acknowledged with 308 until the last one, whose total is known only then.
+    expect(trail(key, from)).to.deep.equal([
+      'upload.resumable.start 200',
+      'upload.resumable.query 308 bytes */*',
+      'upload.resumable.chunk 308 bytes 0-8388607/*',
+      'upload.resumable.chunk 308 bytes 8388608-16777215/*',
+      `upload.resumable.chunk 200 bytes 16777216-20971519/${20 * MiB}`,
+    ]);
+    expect(gcs.object(BUCKET, key)?.contentType).to.equal('video/mp4');
+
+    const url = await p.presign(key, DAY);
+    const q = new URL(url).searchParams;
+    expect(q.get('X-Goog-Algorithm')).to.equal('GOOG4-RSA-SHA256');
+    expect(q.get('X-Goog-Expires')).to.equal(String(DAY));
+    expect(q.get('X-Goog-SignedHeaders')).to.equal('host');
+    expect(q.get('X-Goog-Credential')?.startsWith(`${sa.email}/`)).to.equal(true);
+    const got = await download(url);
+    expect(got.status).to.equal(200);
+    expect(got.bytes).to.equal(20 * MiB);
+    expect(got.sha256).to.equal(expected);
+    expect(got.contentType).to.equal('video/mp4');
+    expect(gcs.requests.at(-1)).to.include({ kind: 'signed.get', status: 200, account: sa.email });
+  });
+
+  it('gets its token with a JWT the fake verified against the account key, asking only for read_write', async () => {
+    const other = gcs.createServiceAccount();
+    const from = gcs.requests.length;
+    await provider({ credentials: other.json() }).probe();
+    const tokens = gcs.requests.slice(from).filter((r) => r.kind === 'token');
+    expect(tokens).to.have.length(1);
+    expect(tokens[0]).to.include({ status: 200, account: other.email });
+    expect(tokens[0]?.scopes).to.deep.equal(['https://www.googleapis.com/auth/devstorage.read_write']);
+  });
+
+  it('resumes from the offset the service confirmed after a chunk fails mid-request', async () => {
+    const p = provider({ chunkSize: 2 * MiB });
+    const { stream, sha256: expected } = generated(5 * MiB + 3);
+    const key = 'videos/resumed.mp4';
+    const from = gcs.requests.length;
+    // The second chunk breaks after 1.1 MiB reached the service, which keeps whole 256 KiB units (1 MiB).
+    gcs.failNextChunk({ status: 503, persistBytes: 1.1 * MiB, after: 1 });
+    await p.upload(key, stream);
+    const t = trail(key, from);
+    expect(t).to.include('upload.resumable.chunk 503 bytes 2097152-4194303/*');
+    // Asked where to go on, and went on from 3 MiB (2 MiB + the 1 MiB kept), not from 2 MiB or 4 MiB.
+    const afterFailure = t.slice(t.indexOf('upload.resumable.chunk 503 bytes 2097152-4194303/*') + 1);
+    expect(afterFailure[0]).to.equal('upload.resumable.query 308 bytes */*');
+    expect(afterFailure[1]).to.match(/^upload\.resumable\.chunk (200|308) bytes 3145728-/);
+    expect(sha256((gcs.object(BUCKET, key) as { data: Buffer }).data)).to.equal(expected);
+  });
+
+  it('fails a stream longer or shorter than its declared size and leaves no object', async () => {
+    const p = provider();
+    const longer = await caught(p.upload('videos/long.mp4', Readable.from([Buffer.alloc(100)]), { size: 10 }));
+    expect(longer.code).to.equal('failed');
+    expect(longer.reason).to.equal('size_mismatch');
+    const shorter = await caught(p.upload('videos/short.mp4', Readable.from([Buffer.alloc(10)]), { size: 100 }));
+    expect(shorter.reason).to.equal('size_mismatch');
+    expect(gcs.object(BUCKET, 'videos/long.mp4')).to.equal(undefined);
+    expect(gcs.object(BUCKET, 'videos/short.mp4')).to.equal(undefined);
+  });
+
+  it('reports a failing source as source_error and creates no object', async () => {
+    const p = provider({ chunkSize: MiB });
+    async function* broken() {
+      yield randomBytes(3 * MiB);
+      throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+    }
+    const err = await caught(p.upload('videos/broken.mp4', Readable.from(broken())));
+    expect(err.code).to.equal('failed');
+    expect(err.reason).to.equal('source_error');
+    expect(gcs.object(BUCKET, 'videos/broken.mp4')).to.equal(undefined);
+  });
+
+  it('stops reading the source when the bucket is missing', async () => {
+    const p = provider({ bucket: 'no-such-bucket' });
+    let produced = 0;
+    async function* endless() {
+      for (;;) {
+        produced += MiB;
+        yield Buffer.alloc(MiB);
+      }
+    }
+    const body = Readable.from(endless());
+    const err = await caught(p.upload('videos/endless.mp4', body));
+    expect(err.code).to.equal('not_found');
+    expect(err.reason).to.equal('NoSuchBucket');
+    expect(body.destroyed).to.equal(true);
+    expect(produced).to.be.below(64 * MiB);
+  });
+
+  it('probe uploads and deletes verify_credentials.txt at the root of the folder prefix', async () => {
+    const from = gcs.requests.length;
+    await provider().probe();
+    await provider({ folderPrefix: '/team a/archive/' }).probe();
+    expect(trail('verify_credentials.txt', from)).to.deep.equal(['upload.multipart 200', 'object.delete 204']);
+    expect(trail('team a/archive/verify_credentials.txt', from)).to.deep.equal(['upload.multipart 200', 'object.delete 204']);
+    expect(gcs.object(BUCKET, 'verify_credentials.txt')).to.equal(undefined);
+  });
+
+  it('delete removes an object and is idempotent', async () => {
+    const p = provider();
+    await p.upload('videos/gone.mp4', Readable.from([Buffer.from('x')]));
+    expect(gcs.object(BUCKET, 'videos/gone.mp4')).not.to.equal(undefined);
+    await p.delete('videos/gone.mp4');
+    await p.delete('videos/gone.mp4');
+    expect(gcs.object(BUCKET, 'videos/gone.mp4')).to.equal(undefined);
+  });
+
+  it('a missing bucket is not_found with reason NoSuchBucket', async () => {
+    const p = provider({ bucket: 'no-such-bucket' });
+    const probe = await caught(p.probe());
+    expect(probe.code).to.equal('not_found');
+    expect(probe.reason).to.equal('NoSuchBucket');
+    expect(probe.httpStatus).to.equal(404);
+    const upload = await caught(p.upload('videos/x.mp4', Readable.from([Buffer.from('x')])));
+    expect(upload.code).to.equal('not_found');
+    expectSanitised(probe, [sa.email, keyBody(sa.privateKey), String(gcs.port), 'no-such-bucket']);
+  });
+
+  it('a key the account does not have is AuthenticationFailed (the JWT signature fails at the token endpoint)', async () => {
+    const stranger = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+    const forged = JSON.stringify({ ...(JSON.parse(sa.json()) as object), private_key: stranger });
+    const p = provider({ credentials: forged, maxRetries: 0 });
+    const from = gcs.requests.length;
+    const probe = await caught(p.probe());
+    expect(probe.code).to.equal('auth');
+    expect(probe.reason).to.equal('AuthenticationFailed');
+    const upload = await caught(p.upload('videos/x.mp4', Readable.from([Buffer.from('x')])));
+    expect(upload.reason).to.equal('AuthenticationFailed');
+    // Refused at the token endpoint; nothing reached the bucket.
+    expect(gcs.requests.slice(from).every((r) => r.kind === 'token' && r.status === 400)).to.equal(true);
+    expectSanitised(probe, [sa.email, keyBody(stranger), String(gcs.port)]);
+  });
+
+  it('a deleted key is AuthenticationFailed, and an account without access to the bucket AccessDenied', async () => {
+    const doomed = gcs.createServiceAccount();
+    const p = provider({ credentials: doomed.json(), maxRetries: 0 });
+    await p.probe();
+    doomed.revoke();
+    // The token it already holds is refused too (401), not just new ones.
+    expect((await caught(p.probe())).reason).to.equal('AuthenticationFailed');
+
+    const elsewhere = gcs.createServiceAccount({ buckets: ['other-bucket'] });
+    const denied = await caught(provider({ credentials: elsewhere.json(), maxRetries: 0 }).probe());
+    expect(denied.code).to.equal('auth');
+    expect(denied.reason).to.equal('AccessDenied');
+    expect(denied.httpStatus).to.equal(403);
+    expectSanitised(denied, [elsewhere.email, String(gcs.port)]);
+  });
+
+  it('a stopped server is unreachable with reason ECONNREFUSED', async () => {
+    const gone = await startFakeGcs({ buckets: [BUCKET] });
+    const account = gone.createServiceAccount();
+    await gone.stop();
+    const p = provider({ credentials: account.json(), apiEndpoint: gone.apiEndpoint, tokenUri: gone.tokenUri, maxRetries: 0 });
+    const probe = await caught(p.probe());
+    expect(probe.code).to.equal('unreachable');
+    expect(probe.reason).to.equal('ECONNREFUSED');
+    const upload = await caught(p.upload('videos/x.mp4', Readable.from([Buffer.from('x')])));
+    expect(upload.code).to.equal('unreachable');
+    expectSanitised(probe, ['127.0.0.1', String(gone.port), account.email]);
+  });
+
+  it('a server that accepts and never answers is unreachable (timeout)', async () => {
+    const sockets = new Set<net.Socket>();
+    const silent = net.createServer((sock) => sockets.add(sock));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as net.AddressInfo).port;
+    try {
+      const p = provider({ apiEndpoint: `http://127.0.0.1:${port}`, maxRetries: 0, timeoutMs: 300, chunkTimeoutMs: 300 });
+      expect(await caught(p.probe())).to.include({ code: 'unreachable', reason: 'timeout' });
+      expect(await caught(p.upload('videos/x.mp4', Readable.from([Buffer.from('x')])))).to.include({ code: 'unreachable', reason: 'timeout' });
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
+  it('signed URLs are checked as GCS checks them: altered, expired, unsigned or from a deleted key are refused', async () => {
+    const signer = gcs.createServiceAccount();
+    const p = provider({ credentials: signer.json() });
+    const key = 'videos/guarded file.mp4';
+    await p.upload(key, Readable.from([Buffer.from('guarded')]), { contentType: 'video/mp4' });
+    const url = new URL(await p.presign(key, 60));
+    expect((await download(url)).text).to.equal('guarded');
+
+    const longer = new URL(url);
+    longer.searchParams.set('X-Goog-Expires', String(7 * DAY));
+    const altered = await download(longer);
+    expect(altered.status).to.equal(403);
+    expect(altered.text).to.include('<Code>SignatureDoesNotMatch</Code>');
+    const otherObject = new URL(url);
+    otherObject.pathname = `/${BUCKET}/videos/other.mp4`;
+    expect((await download(otherObject)).status).to.equal(403);
+    const unsigned = new URL(url);
+    unsigned.search = '';
+    expect((await download(unsigned)).status).to.equal(403);
+
+    const shortLived = await p.presign(key, 1);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const expired = await download(shortLived);
+    expect(expired.status).to.equal(400);
+    expect(expired.text).to.include('<Code>ExpiredToken</Code>');
+
+    signer.revoke();
+    expect((await download(url)).status).to.equal(403);
+  });
+
+  it("ignores the key file's token_uri: the token goes only where the deployment says", async () => {
+    const hits: string[] = [];
+    const decoy = http.createServer((req, res) => {
+      hits.push(req.url ?? '');
+      res.writeHead(500).end();
+    });
+    await new Promise<void>((resolve) => decoy.listen(0, '127.0.0.1', resolve));
+    try {
+      const decoyUri = `http://127.0.0.1:${(decoy.address() as net.AddressInfo).port}/token`;
+      const json = JSON.stringify({ ...(JSON.parse(sa.json()) as object), token_uri: decoyUri, universe_domain: 'example.test' });
+      await provider({ credentials: json }).probe();
+      expect(hits).to.deep.equal([]);
+    } finally {
+      await new Promise((resolve) => decoy.close(resolve));
+    }
+  });
+
+  it('keeps the private key out of the provider and the parsed key when inspected or serialised', () => {
+    const body = keyBody(sa.privateKey);
+    const p = provider();
+    expect(inspect(p, { depth: 10 })).not.to.include(body);
+    expect(JSON.stringify(p)).not.to.include(body);
+    const parsed = parseServiceAccountJson(sa.json());
+    expect(parsed.privateKey).to.equal(sa.privateKey);
+    expect(inspect(parsed, { depth: 10 }) + JSON.stringify(parsed) + JSON.stringify({ parsed })).not.to.include(body);
+  });
+
+  it('refuses invalid configuration without a network call', () => {
+    const bad: Array<[Partial<GcsStorageOptions>, string]> = [
+      [{ projectId: '' }, 'project_id_required'],
+      [{ projectId: '  ' }, 'project_id_required'],
+      [{ bucket: '' }, 'missing_bucket'],
+      [{ chunkSize: 100 * KiB }, 'invalid_chunk_size'],
+      [{ chunkSize: 300 * KiB }, 'invalid_chunk_size'],
+      [{ apiEndpoint: 'ftp://example.test' }, 'invalid_api_endpoint'],
+      [{ tokenUri: 'http://user:pw@example.test/token' }, 'invalid_token_uri'],
+      [{ credentials: '{"type":"service_account","client_email":"a@b.c"}' }, 'missing_private_key'],
+    ];
+    for (const [overrides, reason] of bad) {
+      const err = thrown(() => provider(overrides));
+      expect(err.code, reason).to.equal('invalid_config');
+      expect(err.reason).to.equal(reason);
+    }
+  });
+
+  it('refuses an expiry that is not 1 s to 7 days', async () => {
+    const p = provider();
+    for (const seconds of [0, -5, 2.5, 7 * DAY + 1]) {
+      expect((await caught(p.presign('videos/x.mp4', seconds))).reason).to.equal('invalid_expiry');
+    }
+  });
+
+  it('createProvider builds a gcs provider from destination.json; the key layout lands the file', async () => {
+    const destination = {
+      provider: 'gcs',
+      project_id: 'mediajobs-test',
+      bucket: BUCKET,
+      service_account_json: Buffer.from(sa.json()).toString('base64'),
+      folder_prefix: 'tenant-9',
+      base_folder: 'clips',
+    };
+    const p = createProvider(destination, { gcs: { apiEndpoint: gcs.apiEndpoint, tokenUri: gcs.tokenUri } });
+    expect(p.name).to.equal('gcs');
+    const from = gcs.requests.length;
+    await p.probe();
+    expect(trail('tenant-9/verify_credentials.txt', from)).to.deep.equal(['upload.multipart 200', 'object.delete 204']);
+    const key = objectKey({ ...destinationKeyLayout(parseDestination(destination)), name: 'Mañana: live?', fallback: 'job', ext: 'webm' });
+    expect(key).to.equal('tenant-9/clips/Mañana_ live_.webm');
+    const { stream, sha256: expected } = generated(MiB + 1);
+    await p.upload(key, stream, { contentType: 'video/webm' });
+    expect((await download(await p.presign(key, DAY))).sha256).to.equal(expected);
+  });
+
+  it("project_id is a construction requirement, not a shape one (the spec's step 2), and key file errors use the spec's words", () => {
+    const base = { provider: 'gcs', bucket: BUCKET, service_account_json: sa.json() };
+    expect(parseDestination(base)).to.deep.include({ provider: 'gcs', bucket: BUCKET });
+    const noProject = thrown(() => createProvider(base));
+    expect(noProject).to.include({ code: 'invalid_config', reason: 'project_id_required' });
+
+    const { private_key: _dropped, ...withoutKey } = JSON.parse(sa.json()) as Record<string, unknown>;
+    const noKey = thrown(() => createProvider({ ...base, project_id: 'p-1', service_account_json: JSON.stringify(withoutKey) }));
+    expect(noKey.message).to.equal("Invalid service account JSON: missing 'private_key' field");
+    expect(noKey.reason).to.equal('missing_private_key');
+
+    const shape = thrown(() => parseDestination({ ...base, bucket: 'Not A Bucket' }));
+    expect(shape.reason).to.equal('invalid_bucket');
+    expect(thrown(() => parseDestination({ ...base, service_account_json: undefined })).reason).to.equal('service_account_json_required');
+  });
+});
+
+describe('storage: parseServiceAccountJson', () => {
+  const { privateKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+  });
+  const file = {
+    type: 'service_account',
+    project_id: 'proj-1',
+    private_key_id: 'abc123',
+    private_key: privateKey,
+    client_email: 'uploader@proj-1.iam.gserviceaccount.com',
+  };
+  const text = JSON.stringify(file);
+
+  const accepted: Array<[string, string]> = [
+    ['JSON text', text],
+    ['JSON text with surrounding whitespace', `\n  ${text}\n`],
+    ['escaped JSON (a JSON string holding the JSON)', JSON.stringify(text)],
+    ['Base64 of the JSON', Buffer.from(text).toString('base64')],
+    ['URL-safe Base64 without padding', Buffer.from(text).toString('base64url')],
+    ['a PEM whose newlines arrived as literal \\n', JSON.stringify({ ...file, private_key: privateKey.replace(/\n/g, '\\n') })],
+  ];
+  for (const [title, raw] of accepted) {
+    it(`accepts ${title}`, () => {
+      const key = parseServiceAccountJson(raw);
+      expect(key.clientEmail).to.equal(file.client_email);
+      expect(key.privateKeyId).to.equal('abc123');
+      expect(key.projectId).to.equal('proj-1');
+      expect(key.privateKey).to.equal(privateKey);
+    });
+  }
+
+  const refused: Array<[string, unknown, string, string]> = [
+    ['nothing', '', 'missing_service_account_json', 'service_account_json is required'],
+    ['not a string', 42, 'missing_service_account_json', 'service_account_json is required'],
+    ['not JSON', '{"type": "service_account",', 'invalid_service_account_json', 'not JSON or Base64 of JSON'],
+    ['Base64 of something else', Buffer.from('hello').toString('base64'), 'invalid_service_account_json', 'not JSON or Base64 of JSON'],
+    ['a JSON array', '[1,2]', 'invalid_service_account_json', 'not JSON or Base64 of JSON'],
+    ['no private_key', JSON.stringify({ ...file, private_key: undefined }), 'missing_private_key', "missing 'private_key' field"],
+    ['no client_email', JSON.stringify({ ...file, client_email: '' }), 'missing_client_email', "missing 'client_email' field"],
+    [
+      'another credential type (external_account makes the library fetch URLs)',
+      JSON.stringify({ ...file, type: 'external_account', credential_source: { url: 'http://169.254.169.254/' } }),
+      'unsupported_credential_type',
+      "'type' must be 'service_account'",
+    ],
+    ['a private key that is not one', JSON.stringify({ ...file, private_key: 'not-a-key-SECRETSECRET' }), 'invalid_private_key', "'private_key' is not an RSA private key in PEM form"],
+  ];
+  for (const [title, raw, reason, detail] of refused) {
+    it(`refuses ${title} with the spec's wording and without echoing it`, () => {
+      const err = thrown(() => parseServiceAccountJson(raw));
+      expect(err.code).to.equal('invalid_config');
+      expect(err.reason).to.equal(reason);
+      expect(err.message).to.equal(`Invalid service account JSON: ${detail}`);
+      expect(err.message).not.to.include('SECRETSECRET');
+      expect(err.message).not.to.include(keyBody(privateKey));
+    });
+  }
+});
+
+describe('storage: mapGcsError', () => {
+  const gaxios = (status: number, data: unknown) =>
+    Object.assign(new Error(`request to http://10.1.2.3/upload failed: uploader@proj.iam.gserviceaccount.com`), { response: { status, data } });
+  const cases: Array<[string, unknown, string, string]> = [
+    ['token endpoint invalid_grant', gaxios(400, { error: 'invalid_grant', error_description: 'Invalid JWT Signature.' }), 'auth', 'AuthenticationFailed'],
+    ['JSON API 401', { code: 401, errors: [{ reason: 'authError' }], message: 'Invalid Credentials' }, 'auth', 'AuthenticationFailed'],
+    ['JSON API 403', { code: 403, errors: [{ reason: 'forbidden' }], message: 'uploader@proj does not have access' }, 'auth', 'AccessDenied'],
+    ['JSON API 404', { code: 404, errors: [{ reason: 'notFound' }] }, 'not_found', 'NoSuchBucket'],
+    ['resumable upload failure (code = status)', Object.assign(new Error('Upload failed'), { code: 503 }), 'unreachable', 'HTTP503'],
+    ['429', gaxios(429, { error: { code: 429 } }), 'unreachable', 'HTTP429'],
+    ['400 from the JSON API', gaxios(400, { error: { code: 400, message: 'Invalid bucket name' } }), 'invalid_config', 'HTTP400'],
+    ['ECONNREFUSED inside a GaxiosError', Object.assign(new Error('x'), { error: Object.assign(new Error('connect ECONNREFUSED 10.1.2.3'), { code: 'ECONNREFUSED' }) }), 'unreachable', 'ECONNREFUSED'],
+    ['ENOTFOUND', Object.assign(new Error('getaddrinfo ENOTFOUND storage.example.test'), { code: 'ENOTFOUND' }), 'unreachable', 'ENOTFOUND'],
+    ['node-fetch timeout', Object.assign(new Error('network timeout at: http://10.1.2.3/'), { type: 'request-timeout' }), 'unreachable', 'timeout'],
+    ['checksum mismatch', Object.assign(new Error('The uploaded data did not match'), { code: 'FILE_NO_UPLOAD' }), 'failed', 'checksum_mismatch'],
+    ['anything else', new Error('boom http://10.1.2.3'), 'failed', 'unknown'],
+  ];
+  for (const [title, input, code, reason] of cases) {
+    it(`${title} → ${code} (${reason})`, () => {
+      const err = mapGcsError(input);
+      expect(err.code).to.equal(code);
+      expect(err.reason).to.equal(reason);
+      expect(err.message).not.to.match(/10\.1\.2\.3|example\.test|iam\.gserviceaccount|http:\/\//);
+    });
+  }
+});

@@ -1,0 +1,459 @@
+// The oss provider against a local fake of the OSS REST API that verifies
+// V4 signatures (test/support/fake-oss.ts), driven by the official ali-oss
+// client unchanged.
+import { expect } from 'chai';
+import OSS from 'ali-oss';
+import { createHash, randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { inspect } from 'node:util';
+import { OssStorageProvider, StorageError, createProvider, mapOssError, ossRegionFromEndpoint, type OssStorageOptions } from '../src/storage/index.js';
+import { startFakeOss, type RunningFakeOss } from '../../test/support/fake-oss.js';
+
+const MiB = 1024 * 1024;
+const BUCKET = 'media';
+const KEY_ID = 'LTAI5tFakeKeyId0001';
+const SECRET = 'fake-oss-secret-' + randomBytes(8).toString('hex');
+const READ_KEY_ID = 'LTAI5tReadOnlyKey01';
+const OTHER_BUCKET_KEY_ID = 'LTAI5tOtherBucket01';
+
+/** `total` bytes of random data as a stream of 1 MiB chunks, with their sha256. */
+function generated(total: number): { stream: Readable; sha256: string } {
+  const chunks: Buffer[] = [];
+  for (let left = total; left > 0; left -= MiB) chunks.push(randomBytes(Math.min(MiB, left)));
+  const hash = createHash('sha256');
+  for (const c of chunks) hash.update(c);
+  return { stream: Readable.from(chunks), sha256: hash.digest('hex') };
+}
+
+async function download(url: string): Promise<{ status: number; sha256: string; bytes: number; contentType: string | null; body: Buffer }> {
+  const res = await fetch(url);
+  const body = Buffer.from(await res.arrayBuffer());
+  return {
+    status: res.status,
+    sha256: createHash('sha256').update(body).digest('hex'),
+    bytes: body.length,
+    contentType: res.headers.get('content-type'),
+    body,
+  };
+}
+
+async function caught(p: Promise<unknown>): Promise<StorageError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).to.be.instanceOf(StorageError);
+    return err as StorageError;
+  }
+  expect.fail('expected a StorageError');
+}
+
+/** Nothing secret or host-identifying may appear anywhere a logger could print. */
+function expectSanitised(err: StorageError, secrets: string[]): void {
+  const rendered = [err.message, err.reason, JSON.stringify(err), inspect(err, { depth: 5 }), String(err.stack)].join('\n');
+  for (const s of secrets) expect(rendered, 'error text leaks a secret or host').not.to.include(s);
+  expect(err).not.to.have.property('cause');
+}
+
+describe('storage: oss provider on a fake OSS', function () {
+  this.timeout(60_000);
+  let oss: RunningFakeOss;
+
+  function provider(overrides: Partial<OssStorageOptions> = {}): OssStorageProvider {
+    return new OssStorageProvider({
+      endpoint: oss.endpoint,
+      region: 'cn-hangzhou', // an IP endpoint names no region
+      bucket: BUCKET,
+      accessKeyId: KEY_ID,
+      accessKeySecret: SECRET,
+      maxAttempts: 1,
+      ...overrides,
+    });
+  }
+
+  function eventsFor(key: string): string[] {
+    return oss.events.filter((e) => e.key === key).map((e) => `${e.op} ${e.status}`);
+  }
+
+  before(async () => {
+    oss = await startFakeOss({
+      buckets: [BUCKET, 'other'],
+      boundBucket: BUCKET,
+      keys: [
+        { accessKeyId: KEY_ID, accessKeySecret: SECRET },
+        { accessKeyId: READ_KEY_ID, accessKeySecret: SECRET, access: 'read' },
+        { accessKeyId: OTHER_BUCKET_KEY_ID, accessKeySecret: SECRET, buckets: ['other'] },
+      ],
+    });
+  });
+  after(async () => {
+    await oss.stop();
+  });
+
+  it('streams 20 MiB of unknown length as a V4-signed multipart upload and serves it byte for byte through a 24 h signed URL', async () => {
+    const p = provider();
+    const { stream, sha256 } = generated(20 * MiB);
+    const key = 'videos/big/multipart.mp4';
+    const result = await p.upload(key, stream, { contentType: 'video/mp4' });
+    expect(result).to.deep.equal({ key, size: 20 * MiB });
+    // 16 MiB parts for a stream of unknown length: two parts.
+    expect(eventsFor(key)).to.deep.equal([
+      'InitiateMultipartUpload 200',
+      'UploadPart 200',
+      'UploadPart 200',
+      'CompleteMultipartUpload 200',
+    ]);
+    expect(oss.events.filter((e) => e.key === key).every((e) => e.auth === 'v4')).to.equal(true);
+
+    const url = await p.presign(key, 86_400);
+    const q = new URL(url).searchParams;
+    expect(q.get('x-oss-signature-version')).to.equal('OSS4-HMAC-SHA256');
+    expect(q.get('x-oss-expires')).to.equal('86400');
+    expect(q.get('x-oss-credential')).to.match(/\/cn-hangzhou\/oss\/aliyun_v4_request$/);
+    // Nothing but the URL is needed: no extra headers are signed.
+    expect(q.has('x-oss-additional-headers')).to.equal(false);
+    const got = await download(url);
+    expect(got.status).to.equal(200);
+    expect(got.bytes).to.equal(20 * MiB);
+    expect(got.sha256).to.equal(sha256);
+    expect(got.contentType).to.equal('video/mp4');
+    expect(oss.events.at(-1)).to.include({ op: 'GetObject', auth: 'v4-query', status: 200 });
+  });
+
+  it('uses the declared size to plan parts and still counts the bytes', async () => {
+    const p = provider();
+    const { stream, sha256 } = generated(17 * MiB + 123);
+    const key = 'videos/sized.mkv';
+    const result = await p.upload(key, stream, { size: 17 * MiB + 123 });
+    expect(result.size).to.equal(17 * MiB + 123);
+    expect(eventsFor(key).filter((e) => e.startsWith('UploadPart'))).to.have.length(3); // 8 MiB parts
+    expect((await download(await p.presign(key, 60))).sha256).to.equal(sha256);
+  });
+
+  it('uploads a small stream with one PutObject, and an empty one too', async () => {
+    const p = provider();
+    const key = 'videos/small.m4a';
+    const result = await p.upload(key, Readable.from([Buffer.from('hello '), Buffer.from('world')]), { contentType: 'audio/mp4' });
+    expect(result.size).to.equal(11);
+    expect(eventsFor(key)).to.deep.equal(['PutObject 200']);
+    const got = await download(await p.presign(key, 60));
+    expect(got.body.toString()).to.equal('hello world');
+    expect(got.contentType).to.equal('audio/mp4');
+
+    const empty = await p.upload('videos/empty.mp3', Readable.from([]));
+    expect(empty.size).to.equal(0);
+    expect(oss.objects(BUCKET).get('videos/empty.mp3')?.body.length).to.equal(0);
+  });
+
+  it('keeps keys with spaces and non-ASCII letters intact, signed and downloadable', async () => {
+    const p = provider();
+    const key = 'team a/videos/Ünïcødé title + more.mp4';
+    await p.upload(key, Readable.from([Buffer.from('ü')]));
+    expect(oss.objects(BUCKET).has(key)).to.equal(true);
+    expect((await download(await p.presign(key, 60))).body.toString()).to.equal('ü');
+  });
+
+  it('fails a stream longer or shorter than its declared size and leaves no object and no open upload', async () => {
+    const p = provider({ partSize: MiB });
+    const longer = await caught(p.upload('videos/long.mp4', Readable.from([Buffer.alloc(3 * MiB)]), { size: 10 }));
+    expect(longer.code).to.equal('failed');
+    expect(longer.reason).to.equal('size_mismatch');
+    const shorter = await caught(p.upload('videos/short.mp4', Readable.from([Buffer.alloc(10)]), { size: 100 }));
+    expect(shorter.reason).to.equal('size_mismatch');
+    expect(oss.objects(BUCKET).has('videos/long.mp4')).to.equal(false);
+    expect(oss.objects(BUCKET).has('videos/short.mp4')).to.equal(false);
+    expect(oss.pendingUploads()).to.equal(0);
+  });
+
+  it('reports a failing source as source_error and aborts the multipart upload', async () => {
+    const p = provider({ partSize: MiB });
+    async function* broken() {
+      yield randomBytes(3 * MiB);
+      throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+    }
+    const err = await caught(p.upload('videos/broken.mp4', Readable.from(broken())));
+    expect(err.code).to.equal('failed');
+    expect(err.reason).to.equal('source_error');
+    expect(eventsFor('videos/broken.mp4')).to.include('AbortMultipartUpload 204');
+    expect(oss.pendingUploads()).to.equal(0);
+    expect(oss.objects(BUCKET).has('videos/broken.mp4')).to.equal(false);
+  });
+
+  it('stops reading the source when the backend fails mid-stream', async () => {
+    const p = provider({ bucket: 'no-such-bucket' });
+    let produced = 0;
+    async function* endless() {
+      for (;;) {
+        produced += MiB;
+        yield Buffer.alloc(MiB);
+      }
+    }
+    const body = Readable.from(endless());
+    const err = await caught(p.upload('videos/endless.mp4', body));
+    expect(err.code).to.equal('not_found');
+    expect(body.destroyed).to.equal(true);
+    // Bounded by the part buffers, not the (infinite) source.
+    expect(produced).to.be.below(200 * MiB);
+  });
+
+  it('sends a part again after a transient failure', async () => {
+    const p = provider({ partSize: MiB, maxAttempts: 3 });
+    oss.injectFault('UploadPart', 503, 'ServiceUnavailable');
+    const { stream, sha256 } = generated(3 * MiB);
+    await p.upload('videos/retried.mp4', stream);
+    expect(eventsFor('videos/retried.mp4').filter((e) => e === 'UploadPart 503')).to.have.length(1);
+    expect(createHash('sha256').update(oss.objects(BUCKET).get('videos/retried.mp4')!.body).digest('hex')).to.equal(sha256);
+  });
+
+  it('aborts the multipart upload when a part keeps failing', async () => {
+    const p = provider({ partSize: MiB, maxAttempts: 1 });
+    oss.injectFault('UploadPart', 500, 'InternalError');
+    const err = await caught(p.upload('videos/failing.mp4', generated(3 * MiB).stream));
+    expect(err.code).to.equal('unreachable');
+    expect(err.reason).to.equal('InternalError');
+    expect(eventsFor('videos/failing.mp4')).to.include('AbortMultipartUpload 204');
+    expect(oss.pendingUploads()).to.equal(0);
+  });
+
+  it('probe puts and deletes verify_credentials.txt at the root of the folder prefix', async () => {
+    const before = oss.events.length;
+    await provider().probe();
+    await provider({ folderPrefix: '/team a/archive/' }).probe();
+    expect(oss.events.slice(before).map((e) => `${e.op} ${e.key} ${e.status}`)).to.deep.equal([
+      'PutObject verify_credentials.txt 200',
+      'DeleteObject verify_credentials.txt 204',
+      'PutObject team a/archive/verify_credentials.txt 200',
+      'DeleteObject team a/archive/verify_credentials.txt 204',
+    ]);
+    expect(oss.objects(BUCKET).has('verify_credentials.txt')).to.equal(false);
+  });
+
+  it('delete removes an object and is idempotent', async () => {
+    const p = provider();
+    await p.upload('videos/gone.mp4', Readable.from([Buffer.from('x')]));
+    await p.delete('videos/gone.mp4');
+    await p.delete('videos/gone.mp4');
+    expect((await fetch(await p.presign('videos/gone.mp4', 60))).status).to.equal(404);
+  });
+
+  it('a missing bucket is not_found with the spec reason NoSuchBucket', async () => {
+    const p = provider({ bucket: 'no-such-bucket' });
+    const probe = await caught(p.probe());
+    expect(probe.code).to.equal('not_found');
+    expect(probe.reason).to.equal('NoSuchBucket');
+    expect(probe.httpStatus).to.equal(404);
+    expectSanitised(probe, [SECRET, KEY_ID, String(oss.port), 'no-such-bucket']);
+  });
+
+  it('a wrong secret fails the V4 signature check: auth with the spec reason AccessDenied', async () => {
+    const secret = 'wrong-secret-' + randomBytes(8).toString('hex');
+    const err = await caught(provider({ accessKeySecret: secret }).probe());
+    expect(err.code).to.equal('auth');
+    expect(err.reason).to.equal('AccessDenied');
+    expect(err.message).to.include('SignatureDoesNotMatch');
+    expect(err.httpStatus).to.equal(403);
+    expect(oss.events.at(-1)).to.include({ op: 'PutObject', status: 403 });
+    expectSanitised(err, [secret, SECRET, KEY_ID, String(oss.port)]);
+  });
+
+  it('an unknown key id is auth (AccessDenied, InvalidAccessKeyId)', async () => {
+    const err = await caught(provider({ accessKeyId: 'LTAI5tUnknownKey999' }).probe());
+    expect(err.code).to.equal('auth');
+    expect(err.reason).to.equal('AccessDenied');
+    expect(err.message).to.include('InvalidAccessKeyId');
+    expectSanitised(err, ['LTAI5tUnknownKey999', SECRET]);
+  });
+
+  it('a key without write permission, or limited to another bucket, fails the probe with AccessDenied', async () => {
+    const readOnly = await caught(provider({ accessKeyId: READ_KEY_ID }).probe());
+    expect([readOnly.code, readOnly.reason]).to.deep.equal(['auth', 'AccessDenied']);
+    const elsewhere = await caught(provider({ accessKeyId: OTHER_BUCKET_KEY_ID }).probe());
+    expect([elsewhere.code, elsewhere.reason]).to.deep.equal(['auth', 'AccessDenied']);
+  });
+
+  it('a signed URL works only for its key, unaltered and unexpired', async () => {
+    const p = provider();
+    await p.upload('videos/signed.mp4', Readable.from([Buffer.from('signed')]));
+    await p.upload('videos/other.mp4', Readable.from([Buffer.from('other')]));
+    const url = new URL(await p.presign('videos/signed.mp4', 60));
+
+    const otherKey = new URL(url);
+    otherKey.pathname = '/videos/other.mp4';
+    expect((await fetch(otherKey)).status).to.equal(403);
+
+    const tampered = new URL(url);
+    tampered.searchParams.set('x-oss-signature', '0'.repeat(64));
+    const res = await fetch(tampered);
+    expect(res.status).to.equal(403);
+    expect(await res.text()).to.include('<Code>SignatureDoesNotMatch</Code>');
+
+    const longer = new URL(url);
+    longer.searchParams.set('x-oss-expires', '7200'); // the expiry is signed too
+    expect((await fetch(longer)).status).to.equal(403);
+
+    const short = await p.presign('videos/signed.mp4', 1);
+    await sleep(2100);
+    const expired = await fetch(short);
+    expect(expired.status).to.equal(403);
+    expect(await expired.text()).to.include('Request has expired');
+  });
+
+  it('a stopped server is unreachable with reason ECONNREFUSED', async () => {
+    const gone = await startFakeOss({ buckets: [BUCKET], keys: [{ accessKeyId: KEY_ID, accessKeySecret: SECRET }] });
+    await gone.stop();
+    const p = provider({ endpoint: gone.endpoint });
+    const probe = await caught(p.probe());
+    expect(probe.code).to.equal('unreachable');
+    expect(probe.reason).to.equal('ECONNREFUSED');
+    const upload = await caught(p.upload('videos/x.mp4', Readable.from([Buffer.from('x')])));
+    expect(upload.code).to.equal('unreachable');
+    expectSanitised(probe, ['127.0.0.1', String(gone.port), SECRET]);
+  });
+
+  it('a server that accepts and never answers is unreachable (timeout)', async () => {
+    const sockets = new Set<net.Socket>();
+    const silent = net.createServer((sock) => sockets.add(sock));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as net.AddressInfo).port;
+    try {
+      const err = await caught(provider({ endpoint: `http://127.0.0.1:${port}`, timeoutMs: 300 }).probe());
+      expect(err.code).to.equal('unreachable');
+      expect(err.reason).to.equal('timeout');
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
+  it('keeps credentials out of the provider when inspected or serialised', () => {
+    const p = provider();
+    expect(inspect(p, { depth: 10 })).not.to.include(SECRET);
+    expect(JSON.stringify(p)).not.to.include(SECRET);
+  });
+
+  it('refuses invalid configuration without a network call', () => {
+    const bad: Array<[Partial<OssStorageOptions>, string]> = [
+      [{ bucket: '' }, 'missing_bucket'],
+      [{ accessKeySecret: '' }, 'missing_credentials'],
+      [{ endpoint: 'ftp://oss-cn-hangzhou.aliyuncs.com' }, 'invalid_endpoint'],
+      [{ endpoint: 'https://user:pw@oss-cn-hangzhou.aliyuncs.com' }, 'invalid_endpoint'],
+      [{ endpoint: 'https://oss-cn-hangzhou.aliyuncs.com/media' }, 'invalid_endpoint'],
+      [{ endpoint: 'media.oss-cn-hangzhou.aliyuncs.com' }, 'invalid_endpoint'],
+      [{ endpoint: 'oss-accelerate.aliyuncs.com', region: undefined }, 'region_required'],
+      [{ endpoint: 'cdn.example.test', region: undefined }, 'region_required'],
+      [{ region: 'cn hangzhou' }, 'invalid_region'],
+      [{ partSize: 1024 }, 'invalid_part_size'],
+      [{ bucket: 'Bad_Bucket' }, 'invalid_bucket'],
+    ];
+    for (const [overrides, reason] of bad) {
+      let err: unknown;
+      try {
+        provider(overrides);
+      } catch (e) {
+        err = e;
+      }
+      expect(err, reason).to.be.instanceOf(StorageError);
+      expect((err as StorageError).code, reason).to.equal('invalid_config');
+      expect((err as StorageError).reason, reason).to.equal(reason);
+    }
+  });
+
+  it('reads the region from a standard endpoint', () => {
+    expect(provider({ endpoint: 'oss-cn-hangzhou.aliyuncs.com', region: undefined }).region).to.equal('cn-hangzhou');
+    expect(provider({ endpoint: 'https://oss-eu-central-1-internal.aliyuncs.com', region: undefined }).region).to.equal('eu-central-1');
+    expect(provider({ endpoint: 'oss-cn-hangzhou.aliyuncs.com', region: 'oss-ap-southeast-1' }).region).to.equal('ap-southeast-1');
+    expect(ossRegionFromEndpoint('oss-accelerate.aliyuncs.com')).to.equal(undefined);
+    expect(ossRegionFromEndpoint('s3.amazonaws.com')).to.equal(undefined);
+  });
+
+  it('createProvider builds an oss provider from destination.json with the spec field names', async () => {
+    const p = createProvider({
+      provider: 'oss',
+      endpoint: oss.endpoint,
+      region: 'cn-hangzhou',
+      bucket: BUCKET,
+      access_key_id: KEY_ID,
+      access_key_secret: SECRET,
+      folder_prefix: 'dest',
+      base_folder: 'clips',
+    }) as OssStorageProvider;
+    expect(p).to.be.instanceOf(OssStorageProvider);
+    expect(p.name).to.equal('oss');
+    await p.probe();
+    expect(oss.events.some((e) => e.key === 'dest/verify_credentials.txt' && e.op === 'PutObject' && e.status === 200)).to.equal(true);
+  });
+});
+
+describe('storage: the fake OSS checks V1 signatures as OSS does', function () {
+  this.timeout(20_000);
+  let v1: RunningFakeOss;
+  before(async () => {
+    v1 = await startFakeOss({ buckets: [BUCKET], boundBucket: BUCKET, allowV1: true, keys: [{ accessKeyId: KEY_ID, accessKeySecret: SECRET }] });
+  });
+  after(async () => v1.stop());
+
+  // ali-oss signs V1 unless told otherwise (authorizationV4: false is its default). It makes
+  // no V1 URL for an IP endpoint, so the fake is reached as `localhost`, a domain bound
+  // (`cname`) to the bucket.
+  const v1Client = (endpoint: string, accessKeySecret: string) =>
+    new OSS({
+      endpoint: endpoint.replace('127.0.0.1', 'localhost'),
+      cname: true,
+      bucket: BUCKET,
+      accessKeyId: KEY_ID,
+      accessKeySecret,
+      region: 'oss-cn-hangzhou',
+    });
+
+  it('accepts a V1 Authorization header and V1 signed URL made with the right secret', async () => {
+    const client = v1Client(v1.endpoint, SECRET);
+    await client.put('v1/object.txt', Buffer.from('v1 body'));
+    expect(v1.events.at(-1)).to.include({ op: 'PutObject', auth: 'v1', status: 200 });
+    const url = client.signatureUrl('v1/object.txt', { expires: 60 });
+    expect(new URL(url).searchParams.get('OSSAccessKeyId')).to.equal(KEY_ID);
+    const res = await fetch(url);
+    expect(await res.text()).to.equal('v1 body');
+    expect(v1.events.at(-1)).to.include({ op: 'GetObject', auth: 'v1-query', status: 200 });
+  });
+
+  it('refuses a V1 signature made with a wrong secret, and V1 altogether on a V4-only bucket', async () => {
+    const wrong = await v1Client(v1.endpoint, 'not-the-secret').put('v1/x.txt', Buffer.from('x')).catch((e: { code?: string }) => e);
+    expect((wrong as { code?: string }).code).to.equal('SignatureDoesNotMatch');
+    const v4Only = await startFakeOss({ buckets: [BUCKET], keys: [{ accessKeyId: KEY_ID, accessKeySecret: SECRET }] });
+    try {
+      const refused = await v1Client(v4Only.endpoint, SECRET).put('v1/x.txt', Buffer.from('x')).catch((e: { code?: string }) => e);
+      expect((refused as { code?: string }).code).to.equal('AccessDenied');
+    } finally {
+      await v4Only.stop();
+    }
+  });
+});
+
+describe('storage: mapOssError', () => {
+  const cases: Array<[string, unknown, string, string]> = [
+    ['NoSuchBucket', { name: 'NoSuchBucketError', code: 'NoSuchBucket', status: 404 }, 'not_found', 'NoSuchBucket'],
+    ['AccessDenied', { name: 'AccessDeniedError', code: 'AccessDenied', status: 403 }, 'auth', 'AccessDenied'],
+    ['InvalidAccessKeyId', { name: 'InvalidAccessKeyIdError', code: 'InvalidAccessKeyId', status: 403 }, 'auth', 'AccessDenied'],
+    ['SignatureDoesNotMatch', { name: 'SignatureDoesNotMatchError', code: 'SignatureDoesNotMatch', status: 403 }, 'auth', 'AccessDenied'],
+    ['unlisted 403', { name: 'UnknownError', status: 403 }, 'auth', 'AccessDenied'],
+    ['ServiceUnavailable', { name: 'ServiceUnavailableError', code: 'ServiceUnavailable', status: 503 }, 'unreachable', 'ServiceUnavailable'],
+    ['unlisted 502', { name: 'UnknownError', status: 502 }, 'unreachable', 'HTTP502'],
+    [
+      'refused connection',
+      { name: 'RequestError', code: 'RequestError', status: -1, message: 'connect ECONNREFUSED 10.1.2.3:443 (req "error"), PUT http://b.example.test/k' },
+      'unreachable',
+      'ECONNREFUSED',
+    ],
+    ['response timeout', { name: 'ResponseTimeoutError', status: -2, message: 'Response timeout for 300ms' }, 'unreachable', 'timeout'],
+    ['anything else', new Error('boom http://host.example.test'), 'failed', 'unknown'],
+  ];
+  for (const [title, input, code, reason] of cases) {
+    it(`${title} → ${code} (${reason})`, () => {
+      const err = mapOssError(input);
+      expect(err.code).to.equal(code);
+      expect(err.reason).to.equal(reason);
+      expect(err.message).not.to.match(/10\.1\.2\.3|example\.test|http:\/\//);
+    });
+  }
+});

@@ -1,0 +1,348 @@
+// The S3 provider against a real S3 protocol server (s3rver), driven by the
+// official SDK unchanged.
+import { expect } from 'chai';
+import { createHash, randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { Readable } from 'node:stream';
+import { inspect } from 'node:util';
+import { S3StorageProvider, StorageError, createManagedStorage, createProvider, mapS3Error, type S3StorageOptions } from '../src/storage/index.js';
+import { startS3rver, type RunningS3rver } from '../../test/support/s3rver.js';
+
+const MiB = 1024 * 1024;
+const BUCKET = 'media';
+
+/** `total` bytes of random data as a stream of 1 MiB chunks, with their sha256. */
+function generated(total: number): { stream: Readable; sha256: string } {
+  const chunks: Buffer[] = [];
+  for (let left = total; left > 0; left -= MiB) chunks.push(randomBytes(Math.min(MiB, left)));
+  const hash = createHash('sha256');
+  for (const c of chunks) hash.update(c);
+  return { stream: Readable.from(chunks), sha256: hash.digest('hex') };
+}
+
+async function download(url: string): Promise<{ status: number; sha256: string; bytes: number; contentType: string | null }> {
+  const res = await fetch(url);
+  const body = Buffer.from(await res.arrayBuffer());
+  return {
+    status: res.status,
+    sha256: createHash('sha256').update(body).digest('hex'),
+    bytes: body.length,
+    contentType: res.headers.get('content-type'),
+  };
+}
+
+async function caught(p: Promise<unknown>): Promise<StorageError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).to.be.instanceOf(StorageError);
+    return err as StorageError;
+  }
+  expect.fail('expected a StorageError');
+}
+
+/** Nothing secret or host-identifying may appear anywhere a logger could print. */
+function expectSanitised(err: StorageError, secrets: string[]): void {
+  const rendered = [err.message, err.reason, JSON.stringify(err), inspect(err, { depth: 5 }), String(err.stack)].join('\n');
+  for (const s of secrets) expect(rendered, 'error text leaks a secret or host').not.to.include(s);
+  expect(err).not.to.have.property('cause');
+}
+
+describe('storage: s3 provider on s3rver', function () {
+  this.timeout(60_000);
+  let s3: RunningS3rver;
+  const providers: S3StorageProvider[] = [];
+
+  function provider(overrides: Partial<S3StorageOptions> = {}): S3StorageProvider {
+    const p = new S3StorageProvider({
+      endpoint: s3.endpoint,
+      bucket: BUCKET,
+      region: 'us-east-1',
+      accessKeyId: s3.accessKeyId,
+      secretAccessKey: s3.secretAccessKey,
+      forcePathStyle: true,
+      ...overrides,
+    });
+    providers.push(p);
+    return p;
+  }
+
+  before(async () => {
+    s3 = await startS3rver({ buckets: [BUCKET] });
+  });
+  after(async () => {
+    for (const p of providers) p.destroy();
+    await s3.stop();
+  });
+
+  it('streams 20 MiB of unknown length as a multipart upload and serves it byte for byte through a 24 h presigned URL', async () => {
+    const p = provider();
+    const { stream, sha256 } = generated(20 * MiB);
+    const key = 'videos/big/multipart.mp4';
+    const result = await p.upload(key, stream, { contentType: 'video/mp4' });
+    expect(result).to.deep.equal({ key, size: 20 * MiB });
+    // CompleteMultipartUpload is the 'Post' event; a single PutObject would be 'Put'.
+    expect(s3.events.filter((e) => e.key === key).map((e) => e.eventName)).to.deep.equal(['ObjectCreated:Post']);
+
+    const url = await p.presign(key, 86_400);
+    const q = new URL(url).searchParams;
+    expect(q.get('X-Amz-Expires')).to.equal('86400');
+    // Only `host` is signed: a browser or curl can use the URL with no extra headers.
+    expect(q.get('X-Amz-SignedHeaders')).to.equal('host');
+    const got = await download(url);
+    expect(got.status).to.equal(200);
+    expect(got.bytes).to.equal(20 * MiB);
+    expect(got.sha256).to.equal(sha256);
+    expect(got.contentType).to.equal('video/mp4');
+  });
+
+  it('uses the declared size to plan parts and still counts the bytes', async () => {
+    const p = provider();
+    const { stream, sha256 } = generated(17 * MiB + 123);
+    const key = 'videos/sized.mkv';
+    const result = await p.upload(key, stream, { size: 17 * MiB + 123 });
+    expect(result.size).to.equal(17 * MiB + 123);
+    expect((await download(await p.presign(key, 60))).sha256).to.equal(sha256);
+  });
+
+  it('uploads a small stream with one PutObject', async () => {
+    const p = provider();
+    const key = 'videos/small.m4a';
+    const result = await p.upload(key, Readable.from([Buffer.from('hello '), Buffer.from('world')]), { contentType: 'audio/mp4' });
+    expect(result.size).to.equal(11);
+    expect(s3.events.filter((e) => e.key === key).map((e) => e.eventName)).to.deep.equal(['ObjectCreated:Put']);
+    const res = await fetch(await p.presign(key, 60));
+    expect(await res.text()).to.equal('hello world');
+  });
+
+  it('refuses to overwrite: a second upload to the same key fails with conflict, unread, and the first object stays', async () => {
+    const p = provider();
+    const key = 'videos/taken.mp4';
+    await p.upload(key, Readable.from([Buffer.from('first')]));
+    let read = false;
+    const second = Readable.from((function* () {
+      read = true;
+      yield Buffer.from('second');
+    })());
+    const err = await caught(p.upload(key, second));
+    expect(err.code).to.equal('conflict');
+    expect(read, 'nothing of the second body was sent').to.equal(false);
+    expect(second.destroyed, 'the refused body is destroyed, so a producer stops').to.equal(true);
+    expect(await (await fetch(await p.presign(key, 60))).text()).to.equal('first');
+  });
+
+  it('fails a stream longer or shorter than its declared size and leaves no object', async () => {
+    const p = provider();
+    const longer = await caught(p.upload('videos/long.mp4', Readable.from([Buffer.alloc(100)]), { size: 10 }));
+    expect(longer.code).to.equal('failed');
+    expect(longer.reason).to.equal('size_mismatch');
+    const shorter = await caught(p.upload('videos/short.mp4', Readable.from([Buffer.alloc(10)]), { size: 100 }));
+    expect(shorter.code).to.equal('failed');
+    for (const key of ['videos/long.mp4', 'videos/short.mp4']) {
+      expect((await fetch(await p.presign(key, 60))).status).to.equal(404);
+    }
+  });
+
+  it('reports a failing source as source_error, not as an unreachable backend', async () => {
+    const p = provider();
+    // Past the first part, so a multipart upload is under way when the source dies.
+    async function* broken() {
+      yield randomBytes(17 * MiB);
+      throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+    }
+    const err = await caught(p.upload('videos/broken.mp4', Readable.from(broken())));
+    expect(err.code).to.equal('failed');
+    expect(err.reason).to.equal('source_error');
+    expect((await fetch(await p.presign('videos/broken.mp4', 60))).status).to.equal(404);
+  });
+
+  it('stops reading the source when the backend fails mid-stream', async () => {
+    const p = provider({ bucket: 'no-such-bucket' });
+    let produced = 0;
+    async function* endless() {
+      for (;;) {
+        produced += MiB;
+        yield Buffer.alloc(MiB);
+      }
+    }
+    const body = Readable.from(endless());
+    const err = await caught(p.upload('videos/endless.mp4', body));
+    expect(err.code).to.equal('not_found');
+    expect(body.destroyed).to.equal(true);
+    // Bounded by the part buffer, not the (infinite) source.
+    expect(produced).to.be.below(200 * MiB);
+  });
+
+  it('probe puts and deletes verify_credentials.txt at the root of the folder prefix', async () => {
+    await provider().probe();
+    await provider({ folderPrefix: '/team a/archive/' }).probe();
+    const probeEvents = s3.events.filter((e) => e.key.endsWith('verify_credentials.txt'));
+    expect(probeEvents).to.deep.equal([
+      { eventName: 'ObjectCreated:Put', bucket: BUCKET, key: 'verify_credentials.txt' },
+      { eventName: 'ObjectRemoved:Delete', bucket: BUCKET, key: 'verify_credentials.txt' },
+      { eventName: 'ObjectCreated:Put', bucket: BUCKET, key: 'team a/archive/verify_credentials.txt' },
+      { eventName: 'ObjectRemoved:Delete', bucket: BUCKET, key: 'team a/archive/verify_credentials.txt' },
+    ]);
+    expect((await fetch(await provider().presign('verify_credentials.txt', 60))).status).to.equal(404);
+  });
+
+  it('delete removes an object and is idempotent', async () => {
+    const p = provider();
+    await p.upload('videos/gone.mp4', Readable.from([Buffer.from('x')]));
+    await p.delete('videos/gone.mp4');
+    await p.delete('videos/gone.mp4');
+    expect((await fetch(await p.presign('videos/gone.mp4', 60))).status).to.equal(404);
+  });
+
+  it('a missing bucket is not_found with reason NoSuchBucket', async () => {
+    const p = provider({ bucket: 'no-such-bucket' });
+    const probe = await caught(p.probe());
+    expect(probe.code).to.equal('not_found');
+    expect(probe.reason).to.equal('NoSuchBucket');
+    expect(probe.httpStatus).to.equal(404);
+    const upload = await caught(p.upload('videos/x.mp4', Readable.from([Buffer.from('x')])));
+    expect(upload.code).to.equal('not_found');
+    expectSanitised(probe, [s3.secretAccessKey, String(s3.port), 'no-such-bucket']);
+  });
+
+  it('an unknown access key is auth with reason InvalidAccessKeyId', async () => {
+    const secret = 'wrong-secret-' + randomBytes(8).toString('hex');
+    const p = provider({ accessKeyId: 'AKIAWRONGKEY', secretAccessKey: secret });
+    const err = await caught(p.probe());
+    expect(err.code).to.equal('auth');
+    expect(err.reason).to.equal('InvalidAccessKeyId');
+    expectSanitised(err, [secret, 'AKIAWRONGKEY', String(s3.port)]);
+  });
+
+  it('a wrong secret key with a valid key id is auth (SignatureDoesNotMatch)', function () {
+    // s3rver 3.7.1 checks that the access key id exists but does not verify
+    // SigV4 signatures (see test/support/s3rver.ts), so it accepts a wrong
+    // secret; this case cannot be shown against it. The mapping itself is
+    // covered by the mapS3Error test below.
+    this.skip();
+  });
+
+  it('a stopped server is unreachable with reason ECONNREFUSED', async () => {
+    const gone = await startS3rver({ buckets: [BUCKET] });
+    await gone.stop();
+    const p = provider({ endpoint: gone.endpoint, maxAttempts: 1 });
+    const probe = await caught(p.probe());
+    expect(probe.code).to.equal('unreachable');
+    expect(probe.reason).to.equal('ECONNREFUSED');
+    const upload = await caught(p.upload('videos/x.mp4', Readable.from([Buffer.from('x')])));
+    expect(upload.code).to.equal('unreachable');
+    expectSanitised(probe, ['127.0.0.1', String(gone.port), s3.secretAccessKey]);
+  });
+
+  it('a server that accepts and never answers is unreachable (timeout)', async () => {
+    const sockets = new Set<net.Socket>();
+    const silent = net.createServer((sock) => sockets.add(sock));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as net.AddressInfo).port;
+    try {
+      const p = provider({ endpoint: `http://127.0.0.1:${port}`, maxAttempts: 1, socketTimeoutMs: 300 });
+      const err = await caught(p.probe());
+      expect(err.code).to.equal('unreachable');
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
+  it('keeps credentials out of the provider when inspected or serialised', () => {
+    const secret = 'provider-secret-' + randomBytes(8).toString('hex');
+    const p = provider({ secretAccessKey: secret });
+    expect(inspect(p, { depth: 10 })).not.to.include(secret);
+    expect(JSON.stringify(p)).not.to.include(secret);
+  });
+
+  it('refuses invalid configuration without a network call', () => {
+    const bad: Array<[Partial<S3StorageOptions>, string]> = [
+      [{ bucket: '' }, 'missing_bucket'],
+      [{ secretAccessKey: undefined }, 'incomplete_credentials'],
+      [{ endpoint: 'ftp://example.test' }, 'invalid_endpoint'],
+      [{ endpoint: 'http://user:pw@example.test' }, 'invalid_endpoint'],
+      [{ endpoint: undefined, region: 'auto' }, 'invalid_region'],
+      [{ partSize: MiB }, 'invalid_part_size'],
+    ];
+    for (const [overrides, reason] of bad) {
+      let err: unknown;
+      try {
+        provider(overrides);
+      } catch (e) {
+        err = e;
+      }
+      expect(err, reason).to.be.instanceOf(StorageError);
+      expect((err as StorageError).code).to.equal('invalid_config');
+      expect((err as StorageError).reason).to.equal(reason);
+    }
+  });
+
+  it("accepts region 'auto' with an endpoint", async () => {
+    await provider({ region: 'auto' }).probe();
+  });
+
+  it('createProvider builds an s3 provider from destination.json', async () => {
+    const p = createProvider({
+      provider: 's3',
+      endpoint: s3.endpoint,
+      bucket: BUCKET,
+      region: 'us-east-1',
+      access_key: s3.accessKeyId,
+      secret_key: s3.secretAccessKey,
+      folder_prefix: 'dest',
+    }) as S3StorageProvider;
+    providers.push(p);
+    expect(p.name).to.equal('s3');
+    await p.probe();
+    expect(s3.events.some((e) => e.key === 'dest/verify_credentials.txt' && e.eventName === 'ObjectCreated:Put')).to.equal(true);
+  });
+
+  it('createManagedStorage builds managed s3 storage from the configuration', async () => {
+    const p = createManagedStorage({
+      MANAGED_STORAGE: 's3',
+      MANAGED_STORAGE_DIR: '.local/storage',
+      PUBLIC_BASE_URL: 'http://127.0.0.1:8080',
+      MANAGED_S3_ENDPOINT: s3.endpoint,
+      MANAGED_S3_BUCKET: BUCKET,
+      MANAGED_S3_REGION: 'us-east-1',
+      MANAGED_S3_ACCESS_KEY: s3.accessKeyId,
+      MANAGED_S3_SECRET_KEY: s3.secretAccessKey,
+      MANAGED_S3_FORCE_PATH_STYLE: true,
+    }) as S3StorageProvider;
+    providers.push(p);
+    expect(p.name).to.equal('managed');
+    await p.upload('videos/managed.mp4', Readable.from([Buffer.from('managed')]));
+    expect(await (await fetch(await p.presign('videos/managed.mp4', 86_400))).text()).to.equal('managed');
+  });
+});
+
+describe('storage: mapS3Error', () => {
+  const cases: Array<[string, unknown, string, string]> = [
+    ['NoSuchBucket', { name: 'NoSuchBucket', $metadata: { httpStatusCode: 404 } }, 'not_found', 'NoSuchBucket'],
+    ['AccessDenied', { name: 'AccessDenied', $metadata: { httpStatusCode: 403 } }, 'auth', 'AccessDenied'],
+    ['InvalidAccessKeyId', { name: 'InvalidAccessKeyId', $metadata: { httpStatusCode: 403 } }, 'auth', 'InvalidAccessKeyId'],
+    ['SignatureDoesNotMatch', { name: 'SignatureDoesNotMatch', $metadata: { httpStatusCode: 403 } }, 'auth', 'SignatureDoesNotMatch'],
+    ['ECONNREFUSED', Object.assign(new Error('connect ECONNREFUSED 10.1.2.3:9000'), { code: 'ECONNREFUSED' }), 'unreachable', 'ECONNREFUSED'],
+    [
+      'AggregateError of refusals',
+      Object.assign(new AggregateError([Object.assign(new Error('x'), { code: 'ECONNREFUSED' })], 'all failed'), {}),
+      'unreachable',
+      'ECONNREFUSED',
+    ],
+    ['ENOTFOUND', Object.assign(new Error('getaddrinfo ENOTFOUND s3.example.test'), { code: 'ENOTFOUND' }), 'unreachable', 'ENOTFOUND'],
+    ['TimeoutError', Object.assign(new Error('timed out'), { name: 'TimeoutError' }), 'unreachable', 'TimeoutError'],
+    ['unmodelled 503', { name: 'Unknown', $metadata: { httpStatusCode: 503 } }, 'unreachable', 'HTTP503'],
+    ['unmodelled 403', { name: 'Error', $metadata: { httpStatusCode: 403 } }, 'auth', 'HTTP403'],
+    ['PermanentRedirect', { name: 'PermanentRedirect', $metadata: { httpStatusCode: 301 } }, 'invalid_config', 'PermanentRedirect'],
+    ['a reason that is not a token', { name: 'bad name with spaces http://host' }, 'failed', 'unknown'],
+  ];
+  for (const [title, input, code, reason] of cases) {
+    it(`${title} → ${code} (${reason})`, () => {
+      const err = mapS3Error(input);
+      expect(err.code).to.equal(code);
+      expect(err.reason).to.equal(reason);
+      expect(err.message).not.to.match(/10\.1\.2\.3|example\.test|http:\/\//);
+    });
+  }
+});

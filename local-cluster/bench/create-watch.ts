@@ -1,0 +1,176 @@
+// Benchmark (issue: local cluster): create 10,000 custom resources over
+// keep-alive HTTP while one client-node informer watches them. Prints create
+// throughput, watch delivery latency, the cluster's resident memory once all
+// exist, and list latency for 10,000 objects with and without Table output.
+// The cluster runs in its own process so its memory is measured alone.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as k8s from '@kubernetes/client-node';
+
+const N = Number(process.env.BENCH_OBJECTS ?? 10_000);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
+const here = dirname(fileURLToPath(import.meta.url));
+const GROUP = 'bench.mediajobs.io';
+const PLURAL = 'items';
+
+const crd = {
+  apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition',
+  metadata: { name: `${PLURAL}.${GROUP}` },
+  spec: {
+    group: GROUP, scope: 'Namespaced',
+    names: { plural: PLURAL, singular: 'item', kind: 'Item' },
+    versions: [{
+      name: 'v1', served: true, storage: true, subresources: { status: {} },
+      additionalPrinterColumns: [{ name: 'Url', type: 'string', jsonPath: '.spec.url' }, { name: 'Phase', type: 'string', jsonPath: '.status.phase' }],
+      schema: { openAPIV3Schema: { type: 'object', properties: {
+        spec: { type: 'object', required: ['url'], properties: {
+          url: { type: 'string', maxLength: 2048 }, format: { type: 'string', enum: ['mp4', 'mkv', 'webm'], default: 'mp4' },
+          quality: { type: 'integer', minimum: 0, maximum: 51, default: 23 },
+        } },
+        status: { type: 'object', properties: { phase: { type: 'string' } } },
+      } } },
+    }],
+  },
+};
+
+function startCluster(dir: string): Promise<{ proc: ChildProcess; url: string; kubeconfig: string }> {
+  const kubeconfig = join(dir, 'kubeconfig');
+  const proc = spawn(process.execPath, ['--import', 'tsx', join(here, '../src/cli.ts'), '--kubeconfig', kubeconfig, '--work-dir', join(dir, 'work')], {
+    stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, LOG_LEVEL: 'warn' },
+  });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    proc.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /local cluster at (\S+)/.exec(out);
+      if (m) resolve({ proc, url: m[1]!, kubeconfig });
+    });
+    proc.once('exit', (code) => reject(new Error(`cluster exited ${code}`)));
+  });
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+
+function request(url: string, method: string, body?: unknown, accept = 'application/json'): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request(url, {
+      method, agent,
+      headers: { Accept: accept, ...(data ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) } : {}) },
+    }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
+    });
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+function rssMb(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
+  return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'lc-bench-'));
+  const { proc, url, kubeconfig } = await startCluster(dir);
+  try {
+    const created = await request(`${url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions`, 'POST', crd);
+    if (created.status !== 201) throw new Error(`CRD create failed: ${created.text}`);
+
+    const kc = new k8s.KubeConfig();
+    kc.loadFromFile(kubeconfig);
+    const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    const path = `/apis/${GROUP}/v1/namespaces/default/${PLURAL}`;
+    const informer = k8s.makeInformer(kc, path, () => custom.listNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: 'default', plural: PLURAL }) as never);
+    const seenAt = new Map<string, number>();
+    let resolveAll!: () => void;
+    const allSeen = new Promise<void>((r) => (resolveAll = r));
+    informer.on('add', (obj: k8s.KubernetesObject) => {
+      const name = obj.metadata!.name!;
+      if (!seenAt.has(name)) seenAt.set(name, performance.now());
+      if (seenAt.size === N) resolveAll();
+    });
+    await informer.start();
+
+    const sentAt = new Array<number>(N);
+    const doneAt = new Array<number>(N);
+    let next = 0;
+    const t0 = performance.now();
+    await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+      for (;;) {
+        const i = next++;
+        if (i >= N) return;
+        sentAt[i] = performance.now();
+        const r = await request(`${url}${path}`, 'POST', {
+          apiVersion: `${GROUP}/v1`, kind: 'Item', metadata: { name: `item-${i}`, labels: { batch: String(i % 10) } },
+          spec: { url: `https://media.example/${i}.mp4` },
+        });
+        if (r.status !== 201) throw new Error(`create ${i}: ${r.status} ${r.text}`);
+        doneAt[i] = performance.now();
+      }
+    }));
+    const createSeconds = (performance.now() - t0) / 1000;
+    await allSeen;
+    const mem = rssMb(proc.pid!);
+    await informer.stop();
+
+    const afterResponse: number[] = [];
+    const afterSend: number[] = [];
+    for (let i = 0; i < N; i++) {
+      const seen = seenAt.get(`item-${i}`)!;
+      afterResponse.push(Math.max(0, seen - doneAt[i]!));
+      afterSend.push(seen - sentAt[i]!);
+    }
+    afterResponse.sort((a, b) => a - b);
+    afterSend.sort((a, b) => a - b);
+
+    const timeList = async (accept: string) => {
+      const times: number[] = [];
+      for (let k = 0; k < 5; k++) {
+        const s = performance.now();
+        const r = await request(`${url}${path}`, 'GET', undefined, accept);
+        if (r.status !== 200) throw new Error(`list: ${r.status}`);
+        times.push(performance.now() - s);
+      }
+      return median(times);
+    };
+    const listJson = await timeList('application/json');
+    const listTable = await timeList('application/json;as=Table;v=v1;g=meta.k8s.io,application/json');
+
+    const rows: [string, string, string][] = [
+      [`creates/s (${N} over keep-alive, concurrency ${CONCURRENCY})`, (N / createSeconds).toFixed(0), '>= 2000'],
+      ['watch delivery p50 / p99 after the create response (ms)', `${percentile(afterResponse, 50).toFixed(1)} / ${percentile(afterResponse, 99).toFixed(1)}`, 'p99 < 50'],
+      ['watch delivery p50 / p99 after the create request was sent (ms)', `${percentile(afterSend, 50).toFixed(1)} / ${percentile(afterSend, 99).toFixed(1)}`, ''],
+      [`cluster RSS with ${N} objects / peak (MB)`, `${mem.rss.toFixed(0)} / ${mem.peak.toFixed(0)}`, '< 500'],
+      [`list ${N} objects, JSON, median of 5 (ms)`, listJson.toFixed(0), ''],
+      [`list ${N} objects, Table, median of 5 (ms)`, listTable.toFixed(0), ''],
+    ];
+    process.stdout.write(`\nlocal-cluster benchmark (objects=${N})\n`);
+    for (const [what, value, goal] of rows) process.stdout.write(`  ${what.padEnd(68)} ${value.padStart(14)}   ${goal}\n`);
+  } finally {
+    proc.kill('SIGTERM');
+    agent.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().then(() => process.exit(0), (e: unknown) => {
+  process.stderr.write(`bench failed: ${(e as Error).stack ?? String(e)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,545 @@
+// The HTTP face of the local cluster: routing of Kubernetes API paths,
+// content negotiation (JSON, Table, aggregated discovery), body limits, query
+// parameters and Status error bodies. Semantics live in ApiServer; this file
+// only translates.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { parse as parseYaml } from 'yaml';
+import type { ApiServer, WriteOptions } from './apiserver.js';
+import { storageKey } from './apiserver.js';
+import {
+  AGGREGATED_CONTENT_TYPE, aggregatedDiscovery, apiGroup, apiGroupList, apiResourceList, apiVersions,
+} from './discovery.js';
+import {
+  StatusError, badRequest, expired, internal, methodNotAllowed, notFound, notFoundPath, requestEntityTooLarge,
+  unsupportedMediaType,
+} from './errors.js';
+import { openApiDocumentJson, openApiIndex } from './openapi/index.js';
+import { patchTypeOf, unsupportedPatchType } from './patch.js';
+import { PROTOBUF_MEDIA_TYPE, decodeProtobufDeleteOptions, decodeProtobufObject, isProtobuf } from './protobuf/index.js';
+import { parseFieldSelector, parseLabelSelector } from './selectors.js';
+import { objectKey } from './store.js';
+import { toTable } from './table.js';
+import type { DeleteOptions } from './cluster-api.js';
+import type { FieldValidation, KubeObject, ResourceType } from './types.js';
+import { apiVersionOf } from './types.js';
+import type { WatchHub } from './watch.js';
+import { isObject } from './object-meta.js';
+import { PODS } from './builtin-types.js';
+
+export const MAX_BODY_BYTES = 3 * 1024 * 1024;
+
+export interface LogSource {
+  /** Current log text of a pod's container; undefined when it has not started. */
+  logs(namespace: string, pod: string, container?: string): string | undefined;
+}
+
+export interface HttpContext {
+  api: ApiServer;
+  watches: WatchHub;
+  logs?: LogSource;
+  onError?: (err: unknown, req: IncomingMessage) => void;
+}
+
+const VERSION_INFO = {
+  major: '1', minor: '32', gitVersion: 'v1.32.4-local', gitCommit: '0000000000000000000000000000000000000000',
+  gitTreeState: 'clean', buildDate: '2026-11-01T00:00:00Z', goVersion: 'go1.23.8', compiler: 'gc', platform: 'linux/amd64',
+};
+
+interface ResourceRoute {
+  rt: ResourceType;
+  namespace?: string;
+  name?: string;
+  subresource?: string;
+}
+
+type Query = URLSearchParams;
+
+export function createHandler(ctx: HttpContext): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    handle(ctx, req, res).catch((err: unknown) => {
+      if (!(err instanceof StatusError)) ctx.onError?.(err, req);
+      const status = err instanceof StatusError ? err : internal(err instanceof Error ? err.message : String(err));
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      sendJson(res, status.code, status.toStatus());
+    });
+  };
+}
+
+async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://local');
+  const segs = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+  const q = url.searchParams;
+  const accept = req.headers.accept ?? '';
+  const method = req.method ?? 'GET';
+  const types = ctx.api.types();
+
+  if (segs.length === 1 && segs[0] === 'version') return sendJson(res, 200, VERSION_INFO);
+  if (segs.length === 1 && ['healthz', 'livez', 'readyz'].includes(segs[0]!)) return sendText(res, 200, 'ok');
+  if (segs[0] === 'openapi') return serveOpenApi(ctx, segs, res);
+  if (segs[0] === 'api' && segs.length === 1) {
+    if (wantsAggregated(accept)) return sendJson(res, 200, aggregatedDiscovery(types, 'api'), AGGREGATED_CONTENT_TYPE);
+    return sendJson(res, 200, apiVersions(req.headers.host));
+  }
+  if (segs[0] === 'apis' && segs.length === 1) {
+    if (wantsAggregated(accept)) return sendJson(res, 200, aggregatedDiscovery(types, 'apis'), AGGREGATED_CONTENT_TYPE);
+    return sendJson(res, 200, apiGroupList(types));
+  }
+  // A group nothing serves (no built-in kind, no CRD) falls through the whole
+  // handler chain to kube-apiserver's final NotFound handler, which in v1.32 is
+  // Go's plain-text http.NotFound (kubectl then says "... (get <resource>)").
+  // Later releases answer a JSON Status there (kubernetes/kubernetes#138219).
+  if (segs[0] === 'apis' && segs.length >= 2 && !types.some((t) => t.group === segs[1])) return sendPageNotFound(res);
+  if (segs[0] === 'apis' && segs.length === 2) {
+    const g = apiGroup(types, segs[1]!);
+    if (!g) throw notFoundPath();
+    return sendJson(res, 200, g);
+  }
+  if ((segs[0] === 'api' && segs.length === 2) || (segs[0] === 'apis' && segs.length === 3)) {
+    const [group, version] = segs[0] === 'api' ? ['', segs[1]!] : [segs[1]!, segs[2]!];
+    const list = apiResourceList(types, group, version);
+    if (!list) throw notFoundPath();
+    return sendJson(res, 200, list);
+  }
+
+  const route = resolve(ctx.api, segs);
+  if (!route) throw notFoundPath();
+  const { rt, namespace, name, subresource } = route;
+  if (rt.namespaced && namespace === undefined && name !== undefined) throw notFoundPath();
+
+  if (subresource === 'log') {
+    if (rt !== PODS || method !== 'GET') throw methodNotAllowed();
+    return serveLog(ctx, namespace!, name!, q, res);
+  }
+  if (subresource !== undefined && subresource !== 'status') throw notFoundPath();
+  if (subresource === 'status' && !rt.statusSubresource) throw notFoundPath();
+
+  if (name === undefined) {
+    switch (method) {
+      case 'GET':
+        if (isTrue(q.get('watch'))) return serveWatch(ctx, rt, namespace, q, accept, res);
+        return serveList(ctx, rt, namespace, q, accept, res);
+      case 'POST': {
+        const body = await readObject(req, rt);
+        const opts = writeOptions(q);
+        const created = ctx.api.create(rt, namespace, body, opts);
+        return sendObject(res, opts.dryRun ? 200 : 201, created, opts.warnings);
+      }
+      case 'DELETE':
+        return serveDeleteCollection(ctx, rt, namespace, q, res);
+      default:
+        throw methodNotAllowed();
+    }
+  }
+
+  const opts = writeOptions(q);
+  if (subresource === 'status') opts.subresource = 'status';
+  switch (method) {
+    case 'GET': {
+      const obj = ctx.api.getStored(rt, namespace, name);
+      if (!obj) throw notFound(rt, name);
+      if (wantsTable(accept)) {
+        return sendJson(res, 200, toTable(rt, [obj], { includeObject: includeObject(q), resourceVersion: obj.metadata.resourceVersion }));
+      }
+      return sendJson(res, 200, obj);
+    }
+    case 'PUT': {
+      const body = await readObject(req, rt);
+      if (body.metadata?.name && body.metadata.name !== name) {
+        throw badRequest(`the name of the object (${body.metadata.name}) does not match the name on the URL (${name})`);
+      }
+      body.metadata = { ...(body.metadata ?? {}), name };
+      return sendObject(res, 200, ctx.api.update(rt, namespace, body, opts), opts.warnings);
+    }
+    case 'PATCH': {
+      const contentType = req.headers['content-type'] ?? '';
+      const type = patchTypeOf(contentType);
+      if (!type) throw unsupportedPatchType(rt.kind);
+      const text = await readBody(req);
+      const patch = parseBody(text, contentType, rt, type === 'apply');
+      return sendObject(res, 200, ctx.api.patch(rt, namespace, name, patch, type, opts), opts.warnings);
+    }
+    case 'DELETE':
+      return serveDelete(ctx, req, rt, namespace, name, q, res);
+    default:
+      throw methodNotAllowed();
+  }
+}
+
+/** Map path segments after /api/v1 or /apis/g/v to a resource, namespace, name and subresource. */
+function resolve(api: ApiServer, segs: string[]): ResourceRoute | undefined {
+  let group: string;
+  let version: string;
+  let rest: string[];
+  if (segs[0] === 'api' && segs[1]) [group, version, rest] = ['', segs[1], segs.slice(2)];
+  else if (segs[0] === 'apis' && segs[1] && segs[2]) [group, version, rest] = [segs[1], segs[2], segs.slice(3)];
+  else return undefined;
+  if (!rest.length) return undefined;
+
+  if (rest[0] === 'namespaces' && rest.length >= 3) {
+    const rt = api.resource(group, version, rest[2]!);
+    if (rt?.namespaced) {
+      if (rest.length > 5) return undefined;
+      return { rt, namespace: rest[1], name: rest[3], subresource: rest[4] };
+    }
+  }
+  const rt = api.resource(group, version, rest[0]!);
+  if (!rt || rest.length > 3) return undefined;
+  return { rt, name: rest[1], subresource: rest[2] };
+}
+
+function serveOpenApi(ctx: HttpContext, segs: string[], res: ServerResponse): void {
+  if (segs[1] !== 'v3') throw notFoundPath(); // v2 is protobuf-only in kubectl's eyes; a real cluster may 404 it too
+  const types = ctx.api.types();
+  if (segs.length === 2) return sendJson(res, 200, openApiIndex(types));
+  // Served as the exact bytes the index hash was computed from.
+  const doc = openApiDocumentJson(types, segs.slice(2).join('/'));
+  if (!doc) throw notFoundPath();
+  res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(doc), 'Cache-Control': 'public, immutable' });
+  res.end(doc);
+}
+
+function serveList(ctx: HttpContext, rt: ResourceType, namespace: string | undefined, q: Query, accept: string, res: ServerResponse): void {
+  const labels = parseLabelSelector(q.get('labelSelector') ?? undefined);
+  const fields = parseFieldSelector(q.get('fieldSelector') ?? undefined, rt.kind, rt.builtin);
+  const store = ctx.api.store;
+  const currentRv = store.resourceVersion;
+  let listRv = currentRv;
+  let items: KubeObject[];
+  const rvParam = q.get('resourceVersion');
+  if (q.get('resourceVersionMatch') === 'Exact' && rvParam) {
+    const rv = Number(rvParam);
+    if (!Number.isInteger(rv)) throw badRequest(`invalid resource version: ${rvParam}`);
+    items = listAt(ctx.api, rt, namespace, rv);
+    listRv = rv;
+  } else {
+    items = store.list(storageKey(rt), rt.namespaced ? namespace : undefined);
+  }
+  items = items.filter((o) => labels(o) && fields(o));
+
+  const continueToken = q.get('continue');
+  if (continueToken) {
+    const after = decodeContinue(continueToken);
+    items = items.filter((o) => objectKey(o.metadata.namespace, o.metadata.name!) > after.key);
+  }
+  const limit = Number(q.get('limit') ?? 0);
+  let next: string | undefined;
+  let remaining: number | undefined;
+  if (limit > 0 && items.length > limit) {
+    remaining = items.length - limit;
+    items = items.slice(0, limit);
+    const last = items[items.length - 1]!;
+    next = encodeContinue(listRv, objectKey(last.metadata.namespace, last.metadata.name!));
+  }
+  const metadata: Record<string, unknown> = { resourceVersion: String(listRv) };
+  if (next) {
+    metadata.continue = next;
+    metadata.remainingItemCount = remaining;
+  }
+  items = items.map((o) => ctx.api.asVersion(rt, o));
+  if (wantsTable(accept)) {
+    return sendJson(res, 200, toTable(rt, items, { includeObject: includeObject(q), resourceVersion: String(listRv), continueToken: next }));
+  }
+  // Typed (built-in) lists carry no kind/apiVersion on their items; custom resource lists do.
+  const listItems = rt.builtin ? items.map(({ kind: _k, apiVersion: _a, ...rest }) => rest) : items;
+  sendJson(res, 200, { apiVersion: apiVersionOf(rt), items: listItems, kind: rt.listKind, metadata });
+}
+
+/** The list as it was at resourceVersion `rv`, rebuilt by undoing newer history. */
+function listAt(api: ApiServer, rt: ResourceType, namespace: string | undefined, rv: number): KubeObject[] {
+  const store = api.store;
+  if (rv > store.resourceVersion) {
+    throw new StatusError(504, 'Timeout', `Too large resource version: ${rv}, current: ${store.resourceVersion}`, { retryAfterSeconds: 1 });
+  }
+  const sk = storageKey(rt);
+  const changes = store.changesSince(rv, sk);
+  if (changes === 'expired') throw expired(`too old resource version: ${rv} (${store.oldestResumableRv})`);
+  const byKey = new Map<string, KubeObject>();
+  for (const o of store.list(sk, rt.namespaced ? namespace : undefined)) byKey.set(objectKey(o.metadata.namespace, o.metadata.name!), o);
+  for (let i = changes.length - 1; i >= 0; i--) {
+    const c = changes[i]!;
+    if (namespace && rt.namespaced && c.object.metadata.namespace !== namespace) continue;
+    const key = objectKey(c.object.metadata.namespace, c.object.metadata.name!);
+    if (c.type === 'ADDED') byKey.delete(key);
+    else if (c.old) byKey.set(key, c.old);
+  }
+  return [...byKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, o]) => o);
+}
+
+function encodeContinue(rv: number, key: string): string {
+  return Buffer.from(JSON.stringify({ v: 'meta.k8s.io/v1', rv, start: key })).toString('base64url');
+}
+
+function decodeContinue(token: string): { rv: number; key: string } {
+  try {
+    const parsed = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as { rv: number; start: string };
+    if (typeof parsed.start !== 'string') throw new Error('no start');
+    return { rv: parsed.rv, key: parsed.start };
+  } catch {
+    throw badRequest(`invalid continue token: ${token}`);
+  }
+}
+
+function serveWatch(ctx: HttpContext, rt: ResourceType, namespace: string | undefined, q: Query, accept: string, res: ServerResponse): void {
+  const timeout = q.get('timeoutSeconds');
+  ctx.watches.serve({
+    rt,
+    namespace: rt.namespaced ? namespace : undefined,
+    labels: parseLabelSelector(q.get('labelSelector') ?? undefined),
+    fields: parseFieldSelector(q.get('fieldSelector') ?? undefined, rt.kind, rt.builtin),
+    resourceVersion: q.get('resourceVersion') ?? undefined,
+    allowBookmarks: isTrue(q.get('allowWatchBookmarks')),
+    timeoutSeconds: timeout !== null && timeout !== '' ? Number(timeout) : undefined,
+    table: wantsTable(accept) ? { includeObject: includeObject(q) } : false,
+  }, res);
+}
+
+async function serveDelete(ctx: HttpContext, req: IncomingMessage, rt: ResourceType, namespace: string | undefined, name: string, q: Query, res: ServerResponse): Promise<void> {
+  const opts = await deleteOptions(req, q);
+  const warnings: string[] = [];
+  if (rt.kind === 'Job' && rt.builtin && !opts.propagationPolicy) {
+    warnings.push('child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning');
+  }
+  const before = ctx.api.getStored(rt, namespace, name);
+  const result = ctx.api.delete(rt, namespace, name, opts);
+  const stillThere = !!ctx.api.getStored(rt, namespace, name);
+  if (stillThere && result) return sendObject(res, 202, result, warnings);
+  if (rt === PODS && result) return sendObject(res, 200, result, warnings);
+  sendJson(res, 200, {
+    kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success',
+    details: { name, group: rt.group, kind: rt.plural, uid: before?.metadata.uid },
+  }, 'application/json', warningHeaders(warnings));
+}
+
+async function serveDeleteCollection(ctx: HttpContext, rt: ResourceType, namespace: string | undefined, q: Query, res: ServerResponse): Promise<void> {
+  const items = ctx.api.listStored(rt, {
+    namespace, labelSelector: q.get('labelSelector') ?? undefined, fieldSelector: q.get('fieldSelector') ?? undefined,
+  });
+  const opts = await deleteOptions(undefined, q);
+  const deleted: KubeObject[] = [];
+  for (const o of items) {
+    try {
+      const r = ctx.api.delete(rt, o.metadata.namespace, o.metadata.name!, opts);
+      if (r) deleted.push(r);
+    } catch (e) {
+      if (!(e instanceof StatusError && e.code === 404)) throw e;
+    }
+  }
+  sendJson(res, 200, { apiVersion: apiVersionOf(rt), kind: rt.listKind, metadata: { resourceVersion: String(ctx.api.store.resourceVersion) }, items: deleted });
+}
+
+async function deleteOptions(req: IncomingMessage | undefined, q: Query): Promise<DeleteOptions & { dryRun?: boolean }> {
+  let body: Record<string, unknown> = {};
+  if (req && isProtobuf(req.headers['content-type'])) {
+    // Typed clients' Delete sends its DeleteOptions as protobuf too.
+    body = decodeProtobufDeleteOptions(await readBodyBytes(req));
+  } else if (req) {
+    const text = await readBody(req);
+    if (text.trim()) {
+      try {
+        const parsed: unknown = JSON.parse(text);
+        if (isObject(parsed)) body = parsed;
+      } catch (e) {
+        throw badRequest(`the body of the request was in an unknown format: ${(e as Error).message}`);
+      }
+    }
+  }
+  const opts: DeleteOptions & { dryRun?: boolean } = {};
+  const policy = (body.propagationPolicy as string | undefined) ?? q.get('propagationPolicy') ?? undefined;
+  const orphan = body.orphanDependents ?? (q.get('orphanDependents') !== null ? isTrue(q.get('orphanDependents')) : undefined);
+  if (policy) {
+    if (!['Background', 'Foreground', 'Orphan'].includes(policy)) {
+      throw new StatusError(422, 'Invalid', `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "${policy}": supported values: "Foreground", "Background", "Orphan", "nil"`);
+    }
+    opts.propagationPolicy = policy as DeleteOptions['propagationPolicy'];
+  } else if (orphan !== undefined) {
+    opts.propagationPolicy = orphan ? 'Orphan' : 'Background';
+  }
+  const grace = body.gracePeriodSeconds ?? q.get('gracePeriodSeconds') ?? undefined;
+  if (grace !== undefined && grace !== null) opts.gracePeriodSeconds = Number(grace);
+  if (isObject(body.preconditions)) opts.preconditions = body.preconditions as DeleteOptions['preconditions'];
+  const dryRun = body.dryRun ?? q.getAll('dryRun');
+  if (Array.isArray(dryRun) && dryRun.includes('All')) opts.dryRun = true;
+  return opts;
+}
+
+async function serveLog(ctx: HttpContext, namespace: string, name: string, q: Query, res: ServerResponse): Promise<void> {
+  const pod = ctx.api.getStored(PODS, namespace, name);
+  if (!pod) throw notFound(PODS, name);
+  const containers = (((pod.spec as Record<string, unknown>)?.containers as { name: string }[]) ?? []).map((c) => c.name);
+  let container = q.get('container') ?? undefined;
+  if (!container) {
+    if (containers.length !== 1) {
+      throw badRequest(`a container name must be specified for pod ${name}, choose one of: [${containers.join(' ')}]`);
+    }
+    container = containers[0];
+  } else if (!containers.includes(container)) {
+    throw badRequest(`container ${container} is not valid for pod ${name}`);
+  }
+  const read = () => ctx.logs?.logs(namespace, name, container);
+  const text = read();
+  if (text === undefined) {
+    throw badRequest(`container "${container}" in pod "${name}" is waiting to start: ContainerCreating`);
+  }
+  const tail = q.get('tailLines');
+  const initial = tail !== null ? lastLines(text, Number(tail)) : text;
+  if (!isTrue(q.get('follow'))) return sendText(res, 200, initial);
+
+  res.writeHead(200, { 'Content-Type': 'text/plain', 'Transfer-Encoding': 'chunked' });
+  res.write(initial);
+  let sent = text.length;
+  // Follow until the pod ends; the kubelet keeps the whole log, so polling its length is enough.
+  await new Promise<void>((resolveDone) => {
+    const timer = setInterval(() => {
+      const now = read() ?? '';
+      if (now.length > sent) {
+        res.write(now.slice(sent));
+        sent = now.length;
+      }
+      const p = ctx.api.getStored(PODS, namespace, name);
+      const phase = (p?.status as Record<string, unknown> | undefined)?.phase;
+      if (!p || phase === 'Succeeded' || phase === 'Failed') finish();
+    }, 100);
+    const finish = () => {
+      clearInterval(timer);
+      res.end();
+      resolveDone();
+    };
+    res.on('close', finish);
+  });
+}
+
+function lastLines(text: string, n: number): string {
+  if (!Number.isFinite(n) || n < 0) return text;
+  const lines = text.split('\n');
+  const trailing = lines[lines.length - 1] === '' ? lines.pop() : undefined;
+  const kept = lines.slice(Math.max(0, lines.length - n));
+  return kept.join('\n') + (trailing !== undefined && kept.length ? '\n' : '');
+}
+
+// ---- request helpers ---------------------------------------------------------
+
+function writeOptions(q: Query): WriteOptions {
+  const fv = q.get('fieldValidation');
+  let fieldValidation: FieldValidation | undefined;
+  if (fv) {
+    if (fv !== 'Strict' && fv !== 'Warn' && fv !== 'Ignore') {
+      throw badRequest(`fieldValidation must be one of "Ignore", "Warn", or "Strict", got "${fv}"`);
+    }
+    fieldValidation = fv;
+  }
+  return { fieldValidation, dryRun: q.getAll('dryRun').includes('All'), warnings: [] };
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  return (await readBodyBytes(req)).toString('utf8');
+}
+
+async function readBodyBytes(req: IncomingMessage): Promise<Buffer> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > MAX_BODY_BYTES) {
+    req.resume();
+    throw requestEntityTooLarge();
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) {
+      req.resume();
+      throw requestEntityTooLarge();
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+async function readObject(req: IncomingMessage, rt: ResourceType): Promise<KubeObject> {
+  const contentType = req.headers['content-type'] ?? 'application/json';
+  const body = await readBodyBytes(req);
+  // kubectl's typed clients (create secret, configmap, namespace …) send protobuf.
+  if (mediaTypeOf(contentType) === PROTOBUF_MEDIA_TYPE) return decodeProtobufObject(body, rt);
+  const parsed = parseBody(body.toString('utf8'), contentType, rt, false);
+  if (!isObject(parsed)) {
+    throw badRequest(`the object provided is unrecognized (must be of type ${rt.kind}): couldn't get version/kind; json parse error: expected an object`);
+  }
+  return parsed as KubeObject;
+}
+
+function mediaTypeOf(contentType: string): string {
+  return contentType.split(';')[0]!.trim().toLowerCase();
+}
+
+function parseBody(text: string, contentType: string, rt: ResourceType, yamlAllowed: boolean): unknown {
+  const mediaType = mediaTypeOf(contentType);
+  const isYaml = mediaType === 'application/yaml' || mediaType.endsWith('+yaml');
+  if (!isYaml && mediaType !== '' && !mediaType.endsWith('json') && mediaType !== '*/*') {
+    // Custom resources decode JSON and YAML only; built-in kinds protobuf too.
+    throw unsupportedMediaType(rt.builtin ? ['application/json', 'application/yaml', PROTOBUF_MEDIA_TYPE] : ['application/json', 'application/yaml']);
+  }
+  if (isYaml || yamlAllowed) {
+    try {
+      return parseYaml(text);
+    } catch (e) {
+      throw badRequest(`error converting YAML to JSON: ${(e as Error).message.split('\n')[0]}`);
+    }
+  }
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw badRequest(`the object provided is unrecognized (must be of type ${rt.kind}): couldn't get version/kind; json parse error: ${(e as Error).message}`);
+  }
+}
+
+function includeObject(q: Query): 'None' | 'Metadata' | 'Object' | undefined {
+  const v = q.get('includeObject');
+  if (v === null) return undefined;
+  if (v === 'None' || v === 'Metadata' || v === 'Object') return v;
+  throw badRequest(`includeObject: Unsupported value: "${v}": supported values: "Metadata", "None", "Object"`);
+}
+
+function isTrue(v: string | null): boolean {
+  return v === 'true' || v === '1';
+}
+
+function wantsAggregated(accept: string): boolean {
+  return accept.includes('as=APIGroupDiscoveryList') && accept.includes('v=v2');
+}
+
+function wantsTable(accept: string): boolean {
+  return accept.includes('as=Table');
+}
+
+// ---- response helpers ----------------------------------------------------------
+
+/** Go's warning header format: 299 with the text quoted and escaped. */
+function warningHeaders(warnings: string[] | undefined): Record<string, string[]> {
+  if (!warnings?.length) return {};
+  return { Warning: warnings.map((w) => `299 - "${w.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`) };
+}
+
+function sendObject(res: ServerResponse, code: number, obj: unknown, warnings?: string[]): void {
+  sendJson(res, code, obj, 'application/json', warningHeaders(warnings));
+}
+
+function sendJson(res: ServerResponse, code: number, body: unknown, contentType = 'application/json', headers: Record<string, string | string[]> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(code, { 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+/** Go's http.NotFound, as net/http writes it. */
+function sendPageNotFound(res: ServerResponse): void {
+  const text = '404 page not found\n';
+  res.writeHead(404, {
+    'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff', 'Content-Length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+function sendText(res: ServerResponse, code: number, text: string): void {
+  res.writeHead(code, { 'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(text) });
+  res.end(text);
+}

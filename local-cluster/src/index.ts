@@ -1,0 +1,138 @@
+// The local cluster as a component: start() brings up the API server, the
+// built-in controllers (garbage collector, Job controller, TTL controller) and
+// the local kubelet on one loopback port, writes a kubeconfig, and stop()
+// takes it all down cleanly.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtempSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino, type Logger } from 'pino';
+import { ApiServer } from './apiserver.js';
+import { JobController, TtlController } from './controllers/job-controller.js';
+import { Kubelet } from './controllers/kubelet.js';
+import { createHandler } from './http.js';
+import { writeKubeconfig } from './kubeconfig.js';
+import { StatePersistence } from './persistence.js';
+import { WatchHub } from './watch.js';
+
+export { ApiServer } from './apiserver.js';
+export type { ClusterApi, Change } from './cluster-api.js';
+export type { KubeObject, ResourceType } from './types.js';
+export { kubeconfigYaml } from './kubeconfig.js';
+
+export interface LocalClusterOptions {
+  /** Loopback port; 0 (default) picks a free one. */
+  port?: number;
+  host?: string;
+  /** Where to write the kubeconfig; default <workDir>/kubeconfig. */
+  kubeconfigPath?: string;
+  /** Persist objects here and restore them on the next start. */
+  stateDir?: string;
+  /** Scratch space for pods (volumes, termination logs, logs); default a new temp dir. */
+  workDir?: string;
+  /** Image → argv prefix for containers that name no command. */
+  imageCommands?: Record<string, string[]>;
+  /** Environment every pod process gets beneath its own (e.g. KUBECONFIG for in-cluster clients). */
+  podEnv?: Record<string, string>;
+  /** Cap on concurrently running pods (the node's capacity). */
+  maxRunningPods?: number;
+  /** Base delay before a failed Job pod is replaced (real clusters: 10 s). */
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+  /** How often an open watch that allows bookmarks gets one (real clusters: about a minute). */
+  bookmarkIntervalMs?: number;
+  /** Lifetime of a watch that sets no timeoutSeconds (real apiservers: a random 30-60 min). */
+  watchTimeoutMs?: number;
+  nodeName?: string;
+  logger?: Logger;
+}
+
+export class LocalCluster {
+  private constructor(
+    readonly api: ApiServer,
+    private readonly server: Server,
+    readonly watches: WatchHub,
+    readonly kubelet: Kubelet,
+    private readonly controllers: { stop(): void }[],
+    private readonly persistence: StatePersistence | undefined,
+    readonly url: string,
+    readonly kubeconfigPath: string,
+    readonly workDir: string,
+  ) {}
+
+  static async start(opts: LocalClusterOptions = {}): Promise<LocalCluster> {
+    const logger = opts.logger ?? pino({ name: 'local-cluster', level: process.env.LOG_LEVEL ?? 'info' });
+    const workDir = opts.workDir ?? mkdtempSync(join(tmpdir(), 'local-cluster-'));
+    mkdirSync(workDir, { recursive: true });
+    const nodeName = opts.nodeName ?? 'local-node';
+
+    const api = new ApiServer();
+    let persistence: StatePersistence | undefined;
+    if (opts.stateDir) {
+      persistence = new StatePersistence(opts.stateDir, api.store);
+      if (persistence.load(nodeName)) {
+        api.registerStoredCrds();
+        api.gc.rebuild();
+        logger.info({ stateDir: opts.stateDir, resourceVersion: api.store.resourceVersion }, 'restored cluster state');
+      }
+      persistence.start();
+    }
+    api.bootstrap();
+
+    const kubeconfigPath = opts.kubeconfigPath ?? join(workDir, 'kubeconfig');
+    // A real pod reaches its API server through in-cluster config; a local process gets the kubeconfig.
+    const podEnv = { KUBECONFIG: kubeconfigPath, ...(opts.podEnv ?? {}) };
+    const kubelet = new Kubelet(api, {
+      workDir: join(workDir, 'pods'), imageCommands: opts.imageCommands, maxRunningPods: opts.maxRunningPods, nodeName, env: podEnv,
+    });
+    const jobs = new JobController(api, { backoffBaseMs: opts.backoffBaseMs, backoffMaxMs: opts.backoffMaxMs });
+    const ttl = new TtlController(api);
+    const watches = new WatchHub(api, {
+      bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 60_000,
+      maxBufferedBytes: 64 * 1024 * 1024,
+      defaultTimeoutMs: opts.watchTimeoutMs ?? 45 * 60_000,
+    });
+    const server = createServer({ keepAliveTimeout: 60_000 }, createHandler({
+      api, watches, logs: kubelet,
+      onError: (err, req) => logger.error({ err, method: req.method, url: req.url }, 'request failed'),
+    }));
+    server.on('clientError', (_err, socket) => socket.destroy());
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => resolve());
+    });
+    const { port } = server.address() as AddressInfo;
+    const url = `http://${opts.host ?? '127.0.0.1'}:${port}`;
+    writeKubeconfig(kubeconfigPath, url);
+
+    jobs.start();
+    ttl.start();
+    kubelet.start();
+    logger.info({ url, kubeconfig: kubeconfigPath }, 'local cluster listening');
+    return new LocalCluster(api, server, watches, kubelet, [jobs, ttl, api.gc], persistence, url, kubeconfigPath, workDir);
+  }
+
+  /** Drop all watch history, as an etcd compaction: resuming from an older resourceVersion gets 410 Expired. */
+  compactHistory(): void {
+    this.api.store.compact();
+  }
+
+  /** Close every open watch connection, as a network drop would. */
+  dropWatches(): void {
+    this.watches.dropAll();
+  }
+
+  async stop(): Promise<void> {
+    for (const c of this.controllers) c.stop();
+    await this.kubelet.stop();
+    this.watches.dropAll();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.persistence?.stop();
+  }
+}
+
+export function startLocalCluster(opts: LocalClusterOptions = {}): Promise<LocalCluster> {
+  return LocalCluster.start(opts);
+}

@@ -1,0 +1,45 @@
+// Operator settings, read once at start through lib's config loader.
+import { z } from 'zod';
+import { commonSchema, envBoolean, envInt, loadConfig, managedStorageSchema } from '@mediajobs/lib/config';
+
+export const operatorSchema = commonSchema.merge(managedStorageSchema).extend({
+  DATABASE_URL: z.string().min(1),
+  /** kubeconfig file; unset means in-cluster (or ~/.kube/config). */
+  KUBECONFIG: z.string().optional(),
+  MEDIAJOBS_NAMESPACE: z.string().default('default'),
+  RUNNER_IMAGE: z.string().default('mediajobs/runner:dev'),
+  /** ServiceAccount of runner pods: allowed only to patch mediajobs/status (see the chart). */
+  RUNNER_SERVICE_ACCOUNT: z.string().optional(),
+  /** Jobs running at once across the cluster; the rest wait as Pending. */
+  MAX_RUNNING_JOBS: envInt(1).default(10),
+  /** MediaJobs reconciled at once. */
+  RECONCILE_CONCURRENCY: envInt(1, 256).default(8),
+  /** batch/v1 Job settings of the runner Job. */
+  JOB_BACKOFF_LIMIT: envInt(0, 10).default(0),
+  JOB_ACTIVE_DEADLINE_SECONDS: envInt(60).default(6 * 3600),
+  JOB_TTL_SECONDS_AFTER_FINISHED: envInt(0).default(3600),
+  /** Finished MediaJobs are deleted from the cluster after this; Postgres keeps their record. */
+  FINISHED_MEDIAJOB_TTL_SECONDS: envInt(0).default(24 * 3600),
+  /** Full resync of every MediaJob, and the informer watchdog. */
+  RESYNC_SECONDS: envInt(1).default(300),
+  WATCHDOG_SECONDS: envInt(1).default(600),
+  LEADER_ELECTION: envBoolean.default(true),
+  LEASE_NAME: z.string().default('mediajobs-operator'),
+  LEASE_DURATION_SECONDS: envInt(1).default(15),
+  LEASE_RENEW_SECONDS: envInt(1).default(5),
+  POD_NAME: z.string().optional(),
+  /** Webhook delivery: per-attempt timeout, attempts, first retry delay (doubling). */
+  WEBHOOK_TIMEOUT_MS: envInt(1).default(10_000),
+  WEBHOOK_ATTEMPTS: envInt(1, 10).default(3),
+  WEBHOOK_BACKOFF_MS: envInt(1).default(2_000),
+  /** Pending jobs rows whose MediaJob never appeared are re-submitted after this. */
+  SWEEP_AFTER_SECONDS: envInt(1).default(20),
+  /** Extra env for runner pods, JSON object (e.g. proxy settings). */
+  RUNNER_ENV: z.string().optional(),
+});
+
+export type OperatorConfig = z.infer<typeof operatorSchema>;
+
+export function loadOperatorConfig(env: NodeJS.ProcessEnv = process.env): OperatorConfig {
+  return loadConfig(operatorSchema, env);
+}

@@ -1,0 +1,173 @@
+// A job's destination as the operator resolves it: the document that goes
+// into the runner's per-job Secret (destination.json), download URLs for
+// files delivered to the user's own storage, and removal of inline
+// credentials when the job ends.
+//
+// The MediaJob names only {type, provider, secretName}; credentials come
+// from the saved destination's Secret (keyvault), the sealed row of a legacy
+// destination, or the job's sealed inline payload. When none can be found
+// the job fails with reason storage_unreachable: it is never sent to another
+// destination (spec: "Job failure reasons").
+import type * as k8s from '@kubernetes/client-node';
+import type pg from 'pg';
+import { jobIdOf, type MediaJob, type MediaJobResult } from '@mediajobs/lib/mediajob/types';
+import {
+  DESTINATION_DATA_KEY, LABEL_OWNER_ID, LABEL_OWNER_KIND, OWNER_KIND_LABEL,
+} from '@mediajobs/lib/saved-destinations';
+import type { SecretBox } from '@mediajobs/lib/secret-box';
+import { createProvider } from '@mediajobs/lib/storage/index';
+import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
+import { credentialsSecretName } from './job-builder.js';
+import { isNotFound } from './kube.js';
+
+/** The runner's wording for the same outcome (runner-image/src/classify.ts MESSAGES.storage_unreachable). */
+export const STORAGE_UNREACHABLE_MESSAGE = 'The storage destination is unreachable or rejected the credentials';
+
+/** The destination cannot be resolved: the job fails with storage_unreachable (retrying cannot help). */
+export class DestinationUnresolvable extends Error {
+  constructor(readonly why: string) {
+    super(`destination unresolvable: ${why}`);
+    this.name = 'DestinationUnresolvable';
+  }
+}
+
+export interface DownloadUrls {
+  s3Url?: string;
+  subtitleUrl?: string;
+  thumbnailUrl?: string;
+}
+
+export class JobDestinations {
+  constructor(
+    private readonly core: k8s.CoreV1Api,
+    private readonly pool: pg.Pool,
+    private readonly box: SecretBox,
+    private readonly managed: () => Record<string, unknown>,
+    /** Where Drive download URLs point (the gateway's /drive-files route); without it Drive files get no URL. */
+    private readonly driveDownload?: { baseUrl: string; secret: string },
+  ) {}
+
+  /** True when the job delivers to managed storage (also kubectl manifests that say nothing). */
+  static isManaged(mj: MediaJob): boolean {
+    return (mj.spec.destination?.type ?? 'managed') === 'managed';
+  }
+
+  /**
+   * The destination.json of the job's runner. Throws DestinationUnresolvable
+   * when the credentials are gone or not the job owner's; other errors
+   * (API server, Postgres) are transient and retried by the caller.
+   */
+  async document(mj: MediaJob): Promise<Record<string, unknown>> {
+    const dest = mj.spec.destination ?? { type: 'managed' };
+    if (dest.type === 'managed') return this.managed();
+    let doc: Record<string, unknown>;
+    if (dest.secretName) doc = await this.fromSecret(mj, dest.secretName);
+    else if (dest.type === 'saved') doc = await this.fromLegacyRow(mj);
+    else doc = await this.fromInlinePayload(mj);
+    if (dest.provider && doc.provider !== dest.provider) throw new DestinationUnresolvable('provider_mismatch');
+    return doc;
+  }
+
+  /** A saved destination's Secret; one labelled as some owner's destination must be this job's key's or its organization's. */
+  private async fromSecret(mj: MediaJob, name: string): Promise<Record<string, unknown>> {
+    let secret: k8s.V1Secret;
+    try {
+      secret = await this.core.readNamespacedSecret({ name, namespace: mj.metadata.namespace! });
+    } catch (err) {
+      if (isNotFound(err)) throw new DestinationUnresolvable('secret_not_found');
+      throw err;
+    }
+    const kind = secret.metadata?.labels?.[LABEL_OWNER_KIND];
+    if (kind !== undefined) await this.checkOwner(mj, kind, secret.metadata?.labels?.[LABEL_OWNER_ID]);
+    const data = secret.data?.[DESTINATION_DATA_KEY];
+    if (!data) throw new DestinationUnresolvable('secret_without_destination');
+    return parseDocument(Buffer.from(data, 'base64').toString('utf8'));
+  }
+
+  private async checkOwner(mj: MediaJob, kindLabel: string, ownerId: string | undefined): Promise<void> {
+    const keyId = mj.spec.owner.apiKeyId;
+    if (kindLabel === OWNER_KIND_LABEL.api_key && ownerId === keyId) return;
+    if (kindLabel === OWNER_KIND_LABEL.organization && ownerId) {
+      const r = await this.pool.query<{ organization_id: string | null }>('SELECT organization_id FROM api_keys WHERE id = $1', [keyId]);
+      if (r.rows[0]?.organization_id === ownerId) return;
+    }
+    throw new DestinationUnresolvable('not_the_owners_destination');
+  }
+
+  /** A legacy saved destination: the row the gateway resolved the job to, credentials sealed in Postgres. */
+  private async fromLegacyRow(mj: MediaJob): Promise<Record<string, unknown>> {
+    const r = await this.pool.query<{ owner_kind: 'api_key' | 'organization'; owner_id: string; credentials_enc: string }>(
+      `SELECT d.owner_kind, d.owner_id, d.credentials_enc FROM jobs j
+         JOIN storage_destinations d ON d.id = j.destination_id AND d.source = 'legacy'
+        WHERE j.id = $1`, [jobIdOf(mj)]);
+    const row = r.rows[0];
+    if (!row) throw new DestinationUnresolvable('saved_destination_not_found');
+    await this.checkOwner(mj, OWNER_KIND_LABEL[row.owner_kind], row.owner_id);
+    return parseDocument(this.open(row.credentials_enc));
+  }
+
+  private async fromInlinePayload(mj: MediaJob): Promise<Record<string, unknown>> {
+    const r = await this.pool.query<{ storage_enc: string | null }>('SELECT storage_enc FROM jobs WHERE id = $1', [jobIdOf(mj)]);
+    const sealed = r.rows[0]?.storage_enc;
+    if (!sealed) throw new DestinationUnresolvable('inline_credentials_not_found');
+    return parseDocument(this.open(sealed));
+  }
+
+  private open(sealed: string): string {
+    try {
+      return this.box.open(sealed);
+    } catch {
+      // A retired key id or a damaged value: no retry will open it.
+      throw new DestinationUnresolvable('credentials_cannot_be_opened');
+    }
+  }
+
+  /**
+   * Download URLs (24 h) of a completed job on the user's own storage,
+   * signed with the credentials the runner used (its per-job Secret, which
+   * still exists until the job is finished), and sealed into the row for
+   * GET /jobs/{id}: inline credentials are deleted right after.
+   */
+  async presignOwn(mj: MediaJob, result: MediaJobResult | undefined): Promise<DownloadUrls> {
+    if (!result) return {};
+    let secret: k8s.V1Secret;
+    try {
+      secret = await this.core.readNamespacedSecret({ name: credentialsSecretName(mj), namespace: mj.metadata.namespace! });
+    } catch (err) {
+      if (isNotFound(err)) return {};
+      throw err;
+    }
+    const data = secret.data?.[DESTINATION_DATA_KEY];
+    if (!data) return {};
+    // Drive has no presigned URLs: its URLs are the gateway's, signed for this job (lib/src/storage/README.md).
+    const provider = createProvider(parseDocument(Buffer.from(data, 'base64').toString('utf8')), {
+      ...(this.driveDownload && { drive: { download: { ...this.driveDownload, ref: jobIdOf(mj) } } }),
+    });
+    const sign = async (key: string | undefined) => (key ? provider.presign(key, DOWNLOAD_URL_TTL_SECONDS) : undefined);
+    try {
+      const urls: DownloadUrls = {
+        s3Url: await sign(result.storageKey), subtitleUrl: await sign(result.subtitleKey), thumbnailUrl: await sign(result.thumbnailKey),
+      };
+      await this.pool.query('UPDATE jobs SET result_urls_enc = $2 WHERE id = $1', [jobIdOf(mj), this.box.seal(JSON.stringify(urls))]);
+      return urls;
+    } finally {
+      (provider as { destroy?: () => void }).destroy?.();
+    }
+  }
+
+  /** The job ended: its inline credentials go (the per-job Secret is deleted by the caller). */
+  async forgetInline(mj: MediaJob): Promise<void> {
+    await this.pool.query('UPDATE jobs SET storage_enc = NULL WHERE id = $1 AND storage_enc IS NOT NULL', [jobIdOf(mj)]);
+  }
+}
+
+function parseDocument(text: string): Record<string, unknown> {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    throw new DestinationUnresolvable('destination_not_json');
+  }
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new DestinationUnresolvable('destination_not_an_object');
+  return doc as Record<string, unknown>;
+}

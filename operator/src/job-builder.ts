@@ -1,0 +1,94 @@
+// The children of a MediaJob: its credentials Secret and the batch/v1 Job
+// that runs the runner image. Names are deterministic so a repeated or
+// restarted reconcile finds what it made instead of making it twice.
+import { createHash } from 'node:crypto';
+import type { V1Job, V1Secret } from '@kubernetes/client-node';
+import { API_VERSION, jobIdOf, type MediaJob } from '@mediajobs/lib/mediajob/types';
+
+export const MANAGED_BY = 'mediajobs-operator';
+export const LABEL_JOB_ID = 'mediajobs.io/job-id';
+export const LABEL_MEDIAJOB = 'mediajobs.io/mediajob';
+export const CREDENTIALS_MOUNT = '/var/run/mediajobs/credentials';
+
+export interface JobSettings {
+  image: string;
+  backoffLimit: number;
+  activeDeadlineSeconds: number;
+  ttlSecondsAfterFinished: number;
+  serviceAccountName?: string;
+  extraEnv?: Record<string, string>;
+}
+
+/** `mj-<job id 8>-<10 hex of namespace/name>`: unique, stable, at most 63 characters. */
+export function runnerJobName(mj: MediaJob): string {
+  const hash = createHash('sha256').update(`${mj.metadata.namespace}/${mj.metadata.name}`).digest('hex').slice(0, 10);
+  const id = jobIdOf(mj).replace(/[^a-z0-9]/g, '').slice(0, 8);
+  return `mj-${id}-${hash}`;
+}
+
+export function credentialsSecretName(mj: MediaJob): string {
+  return `${runnerJobName(mj)}-credentials`;
+}
+
+function ownerReference(mj: MediaJob) {
+  return { apiVersion: API_VERSION, kind: 'MediaJob', name: mj.metadata.name!, uid: mj.metadata.uid!, controller: true, blockOwnerDeletion: true };
+}
+
+function labels(mj: MediaJob): Record<string, string> {
+  return {
+    'app.kubernetes.io/managed-by': MANAGED_BY,
+    'app.kubernetes.io/name': 'mediajobs-runner',
+    [LABEL_JOB_ID]: jobIdOf(mj),
+    [LABEL_MEDIAJOB]: mj.metadata.name!,
+  };
+}
+
+/** The per-job Secret: destination credentials as a file, never in env or argv. */
+export function buildCredentialsSecret(mj: MediaJob, destination: Record<string, unknown>): V1Secret {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: credentialsSecretName(mj), namespace: mj.metadata.namespace, labels: labels(mj), ownerReferences: [ownerReference(mj)] },
+    type: 'Opaque',
+    data: { 'destination.json': Buffer.from(JSON.stringify(destination)).toString('base64') },
+  };
+}
+
+export function buildRunnerJob(mj: MediaJob, s: JobSettings): V1Job {
+  // The runner gets the options it needs, never the webhook address (the operator delivers webhooks).
+  const { webhookUrl: _webhook, ...spec } = mj.spec;
+  const env = [
+    { name: 'MEDIAJOB_NAME', value: mj.metadata.name! },
+    { name: 'MEDIAJOB_NAMESPACE', value: mj.metadata.namespace! },
+    { name: 'MEDIAJOB_JOB_ID', value: jobIdOf(mj) },
+    { name: 'MEDIAJOB_SPEC', value: JSON.stringify(spec) },
+    { name: 'MEDIAJOBS_CREDENTIALS_DIR', value: CREDENTIALS_MOUNT },
+    ...Object.entries(s.extraEnv ?? {}).map(([name, value]) => ({ name, value })),
+  ];
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: { name: runnerJobName(mj), namespace: mj.metadata.namespace, labels: labels(mj), ownerReferences: [ownerReference(mj)] },
+    spec: {
+      backoffLimit: s.backoffLimit,
+      activeDeadlineSeconds: s.activeDeadlineSeconds,
+      ttlSecondsAfterFinished: s.ttlSecondsAfterFinished,
+      template: {
+        metadata: { labels: labels(mj) },
+        spec: {
+          restartPolicy: 'Never',
+          serviceAccountName: s.serviceAccountName,
+          securityContext: { runAsNonRoot: true },
+          volumes: [{ name: 'credentials', secret: { secretName: credentialsSecretName(mj), defaultMode: 0o400 } }],
+          containers: [{
+            name: 'runner',
+            image: s.image,
+            env,
+            volumeMounts: [{ name: 'credentials', mountPath: CREDENTIALS_MOUNT, readOnly: true }],
+            terminationMessagePolicy: 'FallbackToLogsOnError',
+          }],
+        },
+      },
+    },
+  };
+}

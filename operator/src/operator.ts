@@ -1,0 +1,85 @@
+// The operator process: informers always warm, and the controller, outbox
+// delivery and sweeper running only while this replica holds the Lease.
+import { hostname } from 'node:os';
+import pg from 'pg';
+import { createLogger, type Logger } from '@mediajobs/lib/logger';
+import { SecretBox } from '@mediajobs/lib/secret-box';
+import type { OperatorConfig } from './config.js';
+import { MediaJobController, type ManagedStorageAccess } from './controller.js';
+import { OperatorDb } from './db.js';
+import { makeKube } from './kube.js';
+import { LeaderElector } from './leader.js';
+import { OutboxDispatcher } from './outbox.js';
+import { Sweeper } from './sweeper.js';
+
+export interface OperatorHandle {
+  controller: MediaJobController;
+  isLeader(): boolean;
+  stop(): Promise<void>;
+}
+
+export interface OperatorDeps {
+  storage: ManagedStorageAccess;
+  log?: Logger;
+  pool?: pg.Pool;
+}
+
+export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Promise<OperatorHandle> {
+  const log = deps.log ?? createLogger('operator', cfg.LOG_LEVEL);
+  if (!cfg.SECRET_KEYS) throw new Error('SECRET_KEYS is required (webhook addresses are sealed with it)');
+  const box = new SecretBox(cfg.SECRET_KEYS);
+  const pool = deps.pool ?? new pg.Pool({ connectionString: cfg.DATABASE_URL, max: cfg.RECONCILE_CONCURRENCY + 4 });
+  const ownPool = !deps.pool;
+  // An idle client failing (Postgres restarting or stopping first) must not crash the process; the pool replaces it.
+  pool.on('error', (err) => log.warn({ err: err.message }, 'idle Postgres connection failed'));
+  const kube = makeKube(cfg.KUBECONFIG);
+  const controller = new MediaJobController({ kube, pool, box, storage: deps.storage, log, cfg });
+  const outbox = new OutboxDispatcher(pool, box, log, {
+    timeoutMs: cfg.WEBHOOK_TIMEOUT_MS, attempts: cfg.WEBHOOK_ATTEMPTS, backoffMs: cfg.WEBHOOK_BACKOFF_MS,
+  });
+  const sweeper = new Sweeper(new OperatorDb(pool), kube.custom, (ns, name) => controller.hasMediaJob(ns, name), log, cfg.SWEEP_AFTER_SECONDS);
+
+  await controller.startInformers();
+  let leading = false;
+  const lead = async () => {
+    leading = true;
+    controller.activate();
+    await outbox.start();
+    sweeper.start();
+  };
+  const unlead = async () => {
+    leading = false;
+    controller.deactivate();
+    sweeper.stop();
+    await outbox.stop();
+  };
+
+  let elector: LeaderElector | undefined;
+  if (cfg.LEADER_ELECTION) {
+    elector = new LeaderElector(kube.coordination, log, {
+      namespace: cfg.MEDIAJOBS_NAMESPACE,
+      name: cfg.LEASE_NAME,
+      identity: cfg.POD_NAME ?? `${hostname()}-${process.pid}`,
+      leaseDurationSeconds: cfg.LEASE_DURATION_SECONDS,
+      renewSeconds: cfg.LEASE_RENEW_SECONDS,
+      onStartedLeading: lead,
+      onStoppedLeading: unlead,
+    });
+    elector.start();
+  } else {
+    await lead();
+  }
+  log.info({ namespace: cfg.MEDIAJOBS_NAMESPACE, maxRunningJobs: cfg.MAX_RUNNING_JOBS }, 'operator started');
+
+  return {
+    controller,
+    isLeader: () => leading,
+    async stop() {
+      if (elector) await elector.stop();
+      else await unlead();
+      controller.stop();
+      await controller.stopInformers();
+      if (ownPool) await pool.end();
+    },
+  };
+}

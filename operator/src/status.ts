@@ -1,0 +1,135 @@
+// What a MediaJob's status should be, derived from what exists: its Job, the
+// Job's latest pod (exit code and termination message) and what the runner
+// reported through /status. Pure, so every rule is unit-tested; the
+// controller only writes the difference.
+import type { V1Job, V1Pod } from '@kubernetes/client-node';
+import {
+  RUNNER_EXIT, TERMINAL_STATUSES, type Condition, type JobStatus, type MediaJob, type MediaJobStatus, type RunnerReport,
+} from '@mediajobs/lib/mediajob/types';
+
+export interface Observed {
+  mj: MediaJob;
+  job?: V1Job;
+  pod?: V1Pod;
+  /** The operator has admitted the job (a Job exists or is being created). */
+  admitted: boolean;
+  jobName: string;
+}
+
+/** deriveStatus's answer when the Job finished but its pod's exit code has not been seen yet. */
+export const WAIT_FOR_POD = 'wait-for-pod' as const;
+
+/** How long a finished Job waits for its pod's termination state before status is concluded without it. */
+export const POD_REPORT_GRACE_MS = 15_000;
+
+export function isTerminal(status: JobStatus | undefined): boolean {
+  return !!status && TERMINAL_STATUSES.includes(status);
+}
+
+function jobCondition(job: V1Job | undefined, type: string) {
+  return job?.status?.conditions?.find((c) => c.type === type && c.status === 'True');
+}
+
+/** The runner's final report from the pod's termination message, if it wrote one. */
+export function terminationReport(pod: V1Pod | undefined): { exitCode?: number; report?: RunnerReport } {
+  const term = pod?.status?.containerStatuses?.[0]?.state?.terminated;
+  if (!term) return {};
+  let report: RunnerReport | undefined;
+  try {
+    const parsed: unknown = term.message ? JSON.parse(term.message) : undefined;
+    if (parsed && typeof parsed === 'object') report = parsed as RunnerReport;
+  } catch {
+    // FallbackToLogsOnError put log lines there: not a report.
+  }
+  return { exitCode: term.exitCode, report };
+}
+
+function timeOf(t: Date | string | undefined): string | undefined {
+  if (!t) return undefined;
+  return (typeof t === 'string' ? new Date(t) : t).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+/**
+ * The status fields the operator owns (status, step and progress at the
+ * ends, error on failure, times, jobName, conditions). Runner-reported
+ * fields (result, live step/progress) are kept as they are.
+ */
+export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WAIT_FOR_POD {
+  const cur: MediaJobStatus = o.mj.status ?? {};
+  if (isTerminal(cur.status)) return cur;
+  const nowStr = timeOf(now)!;
+  const next: MediaJobStatus = { ...cur, jobId: o.mj.spec.jobId ?? o.mj.metadata.uid, observedGeneration: o.mj.metadata.generation };
+  if (o.admitted) next.jobName = o.jobName;
+
+  const complete = jobCondition(o.job, 'Complete');
+  const failed = jobCondition(o.job, 'Failed');
+  if (complete || failed) {
+    const { exitCode, report } = terminationReport(o.pod);
+    // The Job's verdict can reach the cache before its pod's: wait for the pod's exit code a little.
+    const finishedAt = Date.parse(String(failed?.lastTransitionTime ?? o.job?.status?.completionTime ?? '')) || now.getTime();
+    if (exitCode === undefined && o.pod && now.getTime() - finishedAt < POD_REPORT_GRACE_MS) return WAIT_FOR_POD;
+    const finishTime = timeOf(o.job?.status?.completionTime) ?? timeOf(failed?.lastTransitionTime) ?? nowStr;
+    const result = cur.result ?? report?.result;
+    next.finishTime = finishTime;
+    next.startTime ??= timeOf(o.job?.status?.startTime) ?? finishTime;
+    if (complete && result) {
+      Object.assign(next, { status: 'Completed', step: 'Finished', progress: 100, result });
+      delete next.error;
+      delete next.errorType;
+    } else if (exitCode === RUNNER_EXIT.warning || (exitCode === undefined && cur.errorType === 'warning')) {
+      Object.assign(next, { status: 'Warning', errorType: 'warning', error: report?.error ?? cur.error ?? 'The media is not available' });
+    } else if (exitCode === RUNNER_EXIT.skipped) {
+      Object.assign(next, { status: 'Skipped', reason: report?.reason ?? cur.reason ?? 'drm_protected', error: report?.error ?? cur.error });
+    } else {
+      const deadline = failed?.reason === 'DeadlineExceeded';
+      Object.assign(next, {
+        status: 'Failed',
+        errorType: 'error',
+        error: deadline ? 'Processing timed out' : report?.error ?? cur.error ?? (complete ? 'Processing failed: no result was reported' : 'Processing failed'),
+      });
+      const reason = deadline ? 'timeout' : report?.reason ?? cur.reason;
+      if (reason) next.reason = reason;
+    }
+  } else if (o.job && (o.pod?.status?.phase === 'Running' || (cur.step && cur.step !== 'Queued'))) {
+    next.status = 'Processing';
+    next.startTime ??= timeOf(o.pod?.status?.startTime) ?? nowStr;
+    next.step ??= 'Downloading';
+  } else {
+    next.status = 'Pending';
+    next.step ??= 'Queued';
+    next.progress ??= 0;
+  }
+  next.conditions = conditionsFor(next, o, cur.conditions ?? [], nowStr);
+  return next;
+}
+
+function conditionsFor(s: MediaJobStatus, o: Observed, prev: Condition[], now: string): Condition[] {
+  const gen = o.mj.metadata.generation;
+  const want: Omit<Condition, 'lastTransitionTime'>[] = [
+    o.admitted
+      ? { type: 'Admitted', status: 'True', reason: 'JobCreated', message: `Job ${o.jobName} runs the download`, observedGeneration: gen }
+      : { type: 'Admitted', status: 'False', reason: 'WaitingForCapacity', message: 'Waiting for a free runner slot', observedGeneration: gen },
+    s.status === 'Processing'
+      ? { type: 'Running', status: 'True', reason: 'RunnerStarted', message: `Step ${s.step ?? 'Downloading'}`, observedGeneration: gen }
+      : { type: 'Running', status: 'False', reason: s.status === 'Pending' ? 'NotStarted' : 'Finished', message: '', observedGeneration: gen },
+  ];
+  if (isTerminal(s.status)) {
+    const ok = s.status === 'Completed';
+    want.push({ type: 'Succeeded', status: ok ? 'True' : 'False', reason: s.status!, message: ok ? 'The media was delivered' : s.error ?? '', observedGeneration: gen });
+  }
+  return want.map((c) => {
+    const before = prev.find((p) => p.type === c.type);
+    const lastTransitionTime = before && before.status === c.status ? before.lastTransitionTime : now;
+    return { ...c, lastTransitionTime };
+  });
+}
+
+/** Fields whose change is worth a status write (conditions' times alone are not). */
+export function statusChanged(a: MediaJobStatus | undefined, b: MediaJobStatus): boolean {
+  return JSON.stringify(normalise(a ?? {})) !== JSON.stringify(normalise(b));
+}
+
+function normalise(s: MediaJobStatus): unknown {
+  const keys = Object.keys(s).sort() as (keyof MediaJobStatus)[];
+  return keys.map((k) => [k, k === 'conditions' ? s.conditions?.map(({ lastTransitionTime: _t, ...c }) => c) : s[k]]);
+}

@@ -1,0 +1,210 @@
+// The operator on the local cluster with real Postgres: MediaJobs become
+// runner Jobs (here a scripted runner process speaking the runner protocol),
+// status and the jobs row follow, webhooks go out once per transition, the
+// global cap holds, a restart mid-job creates nothing twice, and stranded
+// rows get their MediaJob.
+import { expect } from 'chai';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import * as k8s from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { SecretBox } from '@mediajobs/lib/secret-box';
+import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
+import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob, type MediaJobOptions } from '@mediajobs/lib/mediajob/types';
+import { startTestCluster, eventually, type TestCluster } from '../../local-cluster/test/support.js';
+import { tsxCommand } from '../../test/support/tsx.js';
+import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
+import { loadOperatorConfig } from '../src/config.js';
+import { startOperator, type OperatorHandle } from '../src/operator.js';
+
+const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
+const OPTIONS: Omit<MediaJobOptions, 'url'> = {
+  format: 'mp4', videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, maxResolution: 'best', audioOnly: false,
+  downloadSubtitles: false, downloadThumbnail: false, liveRecording: false, liveFromStart: false, waitForVideo: false, enableProgressWebhook: false,
+};
+
+interface Hook {
+  body: Record<string, unknown>;
+  eventId: string | undefined;
+}
+
+async function webhookReceiver(): Promise<{ url: string; hooks: Hook[]; server: Server }> {
+  const hooks: Hook[] = [];
+  const server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (c: Buffer) => (text += c.toString()));
+    req.on('end', () => {
+      hooks.push({ body: JSON.parse(text) as Record<string, unknown>, eventId: req.headers['x-mediajobs-event-id'] as string | undefined });
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, hooks, server };
+}
+
+describe('operator on the local cluster', function () {
+  this.timeout(120_000);
+  let tc: TestCluster;
+  let db: TestDatabase;
+  let custom: k8s.CustomObjectsApi;
+  let batch: k8s.BatchV1Api;
+  let apiKeyId: string;
+  let receiver: Awaited<ReturnType<typeof webhookReceiver>>;
+  let operator: OperatorHandle | undefined;
+  const secretKeys = SecretBox.generateSpec('t1');
+  const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
+
+  const start = (env: Record<string, string> = {}) => startOperator(loadOperatorConfig({
+    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys,
+    RUNNER_IMAGE: 'mediajobs/runner:scripted', LEASE_DURATION_SECONDS: '2', LEASE_RENEW_SECONDS: '1',
+    WEBHOOK_BACKOFF_MS: '100', SWEEP_AFTER_SECONDS: '1', ...env,
+  }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
+
+  const mediaJob = (name: string, url: string, extra: Partial<MediaJob['spec']> = {}): MediaJob => ({
+    apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob', metadata: { name, namespace: 'default' },
+    spec: { ...OPTIONS, url, owner: { apiKeyId }, destination: { type: 'managed' }, ...extra },
+  });
+  const create = (mj: MediaJob) => custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, body: mj });
+  const get = async (name: string) => (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, name })) as MediaJob;
+  const statusOf = async (name: string) => (await get(name)).status?.status;
+  const row = async (id: string) => (await db.pool.query('SELECT * FROM jobs WHERE id = $1', [id])).rows[0] as Record<string, unknown> | undefined;
+
+  before(async () => {
+    tc = await startTestCluster({ imageCommands: { 'mediajobs/runner:scripted': tsxCommand(RUNNER) } });
+    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url))]);
+    db = await createTestDatabase();
+    apiKeyId = await insertApiKey(db.pool);
+    receiver = await webhookReceiver();
+    const kc = new k8s.KubeConfig();
+    kc.loadFromFile(tc.cluster.kubeconfigPath);
+    custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    batch = kc.makeApiClient(k8s.BatchV1Api);
+  });
+
+  afterEach(async () => {
+    await operator?.stop();
+    operator = undefined;
+  });
+
+  after(async () => {
+    receiver.server.close();
+    await db.drop();
+    await tc.stop();
+  });
+
+  it('processes a MediaJob applied without the gateway and records it for the key it names', async () => {
+    operator = await start();
+    await create(mediaJob('gitops-1', 'http://scripted.invalid/complete?sleepMs=200', { webhookUrl: receiver.url }));
+    await eventually(async () => (await statusOf('gitops-1')) === 'Completed', 60_000);
+    const mj = await get('gitops-1');
+    expect(mj.status).to.include({ step: 'Finished', progress: 100 });
+    expect(mj.status!.result).to.include({ fileSize: 1234, actualQuality: '240p' });
+    // The row follows the MediaJob's status write, so it may lag it by a moment.
+    const r = await eventually(async () => {
+      const x = await row(mj.metadata.uid!);
+      return x?.status === 'Completed' ? x : undefined;
+    });
+    expect(r).to.include({ status: 'Completed', api_key_id: apiKeyId, file_size: '1234', actual_quality: '240p', cr_name: 'gitops-1' });
+    const mine: Hook[] = await eventually(() => {
+      const h = receiver.hooks.filter((x) => x.body.job_id === mj.metadata.uid);
+      return h.length >= 2 ? h : undefined;
+    });
+    expect(mine.map((h) => h.body.type)).to.deep.equal(['job_processing', 'job_completed']);
+    expect(mine[1]!.body).to.include({ status: 'completed', key: `videos/${mj.metadata.uid}.mp4`, s3_url: `http://files.test/videos/${mj.metadata.uid}.mp4`, title: 'Scripted' });
+    expect(mine[1]!.eventId).to.equal(mine[1]!.body.event_id);
+    // The webhook address is a secret: sealed in Postgres, never in the runner's pod.
+    expect(String(r!.webhook_url_enc)).to.not.include('127.0.0.1');
+    const job = await batch.readNamespacedJob({ name: mj.status!.jobName!, namespace: 'default' });
+    expect(JSON.stringify(job.spec!.template)).to.not.include(receiver.url);
+  });
+
+  it('ends a technical failure Failed with job_failed, and a content issue Warning without it', async () => {
+    operator = await start();
+    await create(mediaJob('fails', 'http://scripted.invalid/fail', { webhookUrl: receiver.url }));
+    await create(mediaJob('warns', 'http://scripted.invalid/warning', { webhookUrl: receiver.url }));
+    await eventually(async () => (await statusOf('fails')) === 'Failed' && (await statusOf('warns')) === 'Warning', 60_000);
+    const failed = await get('fails');
+    expect(failed.status).to.include({ errorType: 'error', error: 'Connection error while downloading the media' });
+    const warned = await get('warns');
+    expect(warned.status).to.include({ errorType: 'warning', error: 'Video is private' });
+    expect(await eventually(async () => {
+      const x = await row(warned.metadata.uid!);
+      return x?.status === 'Warning' ? x : undefined;
+    })).to.include({ status: 'Warning', error_type: 'warning' });
+    await eventually(() => receiver.hooks.some((h) => h.body.job_id === failed.metadata.uid && h.body.type === 'job_failed'));
+    expect(receiver.hooks.filter((h) => h.body.job_id === warned.metadata.uid).map((h) => h.body.type)).to.not.include('job_failed');
+  });
+
+  it('fails a MediaJob whose owner key does not exist', async () => {
+    operator = await start();
+    await create({ ...mediaJob('orphan', 'http://scripted.invalid/complete'), spec: { ...mediaJob('orphan', 'http://scripted.invalid/complete').spec, owner: { apiKeyId: '00000000-0000-4000-8000-000000000000' } } });
+    await eventually(async () => (await statusOf('orphan')) === 'Failed');
+    expect((await get('orphan')).status).to.include({ reason: 'invalid_owner' });
+  });
+
+  it('keeps at most MAX_RUNNING_JOBS runner Jobs active and admits the rest in order', async () => {
+    operator = await start({ MAX_RUNNING_JOBS: '1' });
+    for (const n of ['cap-a', 'cap-b', 'cap-c']) await create(mediaJob(n, 'http://scripted.invalid/complete?sleepMs=400'));
+    let maxActive = 0;
+    await eventually(async () => {
+      const jobs = await batch.listNamespacedJob({ namespace: 'default', labelSelector: 'app.kubernetes.io/managed-by=mediajobs-operator' });
+      const capJobs = jobs.items.filter((j) => (j.metadata!.labels!['mediajobs.io/mediajob'] ?? '').startsWith('cap-'));
+      const active = capJobs.filter((j) => !j.status?.conditions?.some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True')).length;
+      maxActive = Math.max(maxActive, active);
+      const done = await Promise.all(['cap-a', 'cap-b', 'cap-c'].map(statusOf));
+      return done.every((s) => s === 'Completed');
+    }, 90_000, 25);
+    expect(maxActive).to.equal(1);
+    const finish = await Promise.all(['cap-a', 'cap-b', 'cap-c'].map(async (n) => Date.parse((await get(n)).status!.finishTime!)));
+    expect(finish[0]).to.be.at.most(finish[1]!);
+    expect(finish[1]).to.be.at.most(finish[2]!);
+  });
+
+  it('survives a restart mid-job: one runner Job, one terminal webhook', async () => {
+    operator = await start();
+    await create(mediaJob('restart', 'http://scripted.invalid/complete?sleepMs=1500', { webhookUrl: receiver.url }));
+    await eventually(async () => (await statusOf('restart')) === 'Processing', 60_000);
+    await operator.stop();
+    operator = await start();
+    await eventually(async () => (await statusOf('restart')) === 'Completed', 60_000);
+    const mj = await get('restart');
+    const jobs = await batch.listNamespacedJob({ namespace: 'default', labelSelector: 'mediajobs.io/mediajob=restart' });
+    expect(jobs.items).to.have.length(1);
+    const pods = await tc.kubectl(['get', 'pods', '-l', 'mediajobs.io/mediajob=restart', '-o', 'name']);
+    expect(pods.stdout.trim().split('\n')).to.have.length(1);
+    await eventually(() => receiver.hooks.some((h) => h.body.job_id === mj.metadata.uid && h.body.type === 'job_completed'), 60_000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(receiver.hooks.filter((h) => h.body.job_id === mj.metadata.uid && h.body.type === 'job_completed')).to.have.length(1);
+  });
+
+  it('deletes a finished MediaJob after its TTL while Postgres keeps the record', async () => {
+    operator = await start({ FINISHED_MEDIAJOB_TTL_SECONDS: '1' });
+    await create(mediaJob('short-lived', 'http://scripted.invalid/complete'));
+    const uid = (await get('short-lived')).metadata.uid!;
+    await eventually(async () => (await row(uid))?.status === 'Completed', 30_000);
+    await eventually(async () => {
+      try {
+        await get('short-lived');
+        return false;
+      } catch (err) {
+        return err instanceof k8s.ApiException && err.code === 404;
+      }
+    }, 15_000);
+    expect(await row(uid)).to.include({ status: 'Completed', cr_name: 'short-lived' });
+    // Its runner Job and credentials Secret went with it (owner references).
+    await eventually(async () => (await batch.listNamespacedJob({ namespace: 'default', labelSelector: 'mediajobs.io/mediajob=short-lived' })).items.length === 0);
+  });
+
+  it('creates the MediaJob of a job row the gateway could not submit', async () => {
+    const id = '6f1c2d3e-4a5b-4c6d-8e7f-001122334455';
+    const options = { ...OPTIONS, url: 'http://scripted.invalid/complete' };
+    await db.pool.query(
+      `INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, cr_namespace, cr_name, created_at)
+       VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, 'default', $5, now() - interval '30 seconds')`,
+      [id, apiKeyId, options.url, JSON.stringify(options), id]);
+    expect(buildMediaJob({ jobId: id, apiKeyId, namespace: 'default', options }).metadata.name).to.equal(id);
+    operator = await start();
+    await eventually(async () => (await row(id))?.status === 'Completed', 30_000);
+  });
+});

@@ -1,0 +1,149 @@
+// The status rules: what a MediaJob's status is for each state of its Job,
+// pod and runner report, and which webhooks each transition announces.
+import { expect } from 'chai';
+import type { V1Job, V1Pod } from '@kubernetes/client-node';
+import type { MediaJob, MediaJobStatus } from '@mediajobs/lib/mediajob/types';
+import { WAIT_FOR_POD, deriveStatus, statusChanged, type Observed } from '../src/status.js';
+import { eventsFor } from '../src/controller.js';
+import { eventId } from '../src/db.js';
+import { buildRunnerJob, runnerJobName } from '../src/job-builder.js';
+
+const NOW = new Date('2026-11-21T10:00:00Z');
+
+function derive(o: Observed, now: Date): MediaJobStatus {
+  const s = deriveStatus(o, now);
+  if (s === WAIT_FOR_POD) throw new Error('unexpected wait');
+  return s;
+}
+
+function mj(status?: MediaJobStatus): MediaJob {
+  return {
+    apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob',
+    metadata: { name: 'j1', namespace: 'default', uid: 'uid-1', generation: 1, creationTimestamp: '2026-11-21T09:59:00Z' },
+    spec: {
+      jobId: '0b7c0f5e-1111-4222-8333-944445555666', owner: { apiKeyId: 'k' }, url: 'http://m/a.mp4', destination: { type: 'managed' },
+      format: 'mp4', videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, maxResolution: 'best', audioOnly: false,
+      downloadSubtitles: false, downloadThumbnail: false, liveRecording: false, liveFromStart: false, waitForVideo: false,
+      enableProgressWebhook: false, webhookUrl: 'https://hooks.example/secret-path',
+    },
+    status,
+  };
+}
+
+const job = (cond?: { type: string; reason?: string }): V1Job => ({
+  metadata: { name: 'x' },
+  status: cond ? { conditions: [{ type: cond.type, status: 'True', reason: cond.reason }], startTime: new Date('2026-11-21T09:59:10Z'), completionTime: cond.type === 'Complete' ? new Date('2026-11-21T09:59:40Z') : undefined } : {},
+});
+
+const pod = (phase: string, exitCode?: number, message?: string): V1Pod => ({
+  metadata: { name: 'p' },
+  status: {
+    phase, startTime: new Date('2026-11-21T09:59:12Z'),
+    containerStatuses: exitCode === undefined ? [] : [{ name: 'runner', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode, message } } }],
+  },
+});
+
+describe('MediaJob status derivation', () => {
+  it('waits as Pending/Queued while not admitted', () => {
+    const s = derive({ mj: mj(), admitted: false, jobName: 'mj-x' }, NOW);
+    expect(s).to.include({ status: 'Pending', step: 'Queued', progress: 0 });
+    expect(s.jobName).to.equal(undefined);
+    expect(s.conditions!.find((c) => c.type === 'Admitted')).to.include({ status: 'False', reason: 'WaitingForCapacity', observedGeneration: 1 });
+  });
+
+  it('is Processing once the runner pod runs or has reported a step', () => {
+    expect(derive({ mj: mj(), job: job(), pod: pod('Running'), admitted: true, jobName: 'mj-x' }, NOW).status).to.equal('Processing');
+    expect(derive({ mj: mj({ step: 'Muxing', progress: 40 }), job: job(), admitted: true, jobName: 'mj-x' }, NOW))
+      .to.include({ status: 'Processing', step: 'Muxing', progress: 40 });
+  });
+
+  it('is Completed with the result when the Job completes, taking the result from the termination message if the status lacks it', () => {
+    const report = JSON.stringify({ outcome: 'completed', result: { storageKey: 'videos/a.mp4', fileSize: 10 } });
+    const s = derive({ mj: mj({ status: 'Processing', step: 'Uploading' }), job: job({ type: 'Complete' }), pod: pod('Succeeded', 0, report), admitted: true, jobName: 'mj-x' }, NOW);
+    expect(s).to.include({ status: 'Completed', step: 'Finished', progress: 100, finishTime: '2026-11-21T09:59:40Z' });
+    expect(s.result).to.deep.equal({ storageKey: 'videos/a.mp4', fileSize: 10 });
+    expect(s.conditions!.find((c) => c.type === 'Succeeded')).to.include({ status: 'True' });
+  });
+
+  it('maps runner exit codes: 10 Failed (error), 11 Warning (warning), 12 Skipped', () => {
+    const failed = derive({ mj: mj(), job: job({ type: 'Failed', reason: 'BackoffLimitExceeded' }), pod: pod('Failed', 10, JSON.stringify({ error: 'Connection error while downloading the media', reason: 'connection_error' })), admitted: true, jobName: 'x' }, NOW);
+    expect(failed).to.include({ status: 'Failed', errorType: 'error', error: 'Connection error while downloading the media', reason: 'connection_error' });
+    const warning = derive({ mj: mj(), job: job({ type: 'Failed' }), pod: pod('Failed', 11, JSON.stringify({ error: 'Video is private' })), admitted: true, jobName: 'x' }, NOW);
+    expect(warning).to.include({ status: 'Warning', errorType: 'warning', error: 'Video is private' });
+    const skipped = derive({ mj: mj(), job: job({ type: 'Failed' }), pod: pod('Failed', 12, JSON.stringify({ reason: 'drm_protected' })), admitted: true, jobName: 'x' }, NOW);
+    expect(skipped).to.include({ status: 'Skipped', reason: 'drm_protected' });
+  });
+
+  it('reports a deadline as a timeout, and a crash without a report as a processing failure', () => {
+    expect(derive({ mj: mj(), job: job({ type: 'Failed', reason: 'DeadlineExceeded' }), pod: pod('Failed', 137), admitted: true, jobName: 'x' }, NOW))
+      .to.include({ status: 'Failed', error: 'Processing timed out', reason: 'timeout' });
+    expect(derive({ mj: mj(), job: job({ type: 'Failed' }), pod: pod('Failed', 1, 'Traceback: /tmp/x at 10.0.0.1'), admitted: true, jobName: 'x' }, NOW))
+      .to.include({ status: 'Failed', error: 'Processing failed' });
+  });
+
+  it('waits for the pod\'s exit code when the Job\'s verdict arrives first, then falls back to the runner\'s report', () => {
+    const failedJob = job({ type: 'Failed' });
+    failedJob.status!.conditions![0]!.lastTransitionTime = new Date(NOW.getTime() - 2000);
+    const o = { mj: mj({ status: 'Processing', errorType: 'warning', error: 'Video is private' }), job: failedJob, pod: pod('Running'), admitted: true, jobName: 'x' };
+    expect(deriveStatus(o, NOW)).to.equal(WAIT_FOR_POD);
+    expect(derive(o, new Date(NOW.getTime() + 20_000))).to.include({ status: 'Warning', errorType: 'warning', error: 'Video is private' });
+  });
+
+  it('never moves a terminal status', () => {
+    const done: MediaJobStatus = { status: 'Completed', step: 'Finished', progress: 100 };
+    expect(derive({ mj: mj(done), job: job({ type: 'Failed' }), admitted: true, jobName: 'x' }, NOW)).to.equal(done);
+  });
+
+  it('treats a change of condition times alone as no change', () => {
+    const a = derive({ mj: mj(), admitted: false, jobName: 'x' }, NOW);
+    const b = derive({ mj: mj(), admitted: false, jobName: 'x' }, new Date(NOW.getTime() + 5000));
+    expect(statusChanged(a, b)).to.equal(false);
+    expect(statusChanged(a, { ...b, step: 'Downloading' })).to.equal(true);
+  });
+});
+
+describe('webhook events of a transition', () => {
+  const row = { id: 'job-1', api_key_id: 'k', url: 'http://m/a.mp4', status: 'Pending', webhook_url_enc: 'sealed', options: {} };
+
+  it('announces processing, then completion with the documented fields', () => {
+    expect(eventsFor('Pending', { status: 'Processing' }, row, mj(), {}).map((e) => e.type)).to.deep.equal(['job_processing']);
+    const [e] = eventsFor('Processing', { status: 'Completed', result: { storageKey: 'videos/a.mp4', fileSize: 3, title: 'T' } }, row, mj(), { s3Url: 'http://dl/a' });
+    expect(e!.payload).to.deep.equal({
+      type: 'job_completed', job_id: 'job-1', url: 'http://m/a.mp4', status: 'completed', key: 'videos/a.mp4', s3_url: 'http://dl/a',
+      folder: null, title: 'T', description: null, release_date: null, subtitle_key: null, thumbnail_key: null,
+    });
+  });
+
+  it('sends job_processing before a terminal event when the job never showed Processing', () => {
+    expect(eventsFor('Pending', { status: 'Failed', error: 'x' }, row, mj(), {}).map((e) => e.type)).to.deep.equal(['job_processing', 'job_failed']);
+  });
+
+  it('sends no job_failed for a content warning', () => {
+    expect(eventsFor('Processing', { status: 'Warning', errorType: 'warning' }, row, mj(), {})).to.deep.equal([]);
+  });
+
+  it('adds subtitle_url and thumbnail_url only when their keys exist', () => {
+    const [e] = eventsFor('Processing', { status: 'Completed', result: { storageKey: 'a', fileSize: 1, subtitleKey: 's.vtt' } }, row, mj(), { subtitleUrl: 'http://s' });
+    expect(e!.payload).to.include({ subtitle_key: 's.vtt', subtitle_url: 'http://s' });
+    expect(e!.payload).to.not.have.property('thumbnail_url');
+  });
+
+  it('gives each job and event type one stable UUID', () => {
+    expect(eventId('job-1', 'job_completed')).to.equal(eventId('job-1', 'job_completed'));
+    expect(eventId('job-1', 'job_completed')).to.not.equal(eventId('job-1', 'job_failed'));
+    expect(eventId('job-1', 'job_completed')).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+});
+
+describe('runner Job', () => {
+  it('has a deterministic name within 63 characters and no webhook address in the pod', () => {
+    const m = mj();
+    expect(runnerJobName(m)).to.equal(runnerJobName(mj()));
+    expect(runnerJobName(m)).to.match(/^mj-0b7c0f5e-[0-9a-f]{10}$/);
+    const job = buildRunnerJob(m, { image: 'mediajobs/runner:dev', backoffLimit: 0, activeDeadlineSeconds: 60, ttlSecondsAfterFinished: 0 });
+    expect(JSON.stringify(job)).to.not.include('secret-path');
+    expect(job.metadata!.ownerReferences![0]).to.include({ kind: 'MediaJob', uid: 'uid-1', controller: true });
+    const env = job.spec!.template.spec!.containers[0]!.env!;
+    expect(env.find((e) => e.name === 'MEDIAJOB_JOB_ID')!.value).to.equal('0b7c0f5e-1111-4222-8333-944445555666');
+  });
+});

@@ -1,0 +1,43 @@
+// A scripted stand-in for the runner image, for operator tests: a real pod
+// process that speaks the runner protocol (status patches through the API,
+// a termination report, the exit codes) with an outcome chosen by the job's
+// URL, e.g. scripted://complete?sleepMs=500, scripted://fail, scripted://warning.
+import { writeFileSync } from 'node:fs';
+import * as k8s from '@kubernetes/client-node';
+import { GROUP, MEDIAJOB_PLURAL, RUNNER_EXIT, VERSION, type MediaJobSpec, type RunnerReport } from '@mediajobs/lib/mediajob/types';
+
+const spec = JSON.parse(process.env.MEDIAJOB_SPEC!) as MediaJobSpec;
+const url = new URL(spec.url);
+const outcome = url.pathname.slice(1) as 'complete' | 'fail' | 'warning';
+const sleepMs = Number(url.searchParams.get('sleepMs') ?? 0);
+
+const kc = new k8s.KubeConfig();
+kc.loadFromDefault();
+const api = kc.makeApiClient(k8s.CustomObjectsApi);
+const report = (status: RunnerReport) => api.patchNamespacedCustomObjectStatus({
+  group: GROUP, version: VERSION, plural: MEDIAJOB_PLURAL,
+  namespace: process.env.MEDIAJOB_NAMESPACE!, name: process.env.MEDIAJOB_NAME!, body: { status },
+}, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+
+function finish(r: RunnerReport, code: number): never {
+  const path = process.env.LOCAL_CLUSTER_TERMINATION_LOG;
+  if (path) writeFileSync(path, JSON.stringify(r));
+  process.exit(code);
+}
+
+await report({ step: 'Downloading', progress: 0 });
+await new Promise((r) => setTimeout(r, sleepMs));
+if (outcome === 'fail') {
+  const r: RunnerReport = { outcome: 'failed', error: 'Connection error while downloading the media', errorType: 'error', reason: 'connection_error' };
+  await report(r);
+  finish(r, RUNNER_EXIT.failed);
+}
+if (outcome === 'warning') {
+  const r: RunnerReport = { outcome: 'warning', error: 'Video is private', errorType: 'warning' };
+  await report(r);
+  finish(r, RUNNER_EXIT.warning);
+}
+await report({ step: 'Uploading', progress: 66 });
+const r: RunnerReport = { outcome: 'completed', step: 'Finished', progress: 100, result: { storageKey: `videos/${process.env.MEDIAJOB_JOB_ID}.mp4`, fileSize: 1234, actualQuality: '240p', title: 'Scripted' } };
+await report(r);
+finish(r, RUNNER_EXIT.completed);

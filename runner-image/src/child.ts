@@ -1,0 +1,127 @@
+// Child processes (yt-dlp, ffmpeg, ffprobe) with bounded output capture and
+// cancellation.
+//
+// Children stay in the runner's process group on purpose: the local kubelet
+// signals the whole group (SIGTERM, then SIGKILL), so nothing outlives a
+// killed runner, and in a real pod everything dies with the container's PID
+// namespace. A group of their own would survive a SIGKILL of the runner.
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Readable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
+
+/** Every live child, so a SIGTERM handler can stop them all synchronously. */
+const live = new Set<ChildProcess>();
+
+export interface RunOptions {
+  /** Called with each complete stdout line (without the newline). */
+  onStdoutLine?: (line: string) => void;
+  /** Keep stdout text (bounded) in the result; off when lines are consumed by onStdoutLine. */
+  captureStdout?: boolean;
+  signal?: AbortSignal;
+  /** Upper bound on captured stdout, bytes; a probe's JSON can be large (many formats) but not unbounded. */
+  maxStdoutBytes?: number;
+  /**
+   * Hand stdout to the caller as a stream (media piped into an upload)
+   * instead of reading it; onStdoutLine and captureStdout then read fd 3,
+   * where such a child writes its progress (ffmpeg -progress pipe:3).
+   */
+  pipeStdout?: (stdout: Readable) => void;
+}
+
+export interface RunResult {
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  /** The tail of stderr (bounded): enough to classify an error, never the whole log of a long download. */
+  stderr: string;
+  /** True when stdout capture hit maxStdoutBytes. */
+  stdoutTruncated: boolean;
+}
+
+const STDERR_TAIL_BYTES = 64 * 1024;
+
+/** Run a program to completion. Never rejects for a non-zero exit; rejects only when it cannot be started. */
+export function runProcess(cmd: string, args: string[], opts: RunOptions = {}): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    if (opts.signal?.aborted) {
+      resolve({ exitCode: null, signal: 'SIGTERM', stdout: '', stderr: '', stdoutTruncated: false });
+      return;
+    }
+    const child = spawn(cmd, args, { stdio: opts.pipeStdout ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'] });
+    live.add(child);
+    if (opts.pipeStdout && child.stdout) opts.pipeStdout(child.stdout);
+    const lines = opts.pipeStdout ? (child.stdio[3] as Readable | null) : child.stdout;
+
+    const maxStdout = opts.maxStdoutBytes ?? 64 * 1024 * 1024;
+    const stdoutChunks: Buffer[] = [];
+    let stdoutBytes = 0;
+    let stdoutTruncated = false;
+    const decoder = new StringDecoder('utf8');
+    let partial = '';
+    lines?.on('data', (chunk: Buffer) => {
+      if (opts.captureStdout) {
+        if (stdoutBytes + chunk.length <= maxStdout) {
+          stdoutChunks.push(chunk);
+          stdoutBytes += chunk.length;
+        } else stdoutTruncated = true;
+      }
+      if (opts.onStdoutLine) {
+        partial += decoder.write(chunk);
+        const lines = partial.split(/\r?\n|\r/);
+        partial = lines.pop() ?? '';
+        for (const line of lines) if (line) opts.onStdoutLine(line);
+        // A runaway line without newlines must not grow without bound.
+        if (partial.length > 1 << 20) partial = '';
+      }
+    });
+
+    let stderrTail = Buffer.alloc(0);
+    child.stderr?.on('data', (chunk: Buffer) => {
+      stderrTail = Buffer.concat([stderrTail, chunk]);
+      if (stderrTail.length > STDERR_TAIL_BYTES) stderrTail = stderrTail.subarray(stderrTail.length - STDERR_TAIL_BYTES);
+    });
+
+    const onAbort = () => killChild(child, 'SIGTERM');
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+
+    child.once('error', (err) => {
+      live.delete(child);
+      opts.signal?.removeEventListener('abort', onAbort);
+      reject(err);
+    });
+    child.once('close', (exitCode, signal) => {
+      live.delete(child);
+      opts.signal?.removeEventListener('abort', onAbort);
+      if (opts.onStdoutLine) {
+        const rest = partial + decoder.end();
+        if (rest) opts.onStdoutLine(rest);
+      }
+      resolve({
+        exitCode,
+        signal,
+        stdout: Buffer.concat(stdoutChunks).toString('utf8'),
+        stderr: stderrTail.toString('utf8'),
+        stdoutTruncated,
+      });
+    });
+  });
+}
+
+function killChild(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    child.kill(signal);
+  } catch {
+    // already gone
+  }
+}
+
+/** Signal every live child; synchronous so it can run in a signal handler before exit. */
+export function killAllChildren(signal: NodeJS.Signals = 'SIGTERM'): void {
+  for (const child of live) killChild(child, signal);
+}
+
+/** Number of children still running (for tests and shutdown). */
+export function liveChildren(): number {
+  return live.size;
+}

@@ -1,0 +1,215 @@
+// Failure classification: what yt-dlp, ffmpeg and the storage upload said,
+// turned into the spec's technical errors (Failed, errorType "error") and
+// content warnings (Warning, errorType "warning").
+//
+// The message that leaves the runner is a fixed phrase per category, never
+// the tool's text: stderr carries hostnames, IPs, paths and signed URLs, and
+// the message reaches users through the API, webhooks and chat.
+//
+// The patterns match what yt-dlp actually prints. YouTube's playability texts
+// are passed through by yt-dlp as `ERROR: [youtube] <id>: <reason>`
+// (extractor/youtube/_video.py joins reason and subreason, and adds a login
+// hint when the reason says "sign in"); generic network failures come from
+// yt-dlp's networking layer ("Unable to download webpage: <cause>") in both
+// the urllib-era wording (`<urlopen error [Errno 111] Connection refused>`)
+// and the newer TransportError wording.
+import type { ErrorType, RunnerReport } from '@mediajobs/lib/mediajob/types';
+
+export const TECHNICAL_CATEGORIES = [
+  'bot_detection',
+  'rate_limited',
+  'connection_error',
+  'download_failed',
+  'processing_failed',
+  'upload_failed',
+  'storage_unreachable',
+  'internal_error',
+] as const;
+
+export const CONTENT_CATEGORIES = [
+  'private',
+  'members_only',
+  'age_restricted',
+  'geo_blocked',
+  'channel_terminated',
+  'copyright',
+  'upcoming',
+  'unavailable',
+  'drm_protected',
+] as const;
+
+export type TechnicalCategory = (typeof TECHNICAL_CATEGORIES)[number];
+export type ContentCategory = (typeof CONTENT_CATEGORIES)[number];
+export type ErrorCategory = TechnicalCategory | ContentCategory;
+
+/** The fixed, sanitised phrase for each category. */
+export const MESSAGES: Record<ErrorCategory, string> = {
+  bot_detection: 'The platform requires a bot check (bot detection)',
+  rate_limited: 'The platform rate-limited the download',
+  connection_error: 'Connection error while downloading the media',
+  download_failed: 'The media could not be downloaded',
+  processing_failed: 'Processing the media failed',
+  upload_failed: 'Uploading the file to the storage destination failed',
+  storage_unreachable: 'The storage destination is unreachable or rejected the credentials',
+  internal_error: 'Internal error in the download runner',
+  private: 'Video is private',
+  members_only: 'Video is available to channel members only',
+  age_restricted: 'Video is age-restricted',
+  geo_blocked: 'Video is not available in this region',
+  channel_terminated: 'The channel or account behind this video has been terminated',
+  copyright: 'Video is blocked by a copyright claim',
+  upcoming: 'Video is not available yet (scheduled or upcoming)',
+  unavailable: 'Video is unavailable or has been removed',
+  drm_protected: 'Media is DRM-protected',
+};
+
+/** Failure reasons (spec "Job failure reasons") set beside the error. */
+export const REASONS: Partial<Record<ErrorCategory, string>> = {
+  storage_unreachable: 'storage_unreachable',
+};
+
+export interface Classification {
+  category: ErrorCategory;
+  outcome: Exclude<NonNullable<RunnerReport['outcome']>, 'completed'>;
+  errorType?: ErrorType;
+  error: string;
+  reason?: string;
+}
+
+/** The report fields of a category; `audioOnlySource` turns DRM into Skipped (spec: audio-only DRM items are skipped). */
+export function classification(category: ErrorCategory, opts: { audioOnlySource?: boolean } = {}): Classification {
+  if (category === 'drm_protected' && opts.audioOnlySource) {
+    return { category, outcome: 'skipped', error: MESSAGES[category], reason: 'drm_audio_only' };
+  }
+  const technical = (TECHNICAL_CATEGORIES as readonly string[]).includes(category);
+  return {
+    category,
+    outcome: technical ? 'failed' : 'warning',
+    errorType: technical ? 'error' : 'warning',
+    error: MESSAGES[category],
+    ...(REASONS[category] ? { reason: REASONS[category] } : {}),
+  };
+}
+
+type Rule = readonly [ErrorCategory, RegExp];
+
+// Order matters: the first rule that matches wins.
+// - Bot detection and rate limiting come first because YouTube's session
+//   rate-limit text begins "Video unavailable. This content isn't available,
+//   try again later." and would otherwise read as removed content.
+// - Copyright before geo-blocking: "blocked it in your country on copyright
+//   grounds" mentions a country.
+// - Age before private/members: the age gate also says "Sign in".
+// - A 404/410 for the page itself means the content is not there (a warning:
+//   retrying cannot help and nothing on our side failed); 5xx, 403 and
+//   failures while fetching the media data are connection errors.
+const YTDLP_RULES: readonly Rule[] = [
+  ['bot_detection', /confirm you.?re not a bot|not a robot|captcha|IP is likely being blocked/i],
+  ['rate_limited', /HTTP Error 429|Too Many Requests|rate[- ]limit|try again later/i],
+  ['drm_protected', /DRM[- ]protected|\bDRM\b/],
+  ['age_restricted', /confirm your age|age[- ]restricted|age[- ]gated|inappropriate for some users|verify your age/i],
+  ['members_only', /members[- ]only|join this channel|channel'?s members|Premium members/i],
+  ['private', /private video|video is private|made private|account is private/i],
+  ['channel_terminated', /account associated with this video has been terminated|(?:channel|account) (?:has been|was) terminated|closed their (?:\w+ )?account/i],
+  ['copyright', /copyright/i],
+  ['geo_blocked', /available in your (?:country|region)|geo[- ]?restrict|not available from your location|blocked (?:it )?in your country/i],
+  ['upcoming', /Premieres in|live event will begin|will begin in|is upcoming|has not started yet|not currently live/i],
+  ['unavailable', /Unable to download (?:webpage|API page|JSON metadata|m3u8 information|MPD manifest|XML)[^\n]*HTTP Error (?:404|410)|Video unavailable|video is unavailable|This video is not available|has been removed|no longer available|does not exist|Unsupported URL|No video formats found|live event has ended/i],
+  ['processing_failed', /Postprocessing:|ffmpeg exited|ffmpeg not found|ffprobe and ffmpeg not found|Conversion failed|No space left on device/i],
+  ['connection_error', /HTTP Error \d{3}|Connection refused|Connection reset|connection aborted|Remote end closed|timed? ?out|Name or service not known|Temporary failure in name resolution|nodename nor servname|getaddrinfo|No address associated|Network is unreachable|No route to host|Host is unreachable|IncompleteRead|SSL|certificate verify failed|Unable to connect|Unable to download|urlopen error|TransportError|fragment \d+ not found|Giving up after \d+|Did not get any data blocks/i],
+];
+
+/** The lines yt-dlp marks as the error; warnings can mention sign-in or formats without being the cause. */
+function errorLines(stderr: string): string {
+  const lines = stderr.split(/\r?\n/);
+  const errors = lines.filter((l) => /^ERROR:/.test(l));
+  // No ERROR: line (killed, crashed, or a Python traceback): look at the tail.
+  return (errors.length ? errors : lines.slice(-20)).join('\n');
+}
+
+/**
+ * Classify a failed yt-dlp run. `exitCode` null means killed by a signal;
+ * 2 is yt-dlp's usage error (our options, not the media).
+ */
+export function classifyYtDlp(stderr: string, exitCode: number | null, opts: { audioOnlySource?: boolean } = {}): Classification {
+  if (exitCode === 2 && !/^ERROR:/m.test(stderr)) return classification('internal_error');
+  const text = errorLines(stderr);
+  for (const [category, re] of YTDLP_RULES) {
+    if (re.test(text)) return classification(category, opts);
+  }
+  return classification('download_failed');
+}
+
+// ffmpeg as the live recorder reads the network itself; its HTTP layer
+// (libavformat/http.c via av_strerror) says "Server returned 404 Not Found",
+// "Server returned 5XX Server Error reply", "Server returned 403 Forbidden
+// (access denied)"; sockets say "Connection refused", "Connection timed out";
+// a name that does not resolve is logged as "Failed to resolve hostname" and
+// then reported as "Input/output error".
+const RECORDER_RULES: readonly Rule[] = [
+  ['unavailable', /Server returned 404/],
+  ['connection_error', /Server returned|Connection refused|Connection reset|Connection timed out|timed out|Failed to resolve hostname|Name or service not known|Network is unreachable|No route to host|Input\/output error|End of file/i],
+];
+
+/**
+ * Classify a live recording that failed before it recorded anything: the
+ * source's fault (gone, unreachable) when ffmpeg says so, else ours.
+ */
+export function classifyRecorder(stderr: string): Classification {
+  for (const [category, re] of RECORDER_RULES) {
+    if (re.test(stderr)) return classification(category);
+  }
+  return classification('processing_failed');
+}
+
+/** Classify a failed ffmpeg/ffprobe step: always a technical processing failure, whatever it printed. */
+export function classifyFfmpeg(_stderr: string, _exitCode: number | null): Classification {
+  return classification('processing_failed');
+}
+
+// Signs that the destination could not be reached or refused the
+// credentials, in the shapes Node sockets, the AWS SDK (name/Code,
+// $metadata.httpStatusCode), Azure/GCS clients (statusCode/code) and our own
+// StorageError use.
+const UNREACHABLE_CODES = /^(?:ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT|ECONNRESET|CERT_\w+|UNABLE_TO_VERIFY_LEAF_SIGNATURE|DEPTH_ZERO_SELF_SIGNED_CERT|unreachable|auth\w*|credentials\w*|forbidden|not_found)$/i;
+const UNREACHABLE_NAMES = /InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|NoSuchBucket|InvalidBucketName|AuthorizationFailure|AuthenticationFailed|ContainerNotFound|Unauthorized|Forbidden|CredentialsProviderError|ExpiredToken|InvalidToken|PermanentRedirect/i;
+
+function errorField(err: unknown, ...path: string[]): unknown {
+  let v: unknown = err;
+  for (const k of path) {
+    if (v === null || typeof v !== 'object') return undefined;
+    v = (v as Record<string, unknown>)[k];
+  }
+  return v;
+}
+
+/** Whether a storage error means "cannot reach / not allowed" rather than "broke mid-transfer". */
+export function isStorageUnreachable(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e && depth < 4; e = errorField(e, 'cause'), depth++) {
+    const code = errorField(e, 'code') ?? errorField(e, 'Code');
+    if (typeof code === 'string' && UNREACHABLE_CODES.test(code)) return true;
+    const name = errorField(e, 'name');
+    if (typeof name === 'string' && UNREACHABLE_NAMES.test(name)) return true;
+    if (typeof code === 'string' && UNREACHABLE_NAMES.test(code)) return true;
+    const status = errorField(e, '$metadata', 'httpStatusCode') ?? errorField(e, 'statusCode') ?? errorField(e, 'status');
+    if (typeof status === 'number' && [401, 403, 404].includes(status)) return true;
+  }
+  return false;
+}
+
+/**
+ * Classify a failed upload. A destination that cannot be reached, or that
+ * refuses the credentials, is the spec's storage_unreachable (the job is
+ * never redirected to another destination); a transfer that broke after the
+ * destination accepted us is "upload failed"; a failure reading our own
+ * output file is ours (processing).
+ */
+export function classifyUpload(err: unknown, opts: { localReadFailed?: boolean } = {}): Classification {
+  if (opts.localReadFailed) return classification('processing_failed');
+  // The storage layer's own error says which it was (lib/src/storage/types.ts).
+  if (errorField(err, 'name') === 'StorageError') {
+    const code = errorField(err, 'code');
+    return classification(code === 'failed' || code === 'conflict' ? 'upload_failed' : 'storage_unreachable');
+  }
+  return classification(isStorageUnreachable(err) ? 'storage_unreachable' : 'upload_failed');
+}

@@ -1,0 +1,92 @@
+// The runner's settings: the pod's environment (spine.md "Runner contract")
+// through the shared config loader, and the job spec it carries.
+import { z } from 'zod';
+import { commonSchema, envInt, loadConfig } from '@mediajobs/lib/config';
+import {
+  AUDIO_BITRATES, AUDIO_CODECS, FORMATS, MAX_RESOLUTIONS, QUALITY_PRESETS, VIDEO_CODECS, type MediaJobSpec,
+} from '@mediajobs/lib/mediajob/types';
+
+export const runnerEnvSchema = commonSchema.extend({
+  /** JSON of the MediaJob spec (without webhookUrl). */
+  MEDIAJOB_SPEC: z.string().min(2),
+  /** The MediaJob to report to; without name and namespace the runner only logs (running outside a cluster). */
+  MEDIAJOB_NAME: z.string().min(1).optional(),
+  MEDIAJOB_NAMESPACE: z.string().min(1).optional(),
+  /** The job id (spec.jobId, or metadata.uid for kubectl-made jobs): names the file when no filename is given. */
+  MEDIAJOB_JOB_ID: z.string().min(1).optional(),
+  /** The per-job Secret's mount; the local cluster rewrites the value to its local copy. */
+  MEDIAJOBS_CREDENTIALS_DIR: z.string().min(1).default('/var/run/mediajobs/credentials'),
+  /** Set by the local cluster: where this container's termination message goes instead of /dev/termination-log. */
+  LOCAL_CLUSTER_TERMINATION_LOG: z.string().min(1).optional(),
+  YTDLP_PATH: z.string().min(1).default('yt-dlp'),
+  /**
+   * Extra yt-dlp options, split on whitespace (no quoting), e.g. the image's
+   * `--js-runtimes node` (current yt-dlp needs a JavaScript runtime for
+   * YouTube; older ones reject the option, so it is not built in).
+   */
+  YTDLP_ARGS: z.string().default('').transform((s) => s.split(/\s+/).filter(Boolean)),
+  FFMPEG_PATH: z.string().min(1).default('ffmpeg'),
+  FFPROBE_PATH: z.string().min(1).default('ffprobe'),
+  /** yt-dlp's socket timeout: how long a stalled connection is waited for. */
+  RUNNER_SOCKET_TIMEOUT_SECONDS: envInt(1, 600).default(30),
+  /** Minimum interval between progress-only status patches. */
+  RUNNER_PROGRESS_INTERVAL_MS: envInt(100, 60_000).default(2000),
+  /**
+   * Live streams (see README "Live streams"): the longest recording (also the
+   * cap on a job's maxDuration), the longest wait_for_video wait and its
+   * polling interval. Wait + recording + mux and upload must fit in the
+   * operator's JOB_ACTIVE_DEADLINE_SECONDS (6 h by default).
+   */
+  RUNNER_MAX_RECORDING_SECONDS: envInt(1).default(4 * 3600),
+  RUNNER_WAIT_FOR_VIDEO_MAX_SECONDS: envInt(0).default(3600),
+  RUNNER_WAIT_FOR_VIDEO_POLL_SECONDS: envInt(1, 3600).default(15),
+});
+
+export type RunnerEnv = z.infer<typeof runnerEnvSchema>;
+
+export function loadRunnerEnv(env: NodeJS.ProcessEnv = process.env): RunnerEnv {
+  return loadConfig(runnerEnvSchema, env);
+}
+
+const httpUrl = z.string().url().refine((u) => /^https?:$/i.test(new URL(u).protocol), 'must be an http(s) URL');
+
+/**
+ * The fields the runner acts on. The gateway and the CRD have validated the
+ * spec already; this is the runner's own guard (a kubectl-made MediaJob may
+ * leave out what the CRD does not default), and it refuses anything but
+ * http(s) sources so a spec can never make yt-dlp read local files.
+ */
+const specSchema = z.looseObject({
+  url: httpUrl,
+  format: z.enum(FORMATS).optional(),
+  videoCodec: z.enum(VIDEO_CODECS).default('copy'),
+  audioCodec: z.enum(AUDIO_CODECS).optional(),
+  audioBitrate: z.enum(AUDIO_BITRATES).optional(),
+  videoQuality: z.number().int().min(0).max(51).default(23),
+  qualityPreset: z.enum(QUALITY_PRESETS).optional(),
+  maxResolution: z.enum(MAX_RESOLUTIONS).default('best'),
+  filename: z.string().max(255).optional(),
+  folder: z.string().max(200).optional(),
+  audioOnly: z.boolean().default(false),
+  jobId: z.string().optional(),
+});
+
+export class SpecError extends Error {
+  override readonly name = 'SpecError';
+}
+
+/** Parse MEDIAJOB_SPEC; throws SpecError naming the field (never echoing the value). */
+export function parseSpec(json: string): MediaJobSpec {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch {
+    throw new SpecError('MEDIAJOB_SPEC is not valid JSON');
+  }
+  const result = specSchema.safeParse(raw);
+  if (!result.success) {
+    const fields = [...new Set(result.error.issues.map((i) => i.path.join('.') || '(spec)'))];
+    throw new SpecError(`MEDIAJOB_SPEC: invalid ${fields.join(', ')}`);
+  }
+  return result.data as unknown as MediaJobSpec;
+}

@@ -1,0 +1,117 @@
+// Where the file goes: the job's destination.json (per-job Secret) turned
+// into a storage provider, the object key, and an upload that never
+// overwrites another job's file.
+import { createReadStream } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import {
+  createProvider, destinationKeyLayout, isStorageError, objectKey, parseDestination,
+  type StorageProvider, type UploadResult,
+} from '@mediajobs/lib/storage/index';
+
+export interface ResolvedDestination {
+  provider: StorageProvider;
+  folderPrefix?: string;
+  baseFolder: string;
+}
+
+export class DestinationError extends Error {
+  override readonly name = 'DestinationError';
+}
+
+/**
+ * Read `<credentialsDir>/destination.json` and build its provider. No network
+ * call: a destination that cannot be reached shows at upload time. Errors
+ * carry no credential or path (the file holds secrets).
+ */
+export async function resolveDestination(credentialsDir: string, env: NodeJS.ProcessEnv = process.env): Promise<ResolvedDestination> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(await readFile(path.join(credentialsDir, 'destination.json'), 'utf8'));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new DestinationError(code ? `destination.json unreadable (${code})` : 'destination.json is not valid JSON');
+  }
+  const dest = parseDestination(raw);
+  // Managed storage settings come in the Secret's document (the operator puts them there), never in the pod's env.
+  const managed = (raw as { managed?: Record<string, string> }).managed;
+  const provider = createProvider(raw, { env: managed ? { ...env, ...managed } : env });
+  return { provider, ...destinationKeyLayout(dest) };
+}
+
+/** Counts bytes as they pass, for upload progress, without buffering. */
+class Counter extends Transform {
+  bytes = 0;
+  constructor(private readonly onBytes: (n: number) => void) {
+    super();
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.bytes += chunk.length;
+    this.onBytes(this.bytes);
+    cb(null, chunk);
+  }
+}
+
+export interface UploadJobFile {
+  /** The file to upload; or, instead, `open`. */
+  file?: string;
+  /**
+   * A body produced while it uploads (ffmpeg muxing into the upload), made
+   * afresh for each key tried, since a refused key destroys the body it got.
+   */
+  open?: () => Readable;
+  ext: string;
+  contentType: string;
+  jobId: string;
+  filename?: string;
+  folder?: string;
+  onProgress?: (fraction: number) => void;
+}
+
+export type UploadOutcome =
+  | { ok: true; result: UploadResult }
+  | { ok: false; error: unknown; localReadFailed: boolean };
+
+/**
+ * Upload `file` under the job's object key. A key that already holds a file
+ * is never overwritten (the provider refuses with `conflict`): a requested
+ * filename then gets `-<jobId 8>` (spine.md); if that is taken too, it can
+ * only be an earlier attempt of this same job (a retried pod), and a
+ * time-stamped key keeps both rather than guessing.
+ */
+export async function uploadJobFile(dest: ResolvedDestination, f: UploadJobFile): Promise<UploadOutcome> {
+  const size = f.file !== undefined ? (await stat(f.file)).size : undefined;
+  const base = { folderPrefix: dest.folderPrefix, baseFolder: dest.baseFolder, folder: f.folder, name: f.filename, fallback: f.jobId, ext: f.ext };
+  const suffix8 = f.jobId.slice(0, 8);
+  const candidates = [
+    () => objectKey(base),
+    () => objectKey({ ...base, suffix: suffix8 }),
+    () => objectKey({ ...base, suffix: `${suffix8}-${Date.now().toString(36)}` }),
+  ];
+  let lastError: unknown;
+  for (const keyOf of candidates) {
+    let key: string;
+    try {
+      key = keyOf();
+    } catch (err) {
+      return { ok: false, error: err, localReadFailed: false };
+    }
+    let localReadFailed = false;
+    // A fresh stream per attempt: a refused upload destroys the one it was given.
+    const body: Readable = f.file !== undefined ? createReadStream(f.file) : f.open!();
+    if (f.file !== undefined) body.once('error', () => (localReadFailed = true));
+    const counter = new Counter((n) => f.onProgress?.(size ? n / size : 1));
+    body.once('error', (err: Error) => counter.destroy(err));
+    try {
+      const result = await dest.provider.upload(key, body.pipe(counter), { contentType: f.contentType, ...(size !== undefined ? { size } : {}) });
+      return { ok: true, result };
+    } catch (err) {
+      body.destroy();
+      lastError = err;
+      if (isStorageError(err) && err.code === 'conflict') continue;
+      return { ok: false, error: err, localReadFailed };
+    }
+  }
+  return { ok: false, error: lastError, localReadFailed: false };
+}

@@ -1,0 +1,301 @@
+// ffprobe and the ffmpeg mux. Stream copy by default: the mux rewrites the
+// container, not the media, so it runs at disk speed. Streamable containers
+// go from ffmpeg's stdout straight into the upload.
+import { PassThrough, type Readable } from 'node:stream';
+import type { MediaJobSpec } from '@mediajobs/lib/mediajob/types';
+import { runProcess, type RunResult } from './child.js';
+import { codecPlan, codecPlanArgs, type Clip, type CodecPlan, type Container, type MeasuredAudio, type YtDlpFormat } from './plan.js';
+
+export interface ProbedStream {
+  index: number;
+  codec_type?: string;
+  codec_name?: string;
+  width?: number;
+  height?: number;
+  /** "25/1"; "0/0" when unknown. */
+  avg_frame_rate?: string;
+  r_frame_rate?: string;
+  disposition?: { attached_pic?: number };
+}
+
+export interface Probed {
+  durationSeconds?: number;
+  /** The file's start time: ffmpeg's -ss counts from here. */
+  startSeconds?: number;
+  formatName?: string;
+  streams: ProbedStream[];
+}
+
+export type FfprobeResult = { ok: true; probed: Probed } | { ok: false; run: RunResult };
+
+export async function ffprobe(bin: string, file: string, signal?: AbortSignal): Promise<FfprobeResult> {
+  const run = await runProcess(bin, ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '--', file], {
+    captureStdout: true,
+    signal,
+    maxStdoutBytes: 8 * 1024 * 1024,
+  });
+  if (run.exitCode !== 0) return { ok: false, run };
+  try {
+    const raw = JSON.parse(run.stdout) as { format?: { duration?: string; start_time?: string; format_name?: string }; streams?: ProbedStream[] };
+    const num = (s: string | undefined) => (s !== undefined && Number.isFinite(Number(s)) ? Number(s) : undefined);
+    return {
+      ok: true,
+      probed: {
+        durationSeconds: num(raw.format?.duration),
+        startSeconds: num(raw.format?.start_time),
+        formatName: raw.format?.format_name,
+        streams: raw.streams ?? [],
+      },
+    };
+  } catch {
+    return { ok: false, run };
+  }
+}
+
+/** A real video stream: cover art is stored as a one-frame "video" stream and does not count. */
+export function videoStream(p: Probed): ProbedStream | undefined {
+  return p.streams.find((s) => s.codec_type === 'video' && !s.disposition?.attached_pic);
+}
+
+export function audioStream(p: Probed): ProbedStream | undefined {
+  return p.streams.find((s) => s.codec_type === 'audio');
+}
+
+/** Frames per second of a stream, when ffprobe knows it. */
+export function frameRate(s: Pick<ProbedStream, 'avg_frame_rate' | 'r_frame_rate'>): number | undefined {
+  for (const r of [s.avg_frame_rate, s.r_frame_rate]) {
+    const m = /^(\d+)\/(\d+)$/.exec(r ?? '');
+    if (m && Number(m[1]) > 0 && Number(m[2]) > 0) return Number(m[1]) / Number(m[2]);
+  }
+  return undefined;
+}
+
+export interface MuxInput {
+  path: string;
+  probed: Probed;
+  /** This input carries the audio to deliver (the separate audio format), even if another input has audio too. */
+  carriesAudio?: boolean;
+}
+
+export interface MuxOptions {
+  clip?: Clip;
+  /** Encode the video even if copy would do (an exact cut off a keyframe). */
+  reencodeVideo?: boolean;
+}
+
+/** ffmpeg output target meaning "write to stdout": the upload reads it as ffmpeg writes. */
+export const PIPE_OUTPUT = 'pipe:1';
+
+export interface MuxPlan {
+  args: string[];
+  codecs: CodecPlan;
+  /** The delivered video and audio streams as the inputs have them (the runner never scales, so their size is the output's). */
+  video?: { input: MuxInput; stream: ProbedStream };
+  audio?: { input: MuxInput; stream: ProbedStream };
+  /** Seconds ffmpeg will write: what progress is measured against. */
+  durationSeconds?: number;
+  /** ffmpeg writes to stdout (progress then goes to fd 3). */
+  streaming: boolean;
+}
+
+/** Seconds as ffmpeg reads them; milliseconds are as exact as a clip time gets. */
+const secs = (n: number) => n.toFixed(3);
+
+/**
+ * The ffmpeg arguments that put one video stream and one audio stream found
+ * across `inputs` into `output` (a path, or PIPE_OUTPUT). Undefined when there
+ * is nothing to deliver (no audio for an audio-only job, no stream at all).
+ *
+ * A clip seeks each input (-ss before -i: the demuxer jumps close to the
+ * start instead of decoding from zero) and stops after the clip's length
+ * (-t). An encoded stream starts exactly at the clip start (ffmpeg decodes
+ * from the keyframe before it and drops what precedes the start); a copied
+ * stream starts at a packet boundary: -copypriorss:a 0 drops copied audio
+ * packets that begin before the start, which the seek to the video's keyframe
+ * would otherwise keep. Copied video is only ever cut at a keyframe (see
+ * planMux), so it needs no such rule.
+ */
+export function muxPlan(inputs: MuxInput[], output: string, container: Container, spec: Pick<MediaJobSpec, 'videoCodec' | 'audioCodec' | 'audioBitrate' | 'videoQuality' | 'qualityPreset'>, opts: MuxOptions = {}): MuxPlan | undefined {
+  let video: MuxPlan['video'];
+  let audio: MuxPlan['audio'];
+  for (const input of inputs) {
+    const v = videoStream(input.probed);
+    const a = audioStream(input.probed);
+    if (v && !video) video = { input, stream: v };
+    if (a && (!audio || (input.carriesAudio && !audio.input.carriesAudio))) audio = { input, stream: a };
+  }
+  if (container.audioOnly) video = undefined;
+  if (!video && !audio) return undefined;
+  if (container.audioOnly && !audio) return undefined;
+
+  const codecs = codecPlan(spec, container, { video: video?.stream.codec_name, audio: audio?.stream.codec_name }, { reencodeVideo: opts.reencodeVideo });
+  const streaming = output === PIPE_OUTPUT;
+  const clip = opts.clip;
+  const args = ['-hide_banner', '-nostdin', '-loglevel', 'error', '-nostats', '-progress', streaming ? 'pipe:3' : 'pipe:1', '-y'];
+  for (const input of inputs) {
+    if (clip && clip.start > 0) args.push('-ss', secs(clip.start));
+    args.push('-i', input.path);
+  }
+  const at = (m: { input: MuxInput; stream: ProbedStream }) => `${inputs.indexOf(m.input)}:${m.stream.index}`;
+  if (video) args.push('-map', at(video));
+  if (audio) args.push('-map', at(audio));
+  args.push(...codecPlanArgs(codecs));
+  // AAC from MPEG-TS (HLS) carries ADTS headers that MP4 stores as
+  // AudioSpecificConfig. The mp4 muxer converts by itself only when it writes
+  // its moov at the end; fragmented MP4 writes it first, so the filter must
+  // be there from the start. It passes AAC without ADTS headers through.
+  if (container.format === 'mp4' && codecs.audio?.copy && codecs.audio.codec === 'aac') args.push('-bsf:a', 'aac_adtstoasc');
+  if (clip) {
+    if (clip.end !== undefined) args.push('-t', secs(clip.end - clip.start));
+    if (clip.start > 0 && audio && codecs.audio?.copy) args.push('-copypriorss:a', '0');
+  }
+  args.push('-f', container.muxer, ...container.muxerArgs, output);
+
+  const durations = inputs.map((i) => i.probed.durationSeconds).filter((d): d is number => d !== undefined);
+  const whole = durations.length ? Math.max(...durations) : undefined;
+  let durationSeconds = whole;
+  if (clip) {
+    const end = clip.end !== undefined && (whole === undefined || clip.end < whole) ? clip.end : whole;
+    durationSeconds = end === undefined ? undefined : end - clip.start;
+  }
+  return {
+    args, codecs, streaming,
+    ...(video ? { video } : {}),
+    ...(audio ? { audio } : {}),
+    ...(durationSeconds !== undefined && durationSeconds > 0 ? { durationSeconds } : {}),
+  };
+}
+
+/**
+ * Whether the video stream has a keyframe at `at` seconds into the file
+ * (within half a frame), so a stream copy can start there exactly. Reads
+ * only the packets around that point (-read_intervals seeks there), not the
+ * file. False when it cannot tell: the caller then encodes, which is exact
+ * whatever the keyframes.
+ */
+export async function keyframeAt(bin: string, input: MuxInput, stream: ProbedStream, at: number, signal?: AbortSignal): Promise<boolean> {
+  const fps = frameRate(stream);
+  const tolerance = fps ? 0.5 / fps : 0.02;
+  // -read_intervals takes the file's own timestamps; -ss counts from its start time.
+  const abs = (input.probed.startSeconds ?? 0) + at;
+  const run = await runProcess(bin, [
+    '-v', 'error', '-select_streams', String(stream.index),
+    '-read_intervals', `${Math.max(0, abs - 1).toFixed(6)}%${(abs + 1).toFixed(6)}`,
+    '-show_entries', 'packet=pts_time,flags', '-of', 'csv=p=0', '--', input.path,
+  ], { captureStdout: true, signal, maxStdoutBytes: 4 * 1024 * 1024 });
+  if (run.exitCode !== 0) return false;
+  return run.stdout.split('\n').some((line) => {
+    const [pts, flags] = line.trim().split(',');
+    return flags?.includes('K') === true && pts !== undefined && pts !== '' && Math.abs(Number(pts) - abs) <= tolerance;
+  });
+}
+
+/**
+ * The mux plan for a job: copy where the codecs allow, and, for a clip whose
+ * start is not on a keyframe, the video encoded so the clip starts exactly
+ * where asked (a copied stream can only start at a keyframe: it would begin
+ * up to a GOP early, or, hidden behind an MP4 edit list, still carry those
+ * frames for players that ignore edit lists and for MKV/WebM, which have
+ * none). The encode keeps the source's codec family at the job's CRF.
+ */
+export async function planMux(
+  ffprobeBin: string, inputs: MuxInput[], output: string, container: Container,
+  spec: Parameters<typeof muxPlan>[3], clip: Clip | undefined, signal?: AbortSignal,
+): Promise<MuxPlan | undefined> {
+  const plan = muxPlan(inputs, output, container, spec, { clip });
+  if (!plan || !clip || clip.start <= 0 || !plan.video || !plan.codecs.video?.copy) return plan;
+  if (await keyframeAt(ffprobeBin, plan.video.input, plan.video.stream, clip.start, signal)) return plan;
+  return muxPlan(inputs, output, container, spec, { clip, reencodeVideo: true });
+}
+
+interface MuxRunOptions {
+  signal?: AbortSignal;
+  onProgress?: (fraction: number) => void;
+}
+
+// -progress prints key=value blocks; out_time_us is how far the output has got.
+function progressLine(plan: MuxPlan, opts: MuxRunOptions) {
+  return (line: string) => {
+    const m = /^out_time_us=(\d+)$/.exec(line);
+    if (m && plan.durationSeconds) opts.onProgress?.(Math.min(1, Number(m[1]) / 1e6 / plan.durationSeconds));
+  };
+}
+
+/** Run a mux that writes a file; `onProgress` gets the fraction of the duration written so far. */
+export async function mux(bin: string, plan: MuxPlan, opts: MuxRunOptions = {}): Promise<RunResult> {
+  return runProcess(bin, plan.args, { signal: opts.signal, onStdoutLine: progressLine(plan, opts) });
+}
+
+/**
+ * Run a mux that writes to stdout, as a stream for the upload. The stream
+ * ends only when ffmpeg exits 0: a failed or killed ffmpeg errors it, so a
+ * truncated output is never stored as a complete file. If the upload gives
+ * up first (destroys the stream), ffmpeg's stdout is closed and it stops on
+ * the broken pipe instead of blocking on a full one.
+ */
+export function muxToStream(bin: string, plan: MuxPlan, opts: MuxRunOptions = {}): { body: Readable; done: Promise<RunResult> } {
+  const body = new PassThrough();
+  let stdout: Readable | undefined;
+  body.once('close', () => stdout?.destroy());
+  const done = runProcess(bin, plan.args, {
+    signal: opts.signal,
+    onStdoutLine: progressLine(plan, opts),
+    pipeStdout: (out) => {
+      stdout = out;
+      out.pipe(body, { end: false });
+    },
+  }).then(
+    (run) => {
+      if (run.exitCode === 0) body.end();
+      else body.destroy(new Error(`ffmpeg exited with ${run.exitCode ?? run.signal}`));
+      return run;
+    },
+    (err: unknown) => {
+      body.destroy(err instanceof Error ? err : new Error(String(err)));
+      throw err;
+    },
+  );
+  return { body, done };
+}
+
+/**
+ * Codec and bitrate of an audio format yt-dlp knows neither of, read from the
+ * first seconds of its playlist or file. The bitrate is counted from packet
+ * sizes, which works for every container (MPEG-TS and fragmented MP4 often
+ * declare none). Undefined when it cannot be read in time.
+ */
+export async function measureAudio(bin: string, f: YtDlpFormat, opts: { signal?: AbortSignal; timeoutSeconds: number }): Promise<MeasuredAudio | undefined> {
+  if (!f.url) return undefined;
+  const headers = f.http_headers ?? {};
+  const userAgent = Object.entries(headers).find(([k]) => k.toLowerCase() === 'user-agent')?.[1];
+  const others = Object.entries(headers).filter(([k]) => k.toLowerCase() !== 'user-agent').map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  const signal = AbortSignal.any([AbortSignal.timeout(opts.timeoutSeconds * 2000), ...(opts.signal ? [opts.signal] : [])]);
+  const run = await runProcess(bin, [
+    '-v', 'error',
+    // A playlist from the network must not make ffprobe open local files or other protocols.
+    '-protocol_whitelist', 'http,https,tcp,tls,crypto',
+    '-rw_timeout', String(opts.timeoutSeconds * 1_000_000),
+    ...(userAgent ? ['-user_agent', userAgent] : []),
+    ...(others ? ['-headers', others] : []),
+    '-read_intervals', '%+5', '-select_streams', 'a:0',
+    '-show_entries', 'stream=codec_name:packet=size,pts_time,duration_time', '-of', 'json', '--', f.url,
+  ], { captureStdout: true, signal, maxStdoutBytes: 4 * 1024 * 1024 });
+  if (run.exitCode !== 0) return undefined;
+  try {
+    const raw = JSON.parse(run.stdout) as { streams?: { codec_name?: string }[]; packets?: { size?: string; pts_time?: string; duration_time?: string }[] };
+    const codec = raw.streams?.[0]?.codec_name;
+    const packets = (raw.packets ?? []).filter((p) => p.pts_time !== undefined && Number.isFinite(Number(p.pts_time)));
+    let kbps: number | undefined;
+    if (packets.length > 1) {
+      const first = Number(packets[0]!.pts_time);
+      const last = packets[packets.length - 1]!;
+      const span = Number(last.pts_time) + (Number(last.duration_time) || 0) - first;
+      const bytes = packets.reduce((sum, p) => sum + (Number(p.size) || 0), 0);
+      // Less than a second says little about a variable bitrate.
+      if (span >= 1) kbps = Math.round((bytes * 8) / span / 1000);
+    }
+    return { ...(codec ? { codec } : {}), ...(kbps ? { kbps } : {}) };
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,243 @@
+// One job, start to finish: Downloading (0→33) → Muxing (33→66) →
+// Uploading (66→100) → Finished. Every failure becomes a classified report;
+// nothing here throws for a media or storage problem.
+import { mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from '@mediajobs/lib/logger';
+import type { JobStep, MediaJobSpec, RunnerReport } from '@mediajobs/lib/mediajob/types';
+import { isStorageError } from '@mediajobs/lib/storage/index';
+import type { RunResult } from './child.js';
+import { classification, classifyFfmpeg, classifyUpload, classifyYtDlp, type Classification } from './classify.js';
+import { uploadJobFile, type ResolvedDestination, type UploadOutcome } from './destination.js';
+import { audioStream, ffprobe, measureAudio, mux, muxToStream, PIPE_OUTPUT, planMux, videoStream, type MuxInput } from './ffmpeg.js';
+import {
+  actualQuality, chooseFormats, clipOf, containerFor, formatSelector, formatsToMeasure, releaseDateOf, selectedFormatIds, withMeasurements,
+  type Container, type FormatChoice, type MeasuredAudio, type YtDlpFormat,
+} from './plan.js';
+import type { StatusReporter } from './report.js';
+import { drmItemIsAudioOnly, saysDrmProtected } from './drm.js';
+import { DEFAULT_LIVE_LIMITS, isLiveSource, probeWaitingForVideo, recordLiveSource, type LiveLimits } from './live.js';
+import { deliverSidecars } from './sidecars.js';
+import { download, probe, type YtDlpFailure } from './ytdlp.js';
+
+/** Progress at the start of each step (spec: progress stages). */
+export const STEP_PROGRESS: Record<Exclude<JobStep, 'Queued'>, number> = { Downloading: 0, Muxing: 33, Uploading: 66, Finished: 100 };
+
+export interface Tools {
+  ytdlp: string;
+  ffmpeg: string;
+  ffprobe: string;
+  socketTimeoutSeconds: number;
+  ytdlpArgs?: string[];
+  live?: LiveLimits;
+}
+
+export interface JobContext {
+  spec: MediaJobSpec;
+  jobId: string;
+  /** This job's private scratch directory; the caller removes it. */
+  workDir: string;
+  reporter: StatusReporter;
+  logger: Logger;
+  tools: Tools;
+  /** The destination, or why it could not be set up (reported as storage_unreachable before any download). */
+  destination: ResolvedDestination | { error: unknown };
+  signal?: AbortSignal;
+}
+
+/** Strip query strings and fragments from URLs in a text, so signed URLs stay out of logs. */
+export function redactUrls(text: string): string {
+  return text.replace(/\b(https?:\/\/[^\s?#'"<>]+)[?#][^\s'"<>]*/gi, '$1?…');
+}
+
+function tail(text: string, lines = 8): string {
+  return redactUrls(text.trim().split(/\r?\n/).slice(-lines).join('\n')).slice(-2000);
+}
+
+export async function runJob(ctx: JobContext): Promise<RunnerReport> {
+  const { spec, reporter, logger, tools, signal } = ctx;
+  let step: JobStep = 'Downloading';
+  let progress = 0;
+  const container = containerFor(spec);
+  // Whether the item has no video: decides Skipped for DRM (spec: audio-only
+  // DRM items are skipped). Before the probe the job's own request is the
+  // best guess (podcast episodes are audio-only jobs).
+  let audioOnlySource = container.audioOnly;
+  const fail = (c: Classification, detail?: Record<string, unknown>): RunnerReport => {
+    // Details (stderr tail, error codes) go to the pod log for operators; the
+    // report carries only the fixed phrase.
+    logger.warn({ step, category: c.category, ...detail }, 'job did not complete');
+    return { step, progress, outcome: c.outcome, error: c.error, ...(c.errorType ? { errorType: c.errorType } : {}), ...(c.reason ? { reason: c.reason } : {}) };
+  };
+  const failTool = (tool: string, run: RunResult, c: Classification) =>
+    fail(c, { tool, exitCode: run.exitCode, signal: run.signal, stderr: tail(run.stderr) });
+  const failYtDlp = (f: YtDlpFailure) =>
+    failTool('yt-dlp', f.run, f.category ? classification(f.category) : classifyYtDlp(f.run.stderr, f.run.exitCode, { audioOnlySource }));
+  const enter = (next: JobStep) => {
+    step = next;
+    progress = STEP_PROGRESS[next as Exclude<JobStep, 'Queued'>];
+  };
+  const within = (start: number, span: number) => (fraction: number) => {
+    progress = Math.max(progress, Math.floor(start + span * Math.min(1, Math.max(0, fraction))));
+    reporter.setProgress(progress);
+  };
+
+  // A fresh attempt clears whatever an earlier attempt of the pod reported.
+  enter('Downloading');
+  // Not awaited: status is best effort and must not slow the job (patches stay in order).
+  void reporter.setStep('Downloading', progress, { result: null, error: null, errorType: null, reason: null });
+
+  if ('error' in ctx.destination) {
+    return fail(classification('storage_unreachable'), { err: errName(ctx.destination.error) });
+  }
+  const destination = ctx.destination;
+  const dlDir = path.join(ctx.workDir, 'download');
+  const outDir = path.join(ctx.workDir, 'output');
+  await mkdir(dlDir, { recursive: true });
+  await mkdir(outDir, { recursive: true });
+  const ytOpts = { bin: tools.ytdlp, socketTimeoutSeconds: tools.socketTimeoutSeconds, extraArgs: tools.ytdlpArgs, signal };
+
+  // Downloading: 0 → 33
+  logger.info({ url: redactUrls(spec.url), format: container.format }, 'probing source');
+  const liveLimits = tools.live ?? DEFAULT_LIVE_LIMITS;
+  const probed = await probeWaitingForVideo(
+    () => probe(spec.url, formatSelector(container), ctx.workDir, ytOpts), spec.waitForVideo === true, liveLimits, { signal, logger });
+  if (!probed.ok) {
+    // yt-dlp drops DRM formats before saying so; only a second look tells an audio-only item (Skipped).
+    if (saysDrmProtected(probed.run.stderr)) audioOnlySource = (await drmItemIsAudioOnly(spec.url, ytOpts)) ?? audioOnlySource;
+    return failYtDlp(probed);
+  }
+  const info = probed.info;
+  if (info._type === 'playlist') return fail(classification('unavailable'), { why: 'a playlist, not a single item' });
+  const formats = info.formats ?? [];
+  if (formats.length && formats.every((f) => f.vcodec === 'none')) audioOnlySource = true;
+  const live = await isLiveSource(info, spec, { signal, logger });
+  // The spec's format and resolution rules choose (plan.ts); yt-dlp's own
+  // choice stands for live recordings and lists with nothing usable.
+  const choice = live ? undefined : await chooseJobFormats(formats, spec, container, tools, logger, signal);
+  const formatIds = choice ? choice.formats.map((f) => f.format_id) : selectedFormatIds(info);
+  if (!formatIds.length) return fail(classification('unavailable'), { why: 'no format selected' });
+  logger.info({ formats: formatIds, extractor: info.extractor }, 'downloading');
+  const downloaded = live
+    ? await recordLiveSource(info, spec, container.audioOnly, dlDir, {
+      bin: tools.ffmpeg, socketTimeoutSeconds: tools.socketTimeoutSeconds, limits: liveLimits, signal, logger, onProgress: within(0, 33),
+    })
+    : await download(probed.infoPath, info, formatIds, dlDir, { ...ytOpts, onProgress: within(0, 33) });
+  if (!downloaded.ok) return failYtDlp(downloaded);
+
+  // Muxing: 33 → 66
+  enter('Muxing');
+  void reporter.setStep('Muxing', progress);
+  const inputs: MuxInput[] = [];
+  for (const file of downloaded.files) {
+    const p = await ffprobe(tools.ffprobe, file.path, signal);
+    if (!p.ok) return failTool('ffprobe', p.run, classifyFfmpeg(p.run.stderr, p.run.exitCode));
+    inputs.push({ path: file.path, probed: p.probed, carriesAudio: choice !== undefined && file.formatId === choice.audioFrom });
+  }
+  const clip = live ? undefined : clipOf(spec);
+  const mediaSeconds = Math.max(0, ...inputs.map((i) => i.probed.durationSeconds ?? 0));
+  if (clip && mediaSeconds > 0 && clip.start >= mediaSeconds) {
+    return fail(classification('processing_failed'), { why: 'the clip starts after the end of the media', clip, mediaSeconds });
+  }
+  const output = container.streamable ? PIPE_OUTPUT : path.join(outDir, `output.${container.ext}`);
+  const plan = await planMux(tools.ffprobe, inputs, output, container, spec, clip, signal);
+  if (!plan) {
+    const hasAudio = inputs.some((i) => audioStream(i.probed));
+    return fail(classification(container.audioOnly && !hasAudio ? 'unavailable' : 'processing_failed'), { why: 'no usable stream' });
+  }
+  logger.info({ video: plan.codecs.video, audio: plan.codecs.audio, clip, streaming: plan.streaming }, 'muxing');
+  const target = { ext: container.ext, contentType: container.contentType, jobId: ctx.jobId, filename: spec.filename, folder: spec.folder };
+  let uploaded: UploadOutcome;
+  if (plan.streaming) {
+    // Mux and upload at once: ffmpeg's output goes straight into the upload,
+    // and no output file is ever written. Each key tried gets its own ffmpeg
+    // (a refused key destroys the body it was given); the downloads stay on
+    // disk until the upload is through.
+    let muxRun: Promise<RunResult> | undefined;
+    uploaded = await uploadJobFile(destination, {
+      ...target,
+      open: () => {
+        const m = muxToStream(tools.ffmpeg, plan, { signal, onProgress: within(33, 33) });
+        muxRun = m.done;
+        // What remains once ffmpeg is done is the upload's tail.
+        m.done.then((r) => {
+          if (r.exitCode === 0 && step === 'Muxing') {
+            enter('Uploading');
+            void reporter.setStep('Uploading', progress);
+          }
+        }, () => undefined);
+        return m.body;
+      },
+    });
+    const muxed = muxRun ? await muxRun : undefined;
+    // A failed ffmpeg fails the upload as a broken source; any other upload
+    // failure (a storage problem) comes first, since it is also what made
+    // ffmpeg stop on a closed pipe.
+    const sourceFailed = !uploaded.ok && isStorageError(uploaded.error) && uploaded.error.reason === 'source_error';
+    if (!uploaded.ok && !sourceFailed) return fail(classifyUpload(uploaded.error, { localReadFailed: false }), { err: errName(uploaded.error) });
+    if (muxed && muxed.exitCode !== 0) return failTool('ffmpeg', muxed, classifyFfmpeg(muxed.stderr, muxed.exitCode));
+    if (!uploaded.ok) return fail(classifyUpload(uploaded.error, { localReadFailed: false }), { err: errName(uploaded.error) });
+    await rm(dlDir, { recursive: true, force: true });
+  } else {
+    const muxed = await mux(tools.ffmpeg, plan, { signal, onProgress: within(33, 33) });
+    if (muxed.exitCode !== 0) return failTool('ffmpeg', muxed, classifyFfmpeg(muxed.stderr, muxed.exitCode));
+    // The downloads are no longer needed: free the disk before uploading.
+    await rm(dlDir, { recursive: true, force: true });
+    const out = await ffprobe(tools.ffprobe, output, signal);
+    if (!out.ok) return failTool('ffprobe', out.run, classifyFfmpeg(out.run.stderr, out.run.exitCode));
+    if (!videoStream(out.probed) && !audioStream(out.probed)) return fail(classification('processing_failed'), { why: 'output has no stream' });
+
+    // Uploading: 66 → 100
+    enter('Uploading');
+    void reporter.setStep('Uploading', progress);
+    uploaded = await uploadJobFile(destination, { ...target, file: output, onProgress: within(66, 33) });
+    if (!uploaded.ok) return fail(classifyUpload(uploaded.error, { localReadFailed: uploaded.localReadFailed }), { err: errName(uploaded.error) });
+    await rm(outDir, { recursive: true, force: true });
+  }
+  const sidecars = await deliverSidecars(spec, {
+    infoPath: probed.infoPath, workDir: ctx.workDir, jobId: ctx.jobId, mediaKey: uploaded.result.key, destination, ytdlp: ytOpts, logger,
+  });
+
+  enter('Finished');
+  const result = {
+    storageKey: uploaded.result.key,
+    fileSize: uploaded.result.size,
+    format: container.format,
+    // The runner never scales: the delivered frame is the chosen input's.
+    ...optional('actualQuality', actualQuality(plan.video?.stream.width, plan.video?.stream.height)),
+    ...optional('title', info.title ?? undefined),
+    ...optional('description', info.description ?? undefined),
+    ...optional('releaseDate', releaseDateOf(info)),
+    ...sidecars,
+  };
+  logger.info({ storageKey: result.storageKey, fileSize: result.fileSize, actualQuality: result.actualQuality }, 'job completed');
+  return { step: 'Finished', progress: 100, outcome: 'completed', result };
+}
+
+function optional<K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> {
+  return value === undefined || value === '' ? {} : ({ [key]: value } as Record<K, V>);
+}
+
+/** An error's kind for the log: name, code and reason, never its message (storage and SDK messages can name hosts). */
+function errName(err: unknown): Record<string, unknown> {
+  const e = err as { name?: unknown; code?: unknown; reason?: unknown } | null;
+  return { name: e?.name, code: e?.code, reason: e?.reason };
+}
+
+/**
+ * The formats to download by the spec's rules. Audio renditions yt-dlp knows
+ * no codec or bitrate of (HLS EXT-X-MEDIA) are measured first, since the
+ * rules choose among tracks by exactly those.
+ */
+async function chooseJobFormats(
+  formats: readonly YtDlpFormat[], spec: MediaJobSpec, container: Container, tools: Tools, logger: Logger, signal?: AbortSignal,
+): Promise<FormatChoice | undefined> {
+  const unknown = formatsToMeasure(formats);
+  const measured = new Map<string, MeasuredAudio>();
+  await Promise.all(unknown.map(async (f) => {
+    const m = await measureAudio(tools.ffprobe, f, { signal, timeoutSeconds: tools.socketTimeoutSeconds });
+    if (m) measured.set(f.format_id, m);
+  }));
+  if (unknown.length) logger.info({ measured: Object.fromEntries(measured) }, 'measured audio renditions');
+  return chooseFormats(withMeasurements(formats, measured), spec, container);
+}

@@ -1,0 +1,243 @@
+// How the runner tells the operator what is happening: merge patches of the
+// MediaJob's /status subresource while it works, and the final report again
+// in the termination message. A status patch that fails never fails the
+// job: the termination message and the exit code carry the outcome anyway.
+import { writeFileSync } from 'node:fs';
+import { CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import type { Logger } from '@mediajobs/lib/logger';
+import { GROUP, MEDIAJOB_PLURAL, VERSION, type JobStep, type MediaJobStatus, type RunnerReport } from '@mediajobs/lib/mediajob/types';
+
+/** The status fields the runner owns (spine.md): everything else is the operator's. */
+export type RunnerStatus = Pick<MediaJobStatus, 'step' | 'progress' | 'result' | 'error' | 'errorType' | 'reason'>;
+/** A merge patch of those fields; null removes a field (left over from an earlier attempt of the pod). */
+export type RunnerStatusPatch = { [K in keyof RunnerStatus]?: RunnerStatus[K] | null };
+
+export interface StatusSink {
+  patch(status: RunnerStatusPatch): Promise<void>;
+}
+
+export interface StatusReporterOptions {
+  namespace: string;
+  name: string;
+  logger: Logger;
+  /** A sink other than the Kubernetes API (tests). */
+  sink?: StatusSink;
+  /** Attempts for step changes and the final report. */
+  attempts?: number;
+  /** Base of the exponential backoff between attempts, ms. */
+  backoffMs?: number;
+  /** Minimum interval between two progress-only patches, ms. */
+  progressIntervalMs?: number;
+  /** One attempt is abandoned after this long: a hung API server must not hold the job up. */
+  requestTimeoutMs?: number;
+}
+
+/** The Kubernetes API as a StatusSink: JSON merge patch of /status. */
+export function kubernetesSink(namespace: string, name: string): StatusSink {
+  const kc = new KubeConfig();
+  // In a pod: the ServiceAccount token; in local mode: $KUBECONFIG.
+  kc.loadFromDefault();
+  const api = kc.makeApiClient(CustomObjectsApi);
+  // client-node 1.4 sends JSON Patch by default; the Content-Type header
+  // middleware is how it takes a merge patch.
+  const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+  return {
+    async patch(status) {
+      await api.patchNamespacedCustomObjectStatus(
+        { group: GROUP, version: VERSION, namespace, plural: MEDIAJOB_PLURAL, name, body: { status } },
+        mergePatch,
+      );
+    },
+  };
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+
+/**
+ * Serialised status reporting. Patches go out one at a time in the order
+ * they were asked for, so a progress update can never land after the step
+ * change that followed it.
+ */
+export class StatusReporter {
+  private chain: Promise<void> = Promise.resolve();
+  private readonly sink: StatusSink | undefined;
+  private readonly attempts: number;
+  private readonly backoffMs: number;
+  private readonly progressIntervalMs: number;
+  private readonly requestTimeoutMs: number;
+  private lastProgressAt = 0;
+  private step: JobStep | undefined;
+  private progress = -1;
+  private pendingProgress: number | undefined;
+  private progressTimer: NodeJS.Timeout | undefined;
+  /** Patches that failed after every attempt (the job goes on regardless). */
+  failures = 0;
+
+  constructor(private readonly opts: StatusReporterOptions & { enabled?: boolean }) {
+    this.attempts = opts.attempts ?? 4;
+    this.backoffMs = opts.backoffMs ?? 250;
+    this.progressIntervalMs = opts.progressIntervalMs ?? 2000;
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? 10_000;
+    let sink = opts.sink;
+    if (!sink && opts.enabled !== false) {
+      try {
+        sink = kubernetesSink(opts.namespace, opts.name);
+      } catch (err) {
+        opts.logger.warn({ err: errSummary(err) }, 'no Kubernetes client configuration; status reporting is off');
+      }
+    }
+    this.sink = sink;
+  }
+
+  /**
+   * Enter a step; `extra` rides along in the same patch. The returned
+   * promise settles when the patch is done (or given up); callers need not
+   * wait for it, the order of patches is kept either way.
+   */
+  setStep(step: JobStep, progress: number, extra: RunnerStatusPatch = {}): Promise<void> {
+    this.cancelPendingProgress();
+    this.step = step;
+    this.progress = progress;
+    return this.enqueue({ ...extra, step, progress }, this.attempts);
+  }
+
+  /**
+   * Progress within the current step. Throttled: at most one patch per
+   * interval, the latest value wins, and it never goes backwards.
+   */
+  setProgress(progress: number): void {
+    const p = Math.max(0, Math.min(100, Math.floor(progress)));
+    if (p <= Math.max(this.progress, this.pendingProgress ?? -1)) return;
+    this.pendingProgress = p;
+    const wait = this.lastProgressAt + this.progressIntervalMs - Date.now();
+    if (wait <= 0) this.flushProgress();
+    else this.progressTimer ??= setTimeout(() => this.flushProgress(), wait);
+  }
+
+  private flushProgress(): void {
+    this.progressTimer = undefined;
+    const p = this.pendingProgress;
+    this.pendingProgress = undefined;
+    if (p === undefined || p <= this.progress) return;
+    this.progress = p;
+    this.lastProgressAt = Date.now();
+    // One attempt: the next update or step change supersedes a lost one.
+    void this.enqueue({ step: this.step, progress: p }, 1);
+  }
+
+  private cancelPendingProgress(): void {
+    if (this.progressTimer) clearTimeout(this.progressTimer);
+    this.progressTimer = undefined;
+    this.pendingProgress = undefined;
+  }
+
+  /** The final report: step, progress, result or error, with every attempt it takes. */
+  finish(report: RunnerReport): Promise<void> {
+    this.cancelPendingProgress();
+    // Outcome fields are always written (null clears what an earlier attempt
+    // of the pod left); step and progress stay where the job stopped.
+    const patch: RunnerStatusPatch = {
+      result: report.result ?? null,
+      error: report.error ?? null,
+      errorType: report.errorType ?? null,
+      reason: report.reason ?? null,
+      ...(report.step ? { step: report.step } : {}),
+      ...(report.progress !== undefined ? { progress: report.progress } : {}),
+    };
+    return this.enqueue(patch, this.attempts + 2);
+  }
+
+  /** Resolves when every queued patch is done. */
+  drain(): Promise<void> {
+    return this.chain;
+  }
+
+  private enqueue(status: RunnerStatusPatch, attempts: number): Promise<void> {
+    const run = async () => {
+      if (!this.sink) return;
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await withTimeout(this.sink.patch(status), this.requestTimeoutMs);
+          return;
+        } catch (err) {
+          if (attempt >= attempts || !retryable(err)) {
+            this.failures++;
+            this.opts.logger.warn({ err: errSummary(err), step: status.step, attempt }, 'status patch failed; the termination message will carry the outcome');
+            return;
+          }
+          await sleep(this.backoffMs * 2 ** (attempt - 1));
+        }
+      }
+    };
+    this.chain = this.chain.then(run, run);
+    return this.chain;
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`status patch timed out after ${ms} ms`)), ms);
+    timer.unref();
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+function statusCode(err: unknown): number | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'number' ? code : undefined;
+}
+
+// 4xx other than conflict/throttling will not get better by retrying (e.g.
+// the MediaJob is gone, or the schema rejects the patch).
+function retryable(err: unknown): boolean {
+  const code = statusCode(err);
+  if (code === undefined) return true;
+  return code === 409 || code === 429 || code >= 500;
+}
+
+/** An error as loggable fields without its body (client-node errors carry the whole response). */
+export function errSummary(err: unknown): Record<string, unknown> {
+  if (!(err instanceof Error)) return { message: String(err) };
+  const out: Record<string, unknown> = { name: err.name, message: err.message.slice(0, 300) };
+  const code = (err as { code?: unknown }).code;
+  if (code !== undefined) out.code = code;
+  return out;
+}
+
+/** Kubernetes keeps at most 4096 bytes of a termination message (the tail). */
+export const MAX_TERMINATION_MESSAGE_BYTES = 4096;
+
+/**
+ * The final report as the termination message, kept under the kubelet's
+ * 4 KiB limit so the operator always gets valid JSON: long descriptions and
+ * titles are shortened (the full text is in the status patch).
+ */
+export function terminationMessage(report: RunnerReport): string {
+  let json = JSON.stringify(report);
+  if (Buffer.byteLength(json) <= MAX_TERMINATION_MESSAGE_BYTES) return json;
+  const r: RunnerReport = { ...report, ...(report.result ? { result: { ...report.result } } : {}) };
+  for (const budget of [1024, 256, 0]) {
+    if (r.result) {
+      if (r.result.description !== undefined) r.result.description = truncate(report.result?.description ?? '', budget);
+      if (r.result.title !== undefined) r.result.title = truncate(report.result?.title ?? '', Math.max(budget, 64));
+    }
+    json = JSON.stringify(r);
+    if (Buffer.byteLength(json) <= MAX_TERMINATION_MESSAGE_BYTES) return json;
+  }
+  // Still too long (a huge storage key?): keep what the operator cannot do without.
+  return JSON.stringify({ outcome: report.outcome, step: report.step, progress: report.progress, error: report.error, errorType: report.errorType, reason: report.reason });
+}
+
+function truncate(s: string, maxChars: number): string {
+  return s.length <= maxChars ? s : s.slice(0, Math.max(0, maxChars - 1)) + '…';
+}
+
+/** Write the termination message; a missing or read-only path (outside a pod) is not an error. */
+export function writeTerminationMessage(path: string, report: RunnerReport, logger: Logger): void {
+  try {
+    writeFileSync(path, terminationMessage(report));
+  } catch (err) {
+    logger.debug({ err: errSummary(err), path }, 'termination log not writable');
+  }
+}

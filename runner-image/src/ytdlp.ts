@@ -1,0 +1,165 @@
+// yt-dlp in two runs: a probe (-J) that resolves the URL and picks the
+// formats, then a download of exactly those formats, each to its own file, so
+// the mux is a step of ours (with its own progress) instead of yt-dlp's.
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { ErrorCategory } from './classify.js';
+import { runProcess, type RunResult } from './child.js';
+import { expectedBytes, type YtDlpInfo } from './plan.js';
+
+export interface YtDlpOptions {
+  bin: string;
+  /** Seconds before a stalled connection is abandoned. */
+  socketTimeoutSeconds: number;
+  /** Extra options from the deployment (YTDLP_ARGS). */
+  extraArgs?: string[];
+  signal?: AbortSignal;
+}
+
+/** Options every run gets: nothing from a config file or cache on the image, bounded retries. */
+export function commonArgs(opts: YtDlpOptions): string[] {
+  return [
+    '--ignore-config',
+    '--no-cache-dir',
+    '--no-playlist',
+    '--socket-timeout', String(opts.socketTimeoutSeconds),
+    '--retries', '3',
+    '--fragment-retries', '3',
+    '--extractor-retries', '2',
+    ...(opts.extraArgs ?? []),
+  ];
+}
+
+/** A failed run; `category` is set when the failure is known without reading stderr. */
+export interface YtDlpFailure {
+  ok: false;
+  run: RunResult;
+  category?: ErrorCategory;
+}
+
+export type ProbeResult = { ok: true; info: YtDlpInfo; infoPath: string } | YtDlpFailure;
+
+/** Resolve the URL and select formats (`-J`); the info JSON is kept in `workDir` for the download run. */
+export async function probe(url: string, formatSelector: string, workDir: string, opts: YtDlpOptions): Promise<ProbeResult> {
+  const run = await runProcess(opts.bin, [...commonArgs(opts), '-J', '-f', formatSelector, '--', url], {
+    captureStdout: true,
+    signal: opts.signal,
+    // Metadata only, but a page with thousands of formats and long
+    // descriptions is still far below this.
+    maxStdoutBytes: 64 * 1024 * 1024,
+  });
+  if (run.exitCode !== 0) return { ok: false, run };
+  let info: YtDlpInfo;
+  try {
+    if (run.stdoutTruncated) throw new Error('info JSON too large');
+    info = JSON.parse(run.stdout) as YtDlpInfo;
+  } catch {
+    return { ok: false, run, category: 'internal_error' };
+  }
+  const infoPath = path.join(workDir, 'info.json');
+  await writeFile(infoPath, run.stdout);
+  return { ok: true, info, infoPath };
+}
+
+export interface DownloadedFile {
+  formatId: string;
+  path: string;
+}
+
+export type DownloadResult = { ok: true; files: DownloadedFile[] } | YtDlpFailure;
+
+const PROGRESS_TAG = 'MJPROGRESS';
+const FILE_TAG = 'MJFILE';
+
+/** Parse one progress line of our template; undefined for anything else yt-dlp prints. */
+export function parseProgressLine(line: string): { status: string; downloaded?: number; total?: number; estimate?: number; fragment?: number; fragments?: number; formatId: string } | undefined {
+  if (!line.startsWith(`${PROGRESS_TAG} `)) return undefined;
+  const [, status = '', downloaded, total, estimate, fragment, fragments, ...rest] = line.split(' ');
+  const num = (s: string | undefined) => {
+    const n = Number(s);
+    return s && s !== 'NA' && Number.isFinite(n) ? n : undefined;
+  };
+  return { status, downloaded: num(downloaded), total: num(total), estimate: num(estimate), fragment: num(fragment), fragments: num(fragments), formatId: rest.join(' ') };
+}
+
+/**
+ * Overall download fraction across the selected formats, weighted by their
+ * expected sizes when the probe knows them all, equally otherwise.
+ */
+export class DownloadProgress {
+  private readonly weights: Map<string, number>;
+  private readonly done = new Map<string, number>();
+
+  constructor(info: YtDlpInfo, formatIds: string[]) {
+    const sizes = formatIds.map((id) => expectedBytes(info, id));
+    const known = sizes.every((s) => s !== undefined);
+    const total = known ? sizes.reduce<number>((a, s) => a + (s ?? 0), 0) : formatIds.length;
+    this.weights = new Map(formatIds.map((id, i) => [id, known && total > 0 ? (sizes[i] ?? 0) / total : 1 / formatIds.length]));
+  }
+
+  /** Feed a parsed progress line; returns the overall fraction 0..1. */
+  update(p: NonNullable<ReturnType<typeof parseProgressLine>>): number {
+    let f: number | undefined;
+    if (p.status === 'finished') f = 1;
+    else if (p.downloaded !== undefined && p.total) f = p.downloaded / p.total;
+    else if (p.fragment !== undefined && p.fragments) f = (p.fragment - 1) / p.fragments;
+    else if (p.downloaded !== undefined && p.estimate) f = p.downloaded / p.estimate;
+    if (f !== undefined && this.weights.has(p.formatId)) {
+      // Estimates can overshoot; a file is only complete when yt-dlp says so.
+      this.done.set(p.formatId, Math.max(this.done.get(p.formatId) ?? 0, p.status === 'finished' ? 1 : Math.min(0.99, f)));
+    }
+    let sum = 0;
+    for (const [id, w] of this.weights) sum += w * (this.done.get(id) ?? 0);
+    return Math.min(1, sum);
+  }
+}
+
+/** Download the probed formats, each to its own file under `dir`; `onProgress` gets the overall fraction. */
+export async function download(
+  infoPath: string,
+  info: YtDlpInfo,
+  formatIds: string[],
+  dir: string,
+  opts: YtDlpOptions & { onProgress?: (fraction: number) => void },
+): Promise<DownloadResult> {
+  const progress = new DownloadProgress(info, formatIds);
+  const files: DownloadedFile[] = [];
+  const run = await runProcess(
+    opts.bin,
+    [
+      ...commonArgs(opts),
+      '--load-info-json', infoPath,
+      // A comma downloads each format on its own instead of merging them.
+      '-f', formatIds.join(','),
+      '-o', path.join(dir, 'f%(autonumber)s.%(ext)s'),
+      // The mux step remuxes everything anyway; yt-dlp's fixups would be a
+      // second pass over the same bytes.
+      '--fixup', 'never',
+      '--no-mtime',
+      '--newline',
+      '--progress',
+      '--progress-template',
+      `download:${PROGRESS_TAG} %(progress.status)s %(progress.downloaded_bytes)s %(progress.total_bytes)s %(progress.total_bytes_estimate)s %(progress.fragment_index)s %(progress.fragment_count)s %(info.format_id)s`,
+      '--print', `after_move:${FILE_TAG} %(format_id)s\t%(filepath)s`,
+    ],
+    {
+      signal: opts.signal,
+      onStdoutLine: (line) => {
+        const p = parseProgressLine(line);
+        if (p) {
+          opts.onProgress?.(progress.update(p));
+          return;
+        }
+        if (line.startsWith(`${FILE_TAG} `)) {
+          const [formatId = '', filePath = ''] = line.slice(FILE_TAG.length + 1).split('\t');
+          if (filePath) files.push({ formatId, path: filePath });
+        }
+      },
+    },
+  );
+  if (run.exitCode !== 0) return { ok: false, run };
+  if (files.length !== formatIds.length) {
+    return { ok: false, run, category: 'download_failed' };
+  }
+  return { ok: true, files };
+}

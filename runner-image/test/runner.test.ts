@@ -1,0 +1,352 @@
+// The real runner as the pod runs it (`node --import tsx runner-image/src/main.ts`),
+// with real yt-dlp and ffmpeg against media served on loopback, reporting to
+// a MediaJob on the local cluster and delivering to managed local storage.
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import * as k8s from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { pino } from 'pino';
+import { LocalCluster } from '@mediajobs/local-cluster';
+import { mediaJobCrd } from '@mediajobs/lib/mediajob/crd-source';
+import { API_VERSION, GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJobStatus, type RunnerReport } from '@mediajobs/lib/mediajob/types';
+import { MEDIA, startMediaServer, unreachableUrl, type MediaServer } from '../../test/support/media.js';
+
+const run = promisify(execFile);
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const MAIN = join(ROOT, 'runner-image/src/main.ts');
+const NS = 'default';
+
+interface RunOutcome {
+  exitCode: number | null;
+  /** Every status the watch saw, in order. */
+  statuses: MediaJobStatus[];
+  termination: RunnerReport | undefined;
+  terminationRaw: string;
+  stdout: string;
+  tmp: string;
+}
+
+async function ffprobeJson(file: string): Promise<{ format: { format_name: string; duration: string }; streams: { codec_type: string; codec_name: string; width?: number; height?: number }[] }> {
+  const { stdout } = await run('ffprobe', ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', file]);
+  return JSON.parse(stdout) as Awaited<ReturnType<typeof ffprobeJson>>;
+}
+
+/** Consecutive duplicates removed: the order of steps the watch saw. */
+function stepSequence(statuses: MediaJobStatus[]): string[] {
+  const out: string[] = [];
+  for (const s of statuses) if (s.step && out[out.length - 1] !== s.step) out.push(s.step);
+  return out;
+}
+
+describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local cluster', function () {
+  this.timeout(120_000);
+  let media: MediaServer;
+  let cluster: LocalCluster;
+  let kc: k8s.KubeConfig;
+  let custom: k8s.CustomObjectsApi;
+  let scratch: string;
+  let store: string;
+  let creds: string;
+  let n = 0;
+
+  before(async () => {
+    scratch = mkdtempSync(join(tmpdir(), 'runner-test-'));
+    store = join(scratch, 'store');
+    creds = join(scratch, 'creds');
+    [media, cluster] = await Promise.all([
+      startMediaServer(),
+      LocalCluster.start({ port: 0, workDir: join(scratch, 'cluster'), logger: pino({ level: 'silent' }) }),
+    ]);
+    kc = new k8s.KubeConfig();
+    kc.loadFromFile(cluster.kubeconfigPath);
+    custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    const ext = kc.makeApiClient(k8s.ApiextensionsV1Api);
+    // The generated CRD when it is there, else the source it is generated from.
+    const yamlPath = join(ROOT, 'crds/mediajob.yaml');
+    const crd = existsSync(yamlPath)
+      ? k8s.loadYaml<k8s.V1CustomResourceDefinition>(readFileSync(yamlPath, 'utf8'))
+      : (mediaJobCrd() as unknown as k8s.V1CustomResourceDefinition);
+    await ext.createCustomResourceDefinition({ body: crd });
+    for (let i = 0; ; i++) {
+      const got = await ext.readCustomResourceDefinition({ name: `${MEDIAJOB_PLURAL}.${GROUP}` });
+      if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
+      if (i > 100) throw new Error('CRD not established');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    writeDestination({ provider: 'managed' });
+  });
+
+  after(async () => {
+    await Promise.all([media?.stop(), cluster?.stop()]);
+    if (scratch) rmSync(scratch, { recursive: true, force: true });
+  });
+
+  /** The per-job Secret volume: a directory holding destination.json. */
+  function writeDestination(dest: unknown): void {
+    rmSync(creds, { recursive: true, force: true });
+    mkdirSync(creds, { recursive: true });
+    writeFileSync(join(creds, 'destination.json'), JSON.stringify(dest));
+  }
+
+  async function createMediaJob(name: string, jobId: string, url: string, extra: Record<string, unknown> = {}): Promise<void> {
+    await custom.createNamespacedCustomObject({
+      group: GROUP, version: VERSION, namespace: NS, plural: MEDIAJOB_PLURAL,
+      body: {
+        apiVersion: API_VERSION, kind: 'MediaJob', metadata: { name },
+        spec: {
+          jobId, owner: { apiKeyId: '6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f' }, url,
+          format: 'mp4', videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, maxResolution: 'best',
+          audioOnly: false, downloadSubtitles: false, downloadThumbnail: false, liveRecording: false,
+          liveFromStart: false, waitForVideo: false, enableProgressWebhook: false,
+          destination: { type: 'managed' }, ...extra,
+        },
+      },
+    });
+  }
+
+  /** Start the runner for a new MediaJob; resolves when it exits, with what the watch saw. */
+  async function runRunner(
+    url: string,
+    opts: { extra?: Record<string, unknown>; env?: Record<string, string>; createJob?: boolean; whileRunning?: (ctl: { kill(sig: NodeJS.Signals): void; statuses: MediaJobStatus[] }) => Promise<void> } = {},
+  ): Promise<RunOutcome> {
+    n++;
+    const jobId = `0000000${n}-aaaa-4bbb-8ccc-${String(n).padStart(12, '0')}`;
+    const name = jobId;
+    const spec = { jobId, owner: { apiKeyId: '6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f' }, url, format: 'mp4', videoCodec: 'copy', audioOnly: false, destination: { type: 'managed' }, ...opts.extra };
+    if (opts.createJob !== false) await createMediaJob(name, jobId, url, opts.extra);
+
+    const statuses: MediaJobStatus[] = [];
+    const watch = new k8s.Watch(kc);
+    const req = await watch.watch(
+      `/apis/${GROUP}/${VERSION}/namespaces/${NS}/${MEDIAJOB_PLURAL}`,
+      { fieldSelector: `metadata.name=${name}` },
+      (_type, obj: { status?: MediaJobStatus }) => {
+        if (obj.status) statuses.push(structuredClone(obj.status));
+      },
+      () => undefined,
+    );
+
+    const tmp = mkdtempSync(join(scratch, `tmp-${n}-`));
+    const termination = join(scratch, `termination-${n}.log`);
+    writeFileSync(termination, '');
+    const child = spawn(process.execPath, ['--import', 'tsx', MAIN], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        PATH: process.env.PATH,
+        HOME: scratch,
+        TMPDIR: tmp,
+        KUBECONFIG: cluster.kubeconfigPath,
+        LOG_LEVEL: 'info',
+        MEDIAJOB_SPEC: JSON.stringify(spec),
+        MEDIAJOB_NAME: name,
+        MEDIAJOB_NAMESPACE: NS,
+        MEDIAJOB_JOB_ID: jobId,
+        MEDIAJOBS_CREDENTIALS_DIR: creds,
+        LOCAL_CLUSTER_TERMINATION_LOG: termination,
+        MANAGED_STORAGE: 'local',
+        MANAGED_STORAGE_DIR: store,
+        FILE_URL_SECRET: 'runner-test-secret-0123456789',
+        PUBLIC_BASE_URL: 'http://127.0.0.1:8080',
+        RUNNER_PROGRESS_INTERVAL_MS: '100',
+        RUNNER_SOCKET_TIMEOUT_SECONDS: '5',
+        ...opts.env,
+      },
+    });
+    let stdout = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stdout += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    if (opts.whileRunning) await opts.whileRunning({ kill: (sig) => child.kill(sig), statuses });
+    const exitCode = await exited;
+    // The last patch was acknowledged before the runner exited; give the watch a moment to deliver it.
+    await new Promise((r) => setTimeout(r, 300));
+    req.abort();
+    const raw = readFileSync(termination, 'utf8');
+    return { exitCode, statuses, termination: raw ? (JSON.parse(raw) as RunnerReport) : undefined, terminationRaw: raw, stdout, tmp };
+  }
+
+  function leftoverWorkDirs(tmp: string): string[] {
+    return readdirSync(tmp).filter((f) => f.startsWith('mediajob-'));
+  }
+
+  it('delivers the MP4 as streamable mp4 with video and audio, reporting Downloading → Muxing → Uploading → Finished', async () => {
+    const r = await runRunner(media.mp4Url);
+    expect(r.exitCode, r.stdout).to.equal(0);
+    expect(stepSequence(r.statuses)).to.deep.equal(['Downloading', 'Muxing', 'Uploading', 'Finished']);
+    const last = r.statuses[r.statuses.length - 1]!;
+    expect(last.progress).to.equal(100);
+    const progress = r.statuses.map((s) => s.progress ?? 0);
+    expect(progress).to.deep.equal([...progress].sort((a, b) => a - b), 'progress never goes backwards');
+    const result = last.result!;
+    expect(result.storageKey).to.match(/^videos\/0000000\d-aaaa-4bbb-8ccc-\d{12}\.mp4$/);
+    expect(result).to.include({ format: 'mp4', actualQuality: '240p', title: 'video', releaseDate: '2024-03-15T00:00:00.000Z' });
+    const file = join(store, result.storageKey);
+    expect(result.fileSize).to.equal(statSync(file).size);
+    const probe = await ffprobeJson(file);
+    expect(probe.format.format_name).to.contain('mp4');
+    expect(Number(probe.format.duration)).to.be.closeTo(MEDIA.mp4.durationSeconds, 0.2);
+    expect(probe.streams.map((s) => `${s.codec_type}:${s.codec_name}`).sort()).to.deep.equal(['audio:aac', 'video:h264']);
+    // Streamable: the index (fragmented MP4's moov) comes before the media data
+    const head = readFileSync(file).subarray(0, 64 * 1024).toString('latin1');
+    expect(head.indexOf('moov')).to.be.greaterThan(-1).and.lessThan(head.indexOf('mdat'));
+    expect(r.termination).to.deep.include({ outcome: 'completed', step: 'Finished', progress: 100 });
+    expect(r.termination!.result).to.deep.equal(result);
+    expect(leftoverWorkDirs(r.tmp)).to.deep.equal([]);
+  });
+
+  it('muxes the best HLS rendition with the separate audio rendition, under the requested filename and folder', async () => {
+    const r = await runRunner(media.hlsUrl, { extra: { filename: 'My Clip', folder: 'shows/s1' } });
+    expect(r.exitCode, r.stdout).to.equal(0);
+    expect(stepSequence(r.statuses)).to.deep.equal(['Downloading', 'Muxing', 'Uploading', 'Finished']);
+    const result = r.statuses[r.statuses.length - 1]!.result!;
+    expect(result.storageKey).to.equal('videos/shows/s1/My Clip.mp4');
+    expect(result.actualQuality).to.equal('720p');
+    const probe = await ffprobeJson(join(store, result.storageKey));
+    const video = probe.streams.find((s) => s.codec_type === 'video')!;
+    expect([video.width, video.height]).to.deep.equal([1280, 720]);
+    expect(probe.streams.some((s) => s.codec_type === 'audio' && s.codec_name === 'aac')).to.equal(true);
+    expect(Number(probe.format.duration)).to.be.closeTo(MEDIA.hls.durationSeconds, 0.2);
+    // Intermediate progress was reported inside the steps, not only at their edges.
+    expect(r.statuses.some((s) => s.progress !== undefined && ![0, 33, 66, 100].includes(s.progress))).to.equal(true);
+  });
+
+  it('never overwrites: the same filename again gets -<jobId 8>', async () => {
+    const r = await runRunner(media.mp4Url, { extra: { filename: 'My Clip', folder: 'shows/s1' } });
+    expect(r.exitCode, r.stdout).to.equal(0);
+    const key = r.termination!.result!.storageKey;
+    expect(key).to.match(/^videos\/shows\/s1\/My Clip-0000000\d\.mp4$/);
+    const first = await ffprobeJson(join(store, 'videos/shows/s1/My Clip.mp4'));
+    expect(first.streams.find((s) => s.codec_type === 'video')!.height).to.equal(720, 'the first file is untouched');
+  });
+
+  it('an unreachable URL fails with errorType error, exit 10, and a message without address or port', async () => {
+    const url = await unreachableUrl();
+    const port = new URL(url).port;
+    const r = await runRunner(url);
+    expect(r.exitCode, r.stdout).to.equal(10);
+    const last = r.statuses[r.statuses.length - 1]!;
+    expect(last).to.include({ errorType: 'error', error: 'Connection error while downloading the media', step: 'Downloading' });
+    expect(r.termination).to.include({ outcome: 'failed', errorType: 'error', error: 'Connection error while downloading the media' });
+    for (const text of [JSON.stringify(r.statuses), r.terminationRaw]) {
+      expect(text).to.not.contain('127.0.0.1');
+      expect(text).to.not.contain(port);
+      expect(text).to.not.contain('Errno');
+    }
+    expect(leftoverWorkDirs(r.tmp)).to.deep.equal([]);
+  });
+
+  it('a 404 is a content warning (unavailable), exit 11', async () => {
+    const r = await runRunner(media.notFoundUrl);
+    expect(r.exitCode, r.stdout).to.equal(11);
+    expect(r.termination).to.include({ outcome: 'warning', errorType: 'warning', error: 'Video is unavailable or has been removed' });
+    expect(r.statuses[r.statuses.length - 1]).to.include({ errorType: 'warning' });
+  });
+
+  it('a destination that cannot be set up fails with reason storage_unreachable before downloading', async () => {
+    writeDestination({ provider: 's3', bucket: 'b' });
+    try {
+      const before = media.requests;
+      const r = await runRunner(media.mp4Url);
+      expect(r.exitCode, r.stdout).to.equal(10);
+      expect(r.termination).to.include({ outcome: 'failed', errorType: 'error', reason: 'storage_unreachable' });
+      expect(r.statuses[r.statuses.length - 1]).to.include({ reason: 'storage_unreachable' });
+      expect(media.requests).to.equal(before, 'nothing was downloaded');
+    } finally {
+      writeDestination({ provider: 'managed' });
+    }
+  });
+
+  it('a status patch that keeps failing does not fail the job: the termination message carries the outcome', async () => {
+    // No MediaJob of that name: every patch gets 404.
+    const r = await runRunner(media.mp4Url, { createJob: false });
+    expect(r.exitCode, r.stdout).to.equal(0);
+    expect(r.statuses).to.deep.equal([]);
+    expect(r.termination).to.include({ outcome: 'completed' });
+    expect(r.stdout).to.contain('status patch failed');
+  });
+
+  it('runs as the container of a batch/v1 Job: Secret volume at the contract path, termination message in the pod status', async () => {
+    n++;
+    const jobId = `0000000${n}-aaaa-4bbb-8ccc-${String(n).padStart(12, '0')}`;
+    await createMediaJob(jobId, jobId, media.hlsUrl);
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    const batch = kc.makeApiClient(k8s.BatchV1Api);
+    const secretName = `mj-${n}-credentials`;
+    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: secretName }, stringData: { 'destination.json': JSON.stringify({ provider: 'managed' }) } } });
+    const env: Record<string, string> = {
+      MEDIAJOB_NAME: jobId, MEDIAJOB_NAMESPACE: NS, MEDIAJOB_JOB_ID: jobId,
+      MEDIAJOB_SPEC: JSON.stringify({ jobId, owner: { apiKeyId: '6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f' }, url: media.hlsUrl, format: 'mp4', videoCodec: 'copy', audioOnly: false, destination: { type: 'managed' } }),
+      MEDIAJOBS_CREDENTIALS_DIR: '/var/run/mediajobs/credentials',
+      // The local kubelet gives pods no in-cluster credentials; local mode passes the kubeconfig.
+      KUBECONFIG: cluster.kubeconfigPath,
+      MANAGED_STORAGE: 'local', MANAGED_STORAGE_DIR: store, FILE_URL_SECRET: 'runner-test-secret-0123456789',
+    };
+    await batch.createNamespacedJob({
+      namespace: NS,
+      body: {
+        metadata: { name: `mj-${n}` },
+        spec: {
+          backoffLimit: 0,
+          template: {
+            spec: {
+              restartPolicy: 'Never',
+              volumes: [{ name: 'credentials', secret: { secretName } }],
+              containers: [{
+                name: 'runner', image: 'mediajobs/runner:dev', workingDir: ROOT,
+                command: [process.execPath, '--import', 'tsx', MAIN],
+                env: Object.entries(env).map(([name, value]) => ({ name, value })),
+                volumeMounts: [{ name: 'credentials', mountPath: '/var/run/mediajobs/credentials', readOnly: true }],
+              }],
+            },
+          },
+        },
+      },
+    });
+    let terminated: k8s.V1ContainerStateTerminated | undefined;
+    for (const deadline = Date.now() + 60_000; !terminated && Date.now() < deadline;) {
+      const pods = await core.listNamespacedPod({ namespace: NS, labelSelector: `job-name=mj-${n}` });
+      terminated = pods.items[0]?.status?.containerStatuses?.[0]?.state?.terminated;
+      if (!terminated) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(terminated, 'the runner pod terminated').to.not.equal(undefined);
+    expect(terminated!.exitCode).to.equal(0);
+    const report = JSON.parse(terminated!.message ?? '') as RunnerReport;
+    expect(report).to.deep.include({ outcome: 'completed', step: 'Finished' });
+    const mj = (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: MEDIAJOB_PLURAL, name: jobId })) as { status?: MediaJobStatus };
+    expect(mj.status).to.deep.include({ step: 'Finished', progress: 100 });
+    expect(mj.status!.result).to.deep.equal(report.result);
+    expect(statSync(join(store, report.result!.storageKey)).size).to.equal(report.result!.fileSize);
+  });
+
+  it('SIGTERM mid-download stops yt-dlp, removes the temp dir and exits 143', async () => {
+    let sawWorkDir = false;
+    const r = await runRunner(media.slowUrl(30), {
+      whileRunning: async ({ kill, statuses }) => {
+        const deadline = Date.now() + 30_000;
+        // Wait until the download is in flight: Downloading reported and the media requested.
+        while (Date.now() < deadline) {
+          if (statuses.some((s) => s.step === 'Downloading') && media.requests > 0) {
+            const tmps = readdirSync(scratch).filter((d) => d.startsWith(`tmp-${n}-`));
+            const dirs = tmps.flatMap((t) => readdirSync(join(scratch, t)).filter((f) => f.startsWith('mediajob-')).map((f) => join(scratch, t, f, 'download')));
+            if (dirs.some((d) => existsSync(d) && readdirSync(d).length > 0)) {
+              sawWorkDir = true;
+              break;
+            }
+          }
+          await new Promise((res) => setTimeout(res, 50));
+        }
+        kill('SIGTERM');
+      },
+    });
+    expect(sawWorkDir, 'the download had started writing').to.equal(true);
+    expect(r.exitCode, r.stdout).to.equal(143);
+    expect(leftoverWorkDirs(r.tmp)).to.deep.equal([]);
+    const { stdout } = await run('ps', ['-eo', 'args']);
+    expect(stdout).to.not.contain(`/slow/30/video.mp4`);
+  });
+});

@@ -1,0 +1,120 @@
+// The runner's pure parts: metadata mapping, progress parsing, status
+// reporting order and the termination message bound (format, codec and clip
+// decisions: plan.test.ts).
+import { expect } from 'chai';
+import { pino } from 'pino';
+import { parseSpec, SpecError } from '../src/config.js';
+import { redactUrls } from '../src/pipeline.js';
+import { actualQuality, releaseDateOf } from '../src/plan.js';
+import { MAX_TERMINATION_MESSAGE_BYTES, StatusReporter, terminationMessage, type RunnerStatusPatch } from '../src/report.js';
+import { DownloadProgress, parseProgressLine } from '../src/ytdlp.js';
+
+const silent = pino({ level: 'silent' });
+
+describe('runner: planning and reporting', () => {
+  describe('metadata', () => {
+    it('actual quality is the shorter side, for horizontal and vertical video', () => {
+      expect(actualQuality(1280, 720)).to.equal('720p');
+      expect(actualQuality(1080, 1920)).to.equal('1080p');
+      expect(actualQuality(undefined, 720)).to.equal(undefined);
+    });
+
+    it('release date is the upload date at midnight UTC', () => {
+      expect(releaseDateOf({ upload_date: '20240315' })).to.equal('2024-03-15T00:00:00.000Z');
+      expect(releaseDateOf({ upload_date: '20240230' })).to.equal(undefined);
+      expect(releaseDateOf({ timestamp: Date.UTC(2023, 0, 2, 23, 59) / 1000 })).to.equal('2023-01-02T00:00:00.000Z');
+      expect(releaseDateOf({})).to.equal(undefined);
+    });
+
+    it('strips query strings from URLs before anything is logged', () => {
+      expect(redactUrls('GET https://cdn.example.com/v.mp4?sig=secret&exp=1 failed')).to.equal('GET https://cdn.example.com/v.mp4?… failed');
+    });
+  });
+
+  describe('spec', () => {
+    it('accepts a normalised spec and fills what a manifest may leave out', () => {
+      const s = parseSpec(JSON.stringify({ url: 'https://example.com/v', owner: { apiKeyId: 'k' }, destination: { type: 'managed' } }));
+      expect(s).to.include({ videoCodec: 'copy', audioOnly: false, videoQuality: 23 });
+    });
+
+    it('refuses non-http sources and names the field, not the value', () => {
+      expect(() => parseSpec(JSON.stringify({ url: 'file:///etc/passwd' }))).to.throw(SpecError, /invalid url/);
+      expect(() => parseSpec('{')).to.throw(SpecError, /not valid JSON/);
+      try {
+        parseSpec(JSON.stringify({ url: 'https://example.com/v', format: 'avi-secret' }));
+      } catch (err) {
+        expect((err as Error).message).to.contain('format').and.not.contain('avi-secret');
+      }
+    });
+  });
+
+  describe('download progress', () => {
+    it('parses the progress template and weighs files by expected size', () => {
+      const p = parseProgressLine('MJPROGRESS downloading 500 1000 NA NA NA 1755')!;
+      expect(p).to.deep.include({ status: 'downloading', downloaded: 500, total: 1000, formatId: '1755' });
+      expect(parseProgressLine('[download] 50%')).to.equal(undefined);
+      const info = { requested_formats: [{ format_id: 'v', filesize: 900 }, { format_id: 'a', filesize: 100 }] };
+      const dp = new DownloadProgress(info, ['v', 'a']);
+      expect(dp.update(p && { ...p, formatId: 'v' })).to.be.closeTo(0.45, 1e-9);
+      expect(dp.update({ status: 'finished', formatId: 'v' })).to.be.closeTo(0.9, 1e-9);
+      expect(dp.update({ status: 'downloading', fragment: 3, fragments: 5, formatId: 'a' })).to.be.closeTo(0.94, 1e-9);
+      expect(dp.update({ status: 'finished', formatId: 'a' })).to.equal(1);
+    });
+
+    it('weighs equally when sizes are unknown, and never lets an estimate reach 100%', () => {
+      const dp = new DownloadProgress({}, ['v', 'a']);
+      expect(dp.update({ status: 'downloading', downloaded: 2000, estimate: 1000, formatId: 'v' })).to.be.closeTo(0.495, 1e-9);
+    });
+  });
+
+  describe('status reporter', () => {
+    it('sends patches in order, throttles progress, and survives a sink that keeps failing', async () => {
+      const sent: RunnerStatusPatch[] = [];
+      let fail = 0;
+      const r = new StatusReporter({
+        namespace: 'ns', name: 'mj', logger: silent, backoffMs: 1, progressIntervalMs: 50,
+        sink: { async patch(s) { if (fail > 0) { fail--; throw Object.assign(new Error('conflict'), { code: 409 }); } sent.push(s); } },
+      });
+      fail = 2; // two conflicts, then success: retried
+      await r.setStep('Downloading', 0, { error: null });
+      r.setProgress(5);
+      r.setProgress(10); // within the interval: coalesced
+      r.setProgress(8); // never backwards
+      await new Promise((res) => setTimeout(res, 80));
+      await r.setStep('Muxing', 33);
+      fail = 100; // every attempt fails: the job goes on
+      await r.finish({ step: 'Finished', progress: 100, outcome: 'completed', result: { storageKey: 'k', fileSize: 1 } });
+      expect(r.failures).to.equal(1);
+      expect(sent.map((s) => `${s.step}:${s.progress}`)).to.deep.equal(['Downloading:0', 'Downloading:5', 'Downloading:10', 'Muxing:33']);
+      expect(sent[0]).to.have.property('error', null);
+    });
+
+    it('gives up on a hung API server instead of holding the job', async () => {
+      const r = new StatusReporter({ namespace: 'ns', name: 'mj', logger: silent, backoffMs: 1, attempts: 2, requestTimeoutMs: 30, sink: { patch: () => new Promise<void>(() => undefined) } });
+      const started = Date.now();
+      await r.setStep('Downloading', 0);
+      expect(Date.now() - started).to.be.below(1000);
+      expect(r.failures).to.equal(1);
+    });
+
+    it('does not retry a patch the API refuses for good (e.g. the MediaJob is gone)', async () => {
+      let calls = 0;
+      const r = new StatusReporter({ namespace: 'ns', name: 'mj', logger: silent, backoffMs: 1, sink: { async patch() { calls++; throw Object.assign(new Error('nf'), { code: 404 }); } } });
+      await r.setStep('Downloading', 0);
+      expect(calls).to.equal(1);
+    });
+  });
+
+  describe('termination message', () => {
+    it('stays valid JSON under 4 KiB whatever the description', () => {
+      const report = { step: 'Finished', progress: 100, outcome: 'completed', result: { storageKey: 'videos/x.mp4', fileSize: 1, title: 'T'.repeat(3000), description: 'ü'.repeat(20_000) } } as const;
+      const msg = terminationMessage(report);
+      expect(Buffer.byteLength(msg)).to.be.at.most(MAX_TERMINATION_MESSAGE_BYTES);
+      const parsed = JSON.parse(msg) as typeof report;
+      expect(parsed.outcome).to.equal('completed');
+      expect(parsed.result.storageKey).to.equal('videos/x.mp4');
+      const small = { outcome: 'failed', error: 'e', errorType: 'error' } as const;
+      expect(JSON.parse(terminationMessage(small))).to.deep.equal(small);
+    });
+  });
+});

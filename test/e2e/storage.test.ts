@@ -1,0 +1,237 @@
+// Delivery to the user's own storage, end to end through every component:
+// a saved S3 destination and inline S3 credentials (s3rver), the operator
+// building the runner's destination.json from the Secret or the sealed
+// payload, the real runner uploading, and the job's presigned URL downloaded
+// and compared byte for byte with the stored object. Then the failures that
+// must never fall back to another destination: credentials revoked between
+// submit and upload, and a destination that cannot be resolved. Last, every
+// log line of the run is searched for the credentials.
+import { expect } from 'chai';
+import { randomBytes } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { createApiKey } from '../../api-gateway/src/db/api-keys.js';
+import { eventually } from '../../local-cluster/test/support.js';
+import { startAzurite, type RunningAzurite } from '../support/azurite.js';
+import { startFakeOss, type RunningFakeOss } from '../support/fake-oss.js';
+import { startMediaServer, type MediaServer } from '../support/media.js';
+import { startS3rver, type RunningS3rver } from '../support/s3rver.js';
+import { startReceiver, startService, type Receiver, type Service } from './support.js';
+
+// s3rver accepts only registered access key ids (SigV4 signatures are not
+// checked), so registering and revoking a key pair is real revocation.
+const s3rverAccounts = createRequire(import.meta.url)('s3rver/lib/models/account.js') as {
+  DUMMY_ACCOUNT: { createKeyPair(id: string, secret: string): void; revokeAccessKey(id: string): void };
+};
+
+interface KeyPair {
+  accessKey: string;
+  secretKey: string;
+}
+
+function newS3Key(): KeyPair {
+  const pair = { accessKey: `MJE2E${randomBytes(6).toString('hex').toUpperCase()}`, secretKey: `mj-e2e-secret-${randomBytes(16).toString('hex')}` };
+  s3rverAccounts.DUMMY_ACCOUNT.createKeyPair(pair.accessKey, pair.secretKey);
+  return pair;
+}
+
+const TERMINAL = ['Completed', 'Failed', 'Warning', 'Skipped'];
+
+describe('end to end: delivery to saved and inline S3 destinations', function () {
+  this.timeout(240_000);
+  let svc: Service;
+  let media: MediaServer;
+  let s3: RunningS3rver;
+  let receiver: Receiver;
+  let azurite: RunningAzurite;
+  let oss: RunningFakeOss;
+  const ossKey = { accessKeyId: `LTAI${randomBytes(8).toString('hex')}`, accessKeySecret: randomBytes(18).toString('base64') };
+  const lines: string[] = [];
+  /** Every credential this run handles; none may appear in any log. */
+  const secrets: string[] = [];
+
+  const waitForJob = (id: string, key?: string) => eventually(async () => {
+    const r = await svc.api('GET', `/jobs/${id}`, undefined, key);
+    return TERMINAL.includes(r.body.status as string) ? r.body : undefined;
+  }, 90_000, 250);
+
+  const s3Destination = (pair: KeyPair, bucket: string) => ({
+    endpoint: s3.endpoint, bucket, region: 'us-east-1', access_key: pair.accessKey, secret_key: pair.secretKey,
+  });
+
+  async function storedObject(pair: KeyPair, bucket: string, key: string): Promise<Buffer> {
+    const client = new S3Client({
+      endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true,
+      credentials: { accessKeyId: pair.accessKey, secretAccessKey: pair.secretKey },
+    });
+    try {
+      const out = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+      return Buffer.from(await out.Body!.transformToByteArray());
+    } finally {
+      client.destroy();
+    }
+  }
+
+  async function download(url: string): Promise<Buffer> {
+    const res = await fetch(url);
+    expect(res.status, 'presigned download').to.equal(200);
+    return Buffer.from(await res.arrayBuffer());
+  }
+
+  const managedFiles = () => readdirSync(svc.env.MANAGED_STORAGE_DIR!, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
+
+  before(async () => {
+    media = await startMediaServer();
+    s3 = await startS3rver({ buckets: ['saved', 'inline', 'revoked'] });
+    receiver = await startReceiver();
+    azurite = await startAzurite({ containers: ['media'] });
+    // Signed URLs name the fake's address, not a bucket host: it serves them from boundBucket (a bound custom domain on OSS).
+    oss = await startFakeOss({ keys: [ossKey], buckets: ['media'], boundBucket: 'media' });
+    secrets.push(azurite.accountKey, ossKey.accessKeyId, ossKey.accessKeySecret);
+    svc = await startService({ logDestination: { write: (line: string) => void lines.push(line) } });
+    secrets.push(svc.apiKey, ...String(svc.env.SECRET_KEYS).split(',').map((e) => e.slice(e.indexOf(':') + 1)));
+  });
+
+  after(async () => {
+    await svc?.stop();
+    await receiver?.stop();
+    await oss?.stop();
+    await azurite?.stop();
+    await s3?.stop();
+    await media?.stop();
+  });
+
+  it('a saved destination: the file lands at [folder_prefix/]base_folder/[folder/]name.ext and its URL downloads it', async () => {
+    const pair = newS3Key();
+    secrets.push(pair.accessKey, pair.secretKey);
+    const saved = await svc.api('POST', '/user/s3', { ...s3Destination(pair, 'saved'), folder_prefix: 'acme', base_folder: 'media' });
+    expect(saved.status, JSON.stringify(saved.body)).to.equal(200);
+
+    const created = await svc.api('POST', '/jobs', { url: media.mp4Url, filename: 'clip one', folder: 'season/1', webhook_url: receiver.url });
+    expect(created.status).to.equal(201);
+    const id = created.body.job_id as string;
+    const job = await waitForJob(id);
+    expect(job.status, String(job.error)).to.equal('Completed');
+    expect(job.s3_key).to.equal('acme/media/season/1/clip one.mp4');
+
+    const url = new URL(job.s3_url as string);
+    expect(url.origin).to.equal(s3.endpoint);
+    expect(url.searchParams.get('X-Amz-Expires')).to.equal('86400');
+    const bytes = await download(url.toString());
+    expect(bytes.length).to.equal(job.file_size);
+    expect(bytes.equals(await storedObject(pair, 'saved', job.s3_key as string)), 'byte for byte').to.equal(true);
+
+    const hook = await eventually(() => receiver.hooks.find((h) => h.body.job_id === id && h.body.type === 'job_completed'), 15_000);
+    expect((await download(hook.body.s3_url as string)).equals(bytes)).to.equal(true);
+    expect(managedFiles(), 'nothing in managed storage').to.have.length(0);
+  });
+
+  it('inline credentials: delivered, then deleted from the row and the cluster when the job ends', async () => {
+    const pair = newS3Key();
+    secrets.push(pair.accessKey, pair.secretKey);
+    const created = await svc.api('POST', '/jobs', { url: media.mp4Url, storage: { provider: 's3', ...s3Destination(pair, 'inline') } });
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    const id = created.body.job_id as string;
+    const job = await waitForJob(id);
+    expect(job.status, String(job.error)).to.equal('Completed');
+    expect(job.s3_key).to.equal(`videos/${id}.mp4`);
+    const bytes = await download(job.s3_url as string);
+    expect(bytes.equals(await storedObject(pair, 'inline', job.s3_key as string)), 'byte for byte').to.equal(true);
+
+    await eventually(async () => {
+      const r = await svc.db.pool.query<{ storage_enc: string | null }>('SELECT storage_enc FROM jobs WHERE id = $1', [id]);
+      return r.rows[0]!.storage_enc === null ? true : undefined;
+    }, 15_000);
+    await eventually(async () => {
+      const out = await svc.cluster.kubectl(['get', 'secrets', '-l', `mediajobs.io/job-id=${id}`, '-o', 'name']);
+      return out.stdout.trim() === '' ? true : undefined;
+    }, 15_000);
+    // The URL signed at completion still serves GET /jobs/{id}.
+    const again = await svc.api('GET', `/jobs/${id}`);
+    expect((await download(again.body.s3_url as string)).equals(bytes)).to.equal(true);
+  });
+
+  it('credentials revoked between submit and upload: Failed with reason storage_unreachable, delivered nowhere', async () => {
+    const pair = newS3Key();
+    secrets.push(pair.accessKey, pair.secretKey);
+    const other = await createApiKey(svc.db.pool, { name: 'revoked-destination' });
+    secrets.push(other.key);
+    expect((await svc.api('POST', '/user/s3', s3Destination(pair, 'revoked'), other.key)).status).to.equal(200);
+    const created = await svc.api('POST', '/jobs', { url: media.mp4Url }, other.key);
+    expect(created.status).to.equal(201);
+    s3rverAccounts.DUMMY_ACCOUNT.revokeAccessKey(pair.accessKey);
+
+    const id = created.body.job_id as string;
+    const job = await waitForJob(id, other.key);
+    expect(job).to.include({ status: 'Failed', reason: 'storage_unreachable', error_type: 'error', s3_key: null, s3_url: null });
+    const uploads = s3.events.filter((e) => e.eventName.startsWith('ObjectCreated') && !e.key.endsWith('verify_credentials.txt'));
+    expect(uploads.filter((e) => e.key.includes(id))).to.have.length(0);
+    expect(managedFiles(), 'not delivered to managed storage either').to.have.length(0);
+  });
+
+  it('a destination that cannot be resolved, or is not the owner\'s: Failed with storage_unreachable before any download', async () => {
+    const keyId = (await svc.db.pool.query<{ id: string }>('SELECT id FROM api_keys WHERE name = $1', ['e2e'])).rows[0]!.id;
+    const stranger = await createApiKey(svc.db.pool, { name: 'stranger' });
+    const requestsBefore = media.requests;
+    const manifest = (name: string, owner: string, secretName: string) => svc.cluster.manifest(`${name}.yaml`, [
+      'apiVersion: mediajobs.io/v1alpha1', 'kind: MediaJob', 'metadata:', `  name: ${name}`, 'spec:', `  url: ${media.mp4Url}`,
+      '  owner:', `    apiKeyId: ${owner}`, '  destination:', '    type: saved', '    provider: s3', `    secretName: ${secretName}`, '',
+    ].join('\n'));
+    // No such Secret.
+    await svc.cluster.kubectl(['apply', '-f', manifest('unresolvable', stranger.id, `mj-dest-key-${stranger.id}-s3`)]);
+    // The e2e key's saved Secret exists, but the job belongs to another key.
+    await svc.cluster.kubectl(['apply', '-f', manifest('not-the-owners', stranger.id, `mj-dest-key-${keyId}-s3`)]);
+    for (const name of ['unresolvable', 'not-the-owners']) {
+      const status = await eventually(async () => {
+        const out = await svc.cluster.kubectl(['get', 'mediajob', name, '-o', 'jsonpath={.status.status}/{.status.reason}/{.status.step}']);
+        return out.stdout.startsWith('Failed') ? out.stdout : undefined;
+      }, 30_000, 200);
+      expect(status, name).to.equal('Failed/storage_unreachable/Queued');
+    }
+    expect(media.requests, 'no download was attempted').to.equal(requestsBefore);
+  });
+
+  it('a saved Blob destination (Azurite): delivered and downloadable by its SAS URL, byte for byte', async () => {
+    const k = await createApiKey(svc.db.pool, { name: 'blob-owner' });
+    secrets.push(k.key);
+    const saved = await svc.api('POST', '/user/blob', {
+      account_name: azurite.accountName, account_key: azurite.accountKey, container: 'media', endpoint: azurite.endpoint, folder_prefix: 'az',
+    }, k.key);
+    expect(saved.status, JSON.stringify(saved.body)).to.equal(200);
+    const created = await svc.api('POST', '/jobs', { url: media.mp4Url, filename: 'blob clip' }, k.key);
+    const job = await waitForJob(created.body.job_id as string, k.key);
+    expect(job.status, String(job.error)).to.equal('Completed');
+    expect(job.s3_key).to.equal('az/videos/blob clip.mp4');
+    const bytes = await download(job.s3_url as string);
+    const stored = await azurite.client().getContainerClient('media').getBlobClient(job.s3_key as string).downloadToBuffer();
+    expect(bytes.equals(stored), 'byte for byte').to.equal(true);
+  });
+
+  it('inline OSS credentials (OSS fake): delivered and downloadable by its signed URL, byte for byte', async () => {
+    const created = await svc.api('POST', '/jobs', {
+      url: media.mp4Url, folder: 'inline',
+      storage: { provider: 'oss', endpoint: oss.endpoint, region: oss.region, bucket: 'media', access_key_id: ossKey.accessKeyId, access_key_secret: ossKey.accessKeySecret },
+    });
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    const id = created.body.job_id as string;
+    const job = await waitForJob(id);
+    expect(job.status, String(job.error)).to.equal('Completed');
+    expect(job.s3_key).to.equal(`videos/inline/${id}.mp4`);
+    const bytes = await download(job.s3_url as string);
+    expect(bytes.equals(oss.objects('media').get(job.s3_key as string)!.body), 'byte for byte').to.equal(true);
+  });
+
+  describe('after the jobs above', () => {
+    it('no log line of the gateway, the operator or a runner carries a credential', async () => {
+      const pods = (await svc.cluster.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/managed-by=mediajobs-operator', '-o', 'name'])).stdout
+        .split('\n').filter(Boolean);
+      expect(pods.length).to.be.at.least(3);
+      const runnerLogs = await Promise.all(pods.map(async (p) => (await svc.cluster.kubectl(['logs', p])).stdout));
+      const all = [...lines, ...runnerLogs].join('\n');
+      expect(lines.length, 'gateway and operator lines captured').to.be.greaterThan(20);
+      expect(all).to.include('storage destination saved');
+      for (const s of secrets) expect(all, 'a credential in the logs').to.not.include(s);
+    });
+  });
+});

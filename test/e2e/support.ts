@@ -1,0 +1,153 @@
+// The whole service for end-to-end tests: the local cluster running the real
+// runner (yt-dlp + ffmpeg) as pod processes, a fresh Postgres database, the
+// gateway and the operator, managed storage on local disk or S3 (s3rver).
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pino, type DestinationStream } from 'pino';
+import { createLogger } from '@mediajobs/lib/logger';
+import { SecretBox } from '@mediajobs/lib/secret-box';
+import { loadGatewayConfig } from '../../api-gateway/src/config.js';
+import { createApiKey } from '../../api-gateway/src/db/api-keys.js';
+import { startGateway, type RunningGateway } from '../../api-gateway/src/server.js';
+import { loadOperatorConfig } from '../../operator/src/config.js';
+import { managedStorageAccess } from '../../operator/src/managed-storage.js';
+import { startOperator, type OperatorHandle } from '../../operator/src/operator.js';
+import { startTestCluster, type TestCluster } from '../../local-cluster/test/support.js';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { tsxCommand } from '../support/tsx.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export const RUNNER_IMAGE = 'mediajobs/runner:e2e';
+
+export interface Service {
+  cluster: TestCluster;
+  db: TestDatabase;
+  gateway: RunningGateway;
+  operator: OperatorHandle;
+  apiKey: string;
+  env: NodeJS.ProcessEnv;
+  /** Call the gateway with the test key. */
+  api(method: string, path: string, body?: unknown, key?: string): Promise<{ status: number; body: Record<string, unknown> }>;
+  restartOperator(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface ServiceOptions {
+  /** Managed storage settings (MANAGED_STORAGE=s3 ...); default local disk. */
+  storageEnv?: Record<string, string>;
+  operatorEnv?: Record<string, string>;
+  logLevel?: string;
+  /**
+   * Where the gateway's and the operator's log lines go, through lib's
+   * createLogger as in production (its redaction included); default: pino
+   * at `logLevel`, which is silent unless LOG_LEVEL says otherwise.
+   */
+  logDestination?: DestinationStream;
+}
+
+export async function startService(opts: ServiceOptions = {}): Promise<Service> {
+  const logLevel = opts.logLevel ?? process.env.LOG_LEVEL ?? 'silent';
+  const cluster = await startTestCluster({ imageCommands: { [RUNNER_IMAGE]: tsxCommand(join(ROOT, 'runner-image/src/main.ts')) } });
+  for (const f of readdirSync(join(ROOT, 'crds')).filter((n) => n.endsWith('.yaml'))) {
+    await cluster.kubectl(['apply', '-f', join(ROOT, 'crds', f)]);
+  }
+  const db = await createTestDatabase('mediajobs_e2e');
+  const storageDir = mkdtempSync(join(tmpdir(), 'mj-e2e-storage-'));
+  const env: NodeJS.ProcessEnv = {
+    DATABASE_URL: db.url,
+    KUBECONFIG: cluster.cluster.kubeconfigPath,
+    SECRET_KEYS: SecretBox.generateSpec('e2e'),
+    FILE_URL_SECRET: randomBytes(24).toString('hex'),
+    MANAGED_STORAGE: 'local',
+    MANAGED_STORAGE_DIR: storageDir,
+    HOST: '127.0.0.1',
+    RUNNER_IMAGE,
+    LOG_LEVEL: logLevel,
+    LEASE_DURATION_SECONDS: '2',
+    LEASE_RENEW_SECONDS: '1',
+    WEBHOOK_BACKOFF_MS: '200',
+    ...opts.storageEnv,
+    ...opts.operatorEnv,
+  };
+  // Local download URLs carry the gateway's address, so the port is chosen before it starts.
+  const port = await freePort();
+  env.PORT = String(port);
+  env.PUBLIC_BASE_URL = `http://127.0.0.1:${port}`;
+  const logger = (name: string) => opts.logDestination
+    ? createLogger(name, opts.logLevel ?? 'debug', {}, opts.logDestination)
+    : pino({ level: logLevel });
+  const gw = await startGateway(loadGatewayConfig(env), { logger: logger('api-gateway') });
+  const startOp = () => {
+    const cfg = loadOperatorConfig(env);
+    return startOperator(cfg, { storage: managedStorageAccess(cfg), log: logger('operator') });
+  };
+  let operator = await startOp();
+  const { key: apiKey } = await createApiKey(db.pool, { name: 'e2e' });
+
+  const service: Service = {
+    cluster, db, gateway: gw, operator, apiKey, env,
+    async api(method, path, body, key = apiKey) {
+      const res = await fetch(`${gw.url}${path}`, {
+        method,
+        headers: { 'x-api-key': key, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await res.text();
+      return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+    },
+    async restartOperator() {
+      await operator.stop();
+      operator = await startOp();
+      service.operator = operator;
+    },
+    async stop() {
+      await operator.stop();
+      await gw.close();
+      await db.drop();
+      await cluster.stop();
+      rmSync(storageDir, { recursive: true, force: true });
+    },
+  };
+  return service;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Receiver {
+  url: string;
+  hooks: { body: Record<string, unknown>; eventId?: string }[];
+  stop(): Promise<void>;
+}
+
+/** A webhook receiver that records every delivery. */
+export async function startReceiver(): Promise<Receiver> {
+  const hooks: Receiver['hooks'] = [];
+  const server: Server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (c: Buffer) => (text += c.toString()));
+    req.on('end', () => {
+      hooks.push({ body: JSON.parse(text) as Record<string, unknown>, eventId: req.headers['x-mediajobs-event-id'] as string | undefined });
+      res.writeHead(200).end('ok');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhook`,
+    hooks,
+    stop: () => new Promise((r) => server.close(() => r())),
+  };
+}
