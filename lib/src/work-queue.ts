@@ -84,13 +84,15 @@ export class WorkQueue {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  stop(): void {
+  /** Take no more work; resolves when the passes in flight have ended. */
+  stop(): Promise<void> {
     this.stopped = true;
     for (const { timer } of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
     this.waiting.length = 0;
     this.queued.clear();
     this.dirty.clear();
+    return this.idle();
   }
 
   private pump(): void {

@@ -3,6 +3,7 @@
 // outbox in the same transaction as the state change they announce.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
+import { withTransaction } from '@mediajobs/lib/pg-client';
 import { TERMINAL_STATUSES, type Destination, type MediaJob, type MediaJobStatus } from '@mediajobs/lib/mediajob/types';
 
 export interface JobRow {
@@ -77,16 +78,11 @@ export class OperatorDb {
     jobId: string, s: MediaJobStatus,
     eventsFor: (oldStatus: string, row: JobRow) => OutboxEvent[],
   ): Promise<string | undefined> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    return withTransaction(this.pool, async (client) => {
       const cur = await client.query<JobRow & { step: string; progress: number }>(
         `SELECT id, api_key_id, url, status, step, progress, webhook_url_enc, options FROM jobs WHERE id = $1 FOR UPDATE`, [jobId]);
       const row = cur.rows[0];
-      if (!row || TERMINAL_STATUSES.includes(row.status as never)) {
-        await client.query('ROLLBACK');
-        return undefined;
-      }
+      if (!row || TERMINAL_STATUSES.includes(row.status as never)) return undefined;
       const r = s.result;
       await client.query(
         `UPDATE jobs SET status = $2, step = $3, progress = $4, error = $5, error_type = $6, reason = $7,
@@ -106,14 +102,8 @@ export class OperatorDb {
         );
       }
       if (events.length) await client.query(`NOTIFY mediajobs_outbox`);
-      await client.query('COMMIT');
       return row.status;
-    } catch (e) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw e;
-    } finally {
-      client.release();
-    }
+    });
   }
 
   /** Pending rows whose MediaJob should exist by now (the gateway could not create it). */

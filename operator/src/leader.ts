@@ -50,6 +50,12 @@ export class LeaderElector {
     } catch (err) {
       this.log.warn({ err: String(err) }, 'lease update failed');
     }
+    // stop() may have run while the lease call was in flight: a renewal that
+    // lands after it must not make a stopped elector lead again.
+    if (this.stopped) {
+      if (acquired && !this.leading) await this.release().catch(() => undefined);
+      return;
+    }
     if (acquired) this.lastRenew = Date.now();
     if (acquired && !this.leading) await this.setLeading(true);
     if (!acquired && this.leading && Date.now() - this.lastRenew > this.o.leaseDurationSeconds * 1000) await this.setLeading(false);

@@ -77,7 +77,7 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
     async stop() {
       if (elector) await elector.stop();
       else await unlead();
-      controller.stop();
+      await controller.stop();
       await controller.stopInformers();
       if (ownPool) await pool.end();
     },

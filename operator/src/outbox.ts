@@ -36,10 +36,16 @@ export class OutboxDispatcher {
   async start(): Promise<void> {
     this.stopped = false;
     try {
-      this.listener = await this.pool.connect();
-      this.listener.on('notification', () => this.kick());
-      this.listener.on('error', () => undefined);
-      await this.listener.query('LISTEN mediajobs_outbox');
+      const listener = await this.pool.connect();
+      this.listener = listener;
+      listener.on('notification', () => this.kick());
+      // A lost LISTEN connection leaves polling, which still delivers everything; the broken client is destroyed.
+      listener.on('error', (err) => {
+        this.log.warn({ err: err.message }, 'outbox LISTEN connection lost; polling only');
+        if (this.listener === listener) this.listener = undefined;
+        listener.release(err);
+      });
+      await listener.query('LISTEN mediajobs_outbox');
     } catch (err) {
       this.log.warn({ err }, 'outbox LISTEN unavailable; polling only');
     }

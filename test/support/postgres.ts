@@ -26,6 +26,7 @@ export async function createTestDatabase(prefix = 'mediajobs_test', opts: { migr
   const url = new URL(PG_ADMIN_URL);
   url.pathname = `/${name}`;
   const pool = new pg.Pool({ connectionString: url.toString(), max: 10 });
+  pool.on('error', () => undefined);
   if (opts.migrate ?? true) await migrate(pool);
   return {
     name,
@@ -35,10 +36,27 @@ export async function createTestDatabase(prefix = 'mediajobs_test', opts: { migr
       await pool.end();
       const a = new pg.Client({ connectionString: PG_ADMIN_URL });
       await a.connect();
-      await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await a.end();
+      try {
+        // Everything the suite started should have closed its connections by now;
+        // one still open is a leak worth seeing, though FORCE ends it either way.
+        const left = await openConnections(a, name);
+        if (left.length) console.error(`test database ${name} still has connections at drop: ${JSON.stringify(left)}`);
+        await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await a.end();
+      }
     },
   };
+}
+
+/** Connections to `db` other than `admin`'s own, waiting up to 2 s for closing ones to go. */
+async function openConnections(admin: pg.Client, db: string): Promise<{ pid: number; state: string; query: string }[]> {
+  for (let i = 0; ; i++) {
+    const r = await admin.query<{ pid: number; state: string; query: string }>(
+      'SELECT pid, state, query FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [db]);
+    if (!r.rows.length || i >= 20) return r.rows;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 /** An API key row for tests (the key itself is irrelevant here: its hash is random). */

@@ -6,6 +6,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
+import { withClient } from '@mediajobs/lib/pg-client';
 
 /** Arbitrary but fixed: the advisory lock id of "mediajobs migrations". */
 export const MIGRATION_LOCK_ID = 0x6d6a6d67; // "mjmg"
@@ -26,9 +27,8 @@ export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
 
 /** Apply what is missing; returns the versions applied by this call. */
 export async function migrate(pool: pg.Pool, migrations = loadMigrations()): Promise<string[]> {
-  const client = await pool.connect();
   const applied: string[] = [];
-  try {
+  await withClient(pool, async (client) => {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
     try {
       await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -52,9 +52,7 @@ export async function migrate(pool: pg.Pool, migrations = loadMigrations()): Pro
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]);
     }
-  } finally {
-    client.release();
-  }
+  });
   return applied;
 }
 

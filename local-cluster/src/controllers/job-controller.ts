@@ -90,7 +90,7 @@ export class JobController {
     this.unsubscribe?.();
     this.unsubscribe = undefined;
     if (this.resync) clearInterval(this.resync);
-    this.queue.stop();
+    void this.queue.stop();
   }
 
   private resyncAll(): void {

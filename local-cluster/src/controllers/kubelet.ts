@@ -97,7 +97,7 @@ export class Kubelet {
     this.unsubscribe?.();
     this.unsubscribe = undefined;
     if (this.resync) clearInterval(this.resync);
-    this.queue.stop();
+    void this.queue.stop();
     const grace = this.opts.stopGraceMs ?? 5000;
     await Promise.all([...this.workers.values()].map((w) => w.stop(grace)));
   }

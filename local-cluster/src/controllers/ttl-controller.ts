@@ -39,7 +39,7 @@ export class TtlController {
   stop(): void {
     this.unsubscribe?.();
     this.unsubscribe = undefined;
-    this.queue.stop();
+    void this.queue.stop();
   }
 
   private observe(c: Change): void {
