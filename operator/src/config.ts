@@ -12,6 +12,8 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).extend({
   RUNNER_SERVICE_ACCOUNT: z.string().optional(),
   /** Jobs running at once across the cluster; the rest wait as Pending. */
   MAX_RUNNING_JOBS: envInt(1).default(10),
+  /** A waiting MediaJob looks again for a free slot this often; a safety net, since a finishing job wakes the next at once. */
+  ADMISSION_RECHECK_SECONDS: envInt(1).default(3),
   /** MediaJobs reconciled at once. */
   RECONCILE_CONCURRENCY: envInt(1, 256).default(8),
   /** batch/v1 Job settings of the runner Job. */

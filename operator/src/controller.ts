@@ -41,7 +41,6 @@ export interface ControllerDeps {
 }
 
 const keyOf = (ns: string | undefined, name: string | undefined) => `${ns}/${name}`;
-const WAITING_RECHECK_MS = 3000;
 
 export class MediaJobController {
   readonly queue: WorkQueue;
@@ -133,9 +132,10 @@ export class MediaJobController {
     this.active = false;
   }
 
-  stop(): void {
+  /** Stop reconciling; resolves when the reconciles in flight have ended (they hold Postgres clients). */
+  stop(): Promise<void> {
     this.active = false;
-    this.queue.stop();
+    return this.queue.stop();
   }
 
   private enqueue(key: string): void {
@@ -175,8 +175,8 @@ export class MediaJobController {
       if (!this.admit(key, mj)) {
         await this.writeStatus(mj, deriveStatus({ mj, admitted: false, jobName }, new Date()) as MediaJobStatus);
         // Level-triggered safety net: a waiting job looks at the free slots again
-        // soon even if the wake-up from a finishing job was missed.
-        this.queue.addAfter(key, WAITING_RECHECK_MS);
+        // soon even if a wake-up was lost (a release while this pass was in flight).
+        this.queue.addAfter(key, this.d.cfg.ADMISSION_RECHECK_SECONDS * 1000);
         return;
       }
     }
@@ -231,8 +231,7 @@ export class MediaJobController {
     const free = this.d.cfg.MAX_RUNNING_JOBS - this.admitted.size;
     if (!this.waiting.has(key)) this.waiting.set(key, Date.parse(mj.metadata.creationTimestamp ?? '') || Date.now());
     if (free <= 0) return false;
-    const first = [...this.waiting.entries()].sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : 1)).slice(0, free).map(([k]) => k);
-    if (!first.includes(key)) return false;
+    if (!this.oldestWaiting(free).includes(key)) return false;
     this.waiting.delete(key);
     this.admitted.add(key);
     return true;
@@ -243,8 +242,18 @@ export class MediaJobController {
     this.waiting.delete(key);
     if (!this.admitted.delete(key)) return;
     const free = this.d.cfg.MAX_RUNNING_JOBS - this.admitted.size;
-    const next = [...this.waiting.entries()].sort((a, b) => a[1] - b[1]).slice(0, Math.max(0, free));
-    for (const [k] of next) this.queue.add(k);
+    for (const k of this.oldestWaiting(free)) this.queue.add(k);
+  }
+
+  /**
+   * The `n` waiting MediaJobs first in line. admit() and release() must agree
+   * on this order: creation timestamps have one-second resolution, so ties
+   * are common, and a release that woke a different tied job than the one
+   * admit() lets in left the right one asleep until its periodic re-check.
+   */
+  private oldestWaiting(n: number): string[] {
+    if (n <= 0) return [];
+    return [...this.waiting.entries()].sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : 1)).slice(0, n).map(([k]) => k);
   }
 
   private async createChildren(mj: MediaJob): Promise<k8s.V1Job | undefined> {

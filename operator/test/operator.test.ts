@@ -144,21 +144,29 @@ describe('operator on the local cluster', function () {
   });
 
   it('keeps at most MAX_RUNNING_JOBS runner Jobs active and admits the rest in order', async () => {
-    operator = await start({ MAX_RUNNING_JOBS: '1' });
-    for (const n of ['cap-a', 'cap-b', 'cap-c']) await create(mediaJob(n, 'http://scripted.invalid/complete?sleepMs=400'));
+    // No periodic re-check within the test: each admission must come from the wake-up of a finishing job.
+    operator = await start({ MAX_RUNNING_JOBS: '1', ADMISSION_RECHECK_SECONDS: '3600' });
+    // Created in reverse name order, mostly within one second: creation timestamps tie, and the
+    // tie-break (by name) must be the same when a slot frees as when a job asks for one.
+    const names = ['cap-c', 'cap-b', 'cap-a'];
+    for (const n of names) await create(mediaJob(n, 'http://scripted.invalid/complete?sleepMs=400'));
     let maxActive = 0;
     await eventually(async () => {
       const jobs = await batch.listNamespacedJob({ namespace: 'default', labelSelector: 'app.kubernetes.io/managed-by=mediajobs-operator' });
       const capJobs = jobs.items.filter((j) => (j.metadata!.labels!['mediajobs.io/mediajob'] ?? '').startsWith('cap-'));
       const active = capJobs.filter((j) => !j.status?.conditions?.some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True')).length;
       maxActive = Math.max(maxActive, active);
-      const done = await Promise.all(['cap-a', 'cap-b', 'cap-c'].map(statusOf));
+      const done = await Promise.all(names.map(statusOf));
       return done.every((s) => s === 'Completed');
     }, 90_000, 25);
     expect(maxActive).to.equal(1);
-    const finish = await Promise.all(['cap-a', 'cap-b', 'cap-c'].map(async (n) => Date.parse((await get(n)).status!.finishTime!)));
-    expect(finish[0]).to.be.at.most(finish[1]!);
-    expect(finish[1]).to.be.at.most(finish[2]!);
+    // The first to ask found the slot free; the two that waited then go oldest first (same second: by name).
+    const got = await Promise.all(names.map(get));
+    const finishedAt = (mj: MediaJob) => Date.parse(mj.status!.finishTime!);
+    const [, ...waited] = [...got].sort((a, b) => finishedAt(a) - finishedAt(b));
+    const fifo = [...waited].sort((a, b) => Date.parse(a.metadata.creationTimestamp!) - Date.parse(b.metadata.creationTimestamp!)
+      || (a.metadata.name! < b.metadata.name! ? -1 : 1));
+    expect(finishedAt(fifo[0]!)).to.be.at.most(finishedAt(fifo[1]!));
   });
 
   it('survives a restart mid-job: one runner Job, one terminal webhook', async () => {
