@@ -10,7 +10,8 @@
 // BENCH_DURATION (s, default 20), BENCH_CONNECTIONS (50), BENCH_ROWS
 // (1000000), BENCH_GET_DURATION (10), BENCH_GET_CONNECTIONS (10),
 // BENCH_DATABASE_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test),
-// BENCH_GATEWAY_LOG_LEVEL (info: the gateway logs every request, as in production).
+// BENCH_GATEWAY_LOG_LEVEL (info: the gateway logs every request, as in production),
+// BENCH_GATEWAY_CPU_PROFILE_DIR (unset: with it, the gateway writes a V8 CPU profile there on exit).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
@@ -34,6 +35,7 @@ const GET_DURATION = Number(process.env.BENCH_GET_DURATION ?? 10);
 const GET_CONNECTIONS = Number(process.env.BENCH_GET_CONNECTIONS ?? 10);
 const ADMIN_URL = process.env.BENCH_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const LOG_LEVEL = process.env.BENCH_GATEWAY_LOG_LEVEL ?? 'info';
+const GATEWAY_PROFILE_DIR = process.env.BENCH_GATEWAY_CPU_PROFILE_DIR;
 const BODY = JSON.stringify({ url: 'https://media.example/watch?v=bench', format: 'mp4', max_resolution: '1080' });
 
 const children: ChildProcess[] = [];
@@ -56,9 +58,10 @@ function freePort(): Promise<number> {
  */
 async function start(
   script: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp | (() => Promise<boolean>), logFile: string,
+  nodeArgs: string[] = [],
 ): Promise<{ proc: ChildProcess }> {
   const fd = openSync(logFile, 'w');
-  const proc = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', fd, fd] });
+  const proc = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', fd, fd] });
   closeSync(fd);
   children.push(proc);
   const deadline = Date.now() + 60_000;
@@ -184,7 +187,8 @@ async function main(): Promise<void> {
     const gw = await start(join(root, 'api-gateway/src/main.ts'), [], {
       DATABASE_URL: dbUrl, PORT: String(gwPort), HOST: '127.0.0.1', KUBECONFIG: kubeconfig, SECRET_KEYS: SecretBox.generateSpec('bench'),
       FILE_URL_SECRET: randomBytes(16).toString('hex'), MANAGED_STORAGE_DIR: join(work, 'storage'), LOG_LEVEL, PG_POOL_MAX: '20',
-    }, async () => (await fetch(`http://127.0.0.1:${gwPort}/readyz`)).ok, join(work, 'gateway.log'));
+    }, async () => (await fetch(`http://127.0.0.1:${gwPort}/readyz`)).ok, join(work, 'gateway.log'),
+    GATEWAY_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${GATEWAY_PROFILE_DIR}`] : []);
     const gwUrl = `http://127.0.0.1:${gwPort}`;
     process.stdout.write(`gateway POST /jobs: ${DURATION} s at concurrency ${CONNECTIONS}...\n`);
     const cluster = children[0]!;

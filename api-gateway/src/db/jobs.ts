@@ -3,7 +3,8 @@
 // Statements are named so pg prepares them once per connection.
 import { randomInt } from 'node:crypto';
 import type pg from 'pg';
-import type { Destination, JobStatus, MediaJobOptions } from '@mediajobs/lib/mediajob/types';
+import type { Destination, JobStatus, MediaJobOptions, StorageProviderName } from '@mediajobs/lib/mediajob/types';
+import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
 
 export const COUNTER_SHARDS = 16;
 
@@ -15,12 +16,14 @@ export interface NewJob {
   webhookUrlEnc: string | null;
   crNamespace: string;
   crName: string;
-  /** The MediaJob's destination (no credentials); kept so a re-created MediaJob delivers to the same place. */
-  destination?: Destination;
-  /** The saved destination it was resolved to (rule 9). */
-  destinationId?: string | null;
-  /** Inline credentials sealed with the SecretBox. */
-  storageEnc?: string | null;
+  /**
+   * Where it delivers: inline credentials already checked (sealed with the
+   * SecretBox), or rule 9 over the saved destinations of the key and its
+   * organization, decided by the insert itself.
+   */
+  target:
+    | { kind: 'inline'; destination: Destination; storageEnc: string }
+    | { kind: 'saved'; organizationId: string | null; provider?: StorageProviderName };
 }
 
 /** A row as GET /jobs lists it (the spec's Job table). */
@@ -55,27 +58,64 @@ export interface JobDetail extends JobSummary {
 
 // The job row and its counter increment in one statement, hence one
 // implicit transaction and one round trip: the total can never disagree
-// with the rows, and the insert costs a single commit.
-export const INSERT_JOB = `
-WITH job AS (
-  INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name,
-                    destination, destination_id, storage_enc)
-  VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7, $9, $10, $11)
-  RETURNING api_key_id
-)
-INSERT INTO job_counters (api_key_id, shard, count)
-SELECT api_key_id, $8, 1 FROM job
-ON CONFLICT (api_key_id, shard) DO UPDATE SET count = job_counters.count + 1`;
+// with the rows, and the insert costs a single commit. For a saved
+// destination, rule 9 runs inside the same statement: the row written
+// carries the destination (never a credential) and its id, or, when a
+// named `storage_provider` has no destination, nothing is written at all.
+const INSERT_COLUMNS = `id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name,
+                    destination, destination_id, storage_enc`;
+const COUNT_JOB = `counted AS (
+  INSERT INTO job_counters (api_key_id, shard, count)
+  SELECT api_key_id, $8, 1 FROM job
+  ON CONFLICT (api_key_id, shard) DO UPDATE SET count = job_counters.count + 1
+)`;
 
-export async function insertJob(pool: pg.Pool, job: NewJob): Promise<void> {
-  await pool.query({
-    name: 'mj-insert-job',
-    text: INSERT_JOB,
-    values: [
-      job.id, job.apiKeyId, job.url, JSON.stringify(job.options), job.webhookUrlEnc, job.crNamespace, job.crName,
-      randomInt(COUNTER_SHARDS), JSON.stringify(job.destination ?? { type: 'managed' }), job.destinationId ?? null, job.storageEnc ?? null,
-    ],
-  });
+export const INSERT_JOB_INLINE = `
+WITH job AS (
+  INSERT INTO jobs (${INSERT_COLUMNS})
+  VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7, $9, NULL, $10)
+  RETURNING api_key_id, destination
+), ${COUNT_JOB}
+SELECT destination FROM job`;
+
+const insertJobSaved = (resolve: string) => `
+WITH dest AS (${resolve}),
+job AS (
+  INSERT INTO jobs (${INSERT_COLUMNS})
+  SELECT $1, $2, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7,
+         CASE WHEN dest.id IS NULL THEN '{"type":"managed"}'::jsonb
+              ELSE jsonb_strip_nulls(jsonb_build_object('type', 'saved', 'provider', dest.provider, 'secretName', dest.secret_name)) END,
+         dest.id, NULL
+    FROM (VALUES (1)) one LEFT JOIN dest ON true
+   WHERE $10::text IS NULL OR dest.id IS NOT NULL
+  RETURNING api_key_id, destination
+), ${COUNT_JOB}
+SELECT destination FROM job`;
+
+export const INSERT_JOB_SAVED_DEFAULT = insertJobSaved(resolveDefaultSql('$2', '$9'));
+export const INSERT_JOB_SAVED_BY_PROVIDER = insertJobSaved(resolveByProviderSql('$2', '$9', '$10'));
+
+/**
+ * Write a new Pending job; returns the destination it was given, or
+ * undefined when the `storage_provider` it named is not configured for the
+ * key or its organization (then nothing was written).
+ */
+export async function insertJob(pool: pg.Pool, job: NewJob): Promise<Destination | undefined> {
+  const common = [job.id, job.apiKeyId, job.url, JSON.stringify(job.options), job.webhookUrlEnc, job.crNamespace, job.crName,
+    randomInt(COUNTER_SHARDS)];
+  const t = job.target;
+  const r = t.kind === 'inline'
+    ? await pool.query<{ destination: Destination }>({
+      name: 'mj-insert-job-inline', text: INSERT_JOB_INLINE, values: [...common, JSON.stringify(t.destination), t.storageEnc],
+    })
+    : t.provider === undefined
+      ? await pool.query<{ destination: Destination }>({
+        name: 'mj-insert-job', text: INSERT_JOB_SAVED_DEFAULT, values: [...common, t.organizationId, null],
+      })
+      : await pool.query<{ destination: Destination }>({
+        name: 'mj-insert-job-provider', text: INSERT_JOB_SAVED_BY_PROVIDER, values: [...common, t.organizationId, t.provider],
+      });
+  return r.rows[0]?.destination;
 }
 
 // Epoch milliseconds are computed by Postgres so the driver never parses

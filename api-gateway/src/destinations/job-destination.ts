@@ -1,26 +1,21 @@
-// Where a new job delivers (POST /jobs): inline `storage` after the spec's
-// three checks, else a saved destination by rule 9, else managed storage.
-// What comes out is the MediaJob's `destination` (never a credential), the
-// saved row it was resolved to, and for inline storage the sealed document
-// that only the operator opens.
+// Inline `storage` on POST /jobs: the spec's three checks (shape, backend
+// construction, live probe), then the MediaJob's `destination` (never a
+// credential) and the sealed document that only the operator opens. Saved
+// destinations (rule 9) are resolved by the job insert itself (db/jobs.ts).
 import { STORAGE_PROVIDERS, type Destination, type StorageProviderName } from '@mediajobs/lib/mediajob/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import { SAVED_ONLY_PROVIDERS, parseDestination } from '@mediajobs/lib/storage/index';
 import { StorageError } from '@mediajobs/lib/storage/types';
-import type pg from 'pg';
 import { destinationDocument, FieldError } from './fields.js';
 import { DestinationCheckError, buildProvider, type ProbeCache, type ProviderSettings } from './probe.js';
-import { resolveSaved } from './store.js';
 
 /** Providers accepted as inline `storage` (spec: drive is a saved destination only). */
 export const INLINE_PROVIDERS: readonly StorageProviderName[] = STORAGE_PROVIDERS.filter((p) => !SAVED_ONLY_PROVIDERS.includes(p));
 
 export interface JobDestination {
   destination: Destination;
-  /** storage_destinations.id of a saved destination. */
-  destinationId?: string;
   /** Inline credentials, sealed: the job row's storage_enc. */
-  storageEnc?: string;
+  storageEnc: string;
 }
 
 export type JobDestinationResult = { ok: true; value: JobDestination } | { ok: false; error: string };
@@ -45,33 +40,13 @@ export function isForbiddenEndpoint(endpoint: unknown): boolean {
 }
 
 export interface JobDestinationDeps {
-  pool: pg.Pool;
   secretBox: SecretBox;
   probes: ProbeCache;
   providerSettings?: ProviderSettings;
 }
 
-export async function jobDestination(
-  deps: JobDestinationDeps,
-  who: { apiKeyId: string; organizationId: string | null },
-  request: { storage?: Record<string, unknown>; storageProvider?: StorageProviderName },
-): Promise<JobDestinationResult> {
-  if (request.storage !== undefined) return inlineDestination(deps, request.storage);
-  const saved = await resolveSaved(deps.pool, who.apiKeyId, who.organizationId, request.storageProvider);
-  if (!saved) {
-    if (request.storageProvider !== undefined) return { ok: false, error: 'storage_provider_not_configured' };
-    return { ok: true, value: { destination: { type: 'managed' } } };
-  }
-  return {
-    ok: true,
-    value: {
-      destination: { type: 'saved', provider: saved.provider, ...(saved.secretName ? { secretName: saved.secretName } : {}) },
-      destinationId: saved.id,
-    },
-  };
-}
-
-async function inlineDestination(deps: JobDestinationDeps, storage: Record<string, unknown>): Promise<JobDestinationResult> {
+/** Inline `storage` of POST /jobs after the spec's three checks, sealed for the operator. */
+export async function inlineDestination(deps: JobDestinationDeps, storage: Record<string, unknown>): Promise<JobDestinationResult> {
   // 1. Shape: names, keys, endpoint. No network call.
   const provider = storage.provider;
   if (provider === undefined || provider === null) return invalid('provider_required');
@@ -92,7 +67,7 @@ async function inlineDestination(deps: JobDestinationDeps, storage: Record<strin
   }
   // 2. Backend construction: what the provider's own constructor requires.
   try {
-    const built = buildProvider(document, deps.providerSettings);
+    const built = await buildProvider(document, deps.providerSettings);
     (built as { destroy?: () => void }).destroy?.();
   } catch (err) {
     if (err instanceof DestinationCheckError) return invalid(err.reason);

@@ -1,9 +1,10 @@
 // Saved destinations in Postgres (table storage_destinations, migration
 // 0002): what the API may show about each one, where its credentials are
 // (a Secret name, or a sealed column), and rule 9 of POST /jobs as two
-// indexed queries.
+// indexed queries that the job insert embeds.
 import type { StorageProviderName } from '@mediajobs/lib/mediajob/types';
 import type pg from 'pg';
+import { withTransaction } from '@mediajobs/lib/pg-client';
 import type { Owner } from './vault.js';
 
 export type Source = 'keyvault' | 'legacy';
@@ -53,9 +54,7 @@ export interface NewDestination {
  * new credentials; `updated_at` moves, which makes it "most recently saved".
  */
 export async function saveDestination(pool: pg.Pool, d: NewDestination): Promise<SavedDestination> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  return withTransaction(pool, async (client) => {
     if (d.isDefault === true) {
       await client.query('UPDATE storage_destinations SET is_default = false WHERE owner_kind = $1 AND owner_id = $2 AND is_default',
         [d.owner.kind, d.owner.id]);
@@ -70,14 +69,8 @@ export async function saveDestination(pool: pg.Pool, d: NewDestination): Promise
        RETURNING ${COLUMNS}`,
       [d.owner.kind, d.owner.id, d.provider, d.source, JSON.stringify(d.config), d.secretName ?? null, d.credentialsEnc ?? null, d.isDefault ?? null],
     );
-    await client.query('COMMIT');
     return fromRow(r.rows[0]!);
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** The owner's destinations of one provider, keyvault first (it wins when both exist). */
@@ -102,35 +95,29 @@ export async function deleteDestinations(
   return r.rows.map(fromRow);
 }
 
-// Rule 9 with `storage_provider`: the key's destination of that provider,
-// else its organization's; for one owner, keyvault before legacy.
-export const RESOLVE_BY_PROVIDER = `SELECT ${COLUMNS} FROM storage_destinations
-  WHERE ((owner_kind = 'api_key' AND owner_id = $1) OR (owner_kind = 'organization' AND owner_id = $2)) AND provider = $3
+// Rule 9 as SQL, placed into POST /jobs' insert (db/jobs.ts) so that a job
+// costs one round trip however its destination is found. The arguments are
+// the placeholders of the key id, its organization id and the provider.
+
+/** With `storage_provider`: the key's destination of that provider, else its organization's; for one owner, keyvault before legacy. */
+export const resolveByProviderSql = (key: string, org: string, provider: string) => `SELECT ${COLUMNS} FROM storage_destinations
+  WHERE ((owner_kind = 'api_key' AND owner_id = ${key}) OR (owner_kind = 'organization' AND owner_id = ${org})) AND provider = ${provider}
   ORDER BY (owner_kind = 'api_key') DESC, (source = 'keyvault') DESC
   LIMIT 1`;
 
-// Rule 9 without it: the key's default destination (the one marked default,
-// else the most recently saved), else the organization's. Each provider
-// first collapses to its effective row (keyvault wins), so a stale legacy
-// row saved later cannot shadow the keyvault one.
-export const RESOLVE_DEFAULT = `WITH effective AS (
+/**
+ * Without it: the key's default destination (the one marked default, else
+ * the most recently saved), else the organization's. Each provider first
+ * collapses to its effective row (keyvault wins), so a stale legacy row
+ * saved later cannot shadow the keyvault one.
+ */
+export const resolveDefaultSql = (key: string, org: string) => `SELECT ${COLUMNS} FROM (
     SELECT DISTINCT ON (owner_kind, provider) ${COLUMNS} FROM storage_destinations
-    WHERE (owner_kind = 'api_key' AND owner_id = $1) OR (owner_kind = 'organization' AND owner_id = $2)
+    WHERE (owner_kind = 'api_key' AND owner_id = ${key}) OR (owner_kind = 'organization' AND owner_id = ${org})
     ORDER BY owner_kind, provider, (source = 'keyvault') DESC
-  )
-  SELECT ${COLUMNS} FROM effective
+  ) effective
   ORDER BY (owner_kind = 'api_key') DESC, is_default DESC, updated_at DESC
   LIMIT 1`;
-
-/** Rule 9: the saved destination a job of this key goes to, or undefined for managed storage (or not configured). */
-export async function resolveSaved(
-  pool: pg.Pool, apiKeyId: string, organizationId: string | null, provider?: StorageProviderName,
-): Promise<SavedDestination | undefined> {
-  const r = provider === undefined
-    ? await pool.query<Row>({ name: 'mj-resolve-default-destination', text: RESOLVE_DEFAULT, values: [apiKeyId, organizationId] })
-    : await pool.query<Row>({ name: 'mj-resolve-destination', text: RESOLVE_BY_PROVIDER, values: [apiKeyId, organizationId, provider] });
-  return r.rows[0] ? fromRow(r.rows[0]) : undefined;
-}
 
 /** Whether the key may manage its organization's destinations. */
 export async function isOrgAdmin(pool: pg.Pool, apiKeyId: string): Promise<boolean> {

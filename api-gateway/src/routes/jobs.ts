@@ -4,12 +4,12 @@ import * as k8s from '@kubernetes/client-node';
 import { parseJobRequest } from '@mediajobs/lib/job-options';
 import type { Logger } from '@mediajobs/lib/logger';
 import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
-import type { JobStatus } from '@mediajobs/lib/mediajob/types';
+import type { Destination, JobStatus } from '@mediajobs/lib/mediajob/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
 import type { Principal } from '../auth.js';
 import { getJob, insertJob, listJobs, type JobDetail } from '../db/jobs.js';
-import { jobDestination, type JobDestination } from '../destinations/job-destination.js';
+import { inlineDestination, type JobDestination } from '../destinations/job-destination.js';
 import type { ProbeCache, ProviderSettings } from '../destinations/probe.js';
 import { sendError } from '../http-errors.js';
 import { isUuid, uuidv7 } from '../ids.js';
@@ -85,23 +85,26 @@ export function jobsRouter(deps: JobsRouteDeps): Router {
     const { apiKeyId, organizationId } = principal(res);
     // Inline storage (checked and probed), else rule 9, else managed storage.
     // Decided once, here: the job never falls back to another destination later.
-    let target: JobDestination;
-    try {
-      const resolved = await jobDestination(deps, { apiKeyId, organizationId }, request);
-      if (!resolved.ok) {
-        sendError(res, 400, resolved.error);
+    let inline: JobDestination | undefined;
+    if (request.storage !== undefined) {
+      try {
+        const checked = await inlineDestination(deps, request.storage);
+        if (!checked.ok) {
+          sendError(res, 400, checked.error);
+          return;
+        }
+        inline = checked.value;
+      } catch (err) {
+        log.error({ err: { name: (err as Error).name, code: (err as { code?: string }).code } }, 'inline storage check failed');
+        sendError(res, 500, 'Failed to create job');
         return;
       }
-      target = resolved.value;
-    } catch (err) {
-      log.error({ err: { name: (err as Error).name, code: (err as { code?: string }).code } }, 'storage destination lookup failed');
-      sendError(res, 500, 'Failed to create job');
-      return;
     }
 
     const id = uuidv7();
+    let destination: Destination | undefined;
     try {
-      await insertJob(deps.pool, {
+      destination = await insertJob(deps.pool, {
         id,
         apiKeyId,
         url: request.options.url,
@@ -109,17 +112,21 @@ export function jobsRouter(deps: JobsRouteDeps): Router {
         webhookUrlEnc: request.webhookUrl === undefined ? null : deps.secretBox.seal(request.webhookUrl),
         crNamespace: deps.namespace,
         crName: id,
-        destination: target.destination,
-        destinationId: target.destinationId ?? null,
-        storageEnc: target.storageEnc ?? null,
+        target: inline
+          ? { kind: 'inline', ...inline }
+          : { kind: 'saved', organizationId, ...(request.storageProvider !== undefined && { provider: request.storageProvider }) },
       });
     } catch (err) {
       log.error({ err: { message: (err as Error).message, code: (err as { code?: string }).code } }, 'job insert failed');
       sendError(res, 500, 'Failed to create job');
       return;
     }
+    if (!destination) {
+      sendError(res, 400, 'storage_provider_not_configured');
+      return;
+    }
 
-    const { spec } = buildMediaJob({ jobId: id, apiKeyId, namespace: deps.namespace, options: request.options, destination: target.destination });
+    const { spec } = buildMediaJob({ jobId: id, apiKeyId, namespace: deps.namespace, options: request.options, destination });
     try {
       await deps.submitter.submit(spec, id);
     } catch (err) {
