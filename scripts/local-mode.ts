@@ -128,7 +128,7 @@ async function main(): Promise<void> {
     stops.push(() => gateway.close());
     const operatorConfig = loadOperatorConfig(env);
     const operator = await startOperator(operatorConfig, {
-      storage: managedStorageAccess(operatorConfig),
+      storage: await managedStorageAccess(operatorConfig),
       log: createLogger('operator', env.LOG_LEVEL ?? 'info'),
     });
     stops.push(() => operator.stop());

@@ -2,6 +2,7 @@
 // submitter, managed storage → app → HTTP server, with graceful shutdown.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { storageEndpoints } from '@mediajobs/lib/config';
 import { createLogger, type Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor, mediaInfoOptions } from '@mediajobs/lib/media-info/index';
 import { SecretBox } from '@mediajobs/lib/secret-box';
@@ -33,7 +34,7 @@ export interface StartOptions {
 export async function startGateway(config: GatewayConfig, opts: StartOptions = {}): Promise<RunningGateway> {
   const logger = opts.logger ?? createLogger('api-gateway', config.LOG_LEVEL);
   const secretBox = new SecretBox(config.SECRET_KEYS);
-  const storage = createManagedStorage(config);
+  const storage = await createManagedStorage(config);
   const submitter = opts.submitter ?? KubeJobSubmitter.fromKubeconfig(config.KUBECONFIG, {
     namespace: config.MEDIAJOBS_NAMESPACE, timeoutMs: config.KUBE_TIMEOUT_MS,
   });
@@ -65,6 +66,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     mediaInfo: new MediaInfoExtractor(mediaInfoOptions(config)),
     storage: {
       probeTimeoutMs: config.STORAGE_PROBE_TIMEOUT_MS,
+      providerSettings: storageEndpoints(config),
       ...(config.FILE_URL_SECRET && { driveDownloadSecret: config.FILE_URL_SECRET }),
       ...(config.STORAGE_VAULT === 'kubernetes' && {
         vault: KubeSecretVault.fromKubeconfig(config.KUBECONFIG, config.MEDIAJOBS_NAMESPACE, config.KUBE_TIMEOUT_MS),

@@ -232,7 +232,7 @@ describe('api-gateway: blob and oss destinations', function () {
       const jobId = (created.body as { job_id: string }).job_id;
 
       // The runner's and the operator's part, with the same provider they use: upload at the job's key, sign its URL.
-      const provider = createProvider({ provider: 'drive', ...dest }, {
+      const provider = await createProvider({ provider: 'drive', ...dest }, {
         drive: { rootUrl: drive.rootUrl, tokenUri: drive.tokenUri, download: { baseUrl: gw.url, secret: URL_SECRET, ref: jobId } },
       });
       const key = objectKey({ folderPrefix: 'dl', baseFolder: 'videos', name: 'clip été', fallback: jobId, ext: 'mp4' });

@@ -22,7 +22,7 @@ async function readStdin(): Promise<string> {
 
 async function main(): Promise<void> {
   const input = JSON.parse(await readStdin()) as ChildInput;
-  const provider = createProvider(input.destination);
+  const provider = await createProvider(input.destination);
   const { size } = await stat(input.file);
   // maxRSS counts from process start: what node, tsx and the SDKs take before a byte moves.
   const baselineRssBytes = process.memoryUsage().rss;

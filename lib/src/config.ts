@@ -49,3 +49,59 @@ export const managedStorageSchema = z.object({
   MANAGED_S3_SECRET_KEY: z.string().optional(),
   MANAGED_S3_FORCE_PATH_STYLE: envBoolean.default(true),
 });
+
+/** An http(s) URL without user:password (the providers refuse credentials in endpoints too). */
+const endpointUrl = z.string().refine((v) => {
+  if (!URL.canParse(v)) return false;
+  const u = new URL(v);
+  return (u.protocol === 'https:' || u.protocol === 'http:') && !u.username && !u.password;
+}, 'must be an http(s) URL without credentials');
+
+/**
+ * Where the Google-backed destinations (`gcs`, `drive`) send their requests:
+ * Private Service Connect or other private endpoints, sovereign clouds and
+ * emulators. Deployment settings, never a user's: a destination names only
+ * its bucket or folder, and the key file's own `token_uri` is ignored (see
+ * lib/src/storage/service-account.ts). Unset means Google's public
+ * endpoints. The gateway (probes, /drive-files), the operator (GCS signed
+ * URLs name the API host) and the runner (uploads; the operator forwards
+ * the values into its pod env) must agree, so all three read this schema.
+ */
+export const storageEndpointsSchema = z.object({
+  /** JSON API root instead of https://storage.googleapis.com (@google-cloud/storage's `apiEndpoint`); signed URLs point at it too. */
+  GCS_API_ENDPOINT: endpointUrl.optional(),
+  /** OAuth token endpoint the service-account JWT is exchanged at for gcs, instead of https://oauth2.googleapis.com/token. */
+  GCS_TOKEN_URI: endpointUrl.optional(),
+  /** API root instead of https://www.googleapis.com/ (googleapis' `rootUrl`): Drive v3 and its upload path hang below it. */
+  DRIVE_API_ENDPOINT: endpointUrl.optional(),
+  /** OAuth token endpoint for drive, as GCS_TOKEN_URI. */
+  DRIVE_TOKEN_URI: endpointUrl.optional(),
+  /**
+   * Refused rather than honoured: @google-cloud/storage reads it from
+   * process.env behind the configuration's back, sends JSON API calls to it
+   * even when an apiEndpoint is given, and without one drops authentication,
+   * so a stray value would split a job's requests between two servers.
+   */
+  STORAGE_EMULATOR_HOST: z.never({ error: 'is not honoured; set GCS_API_ENDPOINT and GCS_TOKEN_URI instead' }).optional(),
+});
+
+export type StorageEndpointsConfig = z.infer<typeof storageEndpointsSchema>;
+
+/** The variables of storageEndpointsSchema, for forwarding them (operator → runner pods). */
+export const STORAGE_ENDPOINT_VARIABLES = ['GCS_API_ENDPOINT', 'GCS_TOKEN_URI', 'DRIVE_API_ENDPOINT', 'DRIVE_TOKEN_URI'] as const;
+
+/** storageEndpointsSchema's values as lib's createProvider options (`gcs`, `drive`); only the settings that are set. */
+export function storageEndpoints(config: StorageEndpointsConfig): {
+  gcs?: { apiEndpoint?: string; tokenUri?: string };
+  drive?: { rootUrl?: string; tokenUri?: string };
+} {
+  const gcs = {
+    ...(config.GCS_API_ENDPOINT && { apiEndpoint: config.GCS_API_ENDPOINT }),
+    ...(config.GCS_TOKEN_URI && { tokenUri: config.GCS_TOKEN_URI }),
+  };
+  const drive = {
+    ...(config.DRIVE_API_ENDPOINT && { rootUrl: config.DRIVE_API_ENDPOINT }),
+    ...(config.DRIVE_TOKEN_URI && { tokenUri: config.DRIVE_TOKEN_URI }),
+  };
+  return { ...(Object.keys(gcs).length ? { gcs } : {}), ...(Object.keys(drive).length ? { drive } : {}) };
+}

@@ -5,16 +5,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { Readable } from 'node:stream';
 import { inspect } from 'node:util';
-import {
-  BlobStorageProvider,
-  StorageError,
-  createProvider,
-  destinationKeyLayout,
-  mapBlobError,
-  objectKey,
-  parseDestination,
-  type BlobStorageOptions,
-} from '../src/storage/index.js';
+import { BlobStorageProvider, mapBlobError, type BlobStorageOptions } from '../src/storage/blob.js';
+import { StorageError, createProvider, destinationKeyLayout, objectKey, parseDestination } from '../src/storage/index.js';
 import { startAzurite, type RunningAzurite } from '../../test/support/azurite.js';
 
 const MiB = 1024 * 1024;
@@ -324,7 +316,7 @@ describe('storage: blob provider on Azurite', function () {
       endpoint: az.endpoint,
       folder_prefix: 'tenant-7',
     };
-    const p = createProvider(destination);
+    const p = await createProvider(destination);
     expect(p.name).to.equal('blob');
     await p.probe();
     expect(await requestsFor('tenant-7/verify_credentials.txt')).to.deep.equal(['PUT blob 201', 'DELETE 202']);

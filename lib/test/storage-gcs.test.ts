@@ -9,16 +9,14 @@ import net from 'node:net';
 import { Readable } from 'node:stream';
 import { inspect } from 'node:util';
 import {
-  GcsStorageProvider,
   StorageError,
   createProvider,
   destinationKeyLayout,
-  mapGcsError,
   objectKey,
   parseDestination,
   parseServiceAccountJson,
-  type GcsStorageOptions,
 } from '../src/storage/index.js';
+import { GcsStorageProvider, mapGcsError, type GcsStorageOptions } from '../src/storage/gcs.js';
 import { startFakeGcs, type FakeServiceAccount, type RunningFakeGcs } from '../../test/support/fake-gcs.js';
 
 const KiB = 1024;
@@ -380,7 +378,7 @@ describe('storage: gcs provider on the fake GCS', function () {
       folder_prefix: 'tenant-9',
       base_folder: 'clips',
     };
-    const p = createProvider(destination, { gcs: { apiEndpoint: gcs.apiEndpoint, tokenUri: gcs.tokenUri } });
+    const p = await createProvider(destination, { gcs: { apiEndpoint: gcs.apiEndpoint, tokenUri: gcs.tokenUri } });
     expect(p.name).to.equal('gcs');
     const from = gcs.requests.length;
     await p.probe();
@@ -392,14 +390,14 @@ describe('storage: gcs provider on the fake GCS', function () {
     expect((await download(await p.presign(key, DAY))).sha256).to.equal(expected);
   });
 
-  it("project_id is a construction requirement, not a shape one (the spec's step 2), and key file errors use the spec's words", () => {
+  it("project_id is a construction requirement, not a shape one (the spec's step 2), and key file errors use the spec's words", async () => {
     const base = { provider: 'gcs', bucket: BUCKET, service_account_json: sa.json() };
     expect(parseDestination(base)).to.deep.include({ provider: 'gcs', bucket: BUCKET });
-    const noProject = thrown(() => createProvider(base));
+    const noProject = await caught(createProvider(base));
     expect(noProject).to.include({ code: 'invalid_config', reason: 'project_id_required' });
 
     const { private_key: _dropped, ...withoutKey } = JSON.parse(sa.json()) as Record<string, unknown>;
-    const noKey = thrown(() => createProvider({ ...base, project_id: 'p-1', service_account_json: JSON.stringify(withoutKey) }));
+    const noKey = await caught(createProvider({ ...base, project_id: 'p-1', service_account_json: JSON.stringify(withoutKey) }));
     expect(noKey.message).to.equal("Invalid service account JSON: missing 'private_key' field");
     expect(noKey.reason).to.equal('missing_private_key');
 

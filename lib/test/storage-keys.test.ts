@@ -1,6 +1,7 @@
 // Object key layout, name sanitisation, key validation and destination
 // parsing: the parts of the storage layer that make no I/O.
 import { expect } from 'chai';
+import { inspect } from 'node:util';
 import {
   StorageError,
   assertValidKey,
@@ -17,6 +18,16 @@ const JOB = '3f2b8c1e-7d4a-4e9b-9a51-0c6d2e8f1a7b';
 function storageError(fn: () => unknown): StorageError {
   try {
     fn();
+  } catch (err) {
+    expect(err).to.be.instanceOf(StorageError);
+    return err as StorageError;
+  }
+  expect.fail('expected a StorageError');
+}
+
+async function rejection(p: Promise<unknown>): Promise<StorageError> {
+  try {
+    await p;
   } catch (err) {
     expect(err).to.be.instanceOf(StorageError);
     return err as StorageError;
@@ -134,23 +145,36 @@ describe('storage: destinations', () => {
     expect(empty.reason).to.equal('invalid_endpoint');
   });
 
-  it('refuses unknown providers, and known ones without their fields', () => {
+  it('refuses unknown providers, and known ones without their fields', async () => {
     for (const provider of ['s3', 'blob', 'gcs', 'oss', 'drive']) {
-      const err = storageError(() => createProvider({ provider }));
+      const err = await rejection(createProvider({ provider }));
       expect(err.code).to.equal('invalid_config');
       expect(err.reason, provider).to.match(/_required$/);
     }
-    expect(storageError(() => createProvider({ provider: 'ftp' })).reason).to.equal('unknown_provider');
-    expect(storageError(() => createProvider({ provider: 'constructor' })).reason).to.equal('unknown_provider');
-    expect(storageError(() => createProvider(null)).reason).to.equal('unknown_provider');
-    expect(storageError(() => createProvider('s3')).reason).to.equal('unknown_provider');
+    expect((await rejection(createProvider({ provider: 'ftp' }))).reason).to.equal('unknown_provider');
+    expect((await rejection(createProvider({ provider: 'constructor' }))).reason).to.equal('unknown_provider');
+    expect((await rejection(createProvider(null))).reason).to.equal('unknown_provider');
+    expect((await rejection(createProvider('s3'))).reason).to.equal('unknown_provider');
   });
 
-  it('createProvider makes no network call and keeps the secret out of errors', () => {
-    const p = createProvider(s3);
+  it('createProvider makes no network call and keeps the secret out of errors', async () => {
+    const p = await createProvider(s3);
     expect(p.name).to.equal('s3');
-    const err = storageError(() => createProvider({ ...s3, endpoint: 'ftp://x' }));
+    const err = await rejection(createProvider({ ...s3, endpoint: 'ftp://x' }));
     expect(err.reason).to.equal('invalid_endpoint');
     expect(JSON.stringify(err) + err.message).not.to.include('SK-very-secret');
+  });
+
+  it('a StorageError from another copy of the storage layer is still a StorageError', async () => {
+    // A second, separately evaluated copy of types.ts, as when providers are loaded by import() into a CommonJS graph.
+    const url = new URL('../src/storage/types.ts?second-copy', import.meta.url).href;
+    const copy = (await import(url)) as typeof import('../src/storage/types.js');
+    expect(copy.StorageError).not.to.equal(StorageError);
+    const err = new copy.StorageError('auth', 'AccessDenied', 's3: credentials rejected (AccessDenied)');
+    expect(err).to.be.instanceOf(StorageError);
+    expect(new StorageError('auth', 'AccessDenied', 'x')).to.be.instanceOf(copy.StorageError);
+    expect(new Error('x')).not.to.be.instanceOf(StorageError);
+    expect({ code: 'auth', reason: 'AccessDenied' }).not.to.be.instanceOf(StorageError);
+    expect(inspect(err)).not.to.include('mediajobs.storage');
   });
 });

@@ -241,7 +241,7 @@ describe('storage: managed local provider', () => {
   });
 
   it('createProvider({provider: "managed"}) builds local managed storage from the environment', async () => {
-    const m = createProvider(
+    const m = await createProvider(
       { provider: 'managed' },
       { env: { MANAGED_STORAGE: 'local', MANAGED_STORAGE_DIR: dir, FILE_URL_SECRET: SECRET, PUBLIC_BASE_URL: 'http://127.0.0.1:9999' } },
     );

@@ -5,7 +5,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { Readable } from 'node:stream';
 import { inspect } from 'node:util';
-import { S3StorageProvider, StorageError, createManagedStorage, createProvider, mapS3Error, type S3StorageOptions } from '../src/storage/index.js';
+import { StorageError, createManagedStorage, createProvider } from '../src/storage/index.js';
+import { S3StorageProvider, mapS3Error, type S3StorageOptions } from '../src/storage/s3.js';
 import { startS3rver, type RunningS3rver } from '../../test/support/s3rver.js';
 
 const MiB = 1024 * 1024;
@@ -283,7 +284,7 @@ describe('storage: s3 provider on s3rver', function () {
   });
 
   it('createProvider builds an s3 provider from destination.json', async () => {
-    const p = createProvider({
+    const p = (await createProvider({
       provider: 's3',
       endpoint: s3.endpoint,
       bucket: BUCKET,
@@ -291,7 +292,7 @@ describe('storage: s3 provider on s3rver', function () {
       access_key: s3.accessKeyId,
       secret_key: s3.secretAccessKey,
       folder_prefix: 'dest',
-    }) as S3StorageProvider;
+    })) as S3StorageProvider;
     providers.push(p);
     expect(p.name).to.equal('s3');
     await p.probe();
@@ -299,7 +300,7 @@ describe('storage: s3 provider on s3rver', function () {
   });
 
   it('createManagedStorage builds managed s3 storage from the configuration', async () => {
-    const p = createManagedStorage({
+    const p = (await createManagedStorage({
       MANAGED_STORAGE: 's3',
       MANAGED_STORAGE_DIR: '.local/storage',
       PUBLIC_BASE_URL: 'http://127.0.0.1:8080',
@@ -309,7 +310,7 @@ describe('storage: s3 provider on s3rver', function () {
       MANAGED_S3_ACCESS_KEY: s3.accessKeyId,
       MANAGED_S3_SECRET_KEY: s3.secretAccessKey,
       MANAGED_S3_FORCE_PATH_STYLE: true,
-    }) as S3StorageProvider;
+    })) as S3StorageProvider;
     providers.push(p);
     expect(p.name).to.equal('managed');
     await p.upload('videos/managed.mp4', Readable.from([Buffer.from('managed')]));

@@ -49,7 +49,7 @@ async function main(): Promise<void> {
   };
   const gateway = await startGateway(loadGatewayConfig(env), { logger: silent });
   const opCfg = loadOperatorConfig(env);
-  const operator = await startOperator(opCfg, { storage: managedStorageAccess(opCfg), log: silent });
+  const operator = await startOperator(opCfg, { storage: await managedStorageAccess(opCfg), log: silent });
   const { key } = await createApiKey(db.pool, { name: 'bench' });
 
   const sentAt = new Map<string, number>();

@@ -1,8 +1,10 @@
 // Operator settings, read once at start through lib's config loader.
 import { z } from 'zod';
-import { commonSchema, envBoolean, envInt, loadConfig, managedStorageSchema } from '@mediajobs/lib/config';
+import { commonSchema, envBoolean, envInt, loadConfig, managedStorageSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
 
-export const operatorSchema = commonSchema.merge(managedStorageSchema).extend({
+// storageEndpointsSchema: the operator signs GCS URLs (they name the API
+// host) and forwards the same settings to runner pods (JobDestinations.runnerEnv).
+export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(storageEndpointsSchema).extend({
   DATABASE_URL: z.string().min(1),
   /** kubeconfig file; unset means in-cluster (or ~/.kube/config). */
   KUBECONFIG: z.string().optional(),

@@ -63,8 +63,7 @@ export class MediaJobController {
 
   constructor(private readonly d: ControllerDeps) {
     this.db = new OperatorDb(d.pool);
-    this.destinations = new JobDestinations(d.kube.core, d.pool, d.box, () => d.storage.destination(),
-      d.cfg.FILE_URL_SECRET ? { baseUrl: d.cfg.PUBLIC_BASE_URL, secret: d.cfg.FILE_URL_SECRET } : undefined);
+    this.destinations = new JobDestinations(d.kube.core, d.pool, d.box, () => d.storage.destination(), d.cfg);
     this.queue = new WorkQueue((key) => this.reconcile(key), {
       concurrency: d.cfg.RECONCILE_CONCURRENCY,
       retryBaseMs: 500,
@@ -265,7 +264,8 @@ export class MediaJobController {
     } catch (err) {
       if (!isAlreadyExists(err)) throw err;
     }
-    const extraEnv = cfg.RUNNER_ENV ? (JSON.parse(cfg.RUNNER_ENV) as Record<string, string>) : undefined;
+    // The storage endpoints come last: the runner must upload where the operator signs and the gateway probed.
+    const extraEnv = { ...(cfg.RUNNER_ENV ? (JSON.parse(cfg.RUNNER_ENV) as Record<string, string>) : {}), ...this.destinations.runnerEnv() };
     const body = buildRunnerJob(withDefaults(mj), {
       image: cfg.RUNNER_IMAGE,
       backoffLimit: cfg.JOB_BACKOFF_LIMIT,

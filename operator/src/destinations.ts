@@ -10,13 +10,15 @@
 // destination (spec: "Job failure reasons").
 import type * as k8s from '@kubernetes/client-node';
 import type pg from 'pg';
+import { STORAGE_ENDPOINT_VARIABLES, storageEndpoints, type StorageEndpointsConfig } from '@mediajobs/lib/config';
 import { jobIdOf, type MediaJob, type MediaJobResult } from '@mediajobs/lib/mediajob/types';
 import {
   DESTINATION_DATA_KEY, LABEL_OWNER_ID, LABEL_OWNER_KIND, OWNER_KIND_LABEL,
 } from '@mediajobs/lib/saved-destinations';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
-import { createProvider } from '@mediajobs/lib/storage/index';
+import { createProvider, type CreateProviderOptions } from '@mediajobs/lib/storage/index';
 import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
+import type { OperatorConfig } from './config.js';
 import { credentialsSecretName } from './job-builder.js';
 import { isNotFound } from './kube.js';
 
@@ -37,15 +39,42 @@ export interface DownloadUrls {
   thumbnailUrl?: string;
 }
 
+/** The operator settings JobDestinations reads. */
+export type DestinationSettings = Pick<OperatorConfig, 'FILE_URL_SECRET' | 'PUBLIC_BASE_URL'> & StorageEndpointsConfig;
+
 export class JobDestinations {
+  /** Where Drive download URLs point (the gateway's /drive-files route); without FILE_URL_SECRET Drive files get no URL. */
+  private readonly driveDownload: { baseUrl: string; secret: string } | undefined;
+  /** GCS and Drive API and token endpoints (lib/src/config.ts storageEndpointsSchema). */
+  private readonly endpoints: Pick<CreateProviderOptions, 'gcs' | 'drive'>;
+  private readonly endpointEnv: Record<string, string>;
+
   constructor(
     private readonly core: k8s.CoreV1Api,
     private readonly pool: pg.Pool,
     private readonly box: SecretBox,
     private readonly managed: () => Record<string, unknown>,
-    /** Where Drive download URLs point (the gateway's /drive-files route); without it Drive files get no URL. */
-    private readonly driveDownload?: { baseUrl: string; secret: string },
-  ) {}
+    settings: DestinationSettings,
+  ) {
+    this.driveDownload = settings.FILE_URL_SECRET ? { baseUrl: settings.PUBLIC_BASE_URL, secret: settings.FILE_URL_SECRET } : undefined;
+    this.endpoints = storageEndpoints(settings);
+    this.endpointEnv = {};
+    for (const name of STORAGE_ENDPOINT_VARIABLES) {
+      const value = settings[name];
+      if (value) this.endpointEnv[name] = value;
+    }
+  }
+
+  /**
+   * Env for every runner pod: the endpoint settings the operator itself
+   * uses, so the runner uploads to the same GCS/Drive service the operator
+   * signs URLs for and the gateway probed. In the pod's env rather than in
+   * destination.json: they are not secrets, and `kubectl describe` should
+   * show where a runner sends a user's files.
+   */
+  runnerEnv(): Record<string, string> {
+    return { ...this.endpointEnv };
+  }
 
   /** True when the job delivers to managed storage (also kubectl manifests that say nothing). */
   static isManaged(mj: MediaJob): boolean {
@@ -140,8 +169,9 @@ export class JobDestinations {
     const data = secret.data?.[DESTINATION_DATA_KEY];
     if (!data) return {};
     // Drive has no presigned URLs: its URLs are the gateway's, signed for this job (lib/src/storage/README.md).
-    const provider = createProvider(parseDocument(Buffer.from(data, 'base64').toString('utf8')), {
-      ...(this.driveDownload && { drive: { download: { ...this.driveDownload, ref: jobIdOf(mj) } } }),
+    const provider = await createProvider(parseDocument(Buffer.from(data, 'base64').toString('utf8')), {
+      ...this.endpoints,
+      ...(this.driveDownload && { drive: { ...this.endpoints.drive, download: { ...this.driveDownload, ref: jobIdOf(mj) } } }),
     });
     const sign = async (key: string | undefined) => (key ? provider.presign(key, DOWNLOAD_URL_TTL_SECONDS) : undefined);
     try {

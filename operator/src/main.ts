@@ -12,7 +12,7 @@ const log = createLogger('operator');
 async function main(): Promise<void> {
   const cfg = loadOperatorConfig();
   log.level = cfg.LOG_LEVEL;
-  const operator = await startOperator(cfg, { storage: managedStorageAccess(cfg), log });
+  const operator = await startOperator(cfg, { storage: await managedStorageAccess(cfg), log });
   let stopping = false;
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.on(signal, () => {

@@ -8,8 +8,8 @@ import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
 import type { OperatorConfig } from './config.js';
 import type { ManagedStorageAccess } from './controller.js';
 
-export function managedStorageAccess(cfg: OperatorConfig): ManagedStorageAccess {
-  const provider = createManagedStorage(cfg);
+export async function managedStorageAccess(cfg: OperatorConfig): Promise<ManagedStorageAccess> {
+  const provider = await createManagedStorage(cfg);
   const settings: Record<string, string> = {
     MANAGED_STORAGE: cfg.MANAGED_STORAGE,
     MANAGED_STORAGE_DIR: resolve(cfg.MANAGED_STORAGE_DIR),

@@ -1,12 +1,13 @@
 // The runner's settings: the pod's environment (spine.md "Runner contract")
 // through the shared config loader, and the job spec it carries.
 import { z } from 'zod';
-import { commonSchema, envInt, loadConfig } from '@mediajobs/lib/config';
+import { commonSchema, envInt, loadConfig, storageEndpointsSchema } from '@mediajobs/lib/config';
 import {
   AUDIO_BITRATES, AUDIO_CODECS, FORMATS, MAX_RESOLUTIONS, QUALITY_PRESETS, VIDEO_CODECS, type MediaJobSpec,
 } from '@mediajobs/lib/mediajob/types';
 
-export const runnerEnvSchema = commonSchema.extend({
+// storageEndpointsSchema: the GCS/Drive endpoints the operator forwards; a bad value fails here, at start.
+export const runnerEnvSchema = commonSchema.merge(storageEndpointsSchema).extend({
   /** JSON of the MediaJob spec (without webhookUrl). */
   MEDIAJOB_SPEC: z.string().min(2),
   /** The MediaJob to report to; without name and namespace the runner only logs (running outside a cluster). */

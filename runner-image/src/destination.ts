@@ -5,6 +5,7 @@ import { createReadStream } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import { loadConfig, storageEndpoints, storageEndpointsSchema } from '@mediajobs/lib/config';
 import {
   createProvider, destinationKeyLayout, isStorageError, objectKey, parseDestination,
   type StorageProvider, type UploadResult,
@@ -21,9 +22,11 @@ export class DestinationError extends Error {
 }
 
 /**
- * Read `<credentialsDir>/destination.json` and build its provider. No network
- * call: a destination that cannot be reached shows at upload time. Errors
- * carry no credential or path (the file holds secrets).
+ * Read `<credentialsDir>/destination.json` and build its provider, talking
+ * to the GCS/Drive endpoints `env` names (GCS_API_ENDPOINT, ...: deployment
+ * settings the operator puts in the pod's env, never the document's). No
+ * network call: a destination that cannot be reached shows at upload time.
+ * Errors carry no credential or path (the file holds secrets).
  */
 export async function resolveDestination(credentialsDir: string, env: NodeJS.ProcessEnv = process.env): Promise<ResolvedDestination> {
   let raw: unknown;
@@ -36,7 +39,8 @@ export async function resolveDestination(credentialsDir: string, env: NodeJS.Pro
   const dest = parseDestination(raw);
   // Managed storage settings come in the Secret's document (the operator puts them there), never in the pod's env.
   const managed = (raw as { managed?: Record<string, string> }).managed;
-  const provider = createProvider(raw, { env: managed ? { ...env, ...managed } : env });
+  const endpoints = storageEndpoints(loadConfig(storageEndpointsSchema, env));
+  const provider = await createProvider(raw, { ...endpoints, env: managed ? { ...env, ...managed } : env });
   return { provider, ...destinationKeyLayout(dest) };
 }
 

@@ -2,18 +2,24 @@
 // a saved S3 destination and inline S3 credentials (s3rver), the operator
 // building the runner's destination.json from the Secret or the sealed
 // payload, the real runner uploading, and the job's presigned URL downloaded
-// and compared byte for byte with the stored object. Then the failures that
-// must never fall back to another destination: credentials revoked between
-// submit and upload, and a destination that cannot be resolved. Last, every
-// log line of the run is searched for the credentials.
+// and compared byte for byte with the stored object; likewise a saved Blob
+// destination (Azurite), inline OSS (the OSS fake), and saved GCS and Drive
+// destinations (their fakes, reached through the deployment's
+// GCS_*/DRIVE_* endpoint settings, which the gateway, the operator and the
+// runner pods all honour). Then the failures that must never fall back to
+// another destination: credentials revoked between submit and upload (S3
+// and GCS), and a destination that cannot be resolved. Last, every log line
+// of the run is searched for the credentials.
 import { expect } from 'chai';
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { createApiKey } from '../../api-gateway/src/db/api-keys.js';
 import { eventually } from '../../local-cluster/test/support.js';
 import { startAzurite, type RunningAzurite } from '../support/azurite.js';
+import { startFakeDrive, type RunningFakeDrive } from '../support/fake-drive.js';
+import { startFakeGcs, type FakeServiceAccount, type RunningFakeGcs } from '../support/fake-gcs.js';
 import { startFakeOss, type RunningFakeOss } from '../support/fake-oss.js';
 import { startMediaServer, type MediaServer } from '../support/media.js';
 import { startS3rver, type RunningS3rver } from '../support/s3rver.js';
@@ -38,7 +44,29 @@ function newS3Key(): KeyPair {
 
 const TERMINAL = ['Completed', 'Failed', 'Warning', 'Skipped'];
 
-describe('end to end: delivery to saved and inline S3 destinations', function () {
+/**
+ * The lines of a PEM private key's body: a key leaks into a log as JSON text
+ * (newlines escaped) or as itself, and either way carries these lines whole.
+ * Short last lines are left out, as they could occur anywhere by chance.
+ */
+function pemLines(pem: string): string[] {
+  return pem.split('\n').filter((l) => l.length >= 32 && !l.startsWith('-----'));
+}
+
+/** A Drive service account key file (as the Cloud console downloads it) and its public half for the fake. */
+function driveServiceAccount(): { email: string; json: string; privateKey: string; publicKey: string } {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' },
+  });
+  const email = `uploader-${randomBytes(4).toString('hex')}@mediajobs-test.iam.gserviceaccount.com`;
+  const json = JSON.stringify({
+    type: 'service_account', project_id: 'mediajobs-test', private_key_id: randomBytes(20).toString('hex'), private_key: privateKey,
+    client_email: email, token_uri: 'https://oauth2.googleapis.com/token',
+  });
+  return { email, json, privateKey, publicKey };
+}
+
+describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, Drive)', function () {
   this.timeout(240_000);
   let svc: Service;
   let media: MediaServer;
@@ -46,6 +74,8 @@ describe('end to end: delivery to saved and inline S3 destinations', function ()
   let receiver: Receiver;
   let azurite: RunningAzurite;
   let oss: RunningFakeOss;
+  let gcs: RunningFakeGcs;
+  let drive: RunningFakeDrive;
   const ossKey = { accessKeyId: `LTAI${randomBytes(8).toString('hex')}`, accessKeySecret: randomBytes(18).toString('base64') };
   const lines: string[] = [];
   /** Every credential this run handles; none may appear in any log. */
@@ -89,13 +119,21 @@ describe('end to end: delivery to saved and inline S3 destinations', function ()
     // Signed URLs name the fake's address, not a bucket host: it serves them from boundBucket (a bound custom domain on OSS).
     oss = await startFakeOss({ keys: [ossKey], buckets: ['media'], boundBucket: 'media' });
     secrets.push(azurite.accountKey, ossKey.accessKeyId, ossKey.accessKeySecret);
-    svc = await startService({ logDestination: { write: (line: string) => void lines.push(line) } });
+    gcs = await startFakeGcs({ buckets: ['media'] });
+    drive = await startFakeDrive();
+    svc = await startService({
+      // Deployment settings, as in a cluster using private endpoints: nothing in a destination names these servers.
+      storageEnv: { GCS_API_ENDPOINT: gcs.apiEndpoint, GCS_TOKEN_URI: gcs.tokenUri, DRIVE_API_ENDPOINT: drive.rootUrl, DRIVE_TOKEN_URI: drive.tokenUri },
+      logDestination: { write: (line: string) => void lines.push(line) },
+    });
     secrets.push(svc.apiKey, ...String(svc.env.SECRET_KEYS).split(',').map((e) => e.slice(e.indexOf(':') + 1)));
   });
 
   after(async () => {
     await svc?.stop();
     await receiver?.stop();
+    await drive?.stop();
+    await gcs?.stop();
     await oss?.stop();
     await azurite?.stop();
     await s3?.stop();
@@ -220,6 +258,84 @@ describe('end to end: delivery to saved and inline S3 destinations', function ()
     expect(job.s3_key).to.equal(`videos/inline/${id}.mp4`);
     const bytes = await download(job.s3_url as string);
     expect(bytes.equals(oss.objects('media').get(job.s3_key as string)!.body), 'byte for byte').to.equal(true);
+  });
+
+  /** A key of its own with a saved GCS destination for a new service account (access to bucket `media`). */
+  async function gcsOwner(name: string, folderPrefix?: string): Promise<{ key: string; account: FakeServiceAccount }> {
+    const k = await createApiKey(svc.db.pool, { name });
+    const account = gcs.createServiceAccount({ buckets: ['media'] });
+    secrets.push(k.key, ...pemLines(account.privateKey));
+    const saved = await svc.api('POST', '/user/gcs', {
+      project_id: account.projectId, bucket: 'media', service_account_json: account.json(), ...(folderPrefix && { folder_prefix: folderPrefix }),
+    }, k.key);
+    expect(saved.status, JSON.stringify(saved.body)).to.equal(200);
+    return { key: k.key, account };
+  }
+
+  it('a saved GCS destination (GCS fake): delivered and downloadable by its V4 signed URL, byte for byte', async () => {
+    const { key, account } = await gcsOwner('gcs-owner', 'gc');
+    const created = await svc.api('POST', '/jobs', { url: media.mp4Url, filename: 'gcs clip', storage_provider: 'gcs' }, key);
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    const job = await waitForJob(created.body.job_id as string, key);
+    expect(job.status, String(job.error)).to.equal('Completed');
+    expect(job.s3_key).to.equal('gc/videos/gcs clip.mp4');
+
+    const url = new URL(job.s3_url as string);
+    expect(url.origin, 'signed for the configured API endpoint').to.equal(gcs.apiEndpoint);
+    expect(url.searchParams.get('X-Goog-Algorithm')).to.equal('GOOG4-RSA-SHA256');
+    expect(url.searchParams.get('X-Goog-Expires')).to.equal('86400');
+    const bytes = await download(url.toString());
+    expect(bytes.length).to.equal(job.file_size);
+    expect(bytes.equals(gcs.object('media', job.s3_key as string)!.data), 'byte for byte').to.equal(true);
+    // The fake checked the URL's signature against the destination's own key.
+    expect(gcs.requests.some((r) => r.kind === 'signed.get' && r.status === 200 && r.account === account.email)).to.equal(true);
+    expect(managedFiles(), 'nothing in managed storage').to.have.length(0);
+  });
+
+  it('a saved Drive destination (Drive fake): delivered into the shared drive, and its gateway URL streams it byte for byte', async () => {
+    const k = await createApiKey(svc.db.pool, { name: 'drive-owner' });
+    const account = driveServiceAccount();
+    const keyFile = Buffer.from(account.json).toString('base64');
+    secrets.push(k.key, keyFile, ...pemLines(account.privateKey));
+    drive.addServiceAccount(account.email, account.publicKey);
+    const sharedDrive = drive.addSharedDrive('Media', { [account.email]: 'fileOrganizer' });
+    const saved = await svc.api('POST', '/user/drive', { service_account_json: keyFile, folder_id: sharedDrive, folder_prefix: 'dr' }, k.key);
+    expect(saved.status, JSON.stringify(saved.body)).to.equal(200);
+
+    const created = await svc.api('POST', '/jobs', { url: media.mp4Url, filename: 'drive clip', storage_provider: 'drive' }, k.key);
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    const id = created.body.job_id as string;
+    const job = await waitForJob(id, k.key);
+    expect(job.status, String(job.error)).to.equal('Completed');
+    expect(job.s3_key).to.equal('dr/videos/drive clip.mp4');
+    const stored = drive.at(sharedDrive, job.s3_key as string);
+    expect(stored, 'the file is in the shared drive').to.not.equal(undefined);
+
+    // Drive has no presigned URLs: the job's URL is the gateway's, signed for this job, valid 24 h (lib/src/storage/README.md).
+    const url = new URL(job.s3_url as string);
+    expect(`${url.origin}${url.pathname}`).to.equal(`${svc.env.PUBLIC_BASE_URL}/drive-files/${id}/dr/videos/drive%20clip.mp4`);
+    const nowSeconds = Date.now() / 1000;
+    expect(Number(url.searchParams.get('expires'))).to.be.within(nowSeconds + 86_400 - 3600, nowSeconds + 86_400);
+    const bytes = await download(url.toString());
+    expect(bytes.length).to.equal(job.file_size);
+    expect(bytes.equals(stored!.content), 'byte for byte').to.equal(true);
+    expect(managedFiles(), 'nothing in managed storage').to.have.length(0);
+  });
+
+  it('GCS credentials revoked between submit and upload: Failed with reason storage_unreachable, delivered nowhere', async () => {
+    const { key, account } = await gcsOwner('gcs-revoked');
+    const created = await svc.api('POST', '/jobs', { url: media.mp4Url, storage_provider: 'gcs' }, key);
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    account.revoke();
+
+    const id = created.body.job_id as string;
+    const job = await waitForJob(id, key);
+    expect(job).to.include({ status: 'Failed', reason: 'storage_unreachable', error_type: 'error', s3_key: null, s3_url: null });
+    // The runner got as far as asking for a token, and was refused.
+    expect(gcs.requests.some((r) => r.kind === 'token' && r.account === account.email && r.status === 400)).to.equal(true);
+    expect(gcs.object('media', `videos/${id}.mp4`)).to.equal(undefined);
+    expect(gcs.requests.filter((r) => r.kind.startsWith('upload') && r.object?.includes(id))).to.have.length(0);
+    expect(managedFiles(), 'not delivered to managed storage either').to.have.length(0);
   });
 
   describe('after the jobs above', () => {

@@ -38,7 +38,7 @@ export interface Service {
 }
 
 export interface ServiceOptions {
-  /** Managed storage settings (MANAGED_STORAGE=s3 ...); default local disk. */
+  /** Storage settings: managed storage (MANAGED_STORAGE=s3 ...; default local disk), GCS/Drive endpoints (GCS_API_ENDPOINT ...). */
   storageEnv?: Record<string, string>;
   operatorEnv?: Record<string, string>;
   logLevel?: string;
@@ -82,9 +82,9 @@ export async function startService(opts: ServiceOptions = {}): Promise<Service> 
     ? createLogger(name, opts.logLevel ?? 'debug', {}, opts.logDestination)
     : pino({ level: logLevel });
   const gw = await startGateway(loadGatewayConfig(env), { logger: logger('api-gateway') });
-  const startOp = () => {
+  const startOp = async () => {
     const cfg = loadOperatorConfig(env);
-    return startOperator(cfg, { storage: managedStorageAccess(cfg), log: logger('operator') });
+    return startOperator(cfg, { storage: await managedStorageAccess(cfg), log: logger('operator') });
   };
   let operator = await startOp();
   const { key: apiKey } = await createApiKey(db.pool, { name: 'e2e' });

@@ -3,8 +3,7 @@
 // (upload and delete verify_credentials.txt). Inline credentials of POST
 // /jobs are probed at most once per 5 minutes per credential set.
 import { createHash } from 'node:crypto';
-import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { createProvider, mapS3Error, type CreateProviderOptions } from '@mediajobs/lib/storage/index';
+import { createProvider, type CreateProviderOptions } from '@mediajobs/lib/storage/index';
 import { StorageError, type StorageProvider } from '@mediajobs/lib/storage/types';
 
 /** Where a check failed: building the provider (shape, construction) or talking to the backend. */
@@ -23,9 +22,9 @@ export class DestinationCheckError extends Error {
 export type ProviderSettings = Pick<CreateProviderOptions, 'gcs' | 'drive'>;
 
 /** lib's shape check and constructor; throws DestinationCheckError('construct'). */
-export function buildProvider(document: Record<string, unknown>, settings: ProviderSettings = {}): StorageProvider {
+export async function buildProvider(document: Record<string, unknown>, settings: ProviderSettings = {}): Promise<StorageProvider> {
   try {
-    return createProvider(document, settings);
+    return await createProvider(document, settings);
   } catch (err) {
     if (err instanceof StorageError) throw new DestinationCheckError('construct', err.reason, err.code);
     throw err;
@@ -51,7 +50,7 @@ function dispose(provider: StorageProvider): void {
  * retries and timeouts.
  */
 export async function probeDestination(document: Record<string, unknown>, timeoutMs: number, settings: ProviderSettings = {}): Promise<void> {
-  const provider = buildProvider(document, settings);
+  const provider = await buildProvider(document, settings);
   try {
     await withTimeout(provider.probe(), timeoutMs);
   } catch (err) {
@@ -69,7 +68,12 @@ export async function probeDestination(document: Record<string, unknown>, timeou
  * endpoint are checked by lib's constructor first.
  */
 export async function verifyBucketListing(document: Record<string, unknown>, timeoutMs: number): Promise<void> {
-  dispose(buildProvider(document));
+  dispose(await buildProvider(document));
+  // Loaded here, as lib loads a provider's SDK: only a process that needs it carries it.
+  const [{ ListObjectsV2Command, S3Client }, { mapS3Error }] = await Promise.all([
+    import('@aws-sdk/client-s3'),
+    import('@mediajobs/lib/storage/s3'),
+  ]);
   const endpoint = String(document.endpoint);
   const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(endpoint) ? endpoint : `https://${endpoint}`;
   const host = new URL(withScheme).hostname;

@@ -11,7 +11,7 @@ import { Router, type Request, type Response } from 'express';
 import type { Logger } from '@mediajobs/lib/logger';
 import type { Destination } from '@mediajobs/lib/mediajob/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
-import { DRIVE_DOWNLOAD_PATH, DriveStorageProvider, createProvider, decodeKeyPath, verifyDriveDownload } from '@mediajobs/lib/storage/index';
+import { DRIVE_DOWNLOAD_PATH, createProvider, decodeKeyPath, isDriveProvider, verifyDriveDownload } from '@mediajobs/lib/storage/index';
 import { StorageError } from '@mediajobs/lib/storage/types';
 import type pg from 'pg';
 import type { ProviderSettings } from '../destinations/probe.js';
@@ -74,8 +74,8 @@ export function driveFilesRouter(deps: DriveFilesDeps): Router {
     try {
       const document = await destinationOf(ref.toLowerCase());
       if (!document) return sendError(res, 404, 'File not found');
-      const provider = createProvider(document, deps.providerSettings);
-      if (!(provider instanceof DriveStorageProvider)) return sendError(res, 404, 'File not found');
+      const provider = await createProvider(document, deps.providerSettings);
+      if (!isDriveProvider(provider)) return sendError(res, 404, 'File not found');
       const range = one(req.headers.range);
       const file = await provider.openDownload(key, range ? { range } : {});
       res.status(file.status);

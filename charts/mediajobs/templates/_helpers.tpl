@@ -51,7 +51,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion .image.tag) -}}
 {{- end -}}
 
-{{/* Environment both services read: log level, managed storage, and the Secret. */}}
+{{/* Environment both services read: log level, managed storage, user-destination endpoints, and the Secret. */}}
 {{- define "mediajobs.commonEnv" -}}
 - name: LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
@@ -61,12 +61,31 @@ app.kubernetes.io/component: {{ .component }}
       fieldPath: metadata.namespace
 - name: MANAGED_STORAGE
   value: s3
+{{- with .Values.managedStorage.s3.endpoint }}
 - name: MANAGED_S3_ENDPOINT
-  value: {{ .Values.managedStorage.s3.endpoint | quote }}
+  value: {{ . | quote }}
+{{- end }}
 - name: MANAGED_S3_BUCKET
   value: {{ .Values.managedStorage.s3.bucket | quote }}
 - name: MANAGED_S3_REGION
   value: {{ .Values.managedStorage.s3.region | quote }}
 - name: MANAGED_S3_FORCE_PATH_STYLE
   value: {{ .Values.managedStorage.s3.forcePathStyle | quote }}
+{{- /* Set only when given: an empty value is not a URL, and unset means Google's endpoints. */}}
+{{- with .Values.storageEndpoints.gcs.apiEndpoint }}
+- name: GCS_API_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.storageEndpoints.gcs.tokenUri }}
+- name: GCS_TOKEN_URI
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.storageEndpoints.drive.apiEndpoint }}
+- name: DRIVE_API_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.storageEndpoints.drive.tokenUri }}
+- name: DRIVE_TOKEN_URI
+  value: {{ . | quote }}
+{{- end }}
 {{- end -}}

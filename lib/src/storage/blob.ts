@@ -3,18 +3,26 @@
 // `endpoint` such as https://<account>.blob.core.chinacloudapi.cn) and
 // emulators (Azurite, whose endpoint carries the account in its path:
 // http://127.0.0.1:10000/devstoreaccount1).
-import type * as AzureBlob from '@azure/storage-blob';
-import type { ContainerClient, RequestPolicyFactory, StorageSharedKeyCredential } from '@azure/storage-blob';
-import { createRequire } from 'node:module';
+import {
+  BlobSASPermissions,
+  BlobServiceClient,
+  SASProtocol,
+  StorageSharedKeyCredential,
+  generateBlobSASQueryParameters,
+  newPipeline,
+  type ContainerClient,
+  type RequestPolicyFactory,
+} from '@azure/storage-blob';
 import type { Readable } from 'node:stream';
 import {
   NETWORK_ERROR_CODES,
   PROBE_OBJECT_NAME,
   StorageError,
+  assertExpiry,
   assertValidKey,
-  countingSource,
   safeReason,
   sanitizeKeyPrefix,
+  streamUpload,
   type StorageErrorCode,
   type StorageProvider,
   type UploadOptions,
@@ -47,14 +55,6 @@ export interface BlobStorageOptions {
   /** First retry delay; default 500 ms, doubling up to 10 s. */
   retryDelayMs?: number;
 }
-
-// The SDK is loaded when the first blob provider is made, not when the
-// storage layer is imported: every process that imports it (a runner
-// uploading to S3, the gateway) would otherwise carry ~20 MB of Azure client
-// it never uses, and the uploader's memory is budgeted (issue 5: < 150 MB).
-const require = createRequire(import.meta.url);
-let sdk: typeof AzureBlob | undefined;
-const azure = (): typeof AzureBlob => (sdk ??= require('@azure/storage-blob') as typeof AzureBlob);
 
 const MiB = 1024 * 1024;
 // 4 MiB blocks (rclone's default too) keep the buffers at 16 MiB with 4 in
@@ -235,7 +235,6 @@ export class BlobStorageProvider implements StorageProvider {
     this.folderPrefix = sanitizeKeyPrefix(opts.folderPrefix);
     this.blockSize = opts.blockSize;
     this.concurrency = opts.concurrency ?? 4;
-    const { BlobServiceClient, StorageSharedKeyCredential, newPipeline } = azure();
     this.#credential = new StorageSharedKeyCredential(opts.accountName, opts.accountKey.trim());
     const pipeline = newPipeline(this.#credential, {
       retryOptions: { maxTries: opts.maxTries ?? 3, retryDelayInMs: opts.retryDelayMs ?? 500, maxRetryDelayInMs: 10_000 },
@@ -271,26 +270,16 @@ export class BlobStorageProvider implements StorageProvider {
    * blob is overwritten, as on S3.
    */
   async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
-    const source = countingSource(body, this.name, opts.size);
-    try {
-      assertValidKey(key);
-      const blob = this.#container.getBlockBlobClient(key);
-      const blockSize = this.blockSize ?? planBlockSize(opts.size);
-      await blob.uploadStream(source.stream, blockSize, this.concurrency, {
-        ...(opts.contentType ? { blobHTTPHeaders: { blobContentType: opts.contentType } } : {}),
-      });
-      if (opts.size !== undefined && source.bytes !== opts.size) {
-        await blob.deleteIfExists().catch(() => undefined);
-        throw new StorageError('failed', 'size_mismatch', `${this.name}: upload is smaller than its declared size`, { provider: this.name });
-      }
-      return { key, size: source.bytes };
-    } catch (err) {
-      // Stop reading whatever failed, so a producer writing into the source
-      // (ffmpeg) sees a closed pipe instead of blocking forever.
-      if (!source.stream.destroyed) source.stream.destroy();
-      if (!body.destroyed) body.destroy();
-      throw source.error ?? mapBlobError(err, this.name);
-    }
+    return streamUpload(this.name, key, body, opts, {
+      send: async (source) => {
+        const blockSize = this.blockSize ?? planBlockSize(opts.size);
+        await this.#container.getBlockBlobClient(key).uploadStream(source.stream, blockSize, this.concurrency, {
+          ...(opts.contentType ? { blobHTTPHeaders: { blobContentType: opts.contentType } } : {}),
+        });
+      },
+      remove: () => this.#container.getBlockBlobClient(key).deleteIfExists(),
+      mapError: (err) => mapBlobError(err, this.name),
+    });
   }
 
   /**
@@ -300,13 +289,8 @@ export class BlobStorageProvider implements StorageProvider {
    */
   async presign(key: string, expiresSeconds: number): Promise<string> {
     assertValidKey(key);
-    if (!Number.isInteger(expiresSeconds) || expiresSeconds <= 0 || expiresSeconds > MAX_SAS_SECONDS) {
-      throw new StorageError('invalid_config', 'invalid_expiry', `${this.name}: expiry must be 1..${MAX_SAS_SECONDS} seconds`, {
-        provider: this.name,
-      });
-    }
+    assertExpiry(expiresSeconds, this.name, MAX_SAS_SECONDS);
     const blob = this.#container.getBlockBlobClient(key);
-    const { BlobSASPermissions, SASProtocol, generateBlobSASQueryParameters } = azure();
     const sas = generateBlobSASQueryParameters(
       {
         containerName: this.container,

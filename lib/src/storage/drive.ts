@@ -1,7 +1,7 @@
 // Google Drive (API v3) through the official client (@googleapis/drive,
 // the Drive part of `googleapis`) with a service account: a user's `drive`
 // destination (spec: POST /user/drive). Saved destinations only: see
-// SAVED_ONLY_PROVIDERS.
+// SAVED_ONLY_PROVIDERS (drive-links.ts).
 //
 // Keys become folders: `a/videos/x.mp4` is the file `x.mp4` in the folder
 // `videos` in the folder `a` under the destination's folder_id, created on
@@ -27,35 +27,26 @@
 // destination's credentials through `ref` and streams the file from Drive
 // with openDownload(). See lib/src/storage/README.md, "Drive download URLs".
 import { drive as driveApi, auth as googleAuth, type drive_v3 } from '@googleapis/drive';
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { DRIVE_DOWNLOAD_PATH, DRIVE_REASON_TEXT, signDriveDownload, type DriveDownloadUrlOptions } from './drive-links.js';
 import { encodeKeyPath } from './managed-local.js';
 import { parseServiceAccountJson, type ServiceAccountKey } from './service-account.js';
 import {
   PROBE_OBJECT_NAME,
   StorageError,
+  assertExpiry,
   assertValidKey,
   countingSource,
   safeReason,
   sanitizeKeyPrefix,
+  streamUpload,
+  type CountedSource,
   type StorageErrorCode,
   type StorageProvider,
   type UploadOptions,
   type UploadResult,
 } from './types.js';
-
-/** Providers accepted as saved destinations only, never as inline `storage` on POST /jobs (spec: POST /user/drive, rule 4). */
-export const SAVED_ONLY_PROVIDERS: readonly string[] = ['drive'];
-
-export interface DriveDownloadUrlOptions {
-  /** The gateway's public base URL (PUBLIC_BASE_URL); may carry a path. */
-  baseUrl: string;
-  /** HMAC key of the URLs (FILE_URL_SECRET). */
-  secret: string;
-  /** Opaque reference the gateway resolves back to this destination's credentials, e.g. the job id. */
-  ref: string;
-}
 
 export interface DriveStorageOptions {
   /** Reported in errors; `drive` by default. */
@@ -151,19 +142,6 @@ const NETWORK_CODES = new Set([
   'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
 ]);
 
-/**
- * Wording for `Credential validation failed: <text>` (spec: POST /user/drive)
- * by reason; reasons not listed read as themselves.
- */
-export const DRIVE_REASON_TEXT: Readonly<Record<string, string>> = {
-  insufficient_permissions: 'insufficient permissions on folder',
-  storageQuotaExceeded: 'service accounts have no storage quota; use a folder in a shared drive',
-  not_a_folder: 'folder_id is not a folder',
-  folder_trashed: 'the folder is in the trash',
-  invalid_grant: 'the service account or its key was refused',
-  accessNotConfigured: 'the Drive API is not enabled for the service account project',
-};
-
 const HUMAN: Record<StorageErrorCode, string> = {
   not_found: 'file or folder not found',
   auth: 'access refused',
@@ -235,30 +213,6 @@ export function mapDriveError(err: unknown, provider = 'drive'): StorageError {
   }
   return driveError('failed', 'unknown', provider);
 }
-
-/* ------------------------------------------------------------------ */
-/* Download URLs                                                        */
-/* ------------------------------------------------------------------ */
-
-/**
- * Hex HMAC-SHA256 of a Drive download URL. The `drive` tag and the
- * reference are signed with the key and expiry, so neither a managed-storage
- * URL's signature nor one made for another destination verifies here.
- */
-export function signDriveDownload(ref: string, key: string, expires: number, secret: string): string {
-  return createHmac('sha256', secret).update(`drive\n${ref}\n${key}\n${expires}`).digest('hex');
-}
-
-/** Check a Drive download URL's signature and expiry (valid while now < expires); constant-time. */
-export function verifyDriveDownload(ref: string, key: string, expires: string, sig: string, secret: string, nowMs = Date.now()): boolean {
-  if (!/^\d{1,12}$/.test(expires) || !/^[0-9a-f]{64}$/.test(sig)) return false;
-  if (Number(expires) * 1000 <= nowMs) return false;
-  const expected = Buffer.from(signDriveDownload(ref, key, Number(expires), secret), 'hex');
-  return timingSafeEqual(expected, Buffer.from(sig, 'hex'));
-}
-
-/** The gateway route that serves presign()'s URLs: `/drive-files/<ref>/<key>`. */
-export const DRIVE_DOWNLOAD_PATH = '/drive-files/';
 
 /* ------------------------------------------------------------------ */
 /* Provider                                                             */
@@ -510,19 +464,16 @@ export class DriveStorageProvider implements StorageProvider {
 
   /** Stream `body` to the file at `key` (folders created as needed) through a resumable session. */
   async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
-    const source = countingSource(body, this.name, opts.size);
-    try {
-      assertValidKey(key);
-      const segments = key.split('/');
-      const name = segments.pop() as string;
-      const parent = (await this.#folder(segments, true)) as string;
-      await this.#resumableUpload(parent, name, opts.contentType ?? 'application/octet-stream', source, opts.size);
-      return { key, size: source.bytes };
-    } catch (err) {
-      if (!source.stream.destroyed) source.stream.destroy();
-      if (!body.destroyed) body.destroy();
-      throw source.error ?? mapDriveError(err, this.name);
-    }
+    return streamUpload(this.name, key, body, opts, {
+      send: async (source) => {
+        const segments = key.split('/');
+        const name = segments.pop() as string;
+        const parent = (await this.#folder(segments, true)) as string;
+        await this.#resumableUpload(parent, name, opts.contentType ?? 'application/octet-stream', source, opts.size);
+      },
+      // No remove: the session checks the size before its last chunk, so a short stream never becomes a file.
+      mapError: (err) => mapDriveError(err, this.name),
+    });
   }
 
   /** A gateway URL (see the header): signed, expiring, made without a network call. */
@@ -531,11 +482,7 @@ export class DriveStorageProvider implements StorageProvider {
     if (!this.#download) {
       throw new StorageError('invalid_config', 'presign_unavailable', `${this.name}: download URLs are not configured`, { provider: this.name });
     }
-    if (!Number.isInteger(expiresSeconds) || expiresSeconds <= 0 || expiresSeconds > MAX_DOWNLOAD_URL_SECONDS) {
-      throw new StorageError('invalid_config', 'invalid_expiry', `${this.name}: expiry must be 1..${MAX_DOWNLOAD_URL_SECONDS} seconds`, {
-        provider: this.name,
-      });
-    }
+    assertExpiry(expiresSeconds, this.name, MAX_DOWNLOAD_URL_SECONDS);
     const { baseUrl, secret, ref } = this.#download;
     const expires = Math.floor(Date.now() / 1000) + expiresSeconds;
     const sig = signDriveDownload(ref, key, expires, secret);
@@ -627,7 +574,7 @@ export class DriveStorageProvider implements StorageProvider {
     parentId: string,
     name: string,
     contentType: string,
-    source: ReturnType<typeof countingSource>,
+    source: CountedSource,
     size?: number,
   ): Promise<string> {
     const init = await this.#retrying(async () => {

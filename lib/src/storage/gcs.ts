@@ -1,11 +1,8 @@
 // Google Cloud Storage through the official client (@google-cloud/storage)
 // with a service account key: resumable uploads, V4 signed URLs signed
 // locally with the account's private key.
-import type * as GcsSdk from '@google-cloud/storage';
-import type { Bucket, Storage } from '@google-cloud/storage';
-import type * as GoogleAuthLib from 'google-auth-library';
-import type { DefaultTransporter } from 'google-auth-library';
-import { createRequire } from 'node:module';
+import { IdempotencyStrategy, Storage, type Bucket } from '@google-cloud/storage';
+import { DefaultTransporter, GoogleAuth } from 'google-auth-library';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseServiceAccountJson, type ServiceAccountKey } from './service-account.js';
@@ -14,10 +11,11 @@ import {
   STORAGE_ERROR_TEXT,
   PROBE_OBJECT_NAME,
   StorageError,
+  assertExpiry,
   assertValidKey,
-  countingSource,
   safeReason,
   sanitizeKeyPrefix,
+  streamUpload,
   type StorageErrorCode,
   type StorageProvider,
   type UploadOptions,
@@ -55,15 +53,6 @@ export interface GcsStorageOptions {
   /** Deadline of each resumable-upload request (one chunk); default 300 s, i.e. 16 MiB at under 60 kB/s. */
   chunkTimeoutMs?: number;
 }
-
-// The client libraries are loaded when the first gcs provider is made, not
-// when the storage layer is imported (see blob.ts: the uploader's memory is
-// budgeted, and most processes never talk to GCS).
-const require = createRequire(import.meta.url);
-let gcsSdk: typeof GcsSdk | undefined;
-let authLib: typeof GoogleAuthLib | undefined;
-const gcs = (): typeof GcsSdk => (gcsSdk ??= require('@google-cloud/storage') as typeof GcsSdk);
-const googleAuth = (): typeof GoogleAuthLib => (authLib ??= require('google-auth-library') as typeof GoogleAuthLib);
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -189,20 +178,26 @@ type TransportOptions = Parameters<DefaultTransporter['request']>[0];
  * The auth client's transport: gives every request without one a deadline
  * (the library sets none, so a server that never answers would hang a
  * job), and sends the JWT-bearer token exchange to `tokenUri` when one is
- * configured. (Made per provider because the base class is loaded lazily.)
+ * configured.
  */
-function gcsTransporter(tokenUri: string | undefined, timeoutMs: number): DefaultTransporter {
-  class GcsTransporter extends googleAuth().DefaultTransporter {
-    override request<T>(opts: TransportOptions) {
-      let o = opts.timeout === undefined ? { ...opts, timeout: timeoutMs } : opts;
-      // Matched on the grant rather than on the library's token URL, which is
-      // an internal constant of gtoken and has changed between releases.
-      const grant = (o.data as { grant_type?: unknown } | undefined)?.grant_type;
-      if (tokenUri && grant === JWT_BEARER_GRANT) o = { ...o, url: tokenUri };
-      return super.request<T>(o);
-    }
+class GcsTransporter extends DefaultTransporter {
+  readonly #tokenUri: string | undefined;
+  readonly #timeoutMs: number;
+
+  constructor(tokenUri: string | undefined, timeoutMs: number) {
+    super();
+    this.#tokenUri = tokenUri;
+    this.#timeoutMs = timeoutMs;
   }
-  return new GcsTransporter();
+
+  override request<T>(opts: TransportOptions) {
+    let o = opts.timeout === undefined ? { ...opts, timeout: this.#timeoutMs } : opts;
+    // Matched on the grant rather than on the library's token URL, which is
+    // an internal constant of gtoken and has changed between releases.
+    const grant = (o.data as { grant_type?: unknown } | undefined)?.grant_type;
+    if (this.#tokenUri && grant === JWT_BEARER_GRANT) o = { ...o, url: this.#tokenUri };
+    return super.request<T>(o);
+  }
 }
 
 function checkUrl(value: string, field: string, provider: string): string {
@@ -258,7 +253,7 @@ export class GcsStorageProvider implements StorageProvider {
     // the user's file. A GoogleAuth rather than a bare JWT client: the client
     // signs URLs locally only when GoogleAuth holds the key, and only a
     // GoogleAuth passed in keeps our narrower scope.
-    const auth = new (googleAuth().GoogleAuth)({
+    const auth = new GoogleAuth({
       credentials: {
         type: 'service_account',
         client_email: credentials.clientEmail,
@@ -266,10 +261,9 @@ export class GcsStorageProvider implements StorageProvider {
         ...(credentials.privateKeyId ? { private_key_id: credentials.privateKeyId } : {}),
       },
       scopes: [SCOPE],
-      clientOptions: { transporter: gcsTransporter(tokenUri, this.timeoutMs) },
+      clientOptions: { transporter: new GcsTransporter(tokenUri, this.timeoutMs) },
     });
     const maxRetries = opts.maxRetries ?? 3;
-    const { Storage, IdempotencyStrategy } = gcs();
     const storage: Storage = new Storage({
       projectId: this.projectId,
       authClient: auth,
@@ -315,41 +309,30 @@ export class GcsStorageProvider implements StorageProvider {
    * against the stored object's. An existing object is overwritten.
    */
   async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
-    const source = countingSource(body, this.name, opts.size);
-    try {
-      assertValidKey(key);
-      const file = this.#bucket.file(key);
-      // The session is opened here rather than by createWriteStream: the
-      // client (7.x) drops authentication for sessions createWriteStream
-      // opens against a non-Google apiEndpoint (it does not pass on
-      // useAuthWithCustomEndpoint), while createResumableUpload honours it.
-      // The data requests then go to the session URI, which is itself the
-      // authorisation, as on GCS. The size is not declared: the session would
-      // then wait for exactly that many bytes and a short stream would stall
-      // it; the counter checks the size instead.
-      const [uri] = await file.createResumableUpload({ metadata: opts.contentType ? { contentType: opts.contentType } : {} });
-      const sink = file.createWriteStream({ uri, resumable: true, chunkSize: this.chunkSize, validation: 'crc32c' });
-      await pipeline(source.stream, sink);
-      if (opts.size !== undefined && source.bytes !== opts.size) {
-        await file.delete({ ignoreNotFound: true }).catch(() => undefined);
-        throw new StorageError('failed', 'size_mismatch', `${this.name}: upload is smaller than its declared size`, { provider: this.name });
-      }
-      return { key, size: source.bytes };
-    } catch (err) {
-      if (!source.stream.destroyed) source.stream.destroy();
-      if (!body.destroyed) body.destroy();
-      throw source.error ?? mapGcsError(err, this.name);
-    }
+    return streamUpload(this.name, key, body, opts, {
+      send: async (source) => {
+        const file = this.#bucket.file(key);
+        // The session is opened here rather than by createWriteStream: the
+        // client (7.x) drops authentication for sessions createWriteStream
+        // opens against a non-Google apiEndpoint (it does not pass on
+        // useAuthWithCustomEndpoint), while createResumableUpload honours it.
+        // The data requests then go to the session URI, which is itself the
+        // authorisation, as on GCS. The size is not declared: the session would
+        // then wait for exactly that many bytes and a short stream would stall
+        // it; the counter checks the size instead.
+        const [uri] = await file.createResumableUpload({ metadata: opts.contentType ? { contentType: opts.contentType } : {} });
+        const sink = file.createWriteStream({ uri, resumable: true, chunkSize: this.chunkSize, validation: 'crc32c' });
+        await pipeline(source.stream, sink);
+      },
+      remove: () => this.#bucket.file(key).delete({ ignoreNotFound: true }),
+      mapError: (err) => mapGcsError(err, this.name),
+    });
   }
 
   /** A V4 signed GET URL, signed locally with the service account's key (no request is made). */
   async presign(key: string, expiresSeconds: number): Promise<string> {
     assertValidKey(key);
-    if (!Number.isInteger(expiresSeconds) || expiresSeconds <= 0 || expiresSeconds > MAX_SIGNED_URL_SECONDS) {
-      throw new StorageError('invalid_config', 'invalid_expiry', `${this.name}: expiry must be 1..${MAX_SIGNED_URL_SECONDS} seconds`, {
-        provider: this.name,
-      });
-    }
+    assertExpiry(expiresSeconds, this.name, MAX_SIGNED_URL_SECONDS);
     try {
       const [url] = await this.#bucket.file(key).getSignedUrl({ version: 'v4', action: 'read', expires: Date.now() + expiresSeconds * 1000 });
       return url;

@@ -1,43 +1,45 @@
 // Entry points of the storage layer: managed storage from the service's
 // configuration, and a provider from a job's destination.json (the per-job
 // Secret the runner reads, spine.md "Runner contract").
+//
+// A provider's module, and with it its SDK, is loaded by the factories below
+// when a destination needs it, never by importing this module: the five
+// SDKs together take ~60 MiB of resident memory, a process talks to one or
+// two backends, and the uploader's budget is 150 MB (issue 5; the four SDKs
+// a Blob upload does not use cost it 16 MB of peak RSS, see lib/bench). So
+// nothing here imports a provider module except as a type; code that needs
+// a provider class as a value imports `./s3.js` and the like directly, and
+// accepts that SDK. lib/test/storage-lazy-sdk.test.ts checks this.
 import { z } from 'zod';
 import { ConfigError, loadConfig, managedStorageSchema } from '../config.js';
+import type { DriveDownloadUrlOptions } from './drive-links.js';
 import { LocalStorageProvider } from './managed-local.js';
-import { S3StorageProvider } from './s3.js';
-import { OssStorageProvider } from './oss.js';
-import { DriveStorageProvider, type DriveDownloadUrlOptions } from './drive.js';
-import { BlobStorageProvider } from './blob.js';
-import { GcsStorageProvider } from './gcs.js';
 import { StorageError, type StorageProvider } from './types.js';
 
 export * from './types.js';
 export { LocalStorageProvider, decodeKeyPath, encodeKeyPath, resolveFile, signFileUrl, verifySignedFileUrl } from './managed-local.js';
 export type { LocalStorageOptions, ResolvedFile } from './managed-local.js';
-export { S3StorageProvider, mapS3Error } from './s3.js';
-export type { S3StorageOptions } from './s3.js';
-export { OssStorageProvider, mapOssError, ossRegionFromEndpoint } from './oss.js';
-export type { OssStorageOptions } from './oss.js';
 export {
-  DriveStorageProvider,
   DRIVE_DOWNLOAD_PATH,
   DRIVE_REASON_TEXT,
   SAVED_ONLY_PROVIDERS,
-  mapDriveError,
+  isDriveProvider,
   signDriveDownload,
   verifyDriveDownload,
-} from './drive.js';
-export type { DriveDownload, DriveDownloadUrlOptions, DriveStorageOptions } from './drive.js';
-export { BlobStorageProvider, mapBlobError } from './blob.js';
-export type { BlobStorageOptions } from './blob.js';
-export { GcsStorageProvider, mapGcsError } from './gcs.js';
-export type { GcsStorageOptions } from './gcs.js';
+} from './drive-links.js';
+export type { DriveDownloadUrlOptions } from './drive-links.js';
 export { ServiceAccountKey, parseServiceAccountJson } from './service-account.js';
+// Types only (erased when compiled): naming them loads no SDK.
+export type { S3StorageOptions, S3StorageProvider } from './s3.js';
+export type { OssStorageOptions, OssStorageProvider } from './oss.js';
+export type { DriveDownload, DriveStorageOptions, DriveStorageProvider } from './drive.js';
+export type { BlobStorageOptions, BlobStorageProvider } from './blob.js';
+export type { GcsStorageOptions, GcsStorageProvider } from './gcs.js';
 
 export type ManagedStorageConfig = z.infer<typeof managedStorageSchema>;
 
 /** Managed storage as configured (local disk in local mode, an S3-compatible bucket in production). */
-export function createManagedStorage(config: ManagedStorageConfig): StorageProvider {
+export async function createManagedStorage(config: ManagedStorageConfig): Promise<StorageProvider> {
   const fail = (reason: string, msg: string): never => {
     throw new StorageError('invalid_config', reason, `managed: ${msg}`, { provider: 'managed' });
   };
@@ -51,6 +53,7 @@ export function createManagedStorage(config: ManagedStorageConfig): StorageProvi
     });
   }
   if (!config.MANAGED_S3_BUCKET) fail('missing_bucket', 'MANAGED_S3_BUCKET is required when MANAGED_STORAGE=s3');
+  const { S3StorageProvider } = await import('./s3.js');
   return new S3StorageProvider({
     name: 'managed',
     bucket: config.MANAGED_S3_BUCKET as string,
@@ -218,11 +221,12 @@ export interface CreateProviderOptions {
 }
 
 /**
- * A provider for a job's destination.json (already JSON-parsed). Shape errors
- * and providers not implemented yet throw StorageError `invalid_config`; no
- * network call is made (call probe() for that).
+ * A provider for a job's destination.json (already JSON-parsed). Shape and
+ * construction errors reject with StorageError `invalid_config`; no network
+ * call is made (call probe() for that). Async because the provider's module
+ * (and SDK) is loaded here, on first use: see the top of this file.
  */
-export function createProvider(destination: unknown, opts: CreateProviderOptions = {}): StorageProvider {
+export async function createProvider(destination: unknown, opts: CreateProviderOptions = {}): Promise<StorageProvider> {
   const dest = parseDestination(destination);
   if (dest.provider === 'managed') {
     if (opts.managed) return opts.managed;
@@ -237,6 +241,7 @@ export function createProvider(destination: unknown, opts: CreateProviderOptions
     return createManagedStorage(config);
   }
   if (dest.provider === 'oss') {
+    const { OssStorageProvider } = await import('./oss.js');
     return new OssStorageProvider({
       name: 'oss',
       endpoint: dest.endpoint,
@@ -248,6 +253,7 @@ export function createProvider(destination: unknown, opts: CreateProviderOptions
     });
   }
   if (dest.provider === 'drive') {
+    const { DriveStorageProvider } = await import('./drive.js');
     return new DriveStorageProvider({
       name: 'drive',
       credentials: dest.service_account_json,
@@ -259,6 +265,7 @@ export function createProvider(destination: unknown, opts: CreateProviderOptions
     });
   }
   if (dest.provider === 'blob') {
+    const { BlobStorageProvider } = await import('./blob.js');
     return new BlobStorageProvider({
       name: 'blob',
       accountName: dest.account_name,
@@ -271,6 +278,7 @@ export function createProvider(destination: unknown, opts: CreateProviderOptions
   if (dest.provider === 'gcs') {
     // Throws the spec's construction errors: project_id missing, or a key
     // file that cannot work (`Invalid service account JSON: missing 'private_key' field`).
+    const { GcsStorageProvider } = await import('./gcs.js');
     return new GcsStorageProvider({
       name: 'gcs',
       projectId: dest.project_id ?? '',
@@ -281,6 +289,7 @@ export function createProvider(destination: unknown, opts: CreateProviderOptions
       ...(opts.gcs?.tokenUri ? { tokenUri: opts.gcs.tokenUri } : {}),
     });
   }
+  const { S3StorageProvider } = await import('./s3.js');
   return new S3StorageProvider({
     name: 's3',
     endpoint: dest.endpoint,

@@ -13,6 +13,7 @@ import { pipeline } from 'node:stream/promises';
 import {
   PROBE_OBJECT_NAME,
   StorageError,
+  assertExpiry,
   assertValidKey,
   countingSource,
   type StorageErrorCode,
@@ -256,9 +257,7 @@ export class LocalStorageProvider implements StorageProvider {
 
   async presign(key: string, expiresSeconds: number): Promise<string> {
     assertValidKey(key);
-    if (!Number.isInteger(expiresSeconds) || expiresSeconds <= 0) {
-      throw new StorageError('invalid_config', 'invalid_expiry', `${this.name}: expiry must be a positive number of seconds`, { provider: this.name });
-    }
+    assertExpiry(expiresSeconds, this.name);
     const expires = Math.floor(Date.now() / 1000) + expiresSeconds;
     const sig = signFileUrl(key, expires, this.secret);
     return `${this.baseUrl}/files/${encodeKeyPath(key)}?expires=${expires}&sig=${sig}`;

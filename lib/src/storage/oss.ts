@@ -14,10 +14,11 @@ import {
   STORAGE_ERROR_TEXT,
   PROBE_OBJECT_NAME,
   StorageError,
+  assertExpiry,
   assertValidKey,
-  countingSource,
   safeReason,
   sanitizeKeyPrefix,
+  streamUpload,
   type StorageErrorCode,
   type StorageProvider,
   type UploadOptions,
@@ -234,81 +235,66 @@ export class OssStorageProvider implements StorageProvider {
    * orphaned parts are billed. An existing key is overwritten.
    */
   async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
-    const source = countingSource(body, this.name, opts.size);
     let uploadId: string | undefined;
     const inFlight = new Set<Promise<void>>();
-    try {
-      assertValidKey(key);
-      const partSize =
-        this.partSize ?? (opts.size === undefined ? UNKNOWN_SIZE_PART : Math.max(DEFAULT_PART, Math.ceil(opts.size / MAX_PARTS)));
-      const mime = opts.contentType;
-      const parts = readParts(source.stream, partSize)[Symbol.asyncIterator]();
+    return streamUpload(this.name, key, body, opts, {
+      send: async (source) => {
+        const partSize =
+          this.partSize ?? (opts.size === undefined ? UNKNOWN_SIZE_PART : Math.max(DEFAULT_PART, Math.ceil(opts.size / MAX_PARTS)));
+        const mime = opts.contentType;
+        const parts = readParts(source.stream, partSize)[Symbol.asyncIterator]();
 
-      let current = await parts.next();
-      let next = current.done ? current : await parts.next();
-      if (next.done) {
-        // Zero or one part: a single PutObject (with Content-MD5) is cheaper and atomic.
-        const buf = current.done ? Buffer.alloc(0) : current.value;
-        await this.#attempt(() => this.#client.put(key, buf, mime ? { mime } : {}));
-      } else {
-        const init = await this.#attempt(() => this.#client.initMultipartUpload(key, mime ? { mime } : {}));
-        uploadId = init.uploadId;
-        const id = uploadId;
-        const done: Array<{ number: number; etag: string }> = [];
-        let failure: StorageError | undefined;
-        let number = 0;
-        while (!current.done) {
-          if (failure) throw failure;
-          if (number >= MAX_PARTS) {
-            throw new StorageError('failed', 'too_many_parts', `${this.name}: upload exceeds ${MAX_PARTS} parts`, { provider: this.name });
+        let current = await parts.next();
+        let next = current.done ? current : await parts.next();
+        if (next.done) {
+          // Zero or one part: a single PutObject (with Content-MD5) is cheaper and atomic.
+          const buf = current.done ? Buffer.alloc(0) : current.value;
+          await this.#attempt(() => this.#client.put(key, buf, mime ? { mime } : {}));
+        } else {
+          const init = await this.#attempt(() => this.#client.initMultipartUpload(key, mime ? { mime } : {}));
+          uploadId = init.uploadId;
+          const id = uploadId;
+          const done: Array<{ number: number; etag: string }> = [];
+          let failure: StorageError | undefined;
+          let number = 0;
+          while (!current.done) {
+            if (failure) throw failure;
+            if (number >= MAX_PARTS) {
+              throw new StorageError('failed', 'too_many_parts', `${this.name}: upload exceeds ${MAX_PARTS} parts`, { provider: this.name });
+            }
+            const partNo = ++number;
+            const buf = current.value;
+            const sending: Promise<void> = this.#attempt(() => this.#client.uploadPart(key, id, partNo, buf, 0, buf.length)).then(
+              (r) => void done.push({ number: partNo, etag: r.etag }),
+              (err: unknown) => void (failure ??= mapOssError(err, this.name)),
+            );
+            inFlight.add(sending);
+            void sending.finally(() => inFlight.delete(sending));
+            // Bounded memory: read no further while `parallel` parts are in flight.
+            while (inFlight.size >= this.parallel) await Promise.race(inFlight);
+            current = next;
+            next = current.done ? current : await parts.next();
           }
-          const partNo = ++number;
-          const buf = current.value;
-          const sending: Promise<void> = this.#attempt(() => this.#client.uploadPart(key, id, partNo, buf, 0, buf.length)).then(
-            (r) => void done.push({ number: partNo, etag: r.etag }),
-            (err: unknown) => void (failure ??= mapOssError(err, this.name)),
-          );
-          inFlight.add(sending);
-          void sending.finally(() => inFlight.delete(sending));
-          // Bounded memory: read no further while `parallel` parts are in flight.
-          while (inFlight.size >= this.parallel) await Promise.race(inFlight);
-          current = next;
-          next = current.done ? current : await parts.next();
+          await Promise.all(inFlight);
+          if (failure) throw failure;
+          await this.#attempt(() => this.#client.completeMultipartUpload(key, id, done));
+          uploadId = undefined;
         }
-        await Promise.all(inFlight);
-        if (failure) throw failure;
-        await this.#attempt(() => this.#client.completeMultipartUpload(key, id, done));
-        uploadId = undefined;
-      }
-
-      if (opts.size !== undefined && source.bytes !== opts.size) {
-        await this.#client.delete(key).catch(() => undefined);
-        throw new StorageError('failed', 'size_mismatch', `${this.name}: upload is smaller than its declared size`, { provider: this.name });
-      }
-      return { key, size: source.bytes };
-    } catch (err) {
-      // Stops reading the source whatever failed, so a producer writing into
-      // it (ffmpeg) sees a closed pipe instead of blocking forever.
-      if (!source.stream.destroyed) source.stream.destroy();
-      if (!body.destroyed) body.destroy();
-      await Promise.allSettled(inFlight);
-      if (uploadId) {
+      },
+      remove: () => this.#client.delete(key),
+      mapError: (err) => mapOssError(err, this.name),
+      abandon: async () => {
+        await Promise.allSettled(inFlight);
         const id = uploadId;
-        await this.#client.abortMultipartUpload(key, id).catch(() => undefined);
-      }
-      // The source's own failure is the root cause even when a request failed after it.
-      throw source.error ?? mapOssError(err, this.name);
-    }
+        if (id) await this.#client.abortMultipartUpload(key, id).catch(() => undefined);
+      },
+    });
   }
 
   /** A V4 signed GET URL (`x-oss-signature-version=OSS4-HMAC-SHA256`); only `host` is implied, so any HTTP client can use it. */
   async presign(key: string, expiresSeconds: number): Promise<string> {
     assertValidKey(key);
-    if (!Number.isInteger(expiresSeconds) || expiresSeconds <= 0 || expiresSeconds > MAX_PRESIGN_SECONDS) {
-      throw new StorageError('invalid_config', 'invalid_expiry', `${this.name}: expiry must be 1..${MAX_PRESIGN_SECONDS} seconds`, {
-        provider: this.name,
-      });
-    }
+    assertExpiry(expiresSeconds, this.name, MAX_PRESIGN_SECONDS);
     try {
       return await this.#client.signatureUrlV4('GET', expiresSeconds, undefined, key);
     } catch (err) {

@@ -11,10 +11,11 @@ import {
   STORAGE_ERROR_TEXT,
   PROBE_OBJECT_NAME,
   StorageError,
+  assertExpiry,
   assertValidKey,
-  countingSource,
   safeReason,
   sanitizeKeyPrefix,
+  streamUpload,
   type StorageErrorCode,
   type StorageProvider,
   type UploadOptions,
@@ -237,44 +238,36 @@ export class S3StorageProvider implements StorageProvider {
    * overwritten: the upload fails with `conflict` (see refuseExisting).
    */
   async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
-    const source = countingSource(body, this.name, opts.size);
-    try {
-      assertValidKey(key);
-      await this.refuseExisting(key);
-      const partSize =
-        this.partSize ??
-        (opts.size === undefined ? UNKNOWN_SIZE_PART : Math.max(DEFAULT_PART, Math.ceil(opts.size / MAX_PARTS)));
-      // No ContentLength even when the size is known: the SDK would send it as
-      // the Content-Length of a single PutObject, and a stream that falls
-      // short would leave the request waiting for bytes that never come. The
-      // size plans the part size; the counter checks it.
-      const upload = new Upload({
-        client: this.#client,
-        params: {
-          Bucket: this.bucket,
-          Key: key,
-          Body: source.stream,
-          ...(opts.contentType ? { ContentType: opts.contentType } : {}),
-        },
-        partSize,
-        queueSize: this.queueSize,
-        leavePartsOnError: false,
-      });
-      await upload.done();
-      if (opts.size !== undefined && source.bytes !== opts.size) {
-        await this.#client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key })).catch(() => undefined);
-        throw new StorageError('failed', 'size_mismatch', `${this.name}: upload is smaller than its declared size`, { provider: this.name });
-      }
-      return { key, size: source.bytes };
-    } catch (err) {
-      // Stops reading the source whatever failed, so a producer writing into
-      // it (ffmpeg) sees a closed pipe instead of blocking forever.
-      if (!source.stream.destroyed) source.stream.destroy();
-      if (!body.destroyed) body.destroy();
-      // lib-storage reports a failed AbortMultipartUpload instead of what
-      // made it abort; the source's own failure is the one that matters.
-      throw source.error ?? mapS3Error(err, this.name);
-    }
+    // (streamUpload reports the source's own failure first, which matters
+    // here: lib-storage reports a failed AbortMultipartUpload instead of
+    // what made it abort.)
+    return streamUpload(this.name, key, body, opts, {
+      send: async (source) => {
+        await this.refuseExisting(key);
+        const partSize =
+          this.partSize ??
+          (opts.size === undefined ? UNKNOWN_SIZE_PART : Math.max(DEFAULT_PART, Math.ceil(opts.size / MAX_PARTS)));
+        // No ContentLength even when the size is known: the SDK would send it as
+        // the Content-Length of a single PutObject, and a stream that falls
+        // short would leave the request waiting for bytes that never come. The
+        // size plans the part size; the counter checks it.
+        const upload = new Upload({
+          client: this.#client,
+          params: {
+            Bucket: this.bucket,
+            Key: key,
+            Body: source.stream,
+            ...(opts.contentType ? { ContentType: opts.contentType } : {}),
+          },
+          partSize,
+          queueSize: this.queueSize,
+          leavePartsOnError: false,
+        });
+        await upload.done();
+      },
+      remove: () => this.#client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key })),
+      mapError: (err) => mapS3Error(err, this.name),
+    });
   }
 
   /**
@@ -298,11 +291,7 @@ export class S3StorageProvider implements StorageProvider {
 
   async presign(key: string, expiresSeconds: number): Promise<string> {
     assertValidKey(key);
-    if (!Number.isInteger(expiresSeconds) || expiresSeconds <= 0 || expiresSeconds > MAX_PRESIGN_SECONDS) {
-      throw new StorageError('invalid_config', 'invalid_expiry', `${this.name}: expiry must be 1..${MAX_PRESIGN_SECONDS} seconds`, {
-        provider: this.name,
-      });
-    }
+    assertExpiry(expiresSeconds, this.name, MAX_PRESIGN_SECONDS);
     try {
       return await getSignedUrl(this.#client, new GetObjectCommand({ Bucket: this.bucket, Key: key }), { expiresIn: expiresSeconds });
     } catch (err) {

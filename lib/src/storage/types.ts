@@ -59,6 +59,8 @@ export function safeReason(reason: string): string {
   return SAFE_REASON.test(reason) ? reason : 'unknown';
 }
 
+const STORAGE_ERROR_BRAND = Symbol.for('mediajobs.storage.StorageError');
+
 /**
  * The one error type of the storage layer. `message` and `reason` are built
  * from fixed text and vetted tokens only, never from a backend's message, so
@@ -82,7 +84,25 @@ export class StorageError extends Error {
     this.provider = opts.provider ?? 'storage';
     if (opts.httpStatus !== undefined) this.httpStatus = opts.httpStatus;
   }
+
+  /**
+   * `instanceof StorageError` holds for a StorageError of any copy of this
+   * module. A process can hold two: index.ts loads provider modules with
+   * import(), and where the rest was loaded as CommonJS (mocha require()s
+   * spec files, and tsx compiles what they import to CommonJS) that import()
+   * loads ESM copies of the providers and of this file. Callers tell storage
+   * errors apart with instanceof, so the check goes by a registry-wide
+   * symbol rather than by which copy's prototype an error has. Subclasses,
+   * if any, keep the ordinary check.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (this !== StorageError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return typeof value === 'object' && value !== null && (value as { [STORAGE_ERROR_BRAND]?: unknown })[STORAGE_ERROR_BRAND] === true;
+  }
 }
+
+// On the prototype, not the instances: nothing shows in util.inspect or a logger's output.
+Object.defineProperty(StorageError.prototype, STORAGE_ERROR_BRAND, { value: true });
 
 /**
  * (For providers.) Wrap an upload's source stream: counts its bytes, fails as soon as it
@@ -142,6 +162,61 @@ export function countingSource(
       return state.error;
     },
   };
+}
+
+export type CountedSource = ReturnType<typeof countingSource>;
+
+/** A provider's part of streamUpload(). */
+export interface UploadSteps {
+  /** Send `source.stream` to the backend, under the key streamUpload() checked. */
+  send(source: CountedSource): Promise<void>;
+  /** Remove what send() stored. Run when the stream fell short of its declared size; absent when send() never completes a short upload. */
+  remove?(): Promise<unknown>;
+  /** The backend's error as a StorageError. */
+  mapError(err: unknown): StorageError;
+  /** Cleanup after a failure, once the source is destroyed (abort a multipart upload). */
+  abandon?(): Promise<void>;
+}
+
+/**
+ * (For providers.) The frame every streamed upload shares: count `body`
+ * through countingSource (which fails it as soon as it outgrows a declared
+ * size), send it, and when it fell short of the declared size remove what
+ * was stored and fail with `size_mismatch`: a truncated file must not stay
+ * under a job's key. On any failure the source is destroyed, so a producer
+ * writing into it (ffmpeg) sees a closed pipe instead of blocking forever,
+ * and the error is the source's own when it failed (the root cause, even
+ * when a client library then reports something else), else the mapped one.
+ */
+export async function streamUpload(
+  provider: string,
+  key: string,
+  body: Readable,
+  opts: UploadOptions,
+  steps: UploadSteps,
+): Promise<UploadResult> {
+  const source = countingSource(body, provider, opts.size);
+  try {
+    assertValidKey(key);
+    await steps.send(source);
+    if (opts.size !== undefined && source.bytes !== opts.size) {
+      await steps.remove?.().catch(() => undefined);
+      throw new StorageError('failed', 'size_mismatch', `${provider}: upload is smaller than its declared size`, { provider });
+    }
+    return { key, size: source.bytes };
+  } catch (err) {
+    if (!source.stream.destroyed) source.stream.destroy();
+    if (!body.destroyed) body.destroy();
+    await steps.abandon?.();
+    throw source.error ?? steps.mapError(err);
+  }
+}
+
+/** (For providers.) Refuse a URL lifetime that is not a whole number of seconds in 1..`maxSeconds` (`invalid_expiry`). */
+export function assertExpiry(expiresSeconds: number, provider: string, maxSeconds?: number): void {
+  if (Number.isInteger(expiresSeconds) && expiresSeconds > 0 && (maxSeconds === undefined || expiresSeconds <= maxSeconds)) return;
+  const range = maxSeconds === undefined ? 'a positive number of seconds' : `1..${maxSeconds} seconds`;
+  throw new StorageError('invalid_config', 'invalid_expiry', `${provider}: expiry must be ${range}`, { provider });
 }
 
 export function isStorageError(err: unknown): err is StorageError {
