@@ -12,10 +12,12 @@ import {
 } from './mediajob/types.js';
 
 /**
- * CRF of each `quality_preset`; a preset overrides `video_quality`. The
- * steps follow x264/x265 practice: 18 is visually lossless for most
- * sources, 23 is the encoders' own default (so `medium` equals the default
+ * CRF of each `quality_preset`; a preset overrides `video_quality`. Both
+ * are on libx264's scale (the spec's 0–51): 18 is visually lossless for
+ * most sources, 23 is x264's own default (so `medium` equals the default
  * `video_quality`), and each step of about 4–6 roughly halves the bitrate.
+ * The runner gives libx265 and libvpx-vp9 the value of comparable quality
+ * on their own scales (runner-image/src/plan.ts encoderCrf).
  */
 export const QUALITY_PRESET_CRF: Readonly<Record<QualityPreset, number>> = {
   highest: 18,

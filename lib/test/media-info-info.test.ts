@@ -6,7 +6,10 @@ import { expect } from 'chai';
 import { assessClassification, assessMetadata } from '../src/media-info/assess.js';
 import { loadConfig } from '../src/config.js';
 import { mediaInfoOptions, mediaInfoSchema } from '../src/media-info/config.js';
-import { FAILURES, classifyFailedRun, failureStatus, logDetail, reasonFromMessages, worthFallback, type FailureCategory } from '../src/media-info/failures.js';
+import {
+  FAILURES, classifyFailedRun, failureOfReason, failureStatus, logDetail, reasonFromMessages, worthFallback, type FailureCategory,
+} from '../src/media-info/failures.js';
+import { YTDLP_REASON_KIND, type YtDlpReason } from '../src/media-info/ytdlp-messages.js';
 import { bestVideoDimensions, classifyVideo, isLive, metadataOf, type VideoClassification, type YtDlpInfo } from '../src/media-info/info.js';
 import {
   INFO_DIRECT_MP4, INFO_DRM, INFO_LIVE, INFO_LIVE_BOOLEAN_ONLY, INFO_LIVE_NO_DIMENSIONS, INFO_LIVE_VERTICAL, INFO_PLAYLIST,
@@ -121,6 +124,23 @@ describe('media-info: classification of yt-dlp info', () => {
         expect(classifyFailedRun(`[youtube] Extracting URL: https://www.youtube.com/watch?v=x\n${stderr}\n`)).to.equal(category);
       });
     }
+    it('reads yt-dlp with the runner\'s table: content reasons are content verdicts, technical ones temporary', () => {
+      for (const [reason, kind] of Object.entries(YTDLP_REASON_KIND)) {
+        const failure = failureOfReason(reason as YtDlpReason);
+        // A scheduled stream is answered as live, and a lookup has no post-processing: no failure of their own.
+        if (reason === 'upcoming' || reason === 'processing_failed') {
+          expect(failure, reason).to.equal(undefined);
+          continue;
+        }
+        expect(failure, reason).to.be.a('string');
+        expect(FAILURES[failure!].kind, reason).to.equal(kind === 'technical' ? 'temporary' : failure === 'private' ? 'private' : 'content');
+      }
+    });
+    it('a 404 for the page is content that is not there; for anything else, trouble', () => {
+      expect(classifyFailedRun('ERROR: [youtube] x: Unable to download API page: HTTP Error 404: Not Found (caused by <HTTPError 404: \'Not Found\'>)')).to.equal('unavailable');
+      expect(classifyFailedRun('ERROR: [generic] None: Unable to download webpage: HTTP Error 410: Gone (caused by <HTTPError 410: Gone>)')).to.equal('unavailable');
+      expect(classifyFailedRun('ERROR: unable to download video data: HTTP Error 404: Not Found')).to.equal('upstream_error');
+    });
     it('ERROR lines decide over warnings', () => {
       expect(reasonFromMessages('WARNING: [youtube] x: HTTP Error 429: Too Many Requests\nERROR: [youtube] x: Private video')).to.equal('private');
     });

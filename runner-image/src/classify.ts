@@ -6,13 +6,10 @@
 // the tool's text: stderr carries hostnames, IPs, paths and signed URLs, and
 // the message reaches users through the API, webhooks and chat.
 //
-// The patterns match what yt-dlp actually prints. YouTube's playability texts
-// are passed through by yt-dlp as `ERROR: [youtube] <id>: <reason>`
-// (extractor/youtube/_video.py joins reason and subreason, and adds a login
-// hint when the reason says "sign in"); generic network failures come from
-// yt-dlp's networking layer ("Unable to download webpage: <cause>") in both
-// the urllib-era wording (`<urlopen error [Errno 111] Connection refused>`)
-// and the newer TransportError wording.
+// yt-dlp's messages are read with the table POST /metadata and /is-short
+// use too (lib/src/media-info/ytdlp-messages.ts); this module maps its
+// reasons to job outcomes.
+import { ytDlpReason, type YtDlpReason } from '@mediajobs/lib/media-info/ytdlp-messages';
 import type { ErrorType, RunnerReport } from '@mediajobs/lib/mediajob/types';
 
 export const TECHNICAL_CATEGORIES = [
@@ -93,31 +90,29 @@ export function classification(category: ErrorCategory, opts: { audioOnlySource?
 
 type Rule = readonly [ErrorCategory, RegExp];
 
-// Order matters: the first rule that matches wins.
-// - Bot detection and rate limiting come first because YouTube's session
-//   rate-limit text begins "Video unavailable. This content isn't available,
-//   try again later." and would otherwise read as removed content.
-// - Copyright before geo-blocking: "blocked it in your country on copyright
-//   grounds" mentions a country.
-// - Age before private/members: the age gate also says "Sign in".
-// - A 404/410 for the page itself means the content is not there (a warning:
-//   retrying cannot help and nothing on our side failed); 5xx, 403 and
-//   failures while fetching the media data are connection errors.
-const YTDLP_RULES: readonly Rule[] = [
-  ['bot_detection', /confirm you.?re not a bot|not a robot|captcha|IP is likely being blocked/i],
-  ['rate_limited', /HTTP Error 429|Too Many Requests|rate[- ]limit|try again later/i],
-  ['drm_protected', /DRM[- ]protected|\bDRM\b/],
-  ['age_restricted', /confirm your age|age[- ]restricted|age[- ]gated|inappropriate for some users|verify your age/i],
-  ['members_only', /members[- ]only|join this channel|channel'?s members|Premium members/i],
-  ['private', /private video|video is private|made private|account is private/i],
-  ['channel_terminated', /account associated with this video has been terminated|(?:channel|account) (?:has been|was) terminated|closed their (?:\w+ )?account/i],
-  ['copyright', /copyright/i],
-  ['geo_blocked', /available in your (?:country|region)|geo[- ]?restrict|not available from your location|blocked (?:it )?in your country/i],
-  ['upcoming', /Premieres in|live event will begin|will begin in|is upcoming|has not started yet|not currently live/i],
-  ['unavailable', /Unable to download (?:webpage|API page|JSON metadata|m3u8 information|MPD manifest|XML)[^\n]*HTTP Error (?:404|410)|Video unavailable|video is unavailable|This video is not available|has been removed|no longer available|does not exist|Unsupported URL|No video formats found|live event has ended/i],
-  ['processing_failed', /Postprocessing:|ffmpeg exited|ffmpeg not found|ffprobe and ffmpeg not found|Conversion failed|No space left on device/i],
-  ['connection_error', /HTTP Error \d{3}|Connection refused|Connection reset|connection aborted|Remote end closed|timed? ?out|Name or service not known|Temporary failure in name resolution|nodename nor servname|getaddrinfo|No address associated|Network is unreachable|No route to host|Host is unreachable|IncompleteRead|SSL|certificate verify failed|Unable to connect|Unable to download|urlopen error|TransportError|fragment \d+ not found|Giving up after \d+|Did not get any data blocks/i],
-];
+/**
+ * The job failure each of yt-dlp's reasons means. Timeouts and HTTP error
+ * statuses are connection errors to a job (the spec has no finer technical
+ * error), and a URL no extractor takes is content that is not there.
+ */
+export const CATEGORY_OF_REASON: Readonly<Record<YtDlpReason, ErrorCategory>> = {
+  bot_detection: 'bot_detection',
+  rate_limited: 'rate_limited',
+  timeout: 'connection_error',
+  http_error: 'connection_error',
+  connection_error: 'connection_error',
+  processing_failed: 'processing_failed',
+  private: 'private',
+  members_only: 'members_only',
+  age_restricted: 'age_restricted',
+  geo_blocked: 'geo_blocked',
+  channel_terminated: 'channel_terminated',
+  copyright: 'copyright',
+  drm_protected: 'drm_protected',
+  upcoming: 'upcoming',
+  unsupported: 'unavailable',
+  unavailable: 'unavailable',
+};
 
 /** The lines yt-dlp marks as the error; warnings can mention sign-in or formats without being the cause. */
 function errorLines(stderr: string): string {
@@ -133,11 +128,8 @@ function errorLines(stderr: string): string {
  */
 export function classifyYtDlp(stderr: string, exitCode: number | null, opts: { audioOnlySource?: boolean } = {}): Classification {
   if (exitCode === 2 && !/^ERROR:/m.test(stderr)) return classification('internal_error');
-  const text = errorLines(stderr);
-  for (const [category, re] of YTDLP_RULES) {
-    if (re.test(text)) return classification(category, opts);
-  }
-  return classification('download_failed');
+  const reason = ytDlpReason(errorLines(stderr));
+  return classification(reason === undefined ? 'download_failed' : CATEGORY_OF_REASON[reason], opts);
 }
 
 // ffmpeg as the live recorder reads the network itself; its HTTP layer

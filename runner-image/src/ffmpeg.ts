@@ -81,6 +81,12 @@ export interface MuxOptions {
   clip?: Clip;
   /** Encode the video even if copy would do (an exact cut off a keyframe). */
   reencodeVideo?: boolean;
+  /**
+   * The CPUs the job may use (child.ts cpuBudget). Decoders get one thread
+   * each, the video encoder what libx264 would choose itself on that many
+   * (1.5 per CPU), instead of counting the machine's cores.
+   */
+  threads?: number;
 }
 
 /** ffmpeg output target meaning "write to stdout": the upload reads it as ffmpeg writes. */
@@ -134,12 +140,14 @@ export function muxPlan(inputs: MuxInput[], output: string, container: Container
   const args = ['-hide_banner', '-nostdin', '-loglevel', 'error', '-nostats', '-progress', streaming ? 'pipe:3' : 'pipe:1', '-y'];
   for (const input of inputs) {
     if (clip && clip.start > 0) args.push('-ss', secs(clip.start));
+    if (opts.threads) args.push('-threads', String(opts.threads));
     args.push('-i', input.path);
   }
   const at = (m: { input: MuxInput; stream: ProbedStream }) => `${inputs.indexOf(m.input)}:${m.stream.index}`;
   if (video) args.push('-map', at(video));
   if (audio) args.push('-map', at(audio));
   args.push(...codecPlanArgs(codecs));
+  if (opts.threads && codecs.video && !codecs.video.copy) args.push('-threads', String(Math.floor((opts.threads * 3) / 2)));
   // AAC from MPEG-TS (HLS) carries ADTS headers that MP4 stores as
   // AudioSpecificConfig. The mp4 muxer converts by itself only when it writes
   // its moov at the end; fragmented MP4 writes it first, so the filter must
@@ -200,12 +208,12 @@ export async function keyframeAt(bin: string, input: MuxInput, stream: ProbedStr
  */
 export async function planMux(
   ffprobeBin: string, inputs: MuxInput[], output: string, container: Container,
-  spec: Parameters<typeof muxPlan>[3], clip: Clip | undefined, signal?: AbortSignal,
+  spec: Parameters<typeof muxPlan>[3], clip: Clip | undefined, signal?: AbortSignal, threads?: number,
 ): Promise<MuxPlan | undefined> {
-  const plan = muxPlan(inputs, output, container, spec, { clip });
+  const plan = muxPlan(inputs, output, container, spec, { clip, threads });
   if (!plan || !clip || clip.start <= 0 || !plan.video || !plan.codecs.video?.copy) return plan;
   if (await keyframeAt(ffprobeBin, plan.video.input, plan.video.stream, clip.start, signal)) return plan;
-  return muxPlan(inputs, output, container, spec, { clip, reencodeVideo: true });
+  return muxPlan(inputs, output, container, spec, { clip, reencodeVideo: true, threads });
 }
 
 interface MuxRunOptions {

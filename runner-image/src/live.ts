@@ -149,17 +149,21 @@ export interface RecordingPlan {
 }
 
 /**
- * How to record the selected formats, or why they cannot be: ffmpeg reads
- * HLS and plain HTTP; other live protocols (YouTube's from-start DASH
- * fragments) need yt-dlp's own downloaders and are not recorded.
+ * How to record `chosen`, the formats the spec's rules picked from the
+ * probe's list (plan.ts chooseFormats, as for a download: max_resolution
+ * means the same for a recording), else yt-dlp's own selection; or why they
+ * cannot be recorded: ffmpeg reads HLS and plain HTTP; other live protocols
+ * (YouTube's from-start DASH fragments) need yt-dlp's own downloaders and
+ * are not recorded.
  */
 export function recordingPlan(
   info: LiveInfo,
   spec: Pick<MediaJobSpec, 'liveFromStart' | 'maxDuration'>,
   audioOnly: boolean,
   limits: LiveLimits,
+  chosen?: readonly LiveFormat[],
 ): RecordingPlan | { unsupported: string } {
-  const formats = selectedFormats(info);
+  const formats = chosen?.length ? [...chosen] : selectedFormats(info);
   if (!formats.length) return { unsupported: 'no format' };
   const bad = formats.find((f) => !f.url || !(isHls(f) || isHttp(f)));
   if (bad) return { unsupported: bad.protocol ?? 'unknown protocol' };
@@ -288,15 +292,22 @@ function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** Record a live source into `dir` as the Downloading step's result (one MPEG-TS file). */
+/**
+ * Record a live source into `dir` as the Downloading step's result (one
+ * MPEG-TS file): `opts.formats` when the spec's rules chose (see
+ * recordingPlan), else yt-dlp's selection.
+ */
 export async function recordLiveSource(
   info: LiveInfo,
   spec: Pick<MediaJobSpec, 'liveFromStart' | 'maxDuration'>,
   audioOnly: boolean,
   dir: string,
-  opts: { bin: string; socketTimeoutSeconds: number; limits?: LiveLimits; signal?: AbortSignal; onProgress?: (fraction: number) => void; logger: Logger },
+  opts: {
+    bin: string; socketTimeoutSeconds: number; limits?: LiveLimits; formats?: readonly LiveFormat[]; signal?: AbortSignal;
+    onProgress?: (fraction: number) => void; logger: Logger;
+  },
 ): Promise<DownloadResult> {
-  const plan = recordingPlan(info, spec, audioOnly, opts.limits ?? DEFAULT_LIVE_LIMITS);
+  const plan = recordingPlan(info, spec, audioOnly, opts.limits ?? DEFAULT_LIVE_LIMITS, opts.formats);
   if ('unsupported' in plan) {
     opts.logger.warn({ protocol: plan.unsupported }, 'live stream in a protocol the recorder cannot read');
     const run: RunResult = { exitCode: null, signal: null, stdout: '', stderr: '', stdoutTruncated: false };

@@ -184,7 +184,7 @@ export function fits(list: readonly string[], codec: string | undefined): boolea
   return list.includes('*') || (codec !== undefined && list.includes(codec));
 }
 
-type VideoTarget = 'h264' | 'h265' | 'vp9';
+export type VideoTarget = 'h264' | 'h265' | 'vp9';
 type AudioTarget = 'aac' | 'opus' | 'mp3';
 const VIDEO_CODEC_NAME: Record<VideoTarget, string> = { h264: 'h264', h265: 'hevc', vp9: 'vp9' };
 const AUDIO_CODEC_NAME: Record<AudioTarget, string> = { aac: 'aac', opus: 'opus', mp3: 'mp3' };
@@ -234,9 +234,42 @@ export interface CodecPlan {
 
 type CodecSpec = Pick<MediaJobSpec, 'videoCodec' | 'audioCodec' | 'audioBitrate' | 'videoQuality' | 'qualityPreset'>;
 
-/** The CRF of an encode: the preset's when given (it overrides videoQuality), else videoQuality. */
+/**
+ * The CRF a job asks for, on the API's scale, which is libx264's (spec:
+ * video_quality 0–51, default 23): the preset's when given (it overrides
+ * videoQuality), else videoQuality.
+ */
 export function crfOf(spec: Pick<MediaJobSpec, 'videoQuality' | 'qualityPreset'>): number {
   return spec.qualityPreset ? QUALITY_PRESET_CRF[spec.qualityPreset] : (spec.videoQuality ?? DEFAULT_VIDEO_QUALITY);
+}
+
+// Each encoder's CRF scale, as three anchors the API's scale maps onto: 0
+// (the best its constant-quality mode does), the value that looks like
+// libx264's default 23, and its worst. A number in between is interpolated
+// linearly on each side of the middle anchor, so the whole API range stays
+// reachable and order-preserving for every codec.
+// - libx265: 0–51 like x264, but offset: its default 28 "should visually
+//   correspond to libx264 video at CRF 23, but result in about half the
+//   file size" (ffmpeg's H.265 encoding guide).
+// - libvpx-vp9 in constant quality (-crf with -b:v 0): 0–63, a different
+//   quantizer scale; 31 is the value ffmpeg's VP9 guide and Google's VP9 VOD
+//   settings give for 1080p, the x264-default counterpart.
+const CRF_SCALES: Record<VideoTarget, { likeX264Default: number; max: number }> = {
+  h264: { likeX264Default: 23, max: 51 },
+  h265: { likeX264Default: 28, max: 51 },
+  vp9: { likeX264Default: 31, max: 63 },
+};
+const API_CRF_DEFAULT = 23;
+const API_CRF_MAX = 51;
+
+/** The CRF on `target`'s own scale that means the quality `crf` means on the API's (libx264's) scale. */
+export function encoderCrf(target: VideoTarget, crf: number): number {
+  const { likeX264Default: mid, max } = CRF_SCALES[target];
+  const c = Math.min(API_CRF_MAX, Math.max(0, crf));
+  const v = c <= API_CRF_DEFAULT
+    ? (c * mid) / API_CRF_DEFAULT
+    : mid + ((c - API_CRF_DEFAULT) * (max - mid)) / (API_CRF_MAX - API_CRF_DEFAULT);
+  return Math.round(v);
 }
 
 /**
@@ -264,7 +297,7 @@ export function codecPlan(spec: CodecSpec, container: Container, source: StreamC
     }
     if (!target) plan.video = { copy: true, codec: source.video };
     else {
-      const args = [...ENCODER_ARGS[target], '-crf', String(crfOf(spec))];
+      const args = [...ENCODER_ARGS[target], '-crf', String(encoderCrf(target, crfOf(spec)))];
       // Apple players only take HEVC in MP4/MOV under the hvc1 sample entry (ffmpeg writes hev1 by default).
       if (target === 'h265' && (format === 'mp4' || format === 'mov')) args.push('-tag:v', 'hvc1');
       plan.video = { copy: false, codec: VIDEO_CODEC_NAME[target], args };

@@ -9,6 +9,9 @@ import {
   isStorageUnreachable, type ErrorCategory,
 } from '../src/classify.js';
 import { StorageError } from '@mediajobs/lib/storage/types';
+import { YTDLP_REASON_KIND, YTDLP_RULES } from '@mediajobs/lib/media-info/ytdlp-messages';
+import { CATEGORY_OF_REASON } from '../src/classify.js';
+import { STDERR_CASES } from '../../lib/test/media-info-fixtures.js';
 
 const YTDLP_CASES: [string, ErrorCategory][] = [
   // bot detection (U+2019 and ASCII apostrophe; yt-dlp appends its login hint)
@@ -89,6 +92,24 @@ describe('runner: failure classification', () => {
       const stderr = 'WARNING: [youtube] Sign in to see more formats; private video formats skipped\nERROR: [generic] None: Unable to download webpage: <urlopen error [Errno 111] Connection refused>';
       expect(classifyYtDlp(stderr, 1).category).to.equal('connection_error');
     });
+
+    it('reads yt-dlp with the table /metadata and /is-short use: a technical reason fails the job, a content reason warns', () => {
+      expect(Object.keys(CATEGORY_OF_REASON).sort()).to.deep.equal(YTDLP_RULES.map(([r]) => r).sort());
+      for (const [reason, kind] of Object.entries(YTDLP_REASON_KIND)) {
+        const c = classification(CATEGORY_OF_REASON[reason as keyof typeof YTDLP_REASON_KIND]);
+        expect(c.errorType, reason).to.equal(kind === 'technical' ? 'error' : 'warning');
+      }
+    });
+
+    // The lookups' own cases (lib/test/media-info-fixtures.ts): the same
+    // text means the same to a job, at the job's coarser grain.
+    const JOB_CATEGORY: Record<string, ErrorCategory> = { timeout: 'connection_error', upstream_error: 'connection_error', unsupported: 'unavailable' };
+    for (const [stderr, lookup] of STDERR_CASES.filter(([text]) => /^ERROR:/m.test(text))) {
+      const want = JOB_CATEGORY[lookup] ?? (lookup as ErrorCategory);
+      it(`as a lookup reads it: ${want} ← ${stderr.slice(0, 80)}`, () => {
+        expect(classifyYtDlp(stderr, 1).category).to.equal(want);
+      });
+    }
 
     it('a usage error (exit 2, no ERROR line) is ours, not the media\'s', () => {
       expect(classifyYtDlp('yt-dlp: error: no such option: --bogus', 2).category).to.equal('internal_error');

@@ -8,7 +8,11 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { pino } from 'pino';
+import type { MaxResolution, MediaJobSpec } from '@mediajobs/lib/mediajob/types';
+import { LocalStorageProvider } from '@mediajobs/lib/storage/index';
 import type { RunResult } from '../src/child.js';
+import { runJob } from '../src/pipeline.js';
+import { StatusReporter } from '../src/report.js';
 import {
   DEFAULT_LIVE_LIMITS, hlsLiveness, isLiveSource, livenessOf, notYetAvailable, probeWaitingForVideo, recordLive, recorderArgs,
   recordingPlan, selectedFormats, type LiveInfo, type RecordingPlan,
@@ -76,6 +80,18 @@ describe('runner: live streams', () => {
       expect(plan.maps).to.deep.equal(['0:v:0?', '1:a:0?']);
       expect(plan.capSeconds).to.equal(30);
       expect(plan.inputs.map((i) => i.hls)).to.deep.equal([true, true]);
+    });
+
+    it('records the formats the spec\'s rules chose, not yt-dlp\'s own pick', () => {
+      const v360 = { format_id: '360', url: 'http://x/360.m3u8', protocol: 'm3u8_native', vcodec: 'avc1.64001e', acodec: 'none', width: 640, height: 360 };
+      const v240 = { ...v360, format_id: '240', url: 'http://x/240.m3u8', width: 426, height: 240 };
+      const audio = { format_id: 'audio', url: 'http://x/a.m3u8', protocol: 'm3u8_native', vcodec: 'none' };
+      const info: LiveInfo = { formats: [audio, v240, v360], requested_formats: [v360, audio] };
+      const plan = recordingPlan(info, { liveFromStart: false }, false, limits, [v240, audio]) as RecordingPlan;
+      expect(plan.inputs.map((i) => i.url)).to.deep.equal(['http://x/240.m3u8', 'http://x/a.m3u8']);
+      expect(plan.formatIds).to.deep.equal(['240', 'audio']);
+      // Nothing chosen (a list with nothing usable): yt-dlp's selection.
+      expect((recordingPlan(info, { liveFromStart: false }, false, limits, []) as RecordingPlan).formatIds).to.deep.equal(['360', 'audio']);
     });
 
     it('a muxed rendition gives both; an audio-only job takes only the audio', () => {
@@ -222,6 +238,74 @@ describe('runner: live streams', () => {
       const plan = { ...planFor(2), inputs: [{ url: stream.url.replace('live.m3u8', 'missing.m3u8'), headers: {}, hls: true }] };
       const r = await recordLive(plan, dir, { bin: 'ffmpeg', socketTimeoutSeconds: 5, logger });
       expect(r).to.include({ ok: false, category: 'unavailable' });
+    });
+  });
+
+  describe('a live job on a live ladder (max_resolution, rule 3)', function () {
+    this.timeout(90_000);
+    let stream: LiveStream;
+    let scratch: string;
+    let n = 0;
+    // Video-only renditions and one AAC rendition, as yt-dlp's generic extractor lists them from the master playlist.
+    const variants = [{ name: '144p', width: 256, height: 144 }, { name: '240p', width: 426, height: 240 }, { name: '360p', width: 640, height: 360 }];
+
+    before(async () => {
+      scratch = mkdtempSync(join(tmpdir(), 'live-job-'));
+      stream = await startLiveStream({ segmentSeconds: 1, listSize: 6, variants });
+      await stream.ready;
+    });
+    after(async () => {
+      await stream?.stop();
+      if (scratch) rmSync(scratch, { recursive: true, force: true });
+    });
+
+    /** The whole pipeline (probe, format choice, recording, mux, upload to local storage), as the pod runs it. */
+    async function liveJob(maxResolution: MaxResolution): Promise<{ height: number; width: number; duration: number; actualQuality?: string; segments: string[] }> {
+      n++;
+      const store = join(scratch, 'store');
+      const workDir = join(scratch, `work-${n}`);
+      const spec: MediaJobSpec = {
+        url: stream.url, owner: { apiKeyId: '6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f' }, destination: { type: 'managed' },
+        format: 'mp4', videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, maxResolution, maxDuration: 2,
+        audioOnly: false, downloadSubtitles: false, downloadThumbnail: false, liveRecording: false, liveFromStart: false,
+        waitForVideo: false, enableProgressWebhook: false,
+      };
+      const before = stream.segmentRequests.length;
+      const report = await runJob({
+        spec, jobId: `0000000${n}-aaaa-4bbb-8ccc-${String(n).padStart(12, '0')}`, workDir, logger,
+        reporter: new StatusReporter({ namespace: 'default', name: 'live', logger, sink: { patch: async () => undefined } }),
+        tools: { ytdlp: 'yt-dlp', ffmpeg: 'ffmpeg', ffprobe: 'ffprobe', socketTimeoutSeconds: 10 },
+        destination: {
+          provider: new LocalStorageProvider({ dir: store, publicBaseUrl: 'http://127.0.0.1:8080', secret: 'live-test-secret-0123456789' }),
+          baseFolder: 'videos',
+        },
+      });
+      expect(report, JSON.stringify(report)).to.include({ outcome: 'completed', step: 'Finished' });
+      const file = join(store, report.result!.storageKey);
+      const { stdout } = await run('ffprobe', ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', file]);
+      const p = JSON.parse(stdout) as { format: { duration: string }; streams: { codec_type: string; width?: number; height?: number }[] };
+      const video = p.streams.find((s) => s.codec_type === 'video')!;
+      expect(p.streams.map((s) => s.codec_type).sort()).to.deep.equal(['audio', 'video']);
+      return {
+        width: video.width!, height: video.height!, duration: Number(p.format.duration), actualQuality: report.result!.actualQuality,
+        segments: stream.segmentRequests.slice(before),
+      };
+    }
+
+    it('max_resolution 240 records the 240p variant, not the best one', async () => {
+      const r = await liveJob('240');
+      expect([r.width, r.height]).to.deep.equal([426, 240]);
+      expect(r.actualQuality).to.equal('240p');
+      expect(r.duration).to.be.closeTo(2, 0.3);
+      // Only that variant's (and the audio's) segments were fetched.
+      const fetched = new Set(r.segments.map((s) => s.split('/')[0]));
+      expect([...fetched].sort()).to.deep.equal(['240p', 'audio']);
+    });
+
+    it('lowest records the smallest variant', async () => {
+      const r = await liveJob('lowest');
+      expect([r.width, r.height]).to.deep.equal([256, 144]);
+      expect(r.actualQuality).to.equal('144p');
     });
   });
 });

@@ -3,7 +3,7 @@
 // is a keyframe, encode when not), and the streaming mux ends its stream only
 // on success. Sources are made here with ffmpeg, tiny and short.
 import { execFile } from 'node:child_process';
-import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -76,6 +76,10 @@ describe('runner mux: plans against ffmpeg 5.1', function () {
     await Promise.all([
       ffmpeg([...tiny(1), '-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-c:a', 'aac', join(dir, 'h264-aac.mp4')]),
       ffmpeg([...tiny(1), '-c:v', 'libvpx-vp9', '-deadline', 'realtime', '-cpu-used', '8', '-c:a', 'libopus', join(dir, 'vp9-opus.webm')]),
+      ffmpeg([
+        '-f', 'lavfi', '-i', `testsrc2=size=256x144:rate=${FPS}:duration=2`, '-f', 'lavfi', '-i', 'sine=sample_rate=48000:duration=2',
+        '-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-c:a', 'aac', join(dir, '144p.mp4'),
+      ]),
       // Six seconds, a keyframe every second: the clip sources, as separate
       // video and audio (a DASH/HLS download), muxed, and as MPEG-TS, whose
       // timestamps start at 1.4 s.
@@ -90,6 +94,40 @@ describe('runner mux: plans against ffmpeg 5.1', function () {
   });
 
   after(() => rmSync(dir, { recursive: true, force: true }));
+
+  describe('CRF per encoder (the API\'s scale is libx264\'s)', () => {
+    /**
+     * The CRF an encode ran at, read from the delivered file: x264 and x265
+     * store their settings in an SEI message ("crf=28.0"); libvpx stores
+     * none, but in constant-quality mode every ordinary inter frame gets the
+     * CRF's quantizer index (vp9_quantizer_to_qindex: 4 × CRF below 63),
+     * which ffmpeg's trace_headers filter prints as base_q_idx (key and
+     * alt-ref frames get lower ones).
+     */
+    async function crfInFile(file: string, codec: string): Promise<number | undefined> {
+      if (codec !== 'vp9') {
+        const m = /\bcrf=(\d+(?:\.\d+)?)/.exec(readFileSync(file).toString('latin1'));
+        return m ? Number(m[1]) : undefined;
+      }
+      const { stderr } = await run('ffmpeg', ['-hide_banner', '-nostdin', '-loglevel', 'trace', '-i', file, '-map', '0:v', '-c', 'copy', '-bsf:v', 'trace_headers', '-f', 'null', '-'], { maxBuffer: 64 << 20 });
+      const q = [...stderr.matchAll(/base_q_idx\s+[01]+\s+=\s+(\d+)/g)].map((m) => Number(m[1]));
+      return q.length ? Math.max(...q) / 4 : undefined;
+    }
+
+    // quality_preset `low` (API CRF 28) with a video_quality it overrides, on a 2 s 144p clip.
+    for (const [videoCodec, format, codec, crf] of [['h264', 'mp4', 'h264', 28], ['h265', 'mp4', 'hevc', 32], ['vp9', 'webm', 'vp9', 37]] as const) {
+      it(`${videoCodec}: quality_preset low encodes at CRF ${crf} on ${videoCodec === 'vp9' ? 'libvpx-vp9\'s 0–63' : videoCodec === 'h265' ? 'x265\'s' : 'x264\'s'} scale`, async () => {
+        const container = containerFor({ format, audioOnly: false });
+        const out = join(dir, `crf-${videoCodec}.${container.ext}`);
+        const plan = muxPlan([await input(join(dir, '144p.mp4'))], out, container, spec({ videoCodec, qualityPreset: 'low', videoQuality: 10 }))!;
+        expect(plan.args.join(' ')).to.contain(`-crf ${crf}`);
+        await runTo(plan, out);
+        const video = (await probeFile(out)).streams.find((s) => s.codec_type === 'video')!;
+        expect(video).to.include({ codec_name: codec, width: 256 });
+        expect(await crfInFile(out, codec)).to.equal(crf);
+      });
+    }
+  });
 
   it('every container takes the codecs the plan gives it, for copy, explicit codecs and fallbacks', async () => {
     const videoCombos: Partial<MediaJobSpec>[] = [{}, { videoCodec: 'h264', audioCodec: 'aac' }, { videoCodec: 'h265', audioCodec: 'opus' }, { videoCodec: 'vp9', audioCodec: 'mp3' }];

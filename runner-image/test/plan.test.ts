@@ -7,8 +7,8 @@ import { FORMATS, VIDEO_CODECS, AUDIO_CODECS, type Format, type MaxResolution, t
 import { QUALITY_PRESET_CRF } from '@mediajobs/lib/job-options';
 import { muxPlan, PIPE_OUTPUT, type Probed } from '../src/ffmpeg.js';
 import {
-  AUDIO_OK, VIDEO_OK, chooseFormats, clipOf, codecPlan, containerFor, ffmpegCodecName, formatsToMeasure, shortSide, withMeasurements,
-  type YtDlpFormat,
+  AUDIO_OK, VIDEO_OK, chooseFormats, clipOf, codecPlan, containerFor, encoderCrf, ffmpegCodecName, formatsToMeasure, shortSide, withMeasurements,
+  type VideoTarget, type YtDlpFormat,
 } from '../src/plan.js';
 
 // What yt-dlp 2023.03.04's generic extractor reports for test/support/media.ts's
@@ -260,13 +260,45 @@ describe('runner plan: formats, codecs, clips', () => {
     it('copy ignores video_quality and audio_bitrate', () => {
       expect(args({ videoQuality: 10, audioBitrate: '64k' })).to.equal('copy | copy');
     });
-    it('video_quality is the CRF of an encode; a preset overrides it with its documented CRF', () => {
+    it('video_quality is the CRF of an encode, on libx264\'s scale; a preset overrides it with its documented CRF', () => {
       expect(args({ videoCodec: 'h264', videoQuality: 30 })).to.equal('-c:v libx264 -preset veryfast -pix_fmt yuv420p -crf 30 | copy');
       for (const [preset, crf] of Object.entries(QUALITY_PRESET_CRF)) {
-        expect(args({ videoCodec: 'h265', videoQuality: 40, qualityPreset: preset as MediaJobSpec['qualityPreset'] }), preset)
-          .to.equal(`-c:v libx265 -preset veryfast -x265-params log-level=error -crf ${crf} -tag:v hvc1 | copy`);
+        expect(args({ videoCodec: 'h264', videoQuality: 40, qualityPreset: preset as MediaJobSpec['qualityPreset'] }), preset)
+          .to.equal(`-c:v libx264 -preset veryfast -pix_fmt yuv420p -crf ${crf} | copy`);
       }
-      expect(args({ videoCodec: 'vp9', videoQuality: 31 })).to.equal('-c:v libvpx-vp9 -deadline good -cpu-used 4 -row-mt 1 -b:v 0 -crf 31 | copy');
+    });
+    // The table runner-image/README.md documents: a preset means comparable
+    // quality whatever the codec, so each encoder gets its own scale's number.
+    const PRESET_CRF_PER_ENCODER: Record<string, Record<VideoTarget, number>> = {
+      highest: { h264: 18, h265: 22, vp9: 24 },
+      high: { h264: 20, h265: 24, vp9: 27 },
+      medium: { h264: 23, h265: 28, vp9: 31 },
+      low: { h264: 28, h265: 32, vp9: 37 },
+      lowest: { h264: 32, h265: 35, vp9: 41 },
+    };
+    it('each encoder gets the CRF of its own scale: x265 offset (28 ≈ x264 23), libvpx-vp9 0–63 (31 ≈ x264 23)', () => {
+      expect(Object.keys(PRESET_CRF_PER_ENCODER)).to.deep.equal(Object.keys(QUALITY_PRESET_CRF));
+      for (const [preset, crfs] of Object.entries(PRESET_CRF_PER_ENCODER)) {
+        const qualityPreset = preset as MediaJobSpec['qualityPreset'];
+        expect(args({ videoCodec: 'h265', videoQuality: 40, qualityPreset }), preset)
+          .to.equal(`-c:v libx265 -preset veryfast -x265-params log-level=error -crf ${crfs.h265} -tag:v hvc1 | copy`);
+        const webm = codecPlan({ videoCodec: 'vp9', audioBitrate: '192k', videoQuality: 40, qualityPreset }, containerFor({ format: 'webm', audioOnly: false }), { video: 'h264' });
+        expect((webm.video as { args: string[] }).args.join(' '), preset)
+          .to.equal(`-c:v libvpx-vp9 -deadline good -cpu-used 4 -row-mt 1 -b:v 0 -crf ${crfs.vp9}`);
+      }
+      // video_quality maps the same way (the default 23 included).
+      expect(args({ videoCodec: 'vp9' })).to.match(/-b:v 0 -crf 31 \| copy$/);
+      expect(args({ videoCodec: 'h265', videoQuality: 23 })).to.contain('-crf 28 ');
+    });
+    it('the mapping keeps the ends and the order of the API scale', () => {
+      for (const target of ['h264', 'h265', 'vp9'] as const) {
+        const max = target === 'vp9' ? 63 : 51;
+        expect(encoderCrf(target, 0), target).to.equal(0);
+        expect(encoderCrf(target, 51), target).to.equal(max);
+        expect(encoderCrf(target, 99), `${target} clamps`).to.equal(max);
+        for (let c = 1; c <= 51; c++) expect(encoderCrf(target, c), `${target} ${c}`).to.be.at.least(encoderCrf(target, c - 1));
+      }
+      for (let c = 0; c <= 51; c++) expect(encoderCrf('h264', c)).to.equal(c);
     });
     it('audio_bitrate applies to an audio encode, requested or fallen back to', () => {
       expect(args({ audioCodec: 'aac', audioBitrate: '64k' })).to.equal('copy | -c:a aac -b:a 64k');

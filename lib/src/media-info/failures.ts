@@ -3,14 +3,10 @@
 //
 // The message a client sees is a fixed phrase per category, never yt-dlp's
 // text: stderr carries proxy hosts, signed media URLs and local paths.
-// The phrases match what yt-dlp prints for YouTube's playability statuses
-// (`ERROR: [youtube] <id>: <reason>`, or a WARNING with the same text when
-// --ignore-no-formats-error turns the missing formats into a warning) and
-// for network failures in both the urllib-era wording of the Debian build
-// (`<urlopen error [Errno 111] Connection refused>`) and the newer
-// TransportError wording. The runner classifies job failures with its own,
-// larger table (runner-image/src/classify.ts); this one only has to tell
-// content verdicts from retryable trouble.
+// Reading yt-dlp's messages is ytdlp-messages.ts's table, the one the runner
+// classifies job failures with too; this module only maps its reasons to
+// lookup failures (content verdicts against retryable trouble).
+import { ytDlpReason, type YtDlpReason } from './ytdlp-messages.js';
 
 export type FailureKind =
   /** The platform's answer about this content: retrying cannot change it. */
@@ -85,32 +81,35 @@ export function failureStatus(category: FailureCategory): number {
   }
 }
 
-type Rule = readonly [FailureCategory, RegExp];
+/**
+ * The lookup failure each of yt-dlp's reasons means. A scheduled stream is
+ * not a failure of a lookup (both endpoints answer it as live), and a
+ * lookup downloads nothing, so post-processing trouble can only be an
+ * extraction error: neither names a category here.
+ */
+const FROM_REASON: Readonly<Record<YtDlpReason, FailureCategory | undefined>> = {
+  bot_detection: 'bot_detection',
+  rate_limited: 'rate_limited',
+  timeout: 'timeout',
+  http_error: 'upstream_error',
+  connection_error: 'connection_error',
+  processing_failed: undefined,
+  private: 'private',
+  members_only: 'members_only',
+  age_restricted: 'age_restricted',
+  geo_blocked: 'geo_blocked',
+  channel_terminated: 'channel_terminated',
+  copyright: 'copyright',
+  drm_protected: 'drm_protected',
+  upcoming: undefined,
+  unsupported: 'unsupported',
+  unavailable: 'unavailable',
+};
 
-// First match wins:
-// - bot checks and rate limits first: YouTube's session rate limit reads
-//   "Video unavailable. This content isn't available, try again later.",
-//   which would otherwise be a removed video;
-// - copyright before geo-blocking ("blocked it in your country on copyright grounds");
-// - the age gate before private/members-only (all three say "Sign in");
-// - a 404/410 for the page is content that is not there; 403, 5xx and
-//   network failures are temporary.
-const RULES: readonly Rule[] = [
-  ['bot_detection', /confirm you.?re not a bot|not a robot|captcha/i],
-  ['rate_limited', /HTTP Error 429|Too Many Requests|rate[- ]?limit|try again later/i],
-  ['drm_protected', /DRM protected|\bDRM\b/],
-  ['age_restricted', /confirm your age|age[- ]restricted|inappropriate for some users|verify your age/i],
-  ['members_only', /members[- ]only|join this channel|channel'?s members/i],
-  ['private', /private video|video is private/i],
-  ['channel_terminated', /account associated with this video has been terminated|(?:channel|account) (?:has been|was) terminated/i],
-  ['copyright', /copyright/i],
-  ['geo_blocked', /available in your country|geo[- ]?restrict|not available from your location|blocked (?:it )?in your country/i],
-  ['unsupported', /Unsupported URL/i],
-  ['unavailable', /HTTP Error (?:404|410)|Video unavailable|video is unavailable|This video is not available|has been removed|no longer available|does not exist|requires payment|No video formats found/i],
-  ['timeout', /timed? ?out/i],
-  ['upstream_error', /HTTP Error (?:403|5\d\d)/i],
-  ['connection_error', /Connection refused|Connection reset|connection aborted|Remote end closed|Name or service not known|Temporary failure in name resolution|getaddrinfo|No address associated|Network is unreachable|No route to host|Host is unreachable|IncompleteRead|SSL|certificate verify failed|Unable to connect|urlopen error|TransportError|Tunnel connection failed|ProxyError|Unable to download/i],
-];
+/** The lookup failure a yt-dlp reason means, if any. */
+export function failureOfReason(reason: YtDlpReason): FailureCategory | undefined {
+  return FROM_REASON[reason];
+}
 
 function linesStarting(stderr: string, tag: string): string[] {
   return stderr.split(/\r?\n/).filter((l) => l.startsWith(tag));
@@ -126,8 +125,8 @@ export function reasonFromMessages(stderr: string): FailureCategory | undefined 
   const errors = linesStarting(stderr, 'ERROR:');
   const text = (errors.length ? errors : linesStarting(stderr, 'WARNING:')).join('\n');
   if (!text) return undefined;
-  for (const [category, re] of RULES) if (re.test(text)) return category;
-  return undefined;
+  const reason = ytDlpReason(text);
+  return reason === undefined ? undefined : failureOfReason(reason);
 }
 
 /** A failed run (non-zero exit, no JSON): its category, defaulting to a temporary extraction error. */

@@ -7,3 +7,4 @@ export * from './failures.js';
 export * from './info.js';
 export * from './platform-url.js';
 export * from './run.js';
+export * from './ytdlp-messages.js';
