@@ -1,5 +1,6 @@
 // The one way this project talks to the Kubernetes API: client-node's typed
-// clients over a keep-alive transport (see KeepAliveHttpLibrary).
+// clients over a keep-alive transport (see KeepAliveHttpLibrary). The one
+// exception is the runner's status patch inside a pod (ADR 0005).
 import http from 'node:http';
 import https from 'node:https';
 import * as k8s from '@kubernetes/client-node';

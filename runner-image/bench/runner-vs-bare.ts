@@ -10,28 +10,43 @@
 //   sum over it and its children (yt-dlp, ffmpeg) at any sample (goal < 200
 //   MB);
 // - peak disk use of the runner's work directory / output size (goal ≤ 1.2×);
+// - where the runner's time goes, from its own log: start (node, modules,
+//   configuration, destination), probe (yt-dlp -J and the format choice),
+//   download (yt-dlp, and ffprobe of each file as it completes), mux and
+//   upload, and exit (final report, clean-up);
 // - what streaming the mux into the upload saves against muxing to a
 //   faststart file and uploading that, with the runner's own functions, to
 //   local managed storage and to an S3 server (s3rver).
 //
 // The runner runs as the image runs it: compiled by tsc with the image's
-// tsconfigs, under plain node (`node runner-image/dist/main.js`); one more
-// row runs it as local mode does (node --import tsx), which costs memory
-// and start time. No cluster to report to. The input is served by
+// tsconfigs, under plain node (`node runner-image/dist/main.js`), with no
+// cluster to report to. In a pod it reports with one HTTPS request per
+// status patch (report.ts inClusterSink), which the bench cannot give it (the
+// ServiceAccount files are at a fixed path); that costs node's TLS, not
+// client-node. The last row runs it as local mode does: under tsx, reporting
+// to a local cluster through client-node (kubeconfig), which costs memory and
+// start time. ffmpeg gets the same thread count on both sides (the runner's
+// CPU budget, child.ts cpuBudget). The input is served by
 // test/support/media.ts; inputs are generated once into BENCH_CACHE_DIR.
 // Environment: BENCH_SECONDS (600), BENCH_TRANSCODE_SECONDS (60),
 // BENCH_ROUNDS (3, the median is reported), BENCH_MBPS (100).
 import { execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { LocalStorageProvider, S3StorageProvider } from '@mediajobs/lib/storage/index';
-import type { MediaJobSpec } from '@mediajobs/lib/mediajob/types';
+import { LocalStorageProvider } from '@mediajobs/lib/storage/index';
+import { S3StorageProvider } from '@mediajobs/lib/storage/s3';
+import { mediaJobCrd } from '@mediajobs/lib/mediajob/crd-source';
+import { API_VERSION, GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJobSpec } from '@mediajobs/lib/mediajob/types';
+import { LocalCluster } from '@mediajobs/local-cluster';
+import * as k8s from '@kubernetes/client-node';
+import { pino } from 'pino';
 import { startMediaServer } from '../../test/support/media.js';
 import { startS3rver } from '../../test/support/s3rver.js';
+import { cpuBudget } from '../src/child.js';
 import { uploadJobFile, type ResolvedDestination } from '../src/destination.js';
 import { ffprobe, mux, muxPlan, muxToStream, PIPE_OUTPUT, type MuxInput } from '../src/ffmpeg.js';
 import { containerFor } from '../src/plan.js';
@@ -46,6 +61,7 @@ const MBPS = Number(process.env.BENCH_MBPS ?? 100);
 const CACHE = process.env.BENCH_CACHE_DIR ?? join(tmpdir(), 'mediajobs-bench-media');
 const SAMPLE_MS = 50;
 const MB = 1024 * 1024;
+const THREADS = cpuBudget();
 
 /** A 1080p25 H.264 (4 Mbit/s, keyframe every 2 s) + AAC 128k MP4, made once and cached. */
 async function input(seconds: number): Promise<string> {
@@ -156,9 +172,53 @@ interface Outcome {
   seconds: number;
   peaks: Peaks;
   outputBytes: number;
+  /** The runner's phases, seconds, from its log (see PHASES). */
+  phases?: number[];
 }
 
-async function timed(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; watchDir: string; track?: boolean }): Promise<{ seconds: number; peaks: Peaks; code: number | null; out: string }> {
+/** Log messages that open each phase of a runner, after its start. */
+const PHASE_MARKS = ['probing source', 'downloading', 'muxing', 'job completed'];
+const PHASES = ['start', 'probe', 'download', 'mux + upload', 'exit'];
+
+/** Phase durations from the runner's pino lines: spawn → each mark → exit. */
+function phasesOf(log: string, startedAt: number, endedAt: number): number[] | undefined {
+  const at = new Map<string, number>();
+  for (const line of log.split('\n')) {
+    try {
+      const j = JSON.parse(line) as { msg?: string; time?: number };
+      if (j.msg && j.time && PHASE_MARKS.includes(j.msg) && !at.has(j.msg)) at.set(j.msg, j.time);
+    } catch {
+      // not a log line
+    }
+  }
+  if (PHASE_MARKS.some((m) => !at.has(m))) return undefined;
+  const marks = [startedAt, ...PHASE_MARKS.map((m) => at.get(m)!), endedAt];
+  return marks.slice(1).map((t, i) => (t - marks[i]!) / 1000);
+}
+
+/** A local cluster with the MediaJob CRD, for the runner to report to as in local mode. */
+interface BenchCluster {
+  cluster: LocalCluster;
+  custom: k8s.CustomObjectsApi;
+}
+
+async function startCluster(work: string): Promise<BenchCluster> {
+  const cluster = await LocalCluster.start({ port: 0, workDir: join(work, 'cluster'), logger: pino({ level: 'silent' }) });
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(cluster.kubeconfigPath);
+  const ext = kc.makeApiClient(k8s.ApiextensionsV1Api);
+  await ext.createCustomResourceDefinition({ body: mediaJobCrd() as unknown as k8s.V1CustomResourceDefinition });
+  for (let i = 0; ; i++) {
+    const got = await ext.readCustomResourceDefinition({ name: `${MEDIAJOB_PLURAL}.${GROUP}` });
+    if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
+    if (i > 100) throw new Error('CRD not established');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { cluster, custom: kc.makeApiClient(k8s.CustomObjectsApi) };
+}
+
+async function timed(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; watchDir: string; track?: boolean }): Promise<{ seconds: number; peaks: Peaks; code: number | null; out: string; startedAt: number; endedAt: number }> {
+  const startedAt = Date.now();
   const t0 = performance.now();
   const child = spawn(cmd, args, { env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
   const s = sampler(opts.track === false ? undefined : child.pid, opts.watchDir);
@@ -167,7 +227,7 @@ async function timed(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEn
   child.stderr.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-20_000)));
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   const seconds = (performance.now() - t0) / 1000;
-  return { seconds, peaks: s.stop(), code, out };
+  return { seconds, peaks: s.stop(), code, out, startedAt, endedAt: Date.now() };
 }
 
 /** How the runner is started: the image's compiled JavaScript, or local mode's tsx. */
@@ -194,7 +254,7 @@ async function buildRunner(work: string): Promise<RunnerCommand> {
 
 const TSX_RUNNER: RunnerCommand = [process.execPath, '--import', 'tsx', MAIN];
 
-async function runRunner(runner: RunnerCommand, url: string, extra: Partial<MediaJobSpec>, work: string): Promise<Outcome> {
+async function runRunner(runner: RunnerCommand, url: string, extra: Partial<MediaJobSpec>, work: string, cluster?: BenchCluster): Promise<Outcome> {
   const jobId = randomUUID();
   const dir = join(work, `runner-${jobId.slice(0, 8)}`);
   const tmp = join(dir, 'tmp');
@@ -204,10 +264,20 @@ async function runRunner(runner: RunnerCommand, url: string, extra: Partial<Medi
   writeFileSync(join(creds, 'destination.json'), JSON.stringify({ provider: 'managed' }));
   const termination = join(dir, 'termination.log');
   const spec = { jobId, owner: { apiKeyId: randomUUID() }, url, format: 'mp4', videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, maxResolution: 'best', audioOnly: false, destination: { type: 'managed' }, ...extra };
+  if (cluster) {
+    await cluster.custom.createNamespacedCustomObject({
+      group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL,
+      body: {
+        apiVersion: API_VERSION, kind: 'MediaJob', metadata: { name: jobId },
+        spec: { ...spec, downloadSubtitles: false, downloadThumbnail: false, liveRecording: false, liveFromStart: false, waitForVideo: false, enableProgressWebhook: false },
+      },
+    });
+  }
   const r = await timed(runner[0]!, runner.slice(1), {
     watchDir: tmp,
     env: {
-      PATH: process.env.PATH, HOME: dir, TMPDIR: tmp, LOG_LEVEL: 'warn',
+      PATH: process.env.PATH, HOME: dir, TMPDIR: tmp, LOG_LEVEL: 'info',
+      ...(cluster ? { KUBECONFIG: cluster.cluster.kubeconfigPath, MEDIAJOB_NAME: jobId, MEDIAJOB_NAMESPACE: 'default' } : {}),
       MEDIAJOB_SPEC: JSON.stringify(spec), MEDIAJOB_JOB_ID: jobId, MEDIAJOBS_CREDENTIALS_DIR: creds,
       LOCAL_CLUSTER_TERMINATION_LOG: termination,
       MANAGED_STORAGE: 'local', MANAGED_STORAGE_DIR: store, FILE_URL_SECRET: 'bench-secret-0123456789abcdef', PUBLIC_BASE_URL: 'http://127.0.0.1:1',
@@ -216,7 +286,7 @@ async function runRunner(runner: RunnerCommand, url: string, extra: Partial<Medi
   const report = JSON.parse(readFileSync(termination, 'utf8') || '{}') as { outcome?: string; result?: { fileSize?: number } };
   if (r.code !== 0 || report.outcome !== 'completed') throw new Error(`runner failed (exit ${r.code}): ${r.out.slice(-3000)}`);
   rmSync(dir, { recursive: true, force: true });
-  return { seconds: r.seconds, peaks: r.peaks, outputBytes: report.result?.fileSize ?? 0 };
+  return { seconds: r.seconds, peaks: r.peaks, outputBytes: report.result?.fileSize ?? 0, phases: phasesOf(r.out, r.startedAt, r.endedAt) };
 }
 
 /** The same work by hand: yt-dlp downloads, ffmpeg muxes with the runner's own arguments into a file. */
@@ -245,18 +315,22 @@ interface Row {
   bare: Outcome[];
 }
 
-async function compare(job: string, runner: RunnerCommand, url: string, file: string, extra: Partial<MediaJobSpec>, work: string): Promise<Row> {
+async function compare(job: string, runner: RunnerCommand, url: string, file: string, extra: Partial<MediaJobSpec>, work: string, cluster?: BenchCluster): Promise<Row> {
   // The runner's own mux arguments for this input, so both sides do the same ffmpeg work.
   const probed = await ffprobe('ffprobe', file);
   if (!probed.ok) throw new Error('ffprobe failed on the input');
   const spec = { videoCodec: 'copy' as const, audioBitrate: '192k' as const, videoQuality: 23, ...extra };
   const container = containerFor({ format: 'mp4', audioOnly: false });
   const args = (inputFile: string, outputFile: string) =>
-    muxPlan([{ path: inputFile, probed: probed.probed }], outputFile, container, spec)!.args;
+    muxPlan([{ path: inputFile, probed: probed.probed }], outputFile, container, spec, { threads: THREADS })!.args;
   const row: Row = { job, runner: [], bare: [] };
   for (let i = 0; i < ROUNDS; i++) {
-    // Alternate, so a noisy neighbour hurts both sides alike.
-    row.runner.push(await runRunner(runner, url, extra, work));
+    // Alternate, so a noisy neighbour hurts both sides alike; and start each
+    // with no dirty pages of the one before, which the kernel would otherwise
+    // write back during it (the runner fsyncs what it stores, bare does not).
+    await run('sync', []);
+    row.runner.push(await runRunner(runner, url, extra, work, cluster));
+    await run('sync', []);
     row.bare.push(await runBare(url, args, work));
     process.stdout.write(`  ${job} round ${i + 1}: runner ${row.runner[i]!.seconds.toFixed(1)} s, bare ${row.bare[i]!.seconds.toFixed(1)} s\n`);
   }
@@ -273,6 +347,7 @@ async function overlap(file: string, dest: ResolvedDestination, work: string): P
   const target = { ext: 'mp4', contentType: 'video/mp4', filename: undefined, folder: 'bench' };
 
   const out = join(work, 'sequential.mp4');
+  await run('sync', []);
   const t0 = performance.now();
   const plan = muxPlan(inputs, out, { ...mp4, muxerArgs: ['-movflags', '+faststart'], streamable: false }, spec)!;
   const m = await mux('ffmpeg', plan);
@@ -283,6 +358,7 @@ async function overlap(file: string, dest: ResolvedDestination, work: string): P
   const fileBytes = statSync(out).size;
   rmSync(out);
 
+  await run('sync', []);
   const t1 = performance.now();
   const streamPlan = muxPlan(inputs, PIPE_OUTPUT, mp4, spec)!;
   let done: Promise<{ exitCode: number | null }> | undefined;
@@ -304,13 +380,15 @@ async function main(): Promise<void> {
   const server = await startMediaServer({ root: CACHE });
   const paced = await startMediaServer({ root: CACHE, bytesPerSecond: (MBPS * 1e6) / 8 });
   const s3 = await startS3rver({ buckets: ['bench'] });
+  const cluster = await startCluster(work);
+  const load0 = loadavg()[0]!.toFixed(1);
   try {
     const url = (srv: { baseUrl: string }, f: string) => `${srv.baseUrl}/${f.slice(CACHE.length + 1)}`;
     const rows = [
       await compare(`copy 1080p ${SECONDS}s, loopback`, compiled, url(server, copyInput), copyInput, {}, work),
       await compare(`copy 1080p ${SECONDS}s, ${MBPS} Mbit/s`, compiled, url(paced, copyInput), copyInput, {}, work),
       await compare(`transcode h264 1080p ${TRANSCODE_SECONDS}s, loopback`, compiled, url(server, transcodeInput), transcodeInput, { videoCodec: 'h264' }, work),
-      await compare(`copy 1080p ${SECONDS}s, loopback, runner under tsx (local mode)`, TSX_RUNNER, url(server, copyInput), copyInput, {}, work),
+      await compare(`copy 1080p ${SECONDS}s, loopback, local mode (tsx, reporting through client-node)`, TSX_RUNNER, url(server, copyInput), copyInput, {}, work, cluster),
     ];
 
     const local: ResolvedDestination = {
@@ -327,6 +405,7 @@ async function main(): Promise<void> {
     ];
 
     const mb = (b: number) => `${(b / MB).toFixed(0)} MB`;
+    console.log(`\n${cpus().length} CPUs, ffmpeg threads sized for ${THREADS}, load average ${load0} at start and ${loadavg()[0]!.toFixed(1)} at the end`);
     console.log('\nrunner vs bare yt-dlp + ffmpeg (same input, same run; median of', ROUNDS, 'rounds)');
     console.log('| job | runner | bare | ratio (goal ≤ 1.10) | runner peak RSS, tree (goal < 200 MB) | node / yt-dlp / ffmpeg VmHWM | runner disk peak / output (goal ≤ 1.2) | bare disk peak / output |');
     console.log('|---|---|---|---|---|---|---|---|');
@@ -339,6 +418,14 @@ async function main(): Promise<void> {
       const bareDisk = Math.max(...r.bare.map((o) => o.peaks.disk / o.outputBytes));
       console.log(`| ${r.job} | ${rs.toFixed(1)} s | ${bs.toFixed(1)} s | ${(rs / bs).toFixed(2)}× | ${mb(Math.max(...r.runner.map((o) => o.peaks.treeRss)))} | ${mb(hwm(/^(node|MainThread)/))} / ${mb(hwm(/^(yt-dlp|python)/))} / ${mb(hwm(/^ffmpeg/))} | ${disk.toFixed(2)}× (${mb(last.outputBytes)} output) | ${bareDisk.toFixed(2)}× |`);
     }
+    console.log('\nwhere the runner\'s time goes (median of each phase, seconds; bare is one yt-dlp run then ffmpeg to a file)');
+    console.log(`| job | ${PHASES.join(' | ')} |`);
+    console.log(`|---|${PHASES.map(() => '---').join('|')}|`);
+    for (const r of rows) {
+      const phases = r.runner.map((o) => o.phases).filter((p): p is number[] => p !== undefined);
+      if (!phases.length) continue;
+      console.log(`| ${r.job} | ${PHASES.map((_, i) => median(phases.map((p) => p[i]!)).toFixed(2)).join(' | ')} |`);
+    }
     console.log('\nmux + upload of the copy job, faststart file then upload vs streamed into the upload (fragmented MP4)');
     console.log('| destination | file, then upload | streamed | saved | disk for the output |');
     console.log('|---|---|---|---|---|');
@@ -350,6 +437,7 @@ async function main(): Promise<void> {
     await server.stop();
     await paced.stop();
     await s3.stop();
+    await cluster.cluster.stop();
     rmSync(work, { recursive: true, force: true });
   }
 }

@@ -6,6 +6,9 @@
 // killed runner, and in a real pod everything dies with the container's PID
 // namespace. A group of their own would survive a SIGKILL of the runner.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 
@@ -26,6 +29,13 @@ export interface RunOptions {
    * where such a child writes its progress (ffmpeg -progress pipe:3).
    */
   pipeStdout?: (stdout: Readable) => void;
+  /**
+   * Text for the child's stdin, which is closed once it is written (or at
+   * once when the promise rejects). The child may start before the text is
+   * known: yt-dlp reads its options there (see ytdlp.ts, startYtDlp).
+   * Without it stdin is /dev/null.
+   */
+  stdin?: Promise<string>;
 }
 
 export interface RunResult {
@@ -47,8 +57,15 @@ export function runProcess(cmd: string, args: string[], opts: RunOptions = {}): 
       resolve({ exitCode: null, signal: 'SIGTERM', stdout: '', stderr: '', stdoutTruncated: false });
       return;
     }
-    const child = spawn(cmd, args, { stdio: opts.pipeStdout ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'] });
+    const stdin = opts.stdin ? 'pipe' : 'ignore';
+    const child = spawn(cmd, args, { stdio: opts.pipeStdout ? [stdin, 'pipe', 'pipe', 'pipe'] : [stdin, 'pipe', 'pipe'] });
     live.add(child);
+    if (opts.stdin && child.stdin) {
+      const input = child.stdin;
+      // A child that exits before reading its input (killed, failed) closes the pipe: not an error of ours.
+      input.on('error', () => undefined);
+      opts.stdin.then((text) => input.end(text), () => input.end());
+    }
     if (opts.pipeStdout && child.stdout) opts.pipeStdout(child.stdout);
     const lines = opts.pipeStdout ? (child.stdio[3] as Readable | null) : child.stdout;
 
@@ -124,4 +141,35 @@ export function killAllChildren(signal: NodeJS.Signals = 'SIGTERM'): void {
 /** Number of children still running (for tests and shutdown). */
 export function liveChildren(): number {
   return live.size;
+}
+
+/**
+ * The CPUs this container may use: its cgroup's CPU quota (a pod's CPU
+ * limit) when it has one, else the CPUs it may run on. ffmpeg sizes its
+ * decoder and encoder threads from the machine's cores, which a pod's limit
+ * does not change, and every libx264 thread holds frames: at 1080p about
+ * 22 MB each, so 300 MB with 3 threads, 1.3 GB with the 48 a 32-core node
+ * gets (measured, ffmpeg 5.1 veryfast).
+ */
+export function cpuBudget(cgroupRoot = '/sys/fs/cgroup'): number {
+  const cpus = os.availableParallelism();
+  const quota = cgroupCpuQuota(cgroupRoot);
+  return quota === undefined ? cpus : Math.max(1, Math.min(cpus, Math.ceil(quota)));
+}
+
+function cgroupCpuQuota(root: string): number | undefined {
+  const read = (file: string) => {
+    try {
+      return readFileSync(path.join(root, file), 'utf8').trim();
+    } catch {
+      return undefined;
+    }
+  };
+  // cgroup v2: "<quota> <period>", or "max <period>" for none.
+  const v2 = read('cpu.max')?.split(/\s+/);
+  if (v2) return v2[0] === 'max' ? undefined : Number(v2[0]) / Number(v2[1]) || undefined;
+  // cgroup v1: a quota of -1 is none.
+  const quota = Number(read('cpu/cpu.cfs_quota_us'));
+  const period = Number(read('cpu/cpu.cfs_period_us'));
+  return quota > 0 && period > 0 ? quota / period : undefined;
 }

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { ConfigError } from '@mediajobs/lib/config';
 import { createLogger } from '@mediajobs/lib/logger';
 import { RUNNER_EXIT, type MediaJobSpec, type RunnerReport } from '@mediajobs/lib/mediajob/types';
-import { killAllChildren, liveChildren } from './child.js';
+import { cpuBudget, killAllChildren, liveChildren } from './child.js';
 import { classification } from './classify.js';
 import { loadRunnerEnv, parseSpec, SpecError, type RunnerEnv } from './config.js';
 import { resolveDestination, type ResolvedDestination } from './destination.js';
@@ -116,6 +116,7 @@ async function main(): Promise<number> {
         tools: {
           ytdlp: env.YTDLP_PATH, ytdlpArgs: env.YTDLP_ARGS, ffmpeg: env.FFMPEG_PATH, ffprobe: env.FFPROBE_PATH,
           socketTimeoutSeconds: env.RUNNER_SOCKET_TIMEOUT_SECONDS,
+          threads: cpuBudget(),
           live: {
             maxRecordingSeconds: env.RUNNER_MAX_RECORDING_SECONDS,
             waitForVideoMaxSeconds: env.RUNNER_WAIT_FOR_VIDEO_MAX_SECONDS,

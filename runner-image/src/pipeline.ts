@@ -9,7 +9,7 @@ import { isStorageError } from '@mediajobs/lib/storage/index';
 import type { RunResult } from './child.js';
 import { classification, classifyFfmpeg, classifyUpload, classifyYtDlp, type Classification } from './classify.js';
 import { uploadJobFile, type ResolvedDestination, type UploadOutcome } from './destination.js';
-import { audioStream, ffprobe, measureAudio, mux, muxToStream, PIPE_OUTPUT, planMux, videoStream, type MuxInput } from './ffmpeg.js';
+import { audioStream, ffprobe, measureAudio, mux, muxToStream, PIPE_OUTPUT, planMux, videoStream, type FfprobeResult, type MuxInput } from './ffmpeg.js';
 import {
   actualQuality, chooseFormats, clipOf, containerFor, formatSelector, formatsToMeasure, releaseDateOf, selectedFormatIds, withMeasurements,
   type Container, type FormatChoice, type MeasuredAudio, type YtDlpFormat,
@@ -18,7 +18,7 @@ import type { StatusReporter } from './report.js';
 import { drmItemIsAudioOnly, saysDrmProtected } from './drm.js';
 import { DEFAULT_LIVE_LIMITS, isLiveSource, probeWaitingForVideo, recordLiveSource, type LiveLimits } from './live.js';
 import { deliverSidecars } from './sidecars.js';
-import { download, probe, type YtDlpFailure } from './ytdlp.js';
+import { download, probe, startYtDlp, type StartedYtDlp, type YtDlpFailure, type YtDlpOptions } from './ytdlp.js';
 
 /** Progress at the start of each step (spec: progress stages). */
 export const STEP_PROGRESS: Record<Exclude<JobStep, 'Queued'>, number> = { Downloading: 0, Muxing: 33, Uploading: 66, Finished: 100 };
@@ -30,6 +30,8 @@ export interface Tools {
   socketTimeoutSeconds: number;
   ytdlpArgs?: string[];
   live?: LiveLimits;
+  /** The CPUs ffmpeg's threads are sized by (child.ts cpuBudget); ffmpeg's own count of the machine's cores otherwise. */
+  threads?: number;
 }
 
 export interface JobContext {
@@ -55,6 +57,17 @@ function tail(text: string, lines = 8): string {
 }
 
 export async function runJob(ctx: JobContext): Promise<RunnerReport> {
+  // The download's yt-dlp is started with the probe (startYtDlp); a job that
+  // ends before downloading, or records a live stream, stops it unused.
+  let downloader: StartedYtDlp | undefined;
+  try {
+    return await runSteps(ctx, (opts) => (downloader = startYtDlp(opts)));
+  } finally {
+    downloader?.cancel();
+  }
+}
+
+async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) => StartedYtDlp): Promise<RunnerReport> {
   const { spec, reporter, logger, tools, signal } = ctx;
   let step: JobStep = 'Downloading';
   let progress = 0;
@@ -100,6 +113,7 @@ export async function runJob(ctx: JobContext): Promise<RunnerReport> {
   // Downloading: 0 → 33
   logger.info({ url: redactUrls(spec.url), format: container.format }, 'probing source');
   const liveLimits = tools.live ?? DEFAULT_LIVE_LIMITS;
+  const downloader = startDownloader(ytOpts);
   const probed = await probeWaitingForVideo(
     () => probe(spec.url, formatSelector(container), ctx.workDir, ytOpts), spec.waitForVideo === true, liveLimits, { signal, logger });
   if (!probed.ok) {
@@ -112,17 +126,27 @@ export async function runJob(ctx: JobContext): Promise<RunnerReport> {
   const formats = info.formats ?? [];
   if (formats.length && formats.every((f) => f.vcodec === 'none')) audioOnlySource = true;
   const live = await isLiveSource(info, spec, { signal, logger });
-  // The spec's format and resolution rules choose (plan.ts); yt-dlp's own
-  // choice stands for live recordings and lists with nothing usable.
-  const choice = live ? undefined : await chooseJobFormats(formats, spec, container, tools, logger, signal);
+  if (live) downloader.cancel();
+  // The spec's format and resolution rules choose (plan.ts), for recordings
+  // as for downloads; yt-dlp's own choice stands for lists with nothing usable.
+  const choice = await chooseJobFormats(formats, spec, container, tools, logger, signal);
   const formatIds = choice ? choice.formats.map((f) => f.format_id) : selectedFormatIds(info);
   if (!formatIds.length) return fail(classification('unavailable'), { why: 'no format selected' });
   logger.info({ formats: formatIds, extractor: info.extractor }, 'downloading');
+  const probes = new Map<string, Promise<FfprobeResult>>();
   const downloaded = live
     ? await recordLiveSource(info, spec, container.audioOnly, dlDir, {
-      bin: tools.ffmpeg, socketTimeoutSeconds: tools.socketTimeoutSeconds, limits: liveLimits, signal, logger, onProgress: within(0, 33),
+      bin: tools.ffmpeg, socketTimeoutSeconds: tools.socketTimeoutSeconds, limits: liveLimits, formats: choice?.formats, signal, logger, onProgress: within(0, 33),
     })
-    : await download(probed.infoPath, info, formatIds, dlDir, { ...ytOpts, onProgress: within(0, 33) });
+    : await download(probed.infoPath, info, formatIds, dlDir, {
+      ...ytOpts, started: downloader, onProgress: within(0, 33),
+      // Each file is probed as soon as it is complete, while the next one downloads.
+      onFile: (file) => {
+        const p = ffprobe(tools.ffprobe, file.path, signal);
+        p.catch(() => undefined); // awaited below, unless the download fails first
+        probes.set(file.path, p);
+      },
+    });
   if (!downloaded.ok) return failYtDlp(downloaded);
 
   // Muxing: 33 → 66
@@ -130,7 +154,7 @@ export async function runJob(ctx: JobContext): Promise<RunnerReport> {
   void reporter.setStep('Muxing', progress);
   const inputs: MuxInput[] = [];
   for (const file of downloaded.files) {
-    const p = await ffprobe(tools.ffprobe, file.path, signal);
+    const p = await (probes.get(file.path) ?? ffprobe(tools.ffprobe, file.path, signal));
     if (!p.ok) return failTool('ffprobe', p.run, classifyFfmpeg(p.run.stderr, p.run.exitCode));
     inputs.push({ path: file.path, probed: p.probed, carriesAudio: choice !== undefined && file.formatId === choice.audioFrom });
   }
@@ -140,7 +164,7 @@ export async function runJob(ctx: JobContext): Promise<RunnerReport> {
     return fail(classification('processing_failed'), { why: 'the clip starts after the end of the media', clip, mediaSeconds });
   }
   const output = container.streamable ? PIPE_OUTPUT : path.join(outDir, `output.${container.ext}`);
-  const plan = await planMux(tools.ffprobe, inputs, output, container, spec, clip, signal);
+  const plan = await planMux(tools.ffprobe, inputs, output, container, spec, clip, signal, tools.threads);
   if (!plan) {
     const hasAudio = inputs.some((i) => audioStream(i.probed));
     return fail(classification(container.audioOnly && !hasAudio ? 'unavailable' : 'processing_failed'), { why: 'no usable stream' });

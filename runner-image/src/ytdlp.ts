@@ -1,6 +1,8 @@
 // yt-dlp in two runs: a probe (-J) that resolves the URL and picks the
 // formats, then a download of exactly those formats, each to its own file, so
-// the mux is a step of ours (with its own progress) instead of yt-dlp's.
+// the mux is a step of ours (with its own progress) instead of yt-dlp's. The
+// download run reads the probe's info JSON (--load-info-json) instead of
+// resolving the URL again, and is started while the probe runs (startYtDlp).
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ErrorCategory } from './classify.js';
@@ -61,6 +63,63 @@ export async function probe(url: string, formatSelector: string, workDir: string
   return { ok: true, info, infoPath };
 }
 
+/** One argument as yt-dlp's config reader (Python's shlex.split, POSIX mode) reads it back. */
+export function configQuote(arg: string): string {
+  return `'${arg.replace(/'/g, `'\\''`)}'`;
+}
+
+/** What yt-dlp prints on stderr when it reads options from stdin. */
+const STDIN_PROMPT = /^Reading options from STDIN.*\r?\n?/m;
+
+/**
+ * A yt-dlp run started before its options are known. Starting Python and
+ * importing yt-dlp costs a few hundred ms of CPU, the same for every run; a
+ * run started with `--config-locations -` does that and then waits for its
+ * options on stdin (yt-dlp: '"-" for stdin'), so the download run gets ready
+ * while the probe runs instead of after it.
+ */
+export interface StartedYtDlp {
+  /** Hand the run its options; resolves when it exits. Once only. */
+  run(args: string[], onStdoutLine?: (line: string) => void): Promise<RunResult>;
+  /** Stop a run that was never given options (the job ended, or records a live stream instead). */
+  cancel(): void;
+}
+
+export function startYtDlp(opts: YtDlpOptions): StartedYtDlp {
+  let give!: (config: string) => void;
+  let refuse!: (err: Error) => void;
+  const config = new Promise<string>((resolve, reject) => {
+    give = resolve;
+    refuse = reject;
+  });
+  let onLine: ((line: string) => void) | undefined;
+  let given = false;
+  const unused = new AbortController();
+  const signal = opts.signal ? AbortSignal.any([opts.signal, unused.signal]) : unused.signal;
+  const done = runProcess(opts.bin, [...commonArgs(opts), '--config-locations', '-'], {
+    stdin: config,
+    signal,
+    onStdoutLine: (line) => onLine?.(line),
+  });
+  // A failure to start surfaces to whoever runs it; unused, it is nobody's.
+  done.catch(() => undefined);
+  return {
+    run(args, onStdoutLine) {
+      if (given) throw new Error('this yt-dlp run has its options already');
+      given = true;
+      onLine = onStdoutLine;
+      give(args.map(configQuote).join(' ') + '\n');
+      return done.then((run) => ({ ...run, stderr: run.stderr.replace(STDIN_PROMPT, '') }));
+    },
+    cancel() {
+      if (given) return;
+      given = true;
+      unused.abort();
+      refuse(new Error('not needed'));
+    },
+  };
+}
+
 export interface DownloadedFile {
   formatId: string;
   path: string;
@@ -114,20 +173,34 @@ export class DownloadProgress {
   }
 }
 
-/** Download the probed formats, each to its own file under `dir`; `onProgress` gets the overall fraction. */
+export interface DownloadOptions extends YtDlpOptions {
+  /** Gets the overall fraction downloaded. */
+  onProgress?: (fraction: number) => void;
+  /** Called as each format's file is complete, before the others are (to probe it meanwhile). */
+  onFile?: (file: DownloadedFile) => void;
+  /** A run started ahead (startYtDlp) to use instead of starting one now. */
+  started?: StartedYtDlp;
+}
+
+/**
+ * Download the probed formats, each to its own file under `dir`, from the
+ * info JSON at `infoPath`: yt-dlp does not resolve the URL again
+ * (--load-info-json), it only selects the formats from that JSON; only when
+ * that download fails (expired format URLs) does it warn and start over
+ * from the page URL.
+ */
 export async function download(
   infoPath: string,
   info: YtDlpInfo,
   formatIds: string[],
   dir: string,
-  opts: YtDlpOptions & { onProgress?: (fraction: number) => void },
+  opts: DownloadOptions,
 ): Promise<DownloadResult> {
   const progress = new DownloadProgress(info, formatIds);
   const files: DownloadedFile[] = [];
-  const run = await runProcess(
-    opts.bin,
+  const started = opts.started ?? startYtDlp(opts);
+  const run = await started.run(
     [
-      ...commonArgs(opts),
       '--load-info-json', infoPath,
       // A comma downloads each format on its own instead of merging them.
       '-f', formatIds.join(','),
@@ -142,19 +215,20 @@ export async function download(
       `download:${PROGRESS_TAG} %(progress.status)s %(progress.downloaded_bytes)s %(progress.total_bytes)s %(progress.total_bytes_estimate)s %(progress.fragment_index)s %(progress.fragment_count)s %(info.format_id)s`,
       '--print', `after_move:${FILE_TAG} %(format_id)s\t%(filepath)s`,
     ],
-    {
-      signal: opts.signal,
-      onStdoutLine: (line) => {
-        const p = parseProgressLine(line);
-        if (p) {
-          opts.onProgress?.(progress.update(p));
-          return;
+    (line) => {
+      const p = parseProgressLine(line);
+      if (p) {
+        opts.onProgress?.(progress.update(p));
+        return;
+      }
+      if (line.startsWith(`${FILE_TAG} `)) {
+        const [formatId = '', filePath = ''] = line.slice(FILE_TAG.length + 1).split('\t');
+        if (filePath) {
+          const file = { formatId, path: filePath };
+          files.push(file);
+          opts.onFile?.(file);
         }
-        if (line.startsWith(`${FILE_TAG} `)) {
-          const [formatId = '', filePath = ''] = line.slice(FILE_TAG.length + 1).split('\t');
-          if (filePath) files.push({ formatId, path: filePath });
-        }
-      },
+      }
     },
   );
   if (run.exitCode !== 0) return { ok: false, run };

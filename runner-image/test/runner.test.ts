@@ -3,7 +3,10 @@
 // a MediaJob on the local cluster and delivering to managed local storage.
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -14,6 +17,8 @@ import { LocalCluster } from '@mediajobs/local-cluster';
 import { mediaJobCrd } from '@mediajobs/lib/mediajob/crd-source';
 import { API_VERSION, GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJobStatus, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { MEDIA, startMediaServer, unreachableUrl, type MediaServer } from '../../test/support/media.js';
+import { cpuBudget } from '../src/child.js';
+import { inClusterSink, inClusterTarget, StatusReporter } from '../src/report.js';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -111,10 +116,10 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
   /** Start the runner for a new MediaJob; resolves when it exits, with what the watch saw. */
   async function runRunner(
     url: string,
-    opts: { extra?: Record<string, unknown>; env?: Record<string, string>; createJob?: boolean; whileRunning?: (ctl: { kill(sig: NodeJS.Signals): void; statuses: MediaJobStatus[] }) => Promise<void> } = {},
+    opts: { extra?: Record<string, unknown>; env?: Record<string, string>; createJob?: boolean; tmpPrefix?: string; whileRunning?: (ctl: { kill(sig: NodeJS.Signals): void; statuses: MediaJobStatus[] }) => Promise<void> } = {},
   ): Promise<RunOutcome> {
     n++;
-    const jobId = `0000000${n}-aaaa-4bbb-8ccc-${String(n).padStart(12, '0')}`;
+    const jobId = `${String(n).padStart(8, '0')}-aaaa-4bbb-8ccc-${String(n).padStart(12, '0')}`;
     const name = jobId;
     const spec = { jobId, owner: { apiKeyId: '6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f' }, url, format: 'mp4', videoCodec: 'copy', audioOnly: false, destination: { type: 'managed' }, ...opts.extra };
     if (opts.createJob !== false) await createMediaJob(name, jobId, url, opts.extra);
@@ -130,7 +135,7 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
       () => undefined,
     );
 
-    const tmp = mkdtempSync(join(scratch, `tmp-${n}-`));
+    const tmp = mkdtempSync(join(scratch, `${opts.tmpPrefix ?? ''}tmp-${n}-`));
     const termination = join(scratch, `termination-${n}.log`);
     writeFileSync(termination, '');
     const child = spawn(process.execPath, ['--import', 'tsx', MAIN], {
@@ -183,7 +188,7 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     const progress = r.statuses.map((s) => s.progress ?? 0);
     expect(progress).to.deep.equal([...progress].sort((a, b) => a - b), 'progress never goes backwards');
     const result = last.result!;
-    expect(result.storageKey).to.match(/^videos\/0000000\d-aaaa-4bbb-8ccc-\d{12}\.mp4$/);
+    expect(result.storageKey).to.match(/^videos\/\d{8}-aaaa-4bbb-8ccc-\d{12}\.mp4$/);
     expect(result).to.include({ format: 'mp4', actualQuality: '240p', title: 'video', releaseDate: '2024-03-15T00:00:00.000Z' });
     const file = join(store, result.storageKey);
     expect(result.fileSize).to.equal(statSync(file).size);
@@ -215,11 +220,20 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     expect(r.statuses.some((s) => s.progress !== undefined && ![0, 33, 66, 100].includes(s.progress))).to.equal(true);
   });
 
+  it('works in a directory whose path has spaces, quotes and # (the download run reads its options as a yt-dlp config)', async () => {
+    const r = await runRunner(media.hlsUrl, { tmpPrefix: `it's a "#dir" ` });
+    expect(r.exitCode, r.stdout).to.equal(0);
+    expect(r.termination).to.deep.include({ outcome: 'completed', step: 'Finished' });
+    const probe = await ffprobeJson(join(store, r.termination!.result!.storageKey));
+    expect(probe.streams.map((s) => s.codec_type).sort()).to.deep.equal(['audio', 'video']);
+    expect(leftoverWorkDirs(r.tmp)).to.deep.equal([]);
+  });
+
   it('never overwrites: the same filename again gets -<jobId 8>', async () => {
     const r = await runRunner(media.mp4Url, { extra: { filename: 'My Clip', folder: 'shows/s1' } });
     expect(r.exitCode, r.stdout).to.equal(0);
     const key = r.termination!.result!.storageKey;
-    expect(key).to.match(/^videos\/shows\/s1\/My Clip-0000000\d\.mp4$/);
+    expect(key).to.match(/^videos\/shows\/s1\/My Clip-\d{8}\.mp4$/);
     const first = await ffprobeJson(join(store, 'videos/shows/s1/My Clip.mp4'));
     expect(first.streams.find((s) => s.codec_type === 'video')!.height).to.equal(720, 'the first file is untouched');
   });
@@ -272,7 +286,7 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
 
   it('runs as the container of a batch/v1 Job: Secret volume at the contract path, termination message in the pod status', async () => {
     n++;
-    const jobId = `0000000${n}-aaaa-4bbb-8ccc-${String(n).padStart(12, '0')}`;
+    const jobId = `${String(n).padStart(8, '0')}-aaaa-4bbb-8ccc-${String(n).padStart(12, '0')}`;
     await createMediaJob(jobId, jobId, media.hlsUrl);
     const core = kc.makeApiClient(k8s.CoreV1Api);
     const batch = kc.makeApiClient(k8s.BatchV1Api);
@@ -348,5 +362,107 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     expect(leftoverWorkDirs(r.tmp)).to.deep.equal([]);
     const { stdout } = await run('ps', ['-eo', 'args']);
     expect(stdout).to.not.contain(`/slow/30/video.mp4`);
+  });
+  describe('status reporting in a pod (in-cluster configuration, without client-node)', () => {
+    it('is chosen exactly when client-node would choose in-cluster: no $KUBECONFIG, no ~/.kube/config, a ServiceAccount token', () => {
+      const sa = mkdtempSync(join(scratch, 'sa-'));
+      const home = mkdtempSync(join(scratch, 'home-'));
+      const env = { HOME: home, KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' };
+      expect(inClusterTarget(env, sa), 'no token').to.equal(undefined);
+      writeFileSync(join(sa, 'token'), 'abc');
+      expect(inClusterTarget(env, sa)).to.deep.equal({ server: 'https://10.96.0.1:443', caFile: join(sa, 'ca.crt'), tokenFile: join(sa, 'token') });
+      expect(inClusterTarget({ ...env, KUBERNETES_SERVICE_HOST: 'fd00::1' }, sa)!.server).to.equal('https://[fd00::1]:443');
+      expect(inClusterTarget({ ...env, KUBERNETES_SERVICE_PORT: '8080' }, sa)).to.deep.equal({ server: 'http://10.96.0.1:8080', tokenFile: join(sa, 'token') });
+      expect(inClusterTarget({ ...env, KUBECONFIG: '/some/kubeconfig' }, sa), 'a kubeconfig wins').to.equal(undefined);
+      mkdirSync(join(home, '.kube'));
+      writeFileSync(join(home, '.kube', 'config'), 'apiVersion: v1');
+      expect(inClusterTarget(env, sa), '~/.kube/config wins').to.equal(undefined);
+    });
+
+    it('patches the MediaJob status over TLS with the ServiceAccount token, trusting only the cluster CA', async () => {
+      // An API server endpoint as a pod sees it: HTTPS with a certificate of
+      // the cluster's CA, requiring the ServiceAccount token, in front of the
+      // local cluster.
+      const dir = mkdtempSync(join(scratch, 'tls-'));
+      await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1',
+        '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'ca.crt')]);
+      const upstream = new URL(cluster.url);
+      const seen: string[] = [];
+      const server = https.createServer({ key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'ca.crt')) }, (req, res) => {
+        seen.push(`${req.method} ${req.url} ${req.headers['content-type']}`);
+        if (req.headers.authorization !== 'Bearer sa-token-1') {
+          res.writeHead(401).end();
+          return;
+        }
+        const out = http.request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host } }, (up) => {
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          up.pipe(res);
+        });
+        req.pipe(out);
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      try {
+        const sa = join(dir, 'sa');
+        mkdirSync(sa);
+        writeFileSync(join(sa, 'token'), 'sa-token-1\n');
+        writeFileSync(join(sa, 'ca.crt'), readFileSync(join(dir, 'ca.crt')));
+        const port = String((server.address() as AddressInfo).port);
+        const target = inClusterTarget({ KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: port }, sa)!;
+        n++;
+        const name = `${String(n).padStart(8, '0')}-aaaa-4bbb-8ccc-${String(n).padStart(12, '0')}`;
+        await createMediaJob(name, name, media.mp4Url);
+
+        const reporter = new StatusReporter({ namespace: NS, name, logger: pino({ level: 'silent' }), sink: inClusterSink(target, NS, name), backoffMs: 1 });
+        void reporter.setStep('Muxing', 40, { error: null });
+        await reporter.finish({ outcome: 'failed', step: 'Muxing', progress: 40, error: 'Processing failed', errorType: 'error' });
+        expect(reporter.failures).to.equal(0);
+        const mj = (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: MEDIAJOB_PLURAL, name })) as { status?: MediaJobStatus };
+        expect(mj.status).to.deep.include({ step: 'Muxing', progress: 40, error: 'Processing failed', errorType: 'error' });
+        expect(seen[0]).to.equal(`PATCH /apis/${GROUP}/${VERSION}/namespaces/${NS}/${MEDIAJOB_PLURAL}/${name}/status application/merge-patch+json`);
+
+        // A MediaJob that is gone: 404, given up at once rather than retried.
+        const gone = new StatusReporter({ namespace: NS, name: 'no-such-job', logger: pino({ level: 'silent' }), sink: inClusterSink(target, NS, 'no-such-job'), backoffMs: 1 });
+        const before = seen.length;
+        await gone.finish({ outcome: 'completed' });
+        expect([gone.failures, seen.length - before]).to.deep.equal([1, 1]);
+
+        // A server whose certificate the ServiceAccount CA did not sign is not talked to.
+        const other = mkdtempSync(join(scratch, 'ca-'));
+        await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1', '-keyout', join(other, 'k.pem'), '-out', join(other, 'c.pem')]);
+        writeFileSync(join(sa, 'ca.crt'), readFileSync(join(other, 'c.pem')));
+        const untrusting = new StatusReporter({ namespace: NS, name, logger: pino({ level: 'silent' }), sink: inClusterSink(target, NS, name), attempts: 1, backoffMs: 1 });
+        const sent = seen.length;
+        await untrusting.finish({ outcome: 'completed' });
+        expect([untrusting.failures, seen.length - sent]).to.deep.equal([1, 0]);
+      } finally {
+        await new Promise((r) => server.close(r));
+      }
+    });
+  });
+});
+
+describe('runner: the CPU budget ffmpeg threads are sized by', () => {
+  it('is the cgroup CPU quota (v2 or v1) rounded up, never more than the CPUs the runner may use', () => {
+    const cpus = availableParallelism();
+    const root = mkdtempSync(join(tmpdir(), 'runner-cgroup-'));
+    try {
+      const budget = (files: Record<string, string>) => {
+        rmSync(root, { recursive: true, force: true });
+        for (const [f, text] of Object.entries(files)) {
+          mkdirSync(join(root, f, '..'), { recursive: true });
+          writeFileSync(join(root, f), text);
+        }
+        return cpuBudget(root);
+      };
+      expect(budget({})).to.equal(cpus, 'no cgroup files');
+      expect(budget({ 'cpu.max': 'max 100000\n' })).to.equal(cpus, 'v2 without a limit');
+      expect(budget({ 'cpu.max': '50000 100000\n' })).to.equal(1, 'v2, half a CPU');
+      expect(budget({ 'cpu.max': '150000 100000\n' })).to.equal(Math.min(cpus, 2), 'v2, 1.5 CPUs');
+      expect(budget({ 'cpu.max': '6400000 100000\n' })).to.equal(cpus, 'v2, more than the machine has');
+      expect(budget({ 'cpu/cpu.cfs_quota_us': '-1\n', 'cpu/cpu.cfs_period_us': '100000\n' })).to.equal(cpus, 'v1 without a limit');
+      expect(budget({ 'cpu/cpu.cfs_quota_us': '100000\n', 'cpu/cpu.cfs_period_us': '100000\n' })).to.equal(1, 'v1, one CPU');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
