@@ -11,7 +11,7 @@
 // (1000000), BENCH_GET_DURATION (10), BENCH_GET_CONNECTIONS (10),
 // BENCH_DATABASE_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test),
 // BENCH_GATEWAY_LOG_LEVEL (info: the gateway logs every request, as in production),
-// BENCH_GATEWAY_CPU_PROFILE_DIR (unset: with it, the gateway writes a V8 CPU profile there on exit).
+// BENCH_CPU_PROFILE_DIR (unset: with it, the gateway and the local cluster write V8 CPU profiles there on exit).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
@@ -35,7 +35,8 @@ const GET_DURATION = Number(process.env.BENCH_GET_DURATION ?? 10);
 const GET_CONNECTIONS = Number(process.env.BENCH_GET_CONNECTIONS ?? 10);
 const ADMIN_URL = process.env.BENCH_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const LOG_LEVEL = process.env.BENCH_GATEWAY_LOG_LEVEL ?? 'info';
-const GATEWAY_PROFILE_DIR = process.env.BENCH_GATEWAY_CPU_PROFILE_DIR;
+const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR;
+const profile = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
 const BODY = JSON.stringify({ url: 'https://media.example/watch?v=bench', format: 'mp4', max_resolution: '1080' });
 
 const children: ChildProcess[] = [];
@@ -164,7 +165,7 @@ async function main(): Promise<void> {
 
     // Local cluster (its own process), with the MediaJob CRD; no operator.
     const kubeconfig = join(work, 'kubeconfig');
-    await start(join(root, 'local-cluster/src/cli.ts'), ['--kubeconfig', kubeconfig, '--work-dir', join(work, 'cluster')], { LOG_LEVEL: 'warn' }, /local cluster at (\S+)/, join(work, 'local-cluster.log'));
+    await start(join(root, 'local-cluster/src/cli.ts'), ['--kubeconfig', kubeconfig, '--work-dir', join(work, 'cluster')], { LOG_LEVEL: 'warn' }, /local cluster at (\S+)/, join(work, 'local-cluster.log'), profile);
     const kc = new k8s.KubeConfig();
     kc.loadFromFile(kubeconfig);
     const ext = kc.makeApiClient(k8s.ApiextensionsV1Api);
@@ -188,7 +189,7 @@ async function main(): Promise<void> {
       DATABASE_URL: dbUrl, PORT: String(gwPort), HOST: '127.0.0.1', KUBECONFIG: kubeconfig, SECRET_KEYS: SecretBox.generateSpec('bench'),
       FILE_URL_SECRET: randomBytes(16).toString('hex'), MANAGED_STORAGE_DIR: join(work, 'storage'), LOG_LEVEL, PG_POOL_MAX: '20',
     }, async () => (await fetch(`http://127.0.0.1:${gwPort}/readyz`)).ok, join(work, 'gateway.log'),
-    GATEWAY_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${GATEWAY_PROFILE_DIR}`] : []);
+    profile);
     const gwUrl = `http://127.0.0.1:${gwPort}`;
     process.stdout.write(`gateway POST /jobs: ${DURATION} s at concurrency ${CONNECTIONS}...\n`);
     const cluster = children[0]!;
