@@ -6,8 +6,9 @@ import net from 'node:net';
 import { Readable } from 'node:stream';
 import { inspect } from 'node:util';
 import { BlobStorageProvider, mapBlobError, type BlobStorageOptions } from '../src/storage/blob.js';
-import { StorageError, createProvider, destinationKeyLayout, objectKey, parseDestination } from '../src/storage/index.js';
+import { createProvider, destinationKeyLayout, objectKey, parseDestination } from '../src/storage/index.js';
 import { startAzurite, type RunningAzurite } from '../../test/support/azurite.js';
+import { caught, expectSanitised, thrown } from './storage-support.js';
 
 const MiB = 1024 * 1024;
 const CONTAINER = 'media';
@@ -33,33 +34,7 @@ async function download(url: string): Promise<{ status: number; sha256: string; 
   };
 }
 
-async function caught(p: Promise<unknown>): Promise<StorageError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).to.be.instanceOf(StorageError);
-    return err as StorageError;
-  }
-  expect.fail('expected a StorageError');
-}
-
-function thrown(fn: () => unknown): StorageError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).to.be.instanceOf(StorageError);
-    return err as StorageError;
-  }
-  expect.fail('expected a StorageError');
-}
-
 /** Nothing secret or host-identifying may appear anywhere a logger could print. */
-function expectSanitised(err: StorageError, secrets: string[]): void {
-  const rendered = [err.message, err.reason, JSON.stringify(err), inspect(err, { depth: 5 }), String(err.stack)].join('\n');
-  for (const s of secrets) expect(rendered, 'error text leaks a secret or host').not.to.include(s);
-  expect(err).not.to.have.property('cause');
-}
-
 describe('storage: blob provider on Azurite', function () {
   this.timeout(60_000);
   let az: RunningAzurite;

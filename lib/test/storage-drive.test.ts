@@ -16,6 +16,7 @@ import {
   verifyDriveDownload,
 } from '../src/storage/index.js';
 import { startFakeDrive, type RunningFakeDrive } from '../../test/support/fake-drive.js';
+import { caught, expectSanitised } from './storage-support.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -58,22 +59,6 @@ async function readAll(stream: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const c of stream) chunks.push(c as Buffer);
   return Buffer.concat(chunks);
-}
-
-async function caught(p: Promise<unknown>): Promise<StorageError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).to.be.instanceOf(StorageError);
-    return err as StorageError;
-  }
-  expect.fail('expected a StorageError');
-}
-
-function expectSanitised(err: StorageError, secrets: string[]): void {
-  const rendered = [err.message, err.reason, JSON.stringify(err), inspect(err, { depth: 5 }), String(err.stack)].join('\n');
-  for (const s of secrets) expect(rendered, 'error text leaks a secret or host').not.to.include(s);
-  expect(err).not.to.have.property('cause');
 }
 
 describe('storage: drive provider on a fake Drive API', function () {

@@ -9,7 +9,6 @@ import net from 'node:net';
 import { Readable } from 'node:stream';
 import { inspect } from 'node:util';
 import {
-  StorageError,
   createProvider,
   destinationKeyLayout,
   objectKey,
@@ -18,6 +17,7 @@ import {
 } from '../src/storage/index.js';
 import { GcsStorageProvider, mapGcsError, type GcsStorageOptions } from '../src/storage/gcs.js';
 import { startFakeGcs, type FakeServiceAccount, type RunningFakeGcs } from '../../test/support/fake-gcs.js';
+import { caught, expectSanitised, thrown } from './storage-support.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -38,32 +38,6 @@ async function download(url: string | URL): Promise<{ status: number; sha256: st
   const res = await fetch(url);
   const body = Buffer.from(await res.arrayBuffer());
   return { status: res.status, sha256: sha256(body), bytes: body.length, contentType: res.headers.get('content-type'), text: body.toString('utf8') };
-}
-
-async function caught(p: Promise<unknown>): Promise<StorageError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).to.be.instanceOf(StorageError);
-    return err as StorageError;
-  }
-  expect.fail('expected a StorageError');
-}
-
-function thrown(fn: () => unknown): StorageError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).to.be.instanceOf(StorageError);
-    return err as StorageError;
-  }
-  expect.fail('expected a StorageError');
-}
-
-function expectSanitised(err: StorageError, secrets: string[]): void {
-  const rendered = [err.message, err.reason, JSON.stringify(err), inspect(err, { depth: 5 }), String(err.stack)].join('\n');
-  for (const s of secrets) expect(rendered, 'error text leaks a secret or host').not.to.include(s);
-  expect(err).not.to.have.property('cause');
 }
 
 /** The PEM body without its armour: what a leak of the key would contain. */

@@ -12,28 +12,9 @@ import {
   sanitizeSegment,
   type ObjectKeyInput,
 } from '../src/storage/index.js';
+import { caught, thrown } from './storage-support.js';
 
 const JOB = '3f2b8c1e-7d4a-4e9b-9a51-0c6d2e8f1a7b';
-
-function storageError(fn: () => unknown): StorageError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).to.be.instanceOf(StorageError);
-    return err as StorageError;
-  }
-  expect.fail('expected a StorageError');
-}
-
-async function rejection(p: Promise<unknown>): Promise<StorageError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).to.be.instanceOf(StorageError);
-    return err as StorageError;
-  }
-  expect.fail('expected a StorageError');
-}
 
 describe('storage: objectKey layout', () => {
   const table: Array<[string, ObjectKeyInput, string]> = [
@@ -62,16 +43,16 @@ describe('storage: objectKey layout', () => {
       { folderPrefix: '..', name: 'x', ext: 'mp4' },
       { baseFolder: './v', name: 'x', ext: 'mp4' },
     ]) {
-      expect(storageError(() => objectKey(input)).code).to.equal('invalid_config');
+      expect(thrown(() => objectKey(input)).code).to.equal('invalid_config');
     }
   });
 
   it('refuses a bad extension, an empty name without fallback, and over-long keys', () => {
-    expect(storageError(() => objectKey({ name: 'x', ext: 'mp4/../x' })).reason).to.equal('invalid_extension');
-    expect(storageError(() => objectKey({ name: 'x', ext: '' })).reason).to.equal('invalid_extension');
-    expect(storageError(() => objectKey({ name: '', ext: 'mp4' })).reason).to.equal('invalid_filename');
+    expect(thrown(() => objectKey({ name: 'x', ext: 'mp4/../x' })).reason).to.equal('invalid_extension');
+    expect(thrown(() => objectKey({ name: 'x', ext: '' })).reason).to.equal('invalid_extension');
+    expect(thrown(() => objectKey({ name: '', ext: 'mp4' })).reason).to.equal('invalid_filename');
     const deep = Array.from({ length: 10 }, () => 'f'.repeat(200)).join('/');
-    expect(storageError(() => objectKey({ folder: deep, name: 'x', ext: 'mp4' })).reason).to.equal('key_too_long');
+    expect(thrown(() => objectKey({ folder: deep, name: 'x', ext: 'mp4' })).reason).to.equal('key_too_long');
   });
 
   it('every key objectKey makes passes assertValidKey', () => {
@@ -135,32 +116,32 @@ describe('storage: destinations', () => {
   });
 
   it('names the missing or invalid field, never a value', () => {
-    const missing = storageError(() => parseDestination({ ...s3, bucket: undefined }));
+    const missing = thrown(() => parseDestination({ ...s3, bucket: undefined }));
     expect(missing.code).to.equal('invalid_config');
     expect(missing.reason).to.equal('bucket_required');
-    const invalid = storageError(() => parseDestination({ ...s3, secret_key: 42 }));
+    const invalid = thrown(() => parseDestination({ ...s3, secret_key: 42 }));
     expect(invalid.reason).to.equal('invalid_secret_key');
     expect(invalid.message).not.to.include('42');
-    const empty = storageError(() => parseDestination({ ...s3, endpoint: ' ' }));
+    const empty = thrown(() => parseDestination({ ...s3, endpoint: ' ' }));
     expect(empty.reason).to.equal('invalid_endpoint');
   });
 
   it('refuses unknown providers, and known ones without their fields', async () => {
     for (const provider of ['s3', 'blob', 'gcs', 'oss', 'drive']) {
-      const err = await rejection(createProvider({ provider }));
+      const err = await caught(createProvider({ provider }));
       expect(err.code).to.equal('invalid_config');
       expect(err.reason, provider).to.match(/_required$/);
     }
-    expect((await rejection(createProvider({ provider: 'ftp' }))).reason).to.equal('unknown_provider');
-    expect((await rejection(createProvider({ provider: 'constructor' }))).reason).to.equal('unknown_provider');
-    expect((await rejection(createProvider(null))).reason).to.equal('unknown_provider');
-    expect((await rejection(createProvider('s3'))).reason).to.equal('unknown_provider');
+    expect((await caught(createProvider({ provider: 'ftp' }))).reason).to.equal('unknown_provider');
+    expect((await caught(createProvider({ provider: 'constructor' }))).reason).to.equal('unknown_provider');
+    expect((await caught(createProvider(null))).reason).to.equal('unknown_provider');
+    expect((await caught(createProvider('s3'))).reason).to.equal('unknown_provider');
   });
 
   it('createProvider makes no network call and keeps the secret out of errors', async () => {
     const p = await createProvider(s3);
     expect(p.name).to.equal('s3');
-    const err = await rejection(createProvider({ ...s3, endpoint: 'ftp://x' }));
+    const err = await caught(createProvider({ ...s3, endpoint: 'ftp://x' }));
     expect(err.reason).to.equal('invalid_endpoint');
     expect(JSON.stringify(err) + err.message).not.to.include('SK-very-secret');
   });

@@ -26,7 +26,7 @@ const STORAGE_INDEX = pathToFileURL(fileURLToPath(new URL('../src/storage/index.
 /** The packages that are each provider's own client: what must load with it and only with it. */
 const SDKS: Record<string, string[]> = {
   blob: ['@azure/storage-blob'],
-  s3: ['@aws-sdk/client-s3', '@aws-sdk/lib-storage', '@aws-sdk/s3-request-presigner'],
+  s3: ['@aws-sdk/client-s3', '@aws-sdk/s3-request-presigner'],
   oss: ['ali-oss'],
   gcs: ['@google-cloud/storage'],
   drive: ['@googleapis/drive'],

@@ -11,6 +11,7 @@ import { inspect } from 'node:util';
 import { StorageError, createProvider } from '../src/storage/index.js';
 import { OssStorageProvider, mapOssError, ossRegionFromEndpoint, type OssStorageOptions } from '../src/storage/oss.js';
 import { startFakeOss, type RunningFakeOss } from '../../test/support/fake-oss.js';
+import { caught, expectSanitised } from './storage-support.js';
 
 const MiB = 1024 * 1024;
 const BUCKET = 'media';
@@ -40,23 +41,7 @@ async function download(url: string): Promise<{ status: number; sha256: string; 
   };
 }
 
-async function caught(p: Promise<unknown>): Promise<StorageError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).to.be.instanceOf(StorageError);
-    return err as StorageError;
-  }
-  expect.fail('expected a StorageError');
-}
-
 /** Nothing secret or host-identifying may appear anywhere a logger could print. */
-function expectSanitised(err: StorageError, secrets: string[]): void {
-  const rendered = [err.message, err.reason, JSON.stringify(err), inspect(err, { depth: 5 }), String(err.stack)].join('\n');
-  for (const s of secrets) expect(rendered, 'error text leaks a secret or host').not.to.include(s);
-  expect(err).not.to.have.property('cause');
-}
-
 describe('storage: oss provider on a fake OSS', function () {
   this.timeout(60_000);
   let oss: RunningFakeOss;

@@ -2,12 +2,14 @@
 // official SDK unchanged.
 import { expect } from 'chai';
 import { createHash, randomBytes } from 'node:crypto';
+import http from 'node:http';
 import net from 'node:net';
 import { Readable } from 'node:stream';
 import { inspect } from 'node:util';
 import { StorageError, createManagedStorage, createProvider } from '../src/storage/index.js';
 import { S3StorageProvider, mapS3Error, type S3StorageOptions } from '../src/storage/s3.js';
 import { startS3rver, type RunningS3rver } from '../../test/support/s3rver.js';
+import { caught, expectSanitised } from './storage-support.js';
 
 const MiB = 1024 * 1024;
 const BUCKET = 'media';
@@ -32,21 +34,69 @@ async function download(url: string): Promise<{ status: number; sha256: string; 
   };
 }
 
-async function caught(p: Promise<unknown>): Promise<StorageError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).to.be.instanceOf(StorageError);
-    return err as StorageError;
-  }
-  expect.fail('expected a StorageError');
+/** Nothing secret or host-identifying may appear anywhere a logger could print. */
+/** What the S3 API call of a request is, from its method and query (the calls a multipart upload makes). */
+function s3Operation(method: string, query: URLSearchParams): string {
+  if (method === 'POST' && query.has('uploads')) return 'CreateMultipartUpload';
+  if (method === 'PUT' && query.has('uploadId')) return 'UploadPart';
+  if (method === 'POST' && query.has('uploadId')) return 'CompleteMultipartUpload';
+  if (method === 'DELETE' && query.has('uploadId')) return 'AbortMultipartUpload';
+  return `${method} ${[...query.keys()].join('&')}`.trim();
 }
 
-/** Nothing secret or host-identifying may appear anywhere a logger could print. */
-function expectSanitised(err: StorageError, secrets: string[]): void {
-  const rendered = [err.message, err.reason, JSON.stringify(err), inspect(err, { depth: 5 }), String(err.stack)].join('\n');
-  for (const s of secrets) expect(rendered, 'error text leaks a secret or host').not.to.include(s);
-  expect(err).not.to.have.property('cause');
+interface RecordingProxy {
+  endpoint: string;
+  /** Every request passed on (or answered), oldest first. */
+  requests: Array<{ op: string; key: string; uploadId: string | null; bytes: number }>;
+  /** Answer UploadPart with 500 InternalError instead of passing it on. */
+  failParts: boolean;
+  close(): Promise<void>;
+}
+
+/**
+ * A pass-through HTTP proxy in front of s3rver that records each S3 call:
+ * s3rver emits no event for the calls of an unfinished multipart upload,
+ * and does not implement AbortMultipartUpload (it answers 405), so what
+ * the provider asks for is seen on the wire.
+ */
+async function recordingProxy(target: string): Promise<RecordingProxy> {
+  const upstream = new URL(target);
+  const proxy: RecordingProxy = { endpoint: '', requests: [], failParts: false, close: async () => undefined };
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://proxy');
+    const entry = {
+      op: s3Operation(req.method ?? '', url.searchParams),
+      key: decodeURIComponent(url.pathname.split('/').slice(2).join('/')),
+      uploadId: url.searchParams.get('uploadId'),
+      bytes: 0,
+    };
+    proxy.requests.push(entry);
+    if (proxy.failParts && entry.op === 'UploadPart') {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(500, { 'content-type': 'application/xml' });
+        res.end('<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>injected</Message></Error>');
+      });
+      return;
+    }
+    req.on('data', (d: Buffer) => (entry.bytes += d.length));
+    const up = http.request(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
+      (upRes) => {
+        res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+        upRes.pipe(res);
+      },
+    );
+    up.on('error', () => res.destroy());
+    req.pipe(up);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  proxy.endpoint = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  proxy.close = () => {
+    server.closeAllConnections();
+    return new Promise((resolve) => server.close(() => resolve()));
+  };
+  return proxy;
 }
 
 describe('storage: s3 provider on s3rver', function () {
@@ -172,6 +222,77 @@ describe('storage: s3 provider on s3rver', function () {
     expect(body.destroyed).to.equal(true);
     // Bounded by the part buffer, not the (infinite) source.
     expect(produced).to.be.below(200 * MiB);
+  });
+
+  it('sends a sized stream in parts of the planned size and completes the upload', async () => {
+    const proxy = await recordingProxy(s3.endpoint);
+    try {
+      const p = provider({ endpoint: proxy.endpoint });
+      const size = 17 * MiB + 123;
+      const { stream, sha256 } = generated(size);
+      const key = 'videos/parts.mp4';
+      await p.upload(key, stream, { size });
+      const calls = proxy.requests.filter((r) => r.key === key);
+      // 5 MiB parts when the size is known: three full ones and the rest.
+      expect(calls.map((r) => r.op)).to.deep.equal([
+        'HEAD',
+        'CreateMultipartUpload',
+        'UploadPart',
+        'UploadPart',
+        'UploadPart',
+        'UploadPart',
+        'CompleteMultipartUpload',
+      ]);
+      expect(calls.filter((r) => r.op === 'UploadPart').map((r) => r.bytes)).to.deep.equal([5 * MiB, 5 * MiB, 5 * MiB, 2 * MiB + 123]);
+      expect((await download(await p.presign(key, 60))).sha256).to.equal(sha256);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('aborts the multipart upload when the source fails, and reports the source, not the abort', async () => {
+    const proxy = await recordingProxy(s3.endpoint);
+    try {
+      const p = provider({ endpoint: proxy.endpoint, partSize: 5 * MiB });
+      async function* broken() {
+        yield randomBytes(12 * MiB);
+        throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+      }
+      const key = 'videos/aborted.mp4';
+      const err = await caught(p.upload(key, Readable.from(broken())));
+      // s3rver answers AbortMultipartUpload with 405; that must not hide the cause.
+      expect(err.reason).to.equal('source_error');
+      const calls = proxy.requests.filter((r) => r.key === key);
+      const created = calls.filter((r) => r.op === 'UploadPart').map((r) => r.uploadId);
+      expect(created).to.have.length.greaterThan(0);
+      expect(calls.map((r) => r.op)).to.include('AbortMultipartUpload').and.not.to.include('CompleteMultipartUpload');
+      // The upload the parts went to is the one aborted, after every part settled.
+      expect(calls.at(-1)).to.include({ op: 'AbortMultipartUpload', uploadId: created[0] });
+      expect((await fetch(await p.presign(key, 60))).status).to.equal(404);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('aborts the multipart upload when a part fails, and reports the part failure', async () => {
+    const proxy = await recordingProxy(s3.endpoint);
+    try {
+      const p = provider({ endpoint: proxy.endpoint, partSize: 5 * MiB, maxAttempts: 1 });
+      proxy.failParts = true;
+      const body = generated(30 * MiB).stream;
+      const key = 'videos/failing.mp4';
+      const err = await caught(p.upload(key, body));
+      expect(err.code).to.equal('unreachable');
+      expect(err.reason).to.equal('InternalError');
+      expect(body.destroyed, 'the source is destroyed, so a producer stops').to.equal(true);
+      const ops = proxy.requests.filter((r) => r.key === key).map((r) => r.op);
+      expect(ops.at(-1)).to.equal('AbortMultipartUpload');
+      expect(ops).not.to.include('CompleteMultipartUpload');
+      // It stopped at the first failures rather than sending all six parts.
+      expect(ops.filter((op) => op === 'UploadPart').length).to.be.below(6);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('probe puts and deletes verify_credentials.txt at the root of the folder prefix', async () => {

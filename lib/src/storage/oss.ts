@@ -23,6 +23,7 @@ import {
   type StorageProvider,
   type UploadOptions,
   type UploadResult } from './types.js';
+import { MultipartUpload, type MultipartBackend } from './parts.js';
 
 export interface OssStorageOptions {
   /** Reported in errors; default `oss`. */
@@ -229,65 +230,39 @@ export class OssStorageProvider implements StorageProvider {
 
   /**
    * Stream `body` to the bucket: one PutObject when it fits one part,
-   * otherwise a multipart upload with `parallel` parts in flight, each held
-   * as a Buffer so a failed part can be sent again. Memory stays bounded
+   * otherwise a multipart upload driven here (parts.ts; ali-oss's own needs
+   * a file or a whole Buffer) with `parallel` parts in flight, each held as
+   * a Buffer so a failed part can be sent again. Memory stays bounded
    * whatever the file size; a failed multipart upload is aborted so no
    * orphaned parts are billed. An existing key is overwritten.
    */
   async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
-    let uploadId: string | undefined;
-    const inFlight = new Set<Promise<void>>();
+    const client = this.#client;
+    const attempt = <T>(op: () => Promise<T>) => this.#attempt(op);
+    const mime = opts.contentType ? { mime: opts.contentType } : {};
+    const backend: MultipartBackend = {
+      async putObject(buf) {
+        await attempt(() => client.put(key, buf, mime));
+      },
+      async create() {
+        return (await attempt(() => client.initMultipartUpload(key, mime))).uploadId;
+      },
+      async uploadPart(uploadId, partNo, buf) {
+        return (await attempt(() => client.uploadPart(key, uploadId, partNo, buf, 0, buf.length))).etag;
+      },
+      async complete(uploadId, parts) {
+        await attempt(() => client.completeMultipartUpload(key, uploadId, parts));
+      },
+      abort: (uploadId) => client.abortMultipartUpload(key, uploadId),
+    };
+    const partSize =
+      this.partSize ?? (opts.size === undefined ? UNKNOWN_SIZE_PART : Math.max(DEFAULT_PART, Math.ceil(opts.size / MAX_PARTS)));
+    const multipart = new MultipartUpload(backend, { provider: this.name, partSize, parallel: this.parallel, maxParts: MAX_PARTS });
     return streamUpload(this.name, key, body, opts, {
-      send: async (source) => {
-        const partSize =
-          this.partSize ?? (opts.size === undefined ? UNKNOWN_SIZE_PART : Math.max(DEFAULT_PART, Math.ceil(opts.size / MAX_PARTS)));
-        const mime = opts.contentType;
-        const parts = readParts(source.stream, partSize)[Symbol.asyncIterator]();
-
-        let current = await parts.next();
-        let next = current.done ? current : await parts.next();
-        if (next.done) {
-          // Zero or one part: a single PutObject (with Content-MD5) is cheaper and atomic.
-          const buf = current.done ? Buffer.alloc(0) : current.value;
-          await this.#attempt(() => this.#client.put(key, buf, mime ? { mime } : {}));
-        } else {
-          const init = await this.#attempt(() => this.#client.initMultipartUpload(key, mime ? { mime } : {}));
-          uploadId = init.uploadId;
-          const id = uploadId;
-          const done: Array<{ number: number; etag: string }> = [];
-          let failure: StorageError | undefined;
-          let number = 0;
-          while (!current.done) {
-            if (failure) throw failure;
-            if (number >= MAX_PARTS) {
-              throw new StorageError('failed', 'too_many_parts', `${this.name}: upload exceeds ${MAX_PARTS} parts`, { provider: this.name });
-            }
-            const partNo = ++number;
-            const buf = current.value;
-            const sending: Promise<void> = this.#attempt(() => this.#client.uploadPart(key, id, partNo, buf, 0, buf.length)).then(
-              (r) => void done.push({ number: partNo, etag: r.etag }),
-              (err: unknown) => void (failure ??= mapOssError(err, this.name)),
-            );
-            inFlight.add(sending);
-            void sending.finally(() => inFlight.delete(sending));
-            // Bounded memory: read no further while `parallel` parts are in flight.
-            while (inFlight.size >= this.parallel) await Promise.race(inFlight);
-            current = next;
-            next = current.done ? current : await parts.next();
-          }
-          await Promise.all(inFlight);
-          if (failure) throw failure;
-          await this.#attempt(() => this.#client.completeMultipartUpload(key, id, done));
-          uploadId = undefined;
-        }
-      },
-      remove: () => this.#client.delete(key),
+      send: (source) => multipart.send(source.stream),
+      remove: () => client.delete(key),
       mapError: (err) => mapOssError(err, this.name),
-      abandon: async () => {
-        await Promise.allSettled(inFlight);
-        const id = uploadId;
-        if (id) await this.#client.abortMultipartUpload(key, id).catch(() => undefined);
-      },
+      abandon: () => multipart.abandon(),
     });
   }
 
@@ -307,26 +282,4 @@ export class OssStorageProvider implements StorageProvider {
     assertValidKey(key);
     await this.#attempt(() => this.#client.delete(key));
   }
-}
-
-/** Cut a byte stream into Buffers of exactly `size` bytes (the last one may be shorter). */
-async function* readParts(stream: Readable, size: number): AsyncGenerator<Buffer> {
-  let pending: Buffer[] = [];
-  let pendingBytes = 0;
-  for await (const chunk of stream) {
-    let buf = chunk as Buffer;
-    while (pendingBytes + buf.length >= size) {
-      const take = size - pendingBytes;
-      pending.push(buf.subarray(0, take));
-      yield Buffer.concat(pending, size);
-      buf = buf.subarray(take);
-      pending = [];
-      pendingBytes = 0;
-    }
-    if (buf.length > 0) {
-      pending.push(buf);
-      pendingBytes += buf.length;
-    }
-  }
-  if (pendingBytes > 0) yield Buffer.concat(pending, pendingBytes);
 }

@@ -2,10 +2,21 @@
 // S3-compatible services users bring (R2, MinIO, Backblaze, Wasabi, ...) as
 // well as s3rver in tests. Used for a user's `s3` destination and for
 // managed storage in production.
-import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
-import { Upload } from '@aws-sdk/lib-storage';
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+  type S3ClientConfig,
+} from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Readable } from 'node:stream';
+import { MultipartUpload, type MultipartBackend } from './parts.js';
 import {
   NETWORK_ERROR_CODES,
   STORAGE_ERROR_TEXT,
@@ -36,9 +47,9 @@ export interface S3StorageOptions {
   forcePathStyle?: boolean;
   /** The destination's folder_prefix; the probe writes under it (see probe()). */
   folderPrefix?: string;
-  /** Multipart part size in bytes (>= 5 MiB); default 8 MiB, or 16 MiB when the size is unknown. */
+  /** Multipart part size in bytes (>= 5 MiB); default 5 MiB (more for files over ~48 GiB), or 16 MiB when the size is unknown. */
   partSize?: number;
-  /** Parts in flight at once; memory is bounded by about queueSize × partSize. */
+  /** Parts in flight at once; default 4. Part buffers take (queueSize + 1) × partSize: those in flight and the one being filled. */
   queueSize?: number;
   /** SDK attempts per request (first try included); default 3. */
   maxAttempts?: number;
@@ -50,9 +61,15 @@ export interface S3StorageOptions {
 
 const MiB = 1024 * 1024;
 const MIN_PART = 5 * MiB; // S3's minimum for every part but the last
-const DEFAULT_PART = 8 * MiB;
+// The minimum, as rclone uses: 4 in flight plus the one being filled keep
+// 25 MiB of buffers, which with node's own ~70 MiB and its garbage keeps the
+// uploader under its 150 MB budget (issue 5; docs/adr/0006); bigger parts
+// were not faster against s3rver. 10,000 of them allow ~48 GiB, and bigger
+// files get bigger parts.
+const DEFAULT_PART = MIN_PART;
 // A stream of unknown length may hold up to 10,000 parts: 16 MiB parts
-// allow ~156 GiB, while 4 in flight keep the buffer near 64 MiB.
+// allow ~156 GiB, while 4 in flight (plus the one being filled) keep the
+// buffers at 80 MiB.
 const UNKNOWN_SIZE_PART = 16 * MiB;
 const MAX_PARTS = 10_000;
 const MAX_PRESIGN_SECONDS = 604_800; // SigV4 presigned URLs live at most 7 days
@@ -232,41 +249,57 @@ export class S3StorageProvider implements StorageProvider {
 
   /**
    * Stream `body` to the bucket: one PutObject when it fits one part,
-   * otherwise a multipart upload whose parts are buffered queueSize at a
-   * time, so memory stays bounded whatever the file size. A failed multipart
-   * upload is aborted (no orphaned parts billed). An existing key is never
-   * overwritten: the upload fails with `conflict` (see refuseExisting).
+   * otherwise a multipart upload driven here (parts.ts) with queueSize parts
+   * in flight, so memory stays near (queueSize + 1) × partSize whatever the
+   * file size. A failed multipart upload is aborted (no orphaned parts
+   * billed). An existing key is never overwritten: the upload fails with
+   * `conflict` (see refuseExisting). Why not @aws-sdk/lib-storage: see
+   * docs/adr/0006-s3-multipart-upload-driven-here.md.
    */
   async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
-    // (streamUpload reports the source's own failure first, which matters
-    // here: lib-storage reports a failed AbortMultipartUpload instead of
-    // what made it abort.)
+    const { name } = this;
+    const client = this.#client;
+    const Bucket = this.bucket;
+    const ContentType = opts.contentType;
+    const backend: MultipartBackend = {
+      // Buffers, not streams, as bodies: the SDK sends a Buffer with its
+      // Content-Length and can send it again on a retry.
+      async putObject(Body) {
+        await client.send(new PutObjectCommand({ Bucket, Key: key, Body, ContentType }));
+      },
+      async create() {
+        const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket, Key: key, ContentType }));
+        if (!UploadId) throw new StorageError('failed', 'no_upload_id', `${name}: CreateMultipartUpload returned no upload id`, { provider: name });
+        return UploadId;
+      },
+      async uploadPart(UploadId, PartNumber, Body) {
+        const { ETag } = await client.send(new UploadPartCommand({ Bucket, Key: key, UploadId, PartNumber, Body }));
+        if (!ETag) throw new StorageError('failed', 'no_etag', `${name}: UploadPart returned no ETag`, { provider: name });
+        return ETag;
+      },
+      async complete(UploadId, parts) {
+        await client.send(
+          new CompleteMultipartUploadCommand({
+            Bucket,
+            Key: key,
+            UploadId,
+            MultipartUpload: { Parts: parts.map((p) => ({ PartNumber: p.number, ETag: p.etag })) },
+          }),
+        );
+      },
+      abort: (UploadId) => client.send(new AbortMultipartUploadCommand({ Bucket, Key: key, UploadId })),
+    };
+    const partSize =
+      this.partSize ?? (opts.size === undefined ? UNKNOWN_SIZE_PART : Math.max(DEFAULT_PART, Math.ceil(opts.size / MAX_PARTS)));
+    const multipart = new MultipartUpload(backend, { provider: this.name, partSize, parallel: this.queueSize, maxParts: MAX_PARTS });
     return streamUpload(this.name, key, body, opts, {
       send: async (source) => {
         await this.refuseExisting(key);
-        const partSize =
-          this.partSize ??
-          (opts.size === undefined ? UNKNOWN_SIZE_PART : Math.max(DEFAULT_PART, Math.ceil(opts.size / MAX_PARTS)));
-        // No ContentLength even when the size is known: the SDK would send it as
-        // the Content-Length of a single PutObject, and a stream that falls
-        // short would leave the request waiting for bytes that never come. The
-        // size plans the part size; the counter checks it.
-        const upload = new Upload({
-          client: this.#client,
-          params: {
-            Bucket: this.bucket,
-            Key: key,
-            Body: source.stream,
-            ...(opts.contentType ? { ContentType: opts.contentType } : {}),
-          },
-          partSize,
-          queueSize: this.queueSize,
-          leavePartsOnError: false,
-        });
-        await upload.done();
+        await multipart.send(source.stream);
       },
-      remove: () => this.#client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key })),
+      remove: () => client.send(new DeleteObjectCommand({ Bucket, Key: key })),
       mapError: (err) => mapS3Error(err, this.name),
+      abandon: () => multipart.abandon(),
     });
   }
 
