@@ -67,7 +67,7 @@ const endpointUrl = z.string().refine((v) => {
  * URLs name the API host) and the runner (uploads; the operator forwards
  * the values into its pod env) must agree, so all three read this schema.
  */
-export const storageEndpointsSchema = z.object({
+const storageEndpointFields = {
   /** JSON API root instead of https://storage.googleapis.com (@google-cloud/storage's `apiEndpoint`); signed URLs point at it too. */
   GCS_API_ENDPOINT: endpointUrl.optional(),
   /** OAuth token endpoint the service-account JWT is exchanged at for gcs, instead of https://oauth2.googleapis.com/token. */
@@ -76,6 +76,10 @@ export const storageEndpointsSchema = z.object({
   DRIVE_API_ENDPOINT: endpointUrl.optional(),
   /** OAuth token endpoint for drive, as GCS_TOKEN_URI. */
   DRIVE_TOKEN_URI: endpointUrl.optional(),
+};
+
+export const storageEndpointsSchema = z.object({
+  ...storageEndpointFields,
   /**
    * Refused rather than honoured: @google-cloud/storage reads it from
    * process.env behind the configuration's back, sends JSON API calls to it
@@ -87,8 +91,8 @@ export const storageEndpointsSchema = z.object({
 
 export type StorageEndpointsConfig = z.infer<typeof storageEndpointsSchema>;
 
-/** The variables of storageEndpointsSchema, for forwarding them (operator → runner pods). */
-export const STORAGE_ENDPOINT_VARIABLES = ['GCS_API_ENDPOINT', 'GCS_TOKEN_URI', 'DRIVE_API_ENDPOINT', 'DRIVE_TOKEN_URI'] as const;
+/** The endpoint variables of storageEndpointsSchema, for forwarding them (operator → runner pods). */
+export const STORAGE_ENDPOINT_VARIABLES = Object.keys(storageEndpointFields) as (keyof typeof storageEndpointFields)[];
 
 /** storageEndpointsSchema's values as lib's createProvider options (`gcs`, `drive`); only the settings that are set. */
 export function storageEndpoints(config: StorageEndpointsConfig): {

@@ -28,6 +28,8 @@ export const QUALITY_PRESET_CRF: Readonly<Record<QualityPreset, number>> = {
 };
 
 export const DEFAULT_VIDEO_QUALITY = 23;
+/** video_quality's range is libx264's CRF scale, 0 to this. */
+export const MAX_VIDEO_QUALITY = 51;
 export const MAX_FILENAME_LENGTH = 255;
 export const MAX_FOLDER_LENGTH = 200;
 /** Source and webhook addresses longer than this are refused rather than stored. */
@@ -117,6 +119,8 @@ const formatField = z
     return (FORMATS as readonly string[]).includes(f) ? (f as Format) : 'mp4';
   });
 
+const VIDEO_QUALITY_RANGE = `must be an integer from 0 to ${MAX_VIDEO_QUALITY}`;
+
 const bodySchema = z.object({
   url: httpUrl(),
   format: optional(formatField),
@@ -124,8 +128,8 @@ const bodySchema = z.object({
   audio_codec: optional(enumField(AUDIO_CODECS)),
   audio_bitrate: optional(enumField(AUDIO_BITRATES)),
   video_quality: optional(
-    z.number({ error: 'must be an integer from 0 to 51' }).int({ error: 'must be an integer from 0 to 51' })
-      .min(0, { error: 'must be an integer from 0 to 51' }).max(51, { error: 'must be an integer from 0 to 51' }),
+    z.number({ error: VIDEO_QUALITY_RANGE }).int({ error: VIDEO_QUALITY_RANGE })
+      .min(0, { error: VIDEO_QUALITY_RANGE }).max(MAX_VIDEO_QUALITY, { error: VIDEO_QUALITY_RANGE }),
   ),
   quality_preset: optional(enumField(QUALITY_PRESETS)),
   max_resolution: optional(maxResolutionField),

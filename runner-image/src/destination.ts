@@ -5,7 +5,7 @@ import { createReadStream } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
-import { loadConfig, storageEndpoints, storageEndpointsSchema } from '@mediajobs/lib/config';
+import { storageEndpoints, type StorageEndpointsConfig } from '@mediajobs/lib/config';
 import {
   createProvider, destinationKeyLayout, isStorageError, objectKey, parseDestination,
   type StorageProvider, type UploadResult,
@@ -23,12 +23,15 @@ export class DestinationError extends Error {
 
 /**
  * Read `<credentialsDir>/destination.json` and build its provider, talking
- * to the GCS/Drive endpoints `env` names (GCS_API_ENDPOINT, ...: deployment
- * settings the operator puts in the pod's env, never the document's). No
- * network call: a destination that cannot be reached shows at upload time.
- * Errors carry no credential or path (the file holds secrets).
+ * to the GCS/Drive `endpoints` of the runner's validated settings
+ * (GCS_API_ENDPOINT, ...: deployment settings the operator puts in the
+ * pod's env, never the document's). No network call: a destination that
+ * cannot be reached shows at upload time. Errors carry no credential or
+ * path (the file holds secrets).
  */
-export async function resolveDestination(credentialsDir: string, env: NodeJS.ProcessEnv = process.env): Promise<ResolvedDestination> {
+export async function resolveDestination(
+  credentialsDir: string, endpoints: StorageEndpointsConfig, env: NodeJS.ProcessEnv = process.env,
+): Promise<ResolvedDestination> {
   let raw: unknown;
   try {
     raw = JSON.parse(await readFile(path.join(credentialsDir, 'destination.json'), 'utf8'));
@@ -39,8 +42,7 @@ export async function resolveDestination(credentialsDir: string, env: NodeJS.Pro
   const dest = parseDestination(raw);
   // Managed storage settings come in the Secret's document (the operator puts them there), never in the pod's env.
   const managed = (raw as { managed?: Record<string, string> }).managed;
-  const endpoints = storageEndpoints(loadConfig(storageEndpointsSchema, env));
-  const provider = await createProvider(raw, { ...endpoints, env: managed ? { ...env, ...managed } : env });
+  const provider = await createProvider(raw, { ...storageEndpoints(endpoints), env: managed ? { ...env, ...managed } : env });
   return { provider, ...destinationKeyLayout(dest) };
 }
 

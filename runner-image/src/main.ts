@@ -100,7 +100,7 @@ async function main(): Promise<number> {
   } else {
     let destination: ResolvedDestination | { error: unknown };
     try {
-      destination = await resolveDestination(env.MEDIAJOBS_CREDENTIALS_DIR);
+      destination = await resolveDestination(env.MEDIAJOBS_CREDENTIALS_DIR, env);
     } catch (err) {
       destination = { error: err };
     }

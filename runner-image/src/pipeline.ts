@@ -113,7 +113,8 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   // Downloading: 0 → 33
   logger.info({ url: redactUrls(spec.url), format: container.format }, 'probing source');
   const liveLimits = tools.live ?? DEFAULT_LIVE_LIMITS;
-  const downloader = startDownloader(ytOpts);
+  // Ready while the probe runs; not while waiting (up to an hour) for a scheduled stream.
+  const early = spec.waitForVideo === true ? undefined : startDownloader(ytOpts);
   const probed = await probeWaitingForVideo(
     () => probe(spec.url, formatSelector(container), ctx.workDir, ytOpts), spec.waitForVideo === true, liveLimits, { signal, logger });
   if (!probed.ok) {
@@ -126,7 +127,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   const formats = info.formats ?? [];
   if (formats.length && formats.every((f) => f.vcodec === 'none')) audioOnlySource = true;
   const live = await isLiveSource(info, spec, { signal, logger });
-  if (live) downloader.cancel();
+  if (live) early?.cancel();
   // The spec's format and resolution rules choose (plan.ts), for recordings
   // as for downloads; yt-dlp's own choice stands for lists with nothing usable.
   const choice = await chooseJobFormats(formats, spec, container, tools, logger, signal);
@@ -139,7 +140,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
       bin: tools.ffmpeg, socketTimeoutSeconds: tools.socketTimeoutSeconds, limits: liveLimits, formats: choice?.formats, signal, logger, onProgress: within(0, 33),
     })
     : await download(probed.infoPath, info, formatIds, dlDir, {
-      ...ytOpts, started: downloader, onProgress: within(0, 33),
+      ...ytOpts, started: early ?? startDownloader(ytOpts), onProgress: within(0, 33),
       // Each file is probed as soon as it is complete, while the next one downloads.
       onFile: (file) => {
         const p = ffprobe(tools.ffprobe, file.path, signal);

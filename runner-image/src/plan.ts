@@ -2,7 +2,7 @@
 // probe. Pure functions: the pipeline runs what these return, and every
 // format, codec and resolution rule of the spec lives here, where tables of
 // cases can test it without a download.
-import { DEFAULT_VIDEO_QUALITY, QUALITY_PRESET_CRF, parseClipTime } from '@mediajobs/lib/job-options';
+import { DEFAULT_VIDEO_QUALITY, MAX_VIDEO_QUALITY, QUALITY_PRESET_CRF, parseClipTime } from '@mediajobs/lib/job-options';
 import { AUDIO_FORMATS, type Format, type MediaJobSpec } from '@mediajobs/lib/mediajob/types';
 
 /** The slice of yt-dlp's info JSON (`-J`) the runner reads. */
@@ -255,20 +255,19 @@ export function crfOf(spec: Pick<MediaJobSpec, 'videoQuality' | 'qualityPreset'>
 //   quantizer scale; 31 is the value ffmpeg's VP9 guide and Google's VP9 VOD
 //   settings give for 1080p, the x264-default counterpart.
 const CRF_SCALES: Record<VideoTarget, { likeX264Default: number; max: number }> = {
-  h264: { likeX264Default: 23, max: 51 },
+  h264: { likeX264Default: DEFAULT_VIDEO_QUALITY, max: MAX_VIDEO_QUALITY },
   h265: { likeX264Default: 28, max: 51 },
   vp9: { likeX264Default: 31, max: 63 },
 };
-const API_CRF_DEFAULT = 23;
-const API_CRF_MAX = 51;
 
 /** The CRF on `target`'s own scale that means the quality `crf` means on the API's (libx264's) scale. */
 export function encoderCrf(target: VideoTarget, crf: number): number {
   const { likeX264Default: mid, max } = CRF_SCALES[target];
-  const c = Math.min(API_CRF_MAX, Math.max(0, crf));
-  const v = c <= API_CRF_DEFAULT
-    ? (c * mid) / API_CRF_DEFAULT
-    : mid + ((c - API_CRF_DEFAULT) * (max - mid)) / (API_CRF_MAX - API_CRF_DEFAULT);
+  // The API's default is libx264's own, the middle anchor of every scale.
+  const c = Math.min(MAX_VIDEO_QUALITY, Math.max(0, crf));
+  const v = c <= DEFAULT_VIDEO_QUALITY
+    ? (c * mid) / DEFAULT_VIDEO_QUALITY
+    : mid + ((c - DEFAULT_VIDEO_QUALITY) * (max - mid)) / (MAX_VIDEO_QUALITY - DEFAULT_VIDEO_QUALITY);
   return Math.round(v);
 }
 

@@ -23,7 +23,7 @@ import {
   type StorageProvider,
   type UploadOptions,
   type UploadResult } from './types.js';
-import { MultipartUpload, type MultipartBackend } from './parts.js';
+import { MultipartUpload, choosePartSize, type MultipartBackend } from './parts.js';
 
 export interface OssStorageOptions {
   /** Reported in errors; default `oss`. */
@@ -255,8 +255,7 @@ export class OssStorageProvider implements StorageProvider {
       },
       abort: (uploadId) => client.abortMultipartUpload(key, uploadId),
     };
-    const partSize =
-      this.partSize ?? (opts.size === undefined ? UNKNOWN_SIZE_PART : Math.max(DEFAULT_PART, Math.ceil(opts.size / MAX_PARTS)));
+    const partSize = choosePartSize(opts.size, { fixed: this.partSize, preferred: DEFAULT_PART, unknownSize: UNKNOWN_SIZE_PART, maxParts: MAX_PARTS });
     const multipart = new MultipartUpload(backend, { provider: this.name, partSize, parallel: this.parallel, maxParts: MAX_PARTS });
     return streamUpload(this.name, key, body, opts, {
       send: (source) => multipart.send(source.stream),

@@ -38,6 +38,20 @@ export interface MultipartOptions {
 }
 
 /**
+ * The part size of one upload: the provider's configured `fixed` size when
+ * it has one; else `preferred`, grown just enough for a declared `size` to
+ * fit in `maxParts` parts; else, the size unknown, `unknownSize` (chosen by
+ * the provider so that `maxParts` of them hold a large file).
+ */
+export function choosePartSize(
+  size: number | undefined,
+  sizes: { fixed: number | undefined; preferred: number; unknownSize: number; maxParts: number },
+): number {
+  if (sizes.fixed !== undefined) return sizes.fixed;
+  return size === undefined ? sizes.unknownSize : Math.max(sizes.preferred, Math.ceil(size / sizes.maxParts));
+}
+
+/**
  * One upload, as two of streamUpload()'s steps: `send` reads the stream
  * and uploads it, `abandon` (after a failure) waits for the parts still in
  * flight and aborts the multipart upload. One instance per upload.

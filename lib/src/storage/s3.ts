@@ -16,7 +16,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Readable } from 'node:stream';
-import { MultipartUpload, type MultipartBackend } from './parts.js';
+import { MultipartUpload, choosePartSize, type MultipartBackend } from './parts.js';
 import {
   NETWORK_ERROR_CODES,
   STORAGE_ERROR_TEXT,
@@ -289,8 +289,7 @@ export class S3StorageProvider implements StorageProvider {
       },
       abort: (UploadId) => client.send(new AbortMultipartUploadCommand({ Bucket, Key: key, UploadId })),
     };
-    const partSize =
-      this.partSize ?? (opts.size === undefined ? UNKNOWN_SIZE_PART : Math.max(DEFAULT_PART, Math.ceil(opts.size / MAX_PARTS)));
+    const partSize = choosePartSize(opts.size, { fixed: this.partSize, preferred: DEFAULT_PART, unknownSize: UNKNOWN_SIZE_PART, maxParts: MAX_PARTS });
     const multipart = new MultipartUpload(backend, { provider: this.name, partSize, parallel: this.queueSize, maxParts: MAX_PARTS });
     return streamUpload(this.name, key, body, opts, {
       send: async (source) => {
