@@ -28,8 +28,9 @@ export interface Probed {
 
 export type FfprobeResult = { ok: true; probed: Probed } | { ok: false; run: RunResult };
 
-export async function ffprobe(bin: string, file: string, signal?: AbortSignal): Promise<FfprobeResult> {
-  const run = await runProcess(bin, ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '--', file], {
+/** `inputArgs`: input options for a network source (httpInputArgs). */
+export async function ffprobe(bin: string, file: string, signal?: AbortSignal, inputArgs: readonly string[] = []): Promise<FfprobeResult> {
+  const run = await runProcess(bin, ['-v', 'error', ...inputArgs, '-print_format', 'json', '-show_format', '-show_streams', '--', file], {
     captureStdout: true,
     signal,
     maxStdoutBytes: 8 * 1024 * 1024,
@@ -71,7 +72,10 @@ export function frameRate(s: Pick<ProbedStream, 'avg_frame_rate' | 'r_frame_rate
 }
 
 export interface MuxInput {
+  /** A downloaded file, or the URL of a format read straight from its server (then with inputArgs). */
   path: string;
+  /** ffmpeg input options placed before this input's -i (httpInputArgs for a URL). */
+  inputArgs?: readonly string[];
   probed: Probed;
   /** This input carries the audio to deliver (the separate audio format), even if another input has audio too. */
   carriesAudio?: boolean;
@@ -141,7 +145,7 @@ export function muxPlan(inputs: MuxInput[], output: string, container: Container
   for (const input of inputs) {
     if (clip && clip.start > 0) args.push('-ss', secs(clip.start));
     if (opts.threads) args.push('-threads', String(opts.threads));
-    args.push('-i', input.path);
+    args.push(...(input.inputArgs ?? []), '-i', input.path);
   }
   const at = (m: { input: MuxInput; stream: ProbedStream }) => `${inputs.indexOf(m.input)}:${m.stream.index}`;
   if (video) args.push('-map', at(video));
@@ -189,7 +193,7 @@ export async function keyframeAt(bin: string, input: MuxInput, stream: ProbedStr
   const run = await runProcess(bin, [
     '-v', 'error', '-select_streams', String(stream.index),
     '-read_intervals', `${Math.max(0, abs - 1).toFixed(6)}%${(abs + 1).toFixed(6)}`,
-    '-show_entries', 'packet=pts_time,flags', '-of', 'csv=p=0', '--', input.path,
+    '-show_entries', 'packet=pts_time,flags', '-of', 'csv=p=0', ...(input.inputArgs ?? []), '--', input.path,
   ], { captureStdout: true, signal, maxStdoutBytes: 4 * 1024 * 1024 });
   if (run.exitCode !== 0) return false;
   return run.stdout.split('\n').some((line) => {
@@ -267,6 +271,22 @@ export function muxToStream(bin: string, plan: MuxPlan, opts: MuxRunOptions = {}
 }
 
 /**
+ * ffmpeg input options that fetch a URL as yt-dlp would: the format's own
+ * HTTP headers (yt-dlp's http_headers: User-Agent, Referer, cookies the
+ * extractor set), and a socket timeout, so a stalled server fails the read
+ * instead of hanging it.
+ */
+export function httpInputArgs(headers: Readonly<Record<string, string>>, timeoutSeconds: number): string[] {
+  const userAgent = Object.entries(headers).find(([k]) => k.toLowerCase() === 'user-agent')?.[1];
+  const others = Object.entries(headers).filter(([k]) => k.toLowerCase() !== 'user-agent').map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  return [
+    '-rw_timeout', String(timeoutSeconds * 1_000_000),
+    ...(userAgent ? ['-user_agent', userAgent] : []),
+    ...(others ? ['-headers', others] : []),
+  ];
+}
+
+/**
  * Codec and bitrate of an audio format yt-dlp knows neither of, read from the
  * first seconds of its playlist or file. The bitrate is counted from packet
  * sizes, which works for every container (MPEG-TS and fragmented MP4 often
@@ -274,17 +294,12 @@ export function muxToStream(bin: string, plan: MuxPlan, opts: MuxRunOptions = {}
  */
 export async function measureAudio(bin: string, f: YtDlpFormat, opts: { signal?: AbortSignal; timeoutSeconds: number }): Promise<MeasuredAudio | undefined> {
   if (!f.url) return undefined;
-  const headers = f.http_headers ?? {};
-  const userAgent = Object.entries(headers).find(([k]) => k.toLowerCase() === 'user-agent')?.[1];
-  const others = Object.entries(headers).filter(([k]) => k.toLowerCase() !== 'user-agent').map(([k, v]) => `${k}: ${v}\r\n`).join('');
   const signal = AbortSignal.any([AbortSignal.timeout(opts.timeoutSeconds * 2000), ...(opts.signal ? [opts.signal] : [])]);
   const run = await runProcess(bin, [
     '-v', 'error',
     // A playlist from the network must not make ffprobe open local files or other protocols.
     '-protocol_whitelist', 'http,https,tcp,tls,crypto',
-    '-rw_timeout', String(opts.timeoutSeconds * 1_000_000),
-    ...(userAgent ? ['-user_agent', userAgent] : []),
-    ...(others ? ['-headers', others] : []),
+    ...httpInputArgs(f.http_headers ?? {}, opts.timeoutSeconds),
     '-read_intervals', '%+5', '-select_streams', 'a:0',
     '-show_entries', 'stream=codec_name:packet=size,pts_time,duration_time', '-of', 'json', '--', f.url,
   ], { captureStdout: true, signal, maxStdoutBytes: 4 * 1024 * 1024 });

@@ -9,7 +9,7 @@ import { isStorageError } from '@mediajobs/lib/storage/index';
 import type { RunResult } from './child.js';
 import { classification, classifyFfmpeg, classifyUpload, classifyYtDlp, type Classification } from './classify.js';
 import { uploadJobFile, type ResolvedDestination, type UploadOutcome } from './destination.js';
-import { audioStream, ffprobe, measureAudio, mux, muxToStream, PIPE_OUTPUT, planMux, videoStream, type FfprobeResult, type MuxInput } from './ffmpeg.js';
+import { audioStream, ffprobe, measureAudio, mux, muxToStream, PIPE_OUTPUT, planMux, videoStream, type FfprobeResult, type MuxInput, type MuxPlan } from './ffmpeg.js';
 import {
   actualQuality, chooseFormats, clipOf, containerFor, formatSelector, formatsToMeasure, releaseDateOf, selectedFormatIds, withMeasurements,
   type Container, type FormatChoice, type MeasuredAudio, type YtDlpFormat,
@@ -18,6 +18,7 @@ import type { StatusReporter } from './report.js';
 import { drmItemIsAudioOnly, saysDrmProtected } from './drm.js';
 import { DEFAULT_LIVE_LIMITS, isLiveSource, probeWaitingForVideo, recordLiveSource, type LiveLimits } from './live.js';
 import { deliverSidecars } from './sidecars.js';
+import { readableInputs } from './source-read.js';
 import { download, probe, startYtDlp, type StartedYtDlp, type YtDlpFailure, type YtDlpOptions } from './ytdlp.js';
 
 /** Progress at the start of each step (spec: progress stages). */
@@ -82,8 +83,8 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
     logger.warn({ step, category: c.category, ...detail }, 'job did not complete');
     return { step, progress, outcome: c.outcome, error: c.error, ...(c.errorType ? { errorType: c.errorType } : {}), ...(c.reason ? { reason: c.reason } : {}) };
   };
-  const failTool = (tool: string, run: RunResult, c: Classification) =>
-    fail(c, { tool, exitCode: run.exitCode, signal: run.signal, stderr: tail(run.stderr) });
+  const toolDetail = (tool: string, run: RunResult) => ({ tool, exitCode: run.exitCode, signal: run.signal, stderr: tail(run.stderr) });
+  const failTool = (tool: string, run: RunResult, c: Classification) => fail(c, toolDetail(tool, run));
   const failYtDlp = (f: YtDlpFailure) =>
     failTool('yt-dlp', f.run, f.category ? classification(f.category) : classifyYtDlp(f.run.stderr, f.run.exitCode, { audioOnlySource }));
   const enter = (next: JobStep) => {
@@ -133,92 +134,142 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   const choice = await chooseJobFormats(formats, spec, container, tools, logger, signal);
   const formatIds = choice ? choice.formats.map((f) => f.format_id) : selectedFormatIds(info);
   if (!formatIds.length) return fail(classification('unavailable'), { why: 'no format selected' });
-  logger.info({ formats: formatIds, extractor: info.extractor }, 'downloading');
-  const probes = new Map<string, Promise<FfprobeResult>>();
-  const downloaded = live
-    ? await recordLiveSource(info, spec, container.audioOnly, dlDir, {
-      bin: tools.ffmpeg, socketTimeoutSeconds: tools.socketTimeoutSeconds, limits: liveLimits, formats: choice?.formats, signal, logger, onProgress: within(0, 33),
-    })
-    : await download(probed.infoPath, info, formatIds, dlDir, {
-      ...ytOpts, started: early ?? startDownloader(ytOpts), onProgress: within(0, 33),
-      // Each file is probed as soon as it is complete, while the next one downloads.
-      onFile: (file) => {
-        const p = ffprobe(tools.ffprobe, file.path, signal);
-        p.catch(() => undefined); // awaited below, unless the download fails first
-        probes.set(file.path, p);
-      },
-    });
-  if (!downloaded.ok) return failYtDlp(downloaded);
-
-  // Muxing: 33 → 66
-  enter('Muxing');
-  void reporter.setStep('Muxing', progress);
-  const inputs: MuxInput[] = [];
-  for (const file of downloaded.files) {
-    const p = await (probes.get(file.path) ?? ffprobe(tools.ffprobe, file.path, signal));
-    if (!p.ok) return failTool('ffprobe', p.run, classifyFfmpeg(p.run.stderr, p.run.exitCode));
-    inputs.push({ path: file.path, probed: p.probed, carriesAudio: choice !== undefined && file.formatId === choice.audioFrom });
-  }
   const clip = live ? undefined : clipOf(spec);
-  const mediaSeconds = Math.max(0, ...inputs.map((i) => i.probed.durationSeconds ?? 0));
-  if (clip && mediaSeconds > 0 && clip.start >= mediaSeconds) {
-    return fail(classification('processing_failed'), { why: 'the clip starts after the end of the media', clip, mediaSeconds });
-  }
-  const output = container.streamable ? PIPE_OUTPUT : path.join(outDir, `output.${container.ext}`);
-  const plan = await planMux(tools.ffprobe, inputs, output, container, spec, clip, signal, tools.threads);
-  if (!plan) {
-    const hasAudio = inputs.some((i) => audioStream(i.probed));
-    return fail(classification(container.audioOnly && !hasAudio ? 'unavailable' : 'processing_failed'), { why: 'no usable stream' });
-  }
-  logger.info({ video: plan.codecs.video, audio: plan.codecs.audio, clip, streaming: plan.streaming }, 'muxing');
   const target = { ext: container.ext, contentType: container.contentType, jobId: ctx.jobId, filename: spec.filename, folder: spec.folder };
-  let uploaded: UploadOutcome;
-  if (plan.streaming) {
-    // Mux and upload at once: ffmpeg's output goes straight into the upload,
-    // and no output file is ever written. Each key tried gets its own ffmpeg
-    // (a refused key destroys the body it was given); the downloads stay on
-    // disk until the upload is through.
-    let muxRun: Promise<RunResult> | undefined;
-    uploaded = await uploadJobFile(destination, {
-      ...target,
-      open: () => {
-        const m = muxToStream(tools.ffmpeg, plan, { signal, onProgress: within(33, 33) });
-        muxRun = m.done;
-        // What remains once ffmpeg is done is the upload's tail.
-        m.done.then((r) => {
-          if (r.exitCode === 0 && step === 'Muxing') {
-            enter('Uploading');
-            void reporter.setStep('Uploading', progress);
-          }
-        }, () => undefined);
-        return m.body;
-      },
-    });
-    const muxed = muxRun ? await muxRun : undefined;
-    // A failed ffmpeg fails the upload as a broken source; any other upload
-    // failure (a storage problem) comes first, since it is also what made
-    // ffmpeg stop on a closed pipe.
-    const sourceFailed = !uploaded.ok && isStorageError(uploaded.error) && uploaded.error.reason === 'source_error';
-    if (!uploaded.ok && !sourceFailed) return fail(classifyUpload(uploaded.error, { localReadFailed: false }), { err: errName(uploaded.error) });
-    if (muxed && muxed.exitCode !== 0) return failTool('ffmpeg', muxed, classifyFfmpeg(muxed.stderr, muxed.exitCode));
-    if (!uploaded.ok) return fail(classifyUpload(uploaded.error, { localReadFailed: false }), { err: errName(uploaded.error) });
-    await rm(dlDir, { recursive: true, force: true });
-  } else {
-    const muxed = await mux(tools.ffmpeg, plan, { signal, onProgress: within(33, 33) });
-    if (muxed.exitCode !== 0) return failTool('ffmpeg', muxed, classifyFfmpeg(muxed.stderr, muxed.exitCode));
+
+  // Mux (ffmpeg) and upload `inputs`. With `reading` (inputs read from their
+  // URLs), ffmpeg's pass is also the download, so its progress is the
+  // download's; a failed pass is then `retryable` by downloading first.
+  type Delivery = { ok: true; uploaded: Extract<UploadOutcome, { ok: true }>; plan: MuxPlan } | { ok: false; report?: RunnerReport };
+  const deliver = async (inputs: MuxInput[], reading: boolean): Promise<Delivery> => {
+    const failed = (c: Classification, detail?: Record<string, unknown>, sourceFailed = false): Delivery => {
+      if (reading && sourceFailed && !signal?.aborted) {
+        logger.warn({ category: c.category, ...detail }, 'reading the source directly failed; downloading it with yt-dlp instead');
+        return { ok: false };
+      }
+      return { ok: false, report: fail(c, detail) };
+    };
+    const mediaSeconds = Math.max(0, ...inputs.map((i) => i.probed.durationSeconds ?? 0));
+    if (clip && mediaSeconds > 0 && clip.start >= mediaSeconds) {
+      return failed(classification('processing_failed'), { why: 'the clip starts after the end of the media', clip, mediaSeconds });
+    }
+    const output = container.streamable ? PIPE_OUTPUT : path.join(outDir, `output.${container.ext}`);
+    const plan = await planMux(tools.ffprobe, inputs, output, container, spec, clip, signal, tools.threads);
+    if (!plan) {
+      const hasAudio = inputs.some((i) => audioStream(i.probed));
+      return failed(classification(container.audioOnly && !hasAudio ? 'unavailable' : 'processing_failed'), { why: 'no usable stream' });
+    }
+    logger.info({ video: plan.codecs.video, audio: plan.codecs.audio, clip, streaming: plan.streaming, reading }, 'muxing');
+    const muxProgress = reading ? within(0, 33) : within(33, 33);
+    // What follows a pass that was also the download: its muxing is done too.
+    const afterReading = () => {
+      if (reading && step === 'Downloading') {
+        enter('Muxing');
+        void reporter.setStep('Muxing', progress);
+      }
+    };
+    if (plan.streaming) {
+      // Mux and upload at once: ffmpeg's output goes straight into the upload,
+      // and no output file is ever written. Each key tried gets its own ffmpeg
+      // (a refused key destroys the body it was given); the downloads stay on
+      // disk until the upload is through.
+      let muxRun: Promise<RunResult> | undefined;
+      const uploaded = await uploadJobFile(destination, {
+        ...target,
+        open: () => {
+          const m = muxToStream(tools.ffmpeg, plan, { signal, onProgress: muxProgress });
+          muxRun = m.done;
+          // What remains once ffmpeg is done is the upload's tail.
+          m.done.then((r) => {
+            if (r.exitCode !== 0) return;
+            afterReading();
+            if (step === 'Muxing') {
+              enter('Uploading');
+              void reporter.setStep('Uploading', progress);
+            }
+          }, () => undefined);
+          return m.body;
+        },
+      });
+      const muxed = muxRun ? await muxRun : undefined;
+      // A failed ffmpeg fails the upload as a broken source; any other upload
+      // failure (a storage problem) comes first, since it is also what made
+      // ffmpeg stop on a closed pipe.
+      const sourceFailed = !uploaded.ok && isStorageError(uploaded.error) && uploaded.error.reason === 'source_error';
+      if (!uploaded.ok && !sourceFailed) return failed(classifyUpload(uploaded.error, { localReadFailed: false }), { err: errName(uploaded.error) });
+      if (muxed && muxed.exitCode !== 0) return failed(classifyFfmpeg(muxed.stderr, muxed.exitCode), toolDetail('ffmpeg', muxed), true);
+      if (!uploaded.ok) return failed(classifyUpload(uploaded.error, { localReadFailed: false }), { err: errName(uploaded.error) }, true);
+      return { ok: true, uploaded, plan };
+    }
+    const muxed = await mux(tools.ffmpeg, plan, { signal, onProgress: muxProgress });
+    if (muxed.exitCode !== 0) return failed(classifyFfmpeg(muxed.stderr, muxed.exitCode), toolDetail('ffmpeg', muxed), true);
+    afterReading();
     // The downloads are no longer needed: free the disk before uploading.
     await rm(dlDir, { recursive: true, force: true });
     const out = await ffprobe(tools.ffprobe, output, signal);
-    if (!out.ok) return failTool('ffprobe', out.run, classifyFfmpeg(out.run.stderr, out.run.exitCode));
-    if (!videoStream(out.probed) && !audioStream(out.probed)) return fail(classification('processing_failed'), { why: 'output has no stream' });
+    if (!out.ok) return failed(classifyFfmpeg(out.run.stderr, out.run.exitCode), toolDetail('ffprobe', out.run));
+    if (!videoStream(out.probed) && !audioStream(out.probed)) return failed(classification('processing_failed'), { why: 'output has no stream' });
 
     // Uploading: 66 → 100
     enter('Uploading');
     void reporter.setStep('Uploading', progress);
-    uploaded = await uploadJobFile(destination, { ...target, file: output, onProgress: within(66, 33) });
-    if (!uploaded.ok) return fail(classifyUpload(uploaded.error, { localReadFailed: uploaded.localReadFailed }), { err: errName(uploaded.error) });
+    const uploaded = await uploadJobFile(destination, { ...target, file: output, onProgress: within(66, 33) });
+    if (!uploaded.ok) return failed(classifyUpload(uploaded.error, { localReadFailed: uploaded.localReadFailed }), { err: errName(uploaded.error) });
     await rm(outDir, { recursive: true, force: true });
+    return { ok: true, uploaded, plan };
+  };
+
+  // Formats on plain HTTP(S) are read by ffmpeg straight from their URLs: one
+  // pass that downloads, muxes and uploads (ADR 0007). Anything else, and a
+  // pass that fails on its source, is downloaded with yt-dlp first.
+  let delivered: Delivery | undefined;
+  const direct = !live && choice ? await readableInputs(choice, tools, signal) : undefined;
+  if (direct) {
+    early?.cancel();
+    logger.info({ formats: formatIds, extractor: info.extractor }, 'downloading');
+    delivered = await deliver(direct, true);
+    if (!delivered.ok && !delivered.report) {
+      // Still Downloading unless the pass got as far as the upload's tail;
+      // the progress made so far stands (the download only raises it).
+      if (step !== 'Downloading') {
+        enter('Downloading');
+        void reporter.setStep('Downloading', progress);
+      }
+      delivered = undefined;
+    }
   }
+  if (!delivered) {
+    if (!direct) logger.info({ formats: formatIds, extractor: info.extractor }, 'downloading');
+    const probes = new Map<string, Promise<FfprobeResult>>();
+    const downloaded = live
+      ? await recordLiveSource(info, spec, container.audioOnly, dlDir, {
+        bin: tools.ffmpeg, socketTimeoutSeconds: tools.socketTimeoutSeconds, limits: liveLimits, formats: choice?.formats, signal, logger, onProgress: within(0, 33),
+      })
+      : await download(probed.infoPath, info, formatIds, dlDir, {
+        ...ytOpts, started: (!direct && early) || startDownloader(ytOpts), onProgress: within(0, 33),
+        // Each file is probed as soon as it is complete, while the next one downloads.
+        onFile: (file) => {
+          const p = ffprobe(tools.ffprobe, file.path, signal);
+          p.catch(() => undefined); // awaited below, unless the download fails first
+          probes.set(file.path, p);
+        },
+      });
+    if (!downloaded.ok) return failYtDlp(downloaded);
+
+    // Muxing: 33 → 66
+    enter('Muxing');
+    void reporter.setStep('Muxing', progress);
+    const inputs: MuxInput[] = [];
+    for (const file of downloaded.files) {
+      const p = await (probes.get(file.path) ?? ffprobe(tools.ffprobe, file.path, signal));
+      if (!p.ok) return failTool('ffprobe', p.run, classifyFfmpeg(p.run.stderr, p.run.exitCode));
+      inputs.push({ path: file.path, probed: p.probed, carriesAudio: choice !== undefined && file.formatId === choice.audioFrom });
+    }
+    delivered = await deliver(inputs, false);
+  }
+  if (!delivered.ok) return delivered.report!;
+  const { uploaded, plan } = delivered;
+  await rm(dlDir, { recursive: true, force: true });
   const sidecars = await deliverSidecars(spec, {
     infoPath: probed.infoPath, workDir: ctx.workDir, jobId: ctx.jobId, mediaKey: uploaded.result.key, destination, ytdlp: ytOpts, logger,
   });

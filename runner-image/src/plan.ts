@@ -23,6 +23,11 @@ export interface YtDlpFormat {
   language_preference?: number | null;
   url?: string;
   http_headers?: Record<string, string> | null;
+  /** Segments of a fragmented format (HLS, DASH), and how yt-dlp's downloader must fetch it (YouTube: chunked ranges). */
+  fragments?: unknown;
+  downloader_options?: unknown;
+  /** Newer yt-dlp: the cookies for this format's URL, kept out of http_headers. */
+  cookies?: string;
   /** yt-dlp 2023.03.04 writes a regex match's repr here for HLS, newer versions a boolean: anything truthy counts. */
   has_drm?: unknown;
 }

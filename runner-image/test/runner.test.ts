@@ -204,6 +204,45 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     expect(leftoverWorkDirs(r.tmp)).to.deep.equal([]);
   });
 
+  describe('a plain HTTP(S) file is read by ffmpeg straight from its URL (ADR 0007)', () => {
+    const muxLine = (stdout: string) => stdout.split('\n').map((l) => { try { return JSON.parse(l) as { msg?: string; reading?: boolean }; } catch { return {}; } })
+      .filter((l) => l.msg === 'muxing');
+
+    it('in one pass: no yt-dlp download, the file complete and streamable, steps and progress in order', async () => {
+      const r = await runRunner(media.mp4Url, { extra: { filename: 'direct' } });
+      expect(r.exitCode, r.stdout).to.equal(0);
+      expect(muxLine(r.stdout).map((l) => l.reading)).to.deep.equal([true]);
+      expect(stepSequence(r.statuses)).to.deep.equal(['Downloading', 'Muxing', 'Uploading', 'Finished']);
+      const progress = r.statuses.map((s) => s.progress ?? 0);
+      expect(progress).to.deep.equal([...progress].sort((a, b) => a - b), 'progress never goes backwards');
+      const result = r.termination!.result!;
+      const probe = await ffprobeJson(join(store, result.storageKey));
+      expect(Number(probe.format.duration)).to.be.closeTo(MEDIA.mp4.durationSeconds, 0.2);
+      expect(probe.streams.map((s) => `${s.codec_type}:${s.codec_name}`).sort()).to.deep.equal(['audio:aac', 'video:h264']);
+    });
+
+    it('a source that refuses ffmpeg at the probe is downloaded with yt-dlp', async () => {
+      const r = await runRunner(media.refusesFfmpegUrl(0), { extra: { filename: 'refused at probe' } });
+      expect(r.exitCode, r.stdout).to.equal(0);
+      expect(muxLine(r.stdout).map((l) => l.reading)).to.deep.equal([false]);
+      const probe = await ffprobeJson(join(store, r.termination!.result!.storageKey));
+      expect(Number(probe.format.duration)).to.be.closeTo(MEDIA.mp4.durationSeconds, 0.2);
+    });
+
+    it('a pass that fails on its source starts over with a yt-dlp download, steps again from Downloading, nothing half-stored', async () => {
+      // The probe's request goes through, the mux's is refused.
+      const r = await runRunner(media.refusesFfmpegUrl(1), { extra: { filename: 'refused in the pass' } });
+      expect(r.exitCode, r.stdout).to.equal(0);
+      expect(r.stdout).to.contain('reading the source directly failed; downloading it with yt-dlp instead');
+      expect(muxLine(r.stdout).map((l) => l.reading)).to.deep.equal([true, false]);
+      const result = r.termination!.result!;
+      expect(result.storageKey).to.equal('videos/refused in the pass.mp4', 'the failed pass left nothing under the key');
+      const probe = await ffprobeJson(join(store, result.storageKey));
+      expect(Number(probe.format.duration)).to.be.closeTo(MEDIA.mp4.durationSeconds, 0.2);
+      expect(r.statuses[r.statuses.length - 1]).to.deep.include({ step: 'Finished', progress: 100 });
+    });
+  });
+
   it('muxes the best HLS rendition with the separate audio rendition, under the requested filename and folder', async () => {
     const r = await runRunner(media.hlsUrl, { extra: { filename: 'My Clip', folder: 'shows/s1' } });
     expect(r.exitCode, r.stdout).to.equal(0);
@@ -337,18 +376,19 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     expect(statSync(join(store, report.result!.storageKey)).size).to.equal(report.result!.fileSize);
   });
 
-  it('SIGTERM mid-download stops yt-dlp, removes the temp dir and exits 143', async () => {
-    let sawWorkDir = false;
+  it('SIGTERM mid-download stops the transfer, removes the temp dir and exits 143', async () => {
+    let sawTransfer = false;
     const r = await runRunner(media.slowUrl(30), {
       whileRunning: async ({ kill, statuses }) => {
         const deadline = Date.now() + 30_000;
-        // Wait until the download is in flight: Downloading reported and the media requested.
+        // Wait until the transfer is in flight: Downloading reported and
+        // ffmpeg reading the source (ADR 0007: an MP4 over HTTP is read by
+        // the mux itself, not downloaded to disk first).
         while (Date.now() < deadline) {
           if (statuses.some((s) => s.step === 'Downloading') && media.requests > 0) {
-            const tmps = readdirSync(scratch).filter((d) => d.startsWith(`tmp-${n}-`));
-            const dirs = tmps.flatMap((t) => readdirSync(join(scratch, t)).filter((f) => f.startsWith('mediajob-')).map((f) => join(scratch, t, f, 'download')));
-            if (dirs.some((d) => existsSync(d) && readdirSync(d).length > 0)) {
-              sawWorkDir = true;
+            const { stdout } = await run('ps', ['-eo', 'args']);
+            if (stdout.split('\n').some((l) => /^\S*ffmpeg /.test(l) && l.includes('-progress') && l.includes('/slow/30/video.mp4'))) {
+              sawTransfer = true;
               break;
             }
           }
@@ -357,7 +397,7 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
         kill('SIGTERM');
       },
     });
-    expect(sawWorkDir, 'the download had started writing').to.equal(true);
+    expect(sawTransfer, 'the transfer had started').to.equal(true);
     expect(r.exitCode, r.stdout).to.equal(143);
     expect(leftoverWorkDirs(r.tmp)).to.deep.equal([]);
     const { stdout } = await run('ps', ['-eo', 'args']);

@@ -6,12 +6,48 @@ import { pino } from 'pino';
 import { parseSpec, SpecError } from '../src/config.js';
 import { redactUrls } from '../src/pipeline.js';
 import { actualQuality, releaseDateOf } from '../src/plan.js';
+import { readsDirectly, sourceInputArgs, transportIsDefault } from '../src/source-read.js';
 import { MAX_TERMINATION_MESSAGE_BYTES, StatusReporter, terminationMessage, type RunnerStatusPatch } from '../src/report.js';
 import { DownloadProgress, parseProgressLine } from '../src/ytdlp.js';
 
 const silent = pino({ level: 'silent' });
 
 describe('runner: planning and reporting', () => {
+  describe('which sources ffmpeg reads straight from their URLs (ADR 0007)', () => {
+    const file = { format_id: '18', url: 'https://cdn.example/v.mp4', protocol: 'https', http_headers: { 'User-Agent': 'UA/1', Referer: 'https://site.example/' } };
+
+    it('a plain HTTP(S) file; not HLS, DASH, chunked (downloader_options) or separately-cookied formats', () => {
+      expect(readsDirectly(file)).to.equal(true);
+      expect(readsDirectly({ ...file, protocol: 'http' })).to.equal(true);
+      expect(readsDirectly({ ...file, protocol: 'm3u8_native' })).to.equal(false);
+      expect(readsDirectly({ ...file, protocol: 'http_dash_segments' })).to.equal(false);
+      expect(readsDirectly({ ...file, fragments: [{ url: 'a' }] })).to.equal(false);
+      expect(readsDirectly({ ...file, downloader_options: { http_chunk_size: 10485760 } })).to.equal(false);
+      expect(readsDirectly({ ...file, cookies: 'a=b; Domain=.cdn.example' })).to.equal(false);
+      const { url: _url, ...noUrl } = file;
+      expect(readsDirectly(noUrl)).to.equal(false);
+    });
+
+    it('only when YTDLP_ARGS leaves the transport alone (the image\'s --js-runtimes node does)', () => {
+      expect(transportIsDefault([])).to.equal(true);
+      expect(transportIsDefault(['--js-runtimes', 'node'])).to.equal(true);
+      for (const args of [['--proxy', 'socks5://p:1080'], ['--proxy=http://p'], ['-4'], ['--source-address', '10.0.0.1'], ['--no-check-certificates'], ['--client-certificate-key', 'k.pem']]) {
+        expect(transportIsDefault(args), args.join(' ')).to.equal(false);
+      }
+    });
+
+    it('sends the format\'s headers, checks certificates on HTTPS, and allows no protocol but HTTP(S)', () => {
+      const args = sourceInputArgs(file, 20);
+      const at = (k: string) => args[args.indexOf(k) + 1];
+      expect(at('-user_agent')).to.equal('UA/1');
+      expect(at('-headers')).to.equal('Referer: https://site.example/\r\n');
+      expect(at('-rw_timeout')).to.equal('20000000');
+      expect(at('-protocol_whitelist')).to.equal('http,https,tcp,tls');
+      expect(at('-tls_verify')).to.equal('1');
+      expect(sourceInputArgs({ ...file, protocol: 'http' }, 20)).to.not.include('-tls_verify');
+    });
+  });
+
   describe('metadata', () => {
     it('actual quality is the shorter side, for horizontal and vertical video', () => {
       expect(actualQuality(1280, 720)).to.equal('720p');

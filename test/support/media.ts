@@ -5,6 +5,7 @@
 // Generation runs once per process (a few seconds at most: tiny sizes,
 // ultrafast x264) and every server started afterwards shares the files.
 import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { createReadStream, rmSync } from 'node:fs';
 import { mkdir, mkdtemp, open, rm, stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -85,6 +86,12 @@ export interface MediaServer {
   serverErrorUrl: string;
   /** A URL whose response trickles out slowly (for cancellation tests); `seconds` long. */
   slowUrl(seconds: number): string;
+  /**
+   * The MP4 from a server that answers ffmpeg's requests (which carry
+   * `Icy-MetaData: 1`; yt-dlp's do not) with 403 after the first `allowed`
+   * of them, and yt-dlp's as usual: a source only yt-dlp's downloader gets.
+   */
+  refusesFfmpegUrl(allowed: number): string;
   /** Number of requests served so far. */
   readonly requests: number;
   stop(): Promise<void>;
@@ -216,6 +223,8 @@ export async function startMediaServer(opts: MediaServerOptions = {}): Promise<M
   const root = opts.root ?? (await generateMedia());
   const pace = opts.bytesPerSecond ? pacer(opts.bytesPerSecond) : undefined;
   let requests = 0;
+  /** ffmpeg's requests per refusing URL (refusesFfmpegUrl). */
+  const ffmpegRequests = new Map<string, number>();
   const lastModified = MEDIA.lastModified.toUTCString();
 
   const serveFile = async (req: IncomingMessage, res: ServerResponse, rel: string) => {
@@ -285,6 +294,19 @@ export async function startMediaServer(opts: MediaServerOptions = {}): Promise<M
       res.writeHead(500, { 'content-type': 'text/plain' }).end('internal error');
       return;
     }
+    const refusing = /^\/refuses-ffmpeg\/(\d+)\/([^/]+)\/video\.mp4$/.exec(path);
+    if (refusing && req.headers['icy-metadata'] !== undefined) {
+      const seen = (ffmpegRequests.get(refusing[2]!) ?? 0) + 1;
+      ffmpegRequests.set(refusing[2]!, seen);
+      if (seen > Number(refusing[1])) {
+        res.writeHead(403, { 'content-type': 'text/plain' }).end('forbidden');
+        return;
+      }
+    }
+    if (refusing) {
+      serveFile(req, res, MEDIA.mp4.path).catch(() => res.destroy());
+      return;
+    }
     const slow = /^\/slow\/(\d+)\/video\.mp4$/.exec(path);
     const done = slow ? serveSlow(req, res, Number(slow[1])) : serveFile(req, res, path.replace(/^\/+/, ''));
     done.catch(() => res.destroy());
@@ -304,6 +326,7 @@ export async function startMediaServer(opts: MediaServerOptions = {}): Promise<M
     notFoundUrl: `${baseUrl}/missing/video.mp4`,
     serverErrorUrl: `${baseUrl}/error.mp4`,
     slowUrl: (seconds: number) => `${baseUrl}/slow/${Math.max(1, Math.round(seconds))}/video.mp4`,
+    refusesFfmpegUrl: (allowed: number) => `${baseUrl}/refuses-ffmpeg/${allowed}/${randomUUID()}/video.mp4`,
     get requests() {
       return requests;
     },
