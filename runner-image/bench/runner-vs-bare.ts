@@ -11,9 +11,11 @@
 //   MB);
 // - peak disk use of the runner's work directory / output size (goal ≤ 1.2×);
 // - where the runner's time goes, from its own log: start (node, modules,
-//   configuration, destination), probe (yt-dlp -J and the format choice),
-//   download (yt-dlp, and ffprobe of each file as it completes), mux and
-//   upload, and exit (final report, clean-up);
+//   configuration, destination), probe (yt-dlp -J, the format choice, and
+//   for a plain HTTP(S) source ffprobe of its URL), download (yt-dlp, and
+//   ffprobe of each file as it completes; none for a plain HTTP(S) source,
+//   which the mux reads itself: ADR 0007), mux and upload, and exit (final
+//   report, clean-up);
 // - what streaming the mux into the upload saves against muxing to a
 //   faststart file and uploading that, with the runner's own functions, to
 //   local managed storage and to an S3 server (s3rver).
