@@ -274,16 +274,12 @@ export function muxToStream(bin: string, plan: MuxPlan, opts: MuxRunOptions = {}
  * ffmpeg input options that fetch a URL as yt-dlp would: the format's own
  * HTTP headers (yt-dlp's http_headers: User-Agent, Referer, cookies the
  * extractor set), and a socket timeout, so a stalled server fails the read
- * instead of hanging it.
+ * instead of hanging it. A User-Agent among the headers replaces ffmpeg's
+ * own (its http protocol adds one only when the headers have none).
  */
 export function httpInputArgs(headers: Readonly<Record<string, string>>, timeoutSeconds: number): string[] {
-  const userAgent = Object.entries(headers).find(([k]) => k.toLowerCase() === 'user-agent')?.[1];
-  const others = Object.entries(headers).filter(([k]) => k.toLowerCase() !== 'user-agent').map(([k, v]) => `${k}: ${v}\r\n`).join('');
-  return [
-    '-rw_timeout', String(timeoutSeconds * 1_000_000),
-    ...(userAgent ? ['-user_agent', userAgent] : []),
-    ...(others ? ['-headers', others] : []),
-  ];
+  const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  return ['-rw_timeout', String(timeoutSeconds * 1_000_000), ...(lines ? ['-headers', lines] : [])];
 }
 
 /**

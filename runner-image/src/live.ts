@@ -16,6 +16,7 @@ import type { Logger } from '@mediajobs/lib/logger';
 import type { MediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { runProcess, type RunResult } from './child.js';
 import { classifyRecorder, classifyYtDlp } from './classify.js';
+import { httpInputArgs } from './ffmpeg.js';
 import type { YtDlpFormat, YtDlpInfo } from './plan.js';
 import type { DownloadResult, ProbeResult, YtDlpFailure } from './ytdlp.js';
 
@@ -201,10 +202,7 @@ export function recorderArgs(plan: RecordingPlan, output: string, socketTimeoutS
       // 0 = the oldest segment the playlist still lists (its DVR window); -1 = the live point.
       args.push('-live_start_index', plan.fromStart ? '0' : '-1', '-m3u8_hold_counters', String(HOLD_RELOADS));
     }
-    args.push('-rw_timeout', String(socketTimeoutSeconds * 1_000_000));
-    const headers = Object.entries(input.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-    if (headers) args.push('-headers', headers);
-    args.push('-i', input.url);
+    args.push(...httpInputArgs(input.headers, socketTimeoutSeconds), '-i', input.url);
   }
   for (const m of plan.maps) args.push('-map', m);
   args.push('-c', 'copy', '-t', String(plan.capSeconds), '-f', 'mpegts', output);

@@ -39,8 +39,7 @@ describe('runner: planning and reporting', () => {
     it('sends the format\'s headers, checks certificates on HTTPS, and allows no protocol but HTTP(S)', () => {
       const args = sourceInputArgs(file, 20);
       const at = (k: string) => args[args.indexOf(k) + 1];
-      expect(at('-user_agent')).to.equal('UA/1');
-      expect(at('-headers')).to.equal('Referer: https://site.example/\r\n');
+      expect(at('-headers')).to.equal('User-Agent: UA/1\r\nReferer: https://site.example/\r\n');
       expect(at('-rw_timeout')).to.equal('20000000');
       expect(at('-protocol_whitelist')).to.equal('http,https,tcp,tls');
       expect(at('-tls_verify')).to.equal('1');
