@@ -1,6 +1,8 @@
 // Managed storage on the local disk: atomic, never-overwriting uploads and
 // HMAC-signed, expiring download URLs.
 import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { writeSync } from 'node:fs';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -206,6 +208,40 @@ describe('storage: managed local provider', () => {
       expect((await caught(resolveFile(dir, k))).code).to.equal('not_found');
     }
     expect(await readdir(path.join(dir, '.tmp'))).to.deep.equal([]);
+  });
+
+  it('stage: a child process writes the file through its descriptor; it appears under its key only when published', async () => {
+    const staged = await p.stage!();
+    // What the runner does with ffmpeg: the staged file is the child's stdout.
+    const child = spawn('head', ['-c', String(5 * 1024 * 1024), '/dev/urandom'], { stdio: ['ignore', staged.fd, 'ignore'] });
+    expect(await new Promise((r) => child.on('close', r))).to.equal(0);
+    expect(await readdir(dir)).to.deep.equal(['.tmp']);
+    const [part] = await readdir(path.join(dir, '.tmp'));
+    const written = await readFile(path.join(dir, '.tmp', part!));
+
+    // A taken key is refused and the file stays staged for the next key.
+    await writeFile(path.join(dir, 'taken.bin'), 'someone else');
+    expect((await caught(staged.publish('taken.bin'))).code).to.equal('conflict');
+    expect(await readFile(path.join(dir, 'taken.bin'), 'utf8')).to.equal('someone else');
+
+    expect(await staged.publish('videos/out.bin')).to.deep.equal({ key: 'videos/out.bin', size: 5 * 1024 * 1024 });
+    expect((await readFile(path.join(dir, 'videos/out.bin'))).equals(written)).to.equal(true);
+    expect(await readdir(path.join(dir, '.tmp'))).to.deep.equal([]);
+    // Published means done: neither a second key nor a discard touches it.
+    expect((await caught(staged.publish('videos/again.bin'))).reason).to.equal('not_staged');
+    await staged.discard();
+    expect((await readFile(path.join(dir, 'videos/out.bin'))).length).to.equal(5 * 1024 * 1024);
+  });
+
+  it('stage: a discarded file leaves nothing behind, and an invalid key is refused without losing it', async () => {
+    const staged = await p.stage!();
+    writeSync(staged.fd, 'partial output');
+    expect((await caught(staged.publish('../escape.bin'))).code).to.equal('invalid_config');
+    expect(await readdir(path.join(dir, '.tmp'))).to.have.length(1);
+    await staged.discard();
+    await staged.discard();
+    expect(await readdir(path.join(dir, '.tmp'))).to.deep.equal([]);
+    expect(await readdir(dir)).to.deep.equal(['.tmp']);
   });
 
   it('delete removes a file and is idempotent', async () => {

@@ -31,7 +31,9 @@
 // CPU budget, child.ts cpuBudget). The input is served by
 // test/support/media.ts; inputs are generated once into BENCH_CACHE_DIR.
 // Environment: BENCH_SECONDS (600), BENCH_TRANSCODE_SECONDS (60),
-// BENCH_ROUNDS (3, the median is reported), BENCH_MBPS (100).
+// BENCH_ROUNDS (3, the median is reported), BENCH_MBPS (100), BENCH_ONLY
+// (a regular expression: run only the jobs whose name matches, and skip
+// the mux + upload comparison; for measuring one change quickly).
 import { execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -60,6 +62,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 600);
 const TRANSCODE_SECONDS = Number(process.env.BENCH_TRANSCODE_SECONDS ?? 60);
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 const MBPS = Number(process.env.BENCH_MBPS ?? 100);
+const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undefined;
 const CACHE = process.env.BENCH_CACHE_DIR ?? join(tmpdir(), 'mediajobs-bench-media');
 const SAMPLE_MS = 50;
 const MB = 1024 * 1024;
@@ -386,12 +389,14 @@ async function main(): Promise<void> {
   const load0 = loadavg()[0]!.toFixed(1);
   try {
     const url = (srv: { baseUrl: string }, f: string) => `${srv.baseUrl}/${f.slice(CACHE.length + 1)}`;
-    const rows = [
-      await compare(`copy 1080p ${SECONDS}s, loopback`, compiled, url(server, copyInput), copyInput, {}, work),
-      await compare(`copy 1080p ${SECONDS}s, ${MBPS} Mbit/s`, compiled, url(paced, copyInput), copyInput, {}, work),
-      await compare(`transcode h264 1080p ${TRANSCODE_SECONDS}s, loopback`, compiled, url(server, transcodeInput), transcodeInput, { videoCodec: 'h264' }, work),
-      await compare(`copy 1080p ${SECONDS}s, loopback, local mode (tsx, reporting through client-node)`, TSX_RUNNER, url(server, copyInput), copyInput, {}, work, cluster),
+    const jobs: { name: string; run: (name: string) => Promise<Row> }[] = [
+      { name: `copy 1080p ${SECONDS}s, loopback`, run: (n) => compare(n, compiled, url(server, copyInput), copyInput, {}, work) },
+      { name: `copy 1080p ${SECONDS}s, ${MBPS} Mbit/s`, run: (n) => compare(n, compiled, url(paced, copyInput), copyInput, {}, work) },
+      { name: `transcode h264 1080p ${TRANSCODE_SECONDS}s, loopback`, run: (n) => compare(n, compiled, url(server, transcodeInput), transcodeInput, { videoCodec: 'h264' }, work) },
+      { name: `copy 1080p ${SECONDS}s, loopback, local mode (tsx, reporting through client-node)`, run: (n) => compare(n, TSX_RUNNER, url(server, copyInput), copyInput, {}, work, cluster) },
     ];
+    const rows: Row[] = [];
+    for (const j of jobs) if (!ONLY || ONLY.test(j.name)) rows.push(await j.run(j.name));
 
     const local: ResolvedDestination = {
       provider: new LocalStorageProvider({ dir: join(work, 'store'), publicBaseUrl: 'http://127.0.0.1:1', secret: 'bench-secret-0123456789abcdef' }),
@@ -401,7 +406,7 @@ async function main(): Promise<void> {
       provider: new S3StorageProvider({ bucket: 'bench', region: 'us-east-1', endpoint: s3.endpoint, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, forcePathStyle: true }),
       baseFolder: 'videos',
     };
-    const overlaps = [
+    const overlaps = ONLY ? [] : [
       { to: 'local managed storage', ...(await overlap(copyInput, local, work)) },
       { to: 'S3 (s3rver, loopback)', ...(await overlap(copyInput, s3dest, work)) },
     ];
@@ -428,11 +433,13 @@ async function main(): Promise<void> {
       if (!phases.length) continue;
       console.log(`| ${r.job} | ${PHASES.map((_, i) => median(phases.map((p) => p[i]!)).toFixed(2)).join(' | ')} |`);
     }
-    console.log('\nmux + upload of the copy job, faststart file then upload vs streamed into the upload (fragmented MP4)');
-    console.log('| destination | file, then upload | streamed | saved | disk for the output |');
-    console.log('|---|---|---|---|---|');
-    for (const o of overlaps) {
-      console.log(`| ${o.to} | ${o.sequential.toFixed(1)} s | ${o.streamed.toFixed(1)} s | ${(o.sequential - o.streamed).toFixed(1)} s (${(((o.sequential - o.streamed) / o.sequential) * 100).toFixed(0)}%) | ${mb(o.fileBytes)} vs 0 |`);
+    if (overlaps.length) {
+      console.log('\nmux + upload of the copy job, faststart file then upload vs streamed into the upload (fragmented MP4)');
+      console.log('| destination | file, then upload | streamed | saved | disk for the output |');
+      console.log('|---|---|---|---|---|');
+      for (const o of overlaps) {
+        console.log(`| ${o.to} | ${o.sequential.toFixed(1)} s | ${o.streamed.toFixed(1)} s | ${(o.sequential - o.streamed).toFixed(1)} s (${(((o.sequential - o.streamed) / o.sequential) * 100).toFixed(0)}%) | ${mb(o.fileBytes)} vs 0 |`);
+      }
     }
     (s3dest.provider as S3StorageProvider).destroy();
   } finally {

@@ -30,6 +30,12 @@ export interface RunOptions {
    */
   pipeStdout?: (stdout: Readable) => void;
   /**
+   * Or: the child's stdout is this open file (a staged upload, see
+   * StorageProvider.stage), which the child writes itself; onStdoutLine and
+   * captureStdout read fd 3 then too.
+   */
+  stdoutFd?: number;
+  /**
    * Text for the child's stdin, which is closed once it is written (or at
    * once when the promise rejects). The child may start before the text is
    * known: yt-dlp reads its options there (see ytdlp.ts, startYtDlp).
@@ -58,7 +64,8 @@ export function runProcess(cmd: string, args: string[], opts: RunOptions = {}): 
       return;
     }
     const stdin = opts.stdin ? 'pipe' : 'ignore';
-    const child = spawn(cmd, args, { stdio: opts.pipeStdout ? [stdin, 'pipe', 'pipe', 'pipe'] : [stdin, 'pipe', 'pipe'] });
+    const linesOnFd3 = opts.pipeStdout !== undefined || opts.stdoutFd !== undefined;
+    const child = spawn(cmd, args, { stdio: linesOnFd3 ? [stdin, opts.stdoutFd ?? 'pipe', 'pipe', 'pipe'] : [stdin, 'pipe', 'pipe'] });
     live.add(child);
     if (opts.stdin && child.stdin) {
       const input = child.stdin;
@@ -67,7 +74,7 @@ export function runProcess(cmd: string, args: string[], opts: RunOptions = {}): 
       opts.stdin.then((text) => input.end(text), () => input.end());
     }
     if (opts.pipeStdout && child.stdout) opts.pipeStdout(child.stdout);
-    const lines = opts.pipeStdout ? (child.stdio[3] as Readable | null) : child.stdout;
+    const lines = linesOnFd3 ? (child.stdio[3] as Readable | null) : child.stdout;
 
     const maxStdout = opts.maxStdoutBytes ?? 64 * 1024 * 1024;
     const stdoutChunks: Buffer[] = [];

@@ -7,8 +7,8 @@ import path from 'node:path';
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
 import { storageEndpoints, type StorageEndpointsConfig } from '@mediajobs/lib/config';
 import {
-  createProvider, destinationKeyLayout, isStorageError, objectKey, parseDestination,
-  type StorageProvider, type UploadResult,
+  createProvider, destinationKeyLayout, isStorageError, objectKey, parseDestination, StorageError,
+  type StagedFile, type StorageProvider, type UploadResult,
 } from '@mediajobs/lib/storage/index';
 
 export interface ResolvedDestination {
@@ -67,6 +67,13 @@ export interface UploadJobFile {
    * afresh for each key tried, since a refused key destroys the body it got.
    */
   open?: () => Readable;
+  /**
+   * Used instead of `open` when the provider can stage a file on this
+   * machine's disk (local managed storage): fill it through its descriptor
+   * (ffmpeg's stdout), rejecting when the writer fails. Written once, then
+   * published under the first key not taken.
+   */
+  writeTo?: (fd: number) => Promise<void>;
   ext: string;
   contentType: string;
   jobId: string;
@@ -95,6 +102,7 @@ export async function uploadJobFile(dest: ResolvedDestination, f: UploadJobFile)
     () => objectKey({ ...base, suffix: suffix8 }),
     () => objectKey({ ...base, suffix: `${suffix8}-${Date.now().toString(36)}` }),
   ];
+  if (f.writeTo && dest.provider.stage) return uploadStaged(dest.provider, f.writeTo, candidates);
   let lastError: unknown;
   for (const keyOf of candidates) {
     let key: string;
@@ -120,4 +128,28 @@ export async function uploadJobFile(dest: ResolvedDestination, f: UploadJobFile)
     }
   }
   return { ok: false, error: lastError, localReadFailed: false };
+}
+
+/** uploadJobFile for a provider that stages: one write, then the keys in turn, so a taken key costs no second mux. */
+async function uploadStaged(provider: StorageProvider, writeTo: (fd: number) => Promise<void>, keys: (() => string)[]): Promise<UploadOutcome> {
+  let staged: StagedFile | undefined;
+  try {
+    // An impossible name fails before the work, as with a streamed upload.
+    let key = keys[0]!();
+    staged = await provider.stage!();
+    // As a failed stream is to an upload (countingSource): the source's failure, for the caller to classify.
+    await writeTo(staged.fd).catch(() => {
+      throw new StorageError('failed', 'source_error', `${provider.name}: the file being written failed`, { provider: provider.name });
+    });
+    for (let i = 0; ; key = keys[++i]!()) {
+      try {
+        return { ok: true, result: await staged.publish(key) };
+      } catch (err) {
+        if (!isStorageError(err) || err.code !== 'conflict' || i === keys.length - 1) throw err;
+      }
+    }
+  } catch (err) {
+    await staged?.discard();
+    return { ok: false, error: err, localReadFailed: false };
+  }
 }

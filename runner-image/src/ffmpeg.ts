@@ -239,6 +239,15 @@ export async function mux(bin: string, plan: MuxPlan, opts: MuxRunOptions = {}):
 }
 
 /**
+ * Run a mux that writes to stdout into an open file: a staged upload of
+ * storage on this machine's disk (StorageProvider.stage), which then gets
+ * the bytes without their passing through node.
+ */
+export function muxToFd(bin: string, plan: MuxPlan, fd: number, opts: MuxRunOptions = {}): Promise<RunResult> {
+  return runProcess(bin, plan.args, { signal: opts.signal, onStdoutLine: progressLine(plan, opts), stdoutFd: fd });
+}
+
+/**
  * Run a mux that writes to stdout, as a stream for the upload. The stream
  * ends only when ffmpeg exits 0: a failed or killed ffmpeg errors it, so a
  * truncated output is never stored as a complete file. If the upload gives

@@ -9,7 +9,7 @@ import { isStorageError } from '@mediajobs/lib/storage/index';
 import type { RunResult } from './child.js';
 import { classification, classifyFfmpeg, classifyUpload, classifyYtDlp, type Classification } from './classify.js';
 import { uploadJobFile, type ResolvedDestination, type UploadOutcome } from './destination.js';
-import { audioStream, ffprobe, measureAudio, mux, muxToStream, PIPE_OUTPUT, planMux, videoStream, type FfprobeResult, type MuxInput, type MuxPlan } from './ffmpeg.js';
+import { audioStream, ffprobe, measureAudio, mux, muxToFd, muxToStream, PIPE_OUTPUT, planMux, videoStream, type FfprobeResult, type MuxInput, type MuxPlan } from './ffmpeg.js';
 import {
   actualQuality, chooseFormats, clipOf, containerFor, formatSelector, formatsToMeasure, releaseDateOf, selectedFormatIds, withMeasurements,
   type Container, type FormatChoice, type MeasuredAudio, type YtDlpFormat,
@@ -170,25 +170,34 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
     };
     if (plan.streaming) {
       // Mux and upload at once: ffmpeg's output goes straight into the upload,
-      // and no output file is ever written. Each key tried gets its own ffmpeg
-      // (a refused key destroys the body it was given); the downloads stay on
-      // disk until the upload is through.
+      // and no output file is ever written outside storage. Local managed
+      // storage makes ffmpeg's stdout its staged file (writeTo), so the bytes
+      // skip node; other providers read it as a stream (open), and each key
+      // they try gets its own ffmpeg (a refused key destroys the body it was
+      // given). The downloads stay on disk until the upload is through.
       let muxRun: Promise<RunResult> | undefined;
+      // What remains once ffmpeg is done is the upload's tail.
+      const onMuxed = (r: RunResult) => {
+        if (r.exitCode !== 0) return;
+        afterReading();
+        if (step === 'Muxing') {
+          enter('Uploading');
+          void reporter.setStep('Uploading', progress);
+        }
+      };
       const uploaded = await uploadJobFile(destination, {
         ...target,
         open: () => {
           const m = muxToStream(tools.ffmpeg, plan, { signal, onProgress: muxProgress });
           muxRun = m.done;
-          // What remains once ffmpeg is done is the upload's tail.
-          m.done.then((r) => {
-            if (r.exitCode !== 0) return;
-            afterReading();
-            if (step === 'Muxing') {
-              enter('Uploading');
-              void reporter.setStep('Uploading', progress);
-            }
-          }, () => undefined);
+          m.done.then(onMuxed, () => undefined);
           return m.body;
+        },
+        writeTo: async (fd) => {
+          muxRun = muxToFd(tools.ffmpeg, plan, fd, { signal, onProgress: muxProgress });
+          const r = await muxRun;
+          if (r.exitCode !== 0) throw new Error(`ffmpeg exited with ${r.exitCode ?? r.signal}`);
+          onMuxed(r);
         },
       });
       const muxed = muxRun ? await muxRun : undefined;

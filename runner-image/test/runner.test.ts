@@ -179,6 +179,11 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     return readdirSync(tmp).filter((f) => f.startsWith('mediajob-'));
   }
 
+  /** Files local storage has staged and neither published nor discarded (jobs here run one at a time). */
+  function stagedFiles(): string[] {
+    return existsSync(join(store, '.tmp')) ? readdirSync(join(store, '.tmp')) : [];
+  }
+
   it('delivers the MP4 as streamable mp4 with video and audio, reporting Downloading → Muxing → Uploading → Finished', async () => {
     const r = await runRunner(media.mp4Url);
     expect(r.exitCode, r.stdout).to.equal(0);
@@ -240,6 +245,7 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
       const probe = await ffprobeJson(join(store, result.storageKey));
       expect(Number(probe.format.duration)).to.be.closeTo(MEDIA.mp4.durationSeconds, 0.2);
       expect(r.statuses[r.statuses.length - 1]).to.deep.include({ step: 'Finished', progress: 100 });
+      expect(stagedFiles(), 'the failed pass\'s staged file is gone').to.deep.equal([]);
     });
   });
 
@@ -275,6 +281,9 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     expect(key).to.match(/^videos\/shows\/s1\/My Clip-\d{8}\.mp4$/);
     const first = await ffprobeJson(join(store, 'videos/shows/s1/My Clip.mp4'));
     expect(first.streams.find((s) => s.codec_type === 'video')!.height).to.equal(720, 'the first file is untouched');
+    const second = await ffprobeJson(join(store, key));
+    expect(Number(second.format.duration)).to.be.closeTo(MEDIA.mp4.durationSeconds, 0.2);
+    expect(stagedFiles()).to.deep.equal([]);
   });
 
   it('an unreachable URL fails with errorType error, exit 10, and a message without address or port', async () => {
@@ -400,6 +409,7 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     expect(sawTransfer, 'the transfer had started').to.equal(true);
     expect(r.exitCode, r.stdout).to.equal(143);
     expect(leftoverWorkDirs(r.tmp)).to.deep.equal([]);
+    expect(stagedFiles(), 'nothing half-written left in storage').to.deep.equal([]);
     const { stdout } = await run('ps', ['-eo', 'args']);
     expect(stdout).to.not.contain(`/slow/30/video.mp4`);
   });

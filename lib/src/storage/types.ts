@@ -33,6 +33,26 @@ export interface StorageProvider {
   presign(key: string, expiresSeconds: number): Promise<string>;
   /** Idempotent: deleting a missing key succeeds, as it does on S3. */
   delete(key: string): Promise<void>;
+  /**
+   * Only providers that store on this machine's disk: an empty file for the
+   * caller to fill itself, typically by giving its descriptor to a child
+   * process as stdout, so the bytes never pass through this process.
+   */
+  stage?(): Promise<StagedFile>;
+}
+
+/** A file being written for a provider (StorageProvider.stage), not yet under any key. */
+export interface StagedFile {
+  /** Open for writing at offset 0; the writer must not close it. */
+  readonly fd: number;
+  /**
+   * Make what was written durable and visible under `key`, atomically. A
+   * taken key fails with StorageError `conflict` and keeps the file staged,
+   * so another key can be tried; after success the file is no longer staged.
+   */
+  publish(key: string): Promise<UploadResult>;
+  /** Remove the staged file; idempotent, and a no-op once published. */
+  discard(): Promise<void>;
 }
 
 /** Download URLs handed to clients are valid this long (spec: 24 hours). */
