@@ -27,6 +27,16 @@ export const envBoolean = z
 
 export const envInt = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 
+/** A variable holding JSON, parsed and checked against `schema` at start; the message never echoes the value. */
+export const envJson = <T extends z.ZodType>(schema: T) => z.string().transform((text, ctx) => {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    ctx.addIssue({ code: 'custom', message: 'must be JSON' });
+    return z.NEVER;
+  }
+}).pipe(schema);
+
 /** Settings every service shares. */
 export const commonSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

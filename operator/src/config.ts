@@ -1,6 +1,22 @@
 // Operator settings, read once at start through lib's config loader.
 import { z } from 'zod';
-import { commonSchema, envBoolean, envInt, loadConfig, managedStorageSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
+import { commonSchema, envBoolean, envInt, envJson, loadConfig, managedStorageSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
+
+// A Kubernetes resource quantity: 500m, 2, 1.5, 512Mi, 2Gi, 1G.
+const quantity = z.string().regex(/^\d+(\.\d+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/, 'must be a Kubernetes quantity such as 500m, 2 or 512Mi');
+const resourceList = z.strictObject({ 'cpu': quantity.optional(), 'memory': quantity.optional(), 'ephemeral-storage': quantity.optional() });
+
+/**
+ * The runner container's requests and limits. The CPU limit is also the
+ * runner's thread budget: ffmpeg's decoder and encoder threads follow the
+ * cgroup quota (runner-image child.ts cpuBudget), and without one they
+ * follow the node's cores (48 libx264 threads, 1.3 GB, on a 32-core node).
+ * Memory, measured with 2 CPUs (runner bench and by hand): a copy job about
+ * 160 MB whatever its length; a 1080p transcode 340 MB (libx264's frames);
+ * 4K transcodes 0.9 GB (libx264), 1.1 GB (VP9), 1.4 GB (x265). The limit
+ * leaves room for the last; the request covers copy jobs, the common case.
+ */
+export const DEFAULT_RUNNER_RESOURCES = { requests: { cpu: '1', memory: '256Mi' }, limits: { cpu: '2', memory: '2Gi' } };
 
 // storageEndpointsSchema: the operator signs GCS URLs (they name the API
 // host) and forwards the same settings to runner pods (JobDestinations.runnerEnv).
@@ -38,8 +54,10 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(sto
   WEBHOOK_BACKOFF_MS: envInt(1).default(2_000),
   /** Pending jobs rows whose MediaJob never appeared are re-submitted after this. */
   SWEEP_AFTER_SECONDS: envInt(1).default(20),
-  /** Extra env for runner pods, JSON object (e.g. proxy settings). */
-  RUNNER_ENV: z.string().optional(),
+  /** Extra env for runner pods, JSON object of strings (e.g. proxy settings). */
+  RUNNER_ENV: envJson(z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'), z.string())).optional(),
+  /** The runner container's resources, JSON `{"requests": {...}, "limits": {...}}` (cpu, memory, ephemeral-storage). */
+  RUNNER_RESOURCES: envJson(z.strictObject({ requests: resourceList.optional(), limits: resourceList.optional() })).default(DEFAULT_RUNNER_RESOURCES),
 });
 
 export type OperatorConfig = z.infer<typeof operatorSchema>;

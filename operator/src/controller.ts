@@ -265,13 +265,14 @@ export class MediaJobController {
       if (!isAlreadyExists(err)) throw err;
     }
     // The storage endpoints come last: the runner must upload where the operator signs and the gateway probed.
-    const extraEnv = { ...(cfg.RUNNER_ENV ? (JSON.parse(cfg.RUNNER_ENV) as Record<string, string>) : {}), ...this.destinations.runnerEnv() };
+    const extraEnv = { ...cfg.RUNNER_ENV, ...this.destinations.runnerEnv() };
     const body = buildRunnerJob(withDefaults(mj), {
       image: cfg.RUNNER_IMAGE,
       backoffLimit: cfg.JOB_BACKOFF_LIMIT,
       activeDeadlineSeconds: cfg.JOB_ACTIVE_DEADLINE_SECONDS,
       ttlSecondsAfterFinished: cfg.JOB_TTL_SECONDS_AFTER_FINISHED,
       serviceAccountName: cfg.RUNNER_SERVICE_ACCOUNT,
+      resources: cfg.RUNNER_RESOURCES,
       extraEnv,
     });
     try {

@@ -2,7 +2,7 @@
 // that runs the runner image. Names are deterministic so a repeated or
 // restarted reconcile finds what it made instead of making it twice.
 import { createHash } from 'node:crypto';
-import type { V1Job, V1Secret } from '@kubernetes/client-node';
+import type { V1Job, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
 import { API_VERSION, jobIdOf, type MediaJob } from '@mediajobs/lib/mediajob/types';
 
 export const MANAGED_BY = 'mediajobs-operator';
@@ -16,6 +16,8 @@ export interface JobSettings {
   activeDeadlineSeconds: number;
   ttlSecondsAfterFinished: number;
   serviceAccountName?: string;
+  /** The runner container's requests and limits (RUNNER_RESOURCES). */
+  resources?: V1ResourceRequirements;
   extraEnv?: Record<string, string>;
 }
 
@@ -84,6 +86,7 @@ export function buildRunnerJob(mj: MediaJob, s: JobSettings): V1Job {
             name: 'runner',
             image: s.image,
             env,
+            ...(s.resources ? { resources: s.resources } : {}),
             volumeMounts: [{ name: 'credentials', mountPath: CREDENTIALS_MOUNT, readOnly: true }],
             terminationMessagePolicy: 'FallbackToLogsOnError',
           }],

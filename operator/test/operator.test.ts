@@ -15,7 +15,7 @@ import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob, type MediaJobOptions } 
 import { startTestCluster, eventually, type TestCluster } from '../../local-cluster/test/support.js';
 import { tsxCommand } from '../../test/support/tsx.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
-import { loadOperatorConfig } from '../src/config.js';
+import { DEFAULT_RUNNER_RESOURCES, loadOperatorConfig } from '../src/config.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
 
 const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
@@ -117,6 +117,8 @@ describe('operator on the local cluster', function () {
     expect(String(r!.webhook_url_enc)).to.not.include('127.0.0.1');
     const job = await batch.readNamespacedJob({ name: mj.status!.jobName!, namespace: 'default' });
     expect(JSON.stringify(job.spec!.template)).to.not.include(receiver.url);
+    // The CPU limit is the runner's thread budget; without it ffmpeg would size itself by the node.
+    expect(job.spec!.template.spec!.containers[0]!.resources).to.deep.equal(DEFAULT_RUNNER_RESOURCES);
   });
 
   it('ends a technical failure Failed with job_failed, and a content issue Warning without it', async () => {

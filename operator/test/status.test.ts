@@ -7,6 +7,8 @@ import { WAIT_FOR_POD, deriveStatus, statusChanged, type Observed } from '../src
 import { eventsFor } from '../src/controller.js';
 import { eventId } from '../src/db.js';
 import { buildRunnerJob, runnerJobName } from '../src/job-builder.js';
+import { DEFAULT_RUNNER_RESOURCES, loadOperatorConfig } from '../src/config.js';
+import { ConfigError } from '@mediajobs/lib/config';
 
 const NOW = new Date('2026-11-21T10:00:00Z');
 
@@ -145,5 +147,30 @@ describe('runner Job', () => {
     expect(job.metadata!.ownerReferences![0]).to.include({ kind: 'MediaJob', uid: 'uid-1', controller: true });
     const env = job.spec!.template.spec!.containers[0]!.env!;
     expect(env.find((e) => e.name === 'MEDIAJOB_JOB_ID')!.value).to.equal('0b7c0f5e-1111-4222-8333-944445555666');
+  });
+});
+
+describe('operator settings for runner pods', () => {
+  const base = { DATABASE_URL: 'postgres://x@127.0.0.1/db' };
+
+  it('RUNNER_RESOURCES and RUNNER_ENV are JSON read at start; a bad value names its variable and not its content', () => {
+    const cfg = loadOperatorConfig({ ...base, RUNNER_RESOURCES: '{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"cpu":"4"}}', RUNNER_ENV: '{"HTTPS_PROXY":"http://proxy:3128"}' });
+    expect(cfg.RUNNER_RESOURCES).to.deep.equal({ requests: { cpu: '500m', memory: '1Gi' }, limits: { cpu: '4' } });
+    expect(cfg.RUNNER_ENV).to.deep.equal({ HTTPS_PROXY: 'http://proxy:3128' });
+    expect(loadOperatorConfig(base).RUNNER_RESOURCES).to.deep.equal(DEFAULT_RUNNER_RESOURCES);
+    const bad = (env: Record<string, string>) => {
+      try {
+        loadOperatorConfig({ ...base, ...env });
+      } catch (err) {
+        expect(err).to.be.instanceOf(ConfigError);
+        return (err as Error).message;
+      }
+      return expect.fail('expected a ConfigError');
+    };
+    expect(bad({ RUNNER_RESOURCES: '{requests: secret-ish' })).to.match(/RUNNER_RESOURCES: must be JSON/).and.not.include('secret-ish');
+    expect(bad({ RUNNER_RESOURCES: '{"limits":{"memory":"lots"}}' })).to.match(/RUNNER_RESOURCES\.limits\.memory: must be a Kubernetes quantity/);
+    expect(bad({ RUNNER_RESOURCES: '{"limits":{"gpu":"1"}}' })).to.include('RUNNER_RESOURCES');
+    expect(bad({ RUNNER_ENV: '{"A":1}' })).to.include('RUNNER_ENV.A');
+    expect(bad({ RUNNER_ENV: '["A=1"]' })).to.include('RUNNER_ENV');
   });
 });
