@@ -126,7 +126,9 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   const info = probed.info;
   if (info._type === 'playlist') return fail(classification('unavailable'), { why: 'a playlist, not a single item' });
   const formats = info.formats ?? [];
-  if (formats.length && formats.every((f) => f.vcodec === 'none')) audioOnlySource = true;
+  // From here the item's formats say it, not the request: an audio_only job
+  // on a video whose download then fails for DRM is a Warning, not Skipped.
+  if (formats.length) audioOnlySource = formats.every((f) => f.vcodec === 'none');
   const live = await isLiveSource(info, spec, { signal, logger });
   if (live) early?.cancel();
   // The spec's format and resolution rules choose (plan.ts), for recordings

@@ -265,10 +265,13 @@ describe('end to end: subtitles, thumbnails, progress, live streams, DRM', funct
       expect(hooksOf(id).map((h) => h.type)).to.not.include('job_failed');
     });
 
-    it('DRM-protected video is a content warning, without job_failed', async () => {
+    it('DRM-protected video is a content warning, without job_failed, also when only its audio was asked for', async () => {
       const id = await submit({ url: pages.drmVideoUrl, webhook_url: receiver.url });
+      // Skipped is for items that have no video; asking for audio does not make a video one.
+      const audio = await submit({ url: pages.drmVideoUrl, audio_only: true });
       const job = await finished(id);
       expect(job).to.include({ status: 'Warning', error_type: 'warning', error: 'Media is DRM-protected' });
+      expect(await finished(audio)).to.include({ status: 'Warning', error_type: 'warning', error: 'Media is DRM-protected' });
       await new Promise((r) => setTimeout(r, 1500));
       expect(hooksOf(id).map((h) => h.type)).to.deep.equal(['job_processing']);
     });
