@@ -54,9 +54,12 @@ export class MediaJobController {
   private readonly waiting = new Map<string, number>();
   /** Runner pods by "namespace/jobName", so a pass finds its pod without scanning every pod. */
   private readonly podsByJob = new Map<string, Map<string, k8s.V1Pod>>();
-  /** Job ids known to be in Postgres. */
-  private readonly recorded = new Set<string>();
-  /** What was last mirrored to Postgres per job id, to skip no-op writes. */
+  /**
+   * Per MediaJob key, the job id known to be in Postgres, and what was last
+   * mirrored there (to skip no-op writes). Keyed by MediaJob, so both are
+   * dropped when it goes, and a long-running operator holds only live jobs.
+   */
+  private readonly recorded = new Map<string, string>();
   private readonly synced = new Map<string, string>();
   private active = false;
   private readonly destinations: JobDestinations;
@@ -158,10 +161,12 @@ export class MediaJobController {
     const mj = this.mediajobs.get(name, ns);
     if (!mj || mj.metadata.deletionTimestamp) {
       this.release(key);
+      this.recorded.delete(key);
+      this.synced.delete(key);
       return;
     }
     const jobId = jobIdOf(mj);
-    if (!(await this.ensureRecorded(mj, jobId))) return;
+    if (!(await this.ensureRecorded(key, mj, jobId))) return;
 
     if (isTerminal(mj.status?.status)) {
       await this.finish(key, mj, mj.status!);
@@ -206,22 +211,28 @@ export class MediaJobController {
   }
 
   /** Make sure Postgres has the job: gateway-made jobs already do; kubectl manifests are recorded here. */
-  private async ensureRecorded(mj: MediaJob, jobId: string): Promise<boolean> {
-    if (this.recorded.has(jobId)) return true;
+  private async ensureRecorded(key: string, mj: MediaJob, jobId: string): Promise<boolean> {
+    if (this.recorded.get(key) === jobId) return true;
     const row = await this.db.findJob(jobId);
     if (row) {
-      this.recorded.add(jobId);
+      this.recorded.set(key, jobId);
       return true;
     }
     const webhook = mj.spec.webhookUrl ? this.d.box.seal(mj.spec.webhookUrl) : null;
     if (await this.db.insertFromManifest(jobId, withDefaults(mj), webhook)) {
-      this.recorded.add(jobId);
+      this.recorded.set(key, jobId);
       return true;
     }
+    // Failed once, and then left alone: a resync must not move its finish
+    // time (a patch per pass), and it goes after the TTL like any finished job.
+    const finishTime = mj.status?.reason === 'invalid_owner' && mj.status.finishTime
+      ? mj.status.finishTime
+      : new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
     await this.writeStatus(mj, {
       ...(mj.status ?? {}), jobId, status: 'Failed', errorType: 'error', reason: 'invalid_owner',
-      error: 'spec.owner.apiKeyId does not name an active API key', finishTime: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      error: 'spec.owner.apiKeyId does not name an active API key', finishTime,
     });
+    await this.deleteAfterTtl(key, mj, finishTime);
     return false;
   }
 
@@ -336,11 +347,12 @@ export class MediaJobController {
   /** Mirror status into Postgres; the first write of each transition also queues its webhooks. */
   private async syncDb(mj: MediaJob, s: MediaJobStatus): Promise<void> {
     const jobId = jobIdOf(mj);
-    const fingerprint = JSON.stringify([s.status, s.step, s.progress, s.error, s.result?.storageKey]);
-    if (this.synced.get(jobId) === fingerprint || !s.status) return;
+    const key = keyOf(mj.metadata.namespace, mj.metadata.name);
+    const fingerprint = JSON.stringify([jobId, s.status, s.step, s.progress, s.error, s.result?.storageKey]);
+    if (this.synced.get(key) === fingerprint || !s.status) return;
     const urls = s.status === 'Completed' ? await this.presignResult(mj, s) : {};
     await this.db.syncStatus(jobId, s, (old, row) => withProgressEvents(eventsFor(old, s, row, mj, urls), s, row, mj));
-    this.synced.set(jobId, fingerprint);
+    this.synced.set(key, fingerprint);
   }
 
   private async presignResult(mj: MediaJob, s: MediaJobStatus): Promise<{ s3Url?: string; subtitleUrl?: string; thumbnailUrl?: string }> {
@@ -379,8 +391,13 @@ export class MediaJobController {
       if (!isNotFound(err)) throw err;
     }
     if (mj.spec.destination?.type === 'inline') await this.destinations.forgetInline(mj);
+    await this.deleteAfterTtl(key, mj, s.finishTime);
+  }
+
+  /** Delete a finished MediaJob once FINISHED_MEDIAJOB_TTL_SECONDS have passed since `finishTime`; until then, look again then. */
+  private async deleteAfterTtl(key: string, mj: MediaJob, finishTime: string | undefined): Promise<void> {
     const ttlMs = this.d.cfg.FINISHED_MEDIAJOB_TTL_SECONDS * 1000;
-    const finished = Date.parse(s.finishTime ?? '') || Date.now();
+    const finished = Date.parse(finishTime ?? '') || Date.now();
     const remaining = finished + ttlMs - Date.now();
     if (remaining > 0) {
       this.queue.addAfter(key, remaining + 1000);

@@ -138,11 +138,17 @@ describe('operator on the local cluster', function () {
     expect(receiver.hooks.filter((h) => h.body.job_id === warned.metadata.uid).map((h) => h.body.type)).to.not.include('job_failed');
   });
 
-  it('fails a MediaJob whose owner key does not exist', async () => {
-    operator = await start();
+  it('fails a MediaJob whose owner key does not exist, once, and deletes it after the TTL like any finished job', async () => {
+    operator = await start({ FINISHED_MEDIAJOB_TTL_SECONDS: '3', RESYNC_SECONDS: '1' });
     await create({ ...mediaJob('orphan', 'http://scripted.invalid/complete'), spec: { ...mediaJob('orphan', 'http://scripted.invalid/complete').spec, owner: { apiKeyId: '00000000-0000-4000-8000-000000000000' } } });
     await eventually(async () => (await statusOf('orphan')) === 'Failed');
-    expect((await get('orphan')).status).to.include({ reason: 'invalid_owner' });
+    const failed = await get('orphan');
+    expect(failed.status).to.include({ reason: 'invalid_owner' });
+    // Resyncs every second pass over it without writing its status again.
+    await new Promise((r) => setTimeout(r, 1500));
+    const later = await get('orphan').catch(() => undefined);
+    if (later) expect(later.metadata.resourceVersion).to.equal(failed.metadata.resourceVersion);
+    await eventually(async () => get('orphan').then(() => false, (err: unknown) => err instanceof k8s.ApiException && err.code === 404), 15_000);
   });
 
   it('keeps at most MAX_RUNNING_JOBS runner Jobs active and admits the rest in order', async () => {
