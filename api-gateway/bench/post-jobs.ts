@@ -120,7 +120,8 @@ async function withCpu<T extends Figures>(groups: Record<string, () => number[]>
   return { ...result, cpu };
 }
 
-const cpuLine = (cpu: Record<string, number>) => Object.entries(cpu).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ');
+const cpuTotal = (cpu: Record<string, number>) => Object.values(cpu).reduce((a, b) => a + b, 0);
+const cpuLine = (cpu: Record<string, number>) => `${Object.entries(cpu).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}; all ${cpuTotal(cpu).toFixed(2)}`;
 
 function cannon(opts: autocannon.Options): Promise<autocannon.Result> {
   return new Promise((resolve, reject) => {
@@ -249,6 +250,9 @@ async function main(): Promise<void> {
       ['non-2xx or errors (bare / gateway)', `${base.bad} / ${gateway.bad}`, '0 / 0'],
       ['CPU ms per job, bare run', cpuLine(base.cpu), ''],
       ['CPU ms per job, gateway run', cpuLine(gateway.cpu), ''],
+      // Every process of both runs shares this machine's CPUs, so the work a
+      // job costs all of them together bounds the ratio a saturated run can show.
+      ['ratio the CPU per job allows (bare all / gateway all)', (cpuTotal(base.cpu) / cpuTotal(gateway.cpu)).toFixed(2), ''],
       ['jobs rows / counter total / MediaJobs (after POST runs)', `${rows} / ${counted} / ${crs}`, 'equal'],
       [`GET /jobs/{id} p50 / p99 (ms), ${total} rows, c=${GET_CONNECTIONS}`, `${ms(getOne.p50)} / ${ms(getOne.p99)}`, 'p99 < 10'],
       [`GET /jobs/{id} req/s`, getOne.rps.toFixed(0), ''],
