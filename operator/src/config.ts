@@ -43,6 +43,8 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(sto
   /** Full resync of every MediaJob, and the informer watchdog. */
   RESYNC_SECONDS: envInt(1).default(300),
   WATCHDOG_SECONDS: envInt(1).default(600),
+  /** A fresh LIST of MediaJobs, runner Jobs and pods this often, correcting any change a watch lost. */
+  RELIST_SECONDS: envInt(1).default(1800),
   LEADER_ELECTION: envBoolean.default(true),
   LEASE_NAME: z.string().default('mediajobs-operator'),
   LEASE_DURATION_SECONDS: envInt(1).default(15),

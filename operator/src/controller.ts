@@ -74,7 +74,9 @@ export class MediaJobController {
       onError: (key, err) => d.log.warn({ mediajob: key, err: String(err) }, 'reconcile failed; will retry'),
     });
     const ns = d.cfg.MEDIAJOBS_NAMESPACE;
-    const common = { kc: d.kube.kc, resyncMs: d.cfg.RESYNC_SECONDS * 1000, watchdogMs: d.cfg.WATCHDOG_SECONDS * 1000, log: d.log };
+    const common = {
+      kc: d.kube.kc, resyncMs: d.cfg.RESYNC_SECONDS * 1000, watchdogMs: d.cfg.WATCHDOG_SECONDS * 1000, relistMs: d.cfg.RELIST_SECONDS * 1000, log: d.log,
+    };
     this.mediajobs = new ResilientInformer({
       ...common,
       name: 'mediajobs',

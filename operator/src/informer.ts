@@ -1,8 +1,10 @@
 // client-node informers stop for good on a watch error and can stall
-// silently on a half-open connection. This wrapper restarts one after an
-// error (with backoff), restarts it when no event arrived for a watchdog
-// period, and calls onResync periodically so every object is reconciled
-// again even if an event was missed.
+// silently on a half-open connection. This wrapper relists (relist(): a
+// fresh informer and a fresh LIST) after an error (with backoff), when no
+// event arrived for a watchdog period, and every relistMs, so a change whose
+// watch event was lost, or a watch that delivers nothing yet looks alive,
+// is corrected; and it calls onResync periodically so every object is
+// reconciled again.
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from '@mediajobs/lib/logger';
 
@@ -16,22 +18,26 @@ export interface ResilientInformerOptions<T extends k8s.KubernetesObject> {
   onResync?: () => void;
   resyncMs: number;
   watchdogMs: number;
+  relistMs: number;
   log: Logger;
 }
 
 export class ResilientInformer<T extends k8s.KubernetesObject> {
-  private informer: k8s.Informer<T> & k8s.ObjectCache<T>;
+  private informer: k8s.ListWatch<T>;
   private lastEvent = Date.now();
   private restarts = 0;
   private timers: NodeJS.Timeout[] = [];
   private stopped = false;
+  private restarting = false;
 
   constructor(private readonly o: ResilientInformerOptions<T>) {
     this.informer = this.make();
   }
 
-  private make(): k8s.Informer<T> & k8s.ObjectCache<T> {
-    const inf = k8s.makeInformer<T>(this.o.kc, this.o.path, this.o.list, this.o.labelSelector);
+  // What makeInformer builds, typed as the ListWatch it is: its
+  // latestResourceVersion() tells whether its list went through.
+  private make(): k8s.ListWatch<T> {
+    const inf = new k8s.ListWatch<T>(this.o.path, new k8s.Watch(this.o.kc), this.o.list, false, this.o.labelSelector);
     for (const type of ['add', 'update', 'delete'] as const) {
       inf.on(type, (obj) => {
         this.lastEvent = Date.now();
@@ -42,7 +48,8 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
       this.lastEvent = Date.now();
     });
     inf.on('error', (err) => {
-      if (this.stopped) return;
+      // A replaced informer's aborted watch, or a relist's failed one (relist retries itself), is not ours to restart.
+      if (this.stopped || inf !== this.informer) return;
       const delay = Math.min(30_000, 250 * 2 ** Math.min(this.restarts++, 7));
       this.o.log.warn({ informer: this.o.name, err: String(err), delayMs: delay }, 'informer stopped; restarting');
       const t = setTimeout(() => void this.restart(), delay);
@@ -63,30 +70,60 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
         void this.restart();
       }
     }, Math.max(1000, Math.floor(this.o.watchdogMs / 4)));
+    const relist = setInterval(() => {
+      this.o.log.debug({ informer: this.o.name }, 'periodic relist');
+      void this.restart();
+    }, this.o.relistMs);
     resync.unref();
     watchdog.unref();
-    this.timers.push(resync, watchdog);
+    relist.unref();
+    this.timers.push(resync, watchdog, relist);
   }
 
   private async restart(): Promise<void> {
-    if (this.stopped) return;
-    this.lastEvent = Date.now();
+    // One at a time: the watchdog, the relist timer and an error may all ask at once.
+    if (this.stopped || this.restarting) return;
+    this.restarting = true;
     try {
-      await this.informer.stop();
+      await this.relist();
+    } finally {
+      this.restarting = false;
+    }
+  }
+
+  /**
+   * A fresh informer, which LISTs, in place of the old one. Stopping and
+   * starting a client-node informer does not list again: it resumes its
+   * watch from the last resourceVersion, so a change the old watch lost
+   * would stay lost. The fresh one announces every object as added; what
+   * the old cache held and the list no longer has is announced as deleted.
+   */
+  private async relist(): Promise<void> {
+    this.lastEvent = Date.now();
+    const old = this.informer;
+    try {
+      await old.stop();
     } catch {
       // already stopped
     }
-    try {
-      // start() relists, so the cache is whole again and changes made meanwhile arrive as events.
-      await this.informer.start();
-      this.restarts = 0;
-      this.o.onResync?.();
-    } catch (err) {
-      this.o.log.warn({ informer: this.o.name, err: String(err) }, 'informer restart failed');
+    const fresh = this.make();
+    await fresh.start();
+    if (!fresh.latestResourceVersion()) {
+      // The list failed (client-node reports it as an error event, not a
+      // rejection): keep the old cache, whole but stale, rather than an empty one.
+      await fresh.stop().catch(() => undefined);
+      this.o.log.warn({ informer: this.o.name }, 'informer relist failed; keeping the cache and trying again');
       const t = setTimeout(() => void this.restart(), Math.min(30_000, 500 * 2 ** Math.min(this.restarts++, 6)));
       t.unref();
       this.timers.push(t);
+      return;
     }
+    this.informer = fresh;
+    this.restarts = 0;
+    for (const obj of old.list()) {
+      if (!fresh.get(obj.metadata?.name ?? '', obj.metadata?.namespace)) this.o.onChange(obj, 'delete');
+    }
+    this.o.onResync?.();
   }
 
   async stop(): Promise<void> {
