@@ -6,7 +6,7 @@ import net from 'node:net';
 import { Readable } from 'node:stream';
 import { inspect } from 'node:util';
 import { BlobStorageProvider, mapBlobError, type BlobStorageOptions } from '../src/storage/blob.js';
-import { createProvider, destinationKeyLayout, objectKey, parseDestination } from '../src/storage/index.js';
+import { createProvider, destinationKeyLayout, objectKey, parseDestination, type StorageError } from '../src/storage/index.js';
 import { startAzurite, type RunningAzurite } from '../../test/support/azurite.js';
 import { caught, expectSanitised, thrown } from './storage-support.js';
 
@@ -111,6 +111,38 @@ describe('storage: blob provider on Azurite', function () {
     expect(res.status).to.equal(200);
     expect(await res.text()).to.equal('hello world');
     expect(res.headers.get('content-type')).to.equal('audio/mp4');
+  });
+
+  it('refuses to overwrite: a second upload to the same key fails with conflict at the commit, and the first blob stays whole', async () => {
+    const p = provider();
+    const key = 'videos/taken.mp4';
+    const first = generated(5 * MiB + 1);
+    await p.upload(key, first.stream, { contentType: 'video/mp4', size: 5 * MiB + 1 });
+    const before = (await requestsFor(key)).length;
+
+    // Several blocks, so the refused upload stages blocks against the existing blob before its commit is refused.
+    const second = generated(9 * MiB).stream;
+    const err = await caught(p.upload(key, second, { contentType: 'audio/mp4' }));
+    expect([err.code, err.reason, err.httpStatus]).to.deep.equal(['conflict', 'BlobAlreadyExists', 409]);
+    expect(second.destroyed, 'the refused body is destroyed, so a producer stops').to.equal(true);
+    // Put Block takes no condition (two 8 MiB blocks, size unknown); Put Block List with If-None-Match: * is refused by the service itself.
+    expect((await requestsFor(key)).slice(before)).to.deep.equal(['PUT block 201', 'PUT block 201', 'PUT blocklist 409']);
+
+    const got = await download(await p.presign(key, 60));
+    expect([got.status, got.bytes, got.sha256, got.contentType]).to.deep.equal([200, 5 * MiB + 1, first.sha256, 'video/mp4']);
+  });
+
+  it('refuses to overwrite under a race: of two uploads committing one new key at once, one lands and the other fails with conflict', async () => {
+    const p = provider();
+    const key = 'videos/raced.mp4';
+    const results = await Promise.allSettled(
+      ['one', 'two'].map((body) => p.upload(key, Readable.from([Buffer.from(body)]))),
+    );
+    const landed = results.flatMap((r, i) => (r.status === 'fulfilled' ? [['one', 'two'][i]] : []));
+    const refused = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as StorageError] : []));
+    expect(landed).to.have.length(1);
+    expect(refused.map((e) => [e.code, e.reason])).to.deep.equal([['conflict', 'BlobAlreadyExists']]);
+    expect(await (await fetch(await p.presign(key, 60))).text()).to.equal(landed[0]);
   });
 
   it('a SAS URL whose signature or expiry was altered is refused', async () => {
@@ -330,6 +362,7 @@ describe('storage: mapBlobError', () => {
     ['InvalidResourceName', restError('InvalidResourceName', 400), 'invalid_config', 'InvalidResourceName'],
     ['ServerBusy', restError('ServerBusy', 503), 'unreachable', 'ServerBusy'],
     ['details.errorCode', { name: 'RestError', statusCode: 403, details: { errorCode: 'AccountIsDisabled' } }, 'auth', 'AccountIsDisabled'],
+    ['BlobAlreadyExists (If-None-Match: * on an existing blob)', restError('BlobAlreadyExists', 409), 'conflict', 'BlobAlreadyExists'],
     ['unmodelled 409', restError('BlobArchived', 409), 'failed', 'BlobArchived'],
     ['status only', { name: 'RestError', statusCode: 500 }, 'unreachable', 'HTTP500'],
     ['ECONNREFUSED', Object.assign(new Error('connect ECONNREFUSED 10.1.2.3:443'), { name: 'RestError', code: 'ECONNREFUSED' }), 'unreachable', 'ECONNREFUSED'],

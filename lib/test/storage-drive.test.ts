@@ -5,6 +5,7 @@
 import { expect } from 'chai';
 import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { inspect } from 'node:util';
 import { DriveStorageProvider, mapDriveError, type DriveStorageOptions } from '../src/storage/drive.js';
 import {
@@ -171,6 +172,59 @@ describe('storage: drive provider on a fake Drive API', function () {
     expect(drive.events.some((e) => e.op === 'upload.cancel' && e.status === 499)).to.equal(true);
     expect(drive.openSessions()).to.equal(0);
     expect(drive.at(sharedDrive, 'videos/broken.mp4')).to.equal(undefined);
+  });
+
+  it('refuses to overwrite: a second upload to the same key fails with conflict, unread, and the first file stays the only one', async () => {
+    const p = provider();
+    const key = 'videos/taken/clip.mp4';
+    await p.upload(key, Readable.from([Buffer.from('first')]), { contentType: 'video/mp4' });
+    const folder = drive.at(sharedDrive, 'videos/taken')!;
+    const before = drive.events.length;
+    let read = false;
+    const second = Readable.from((function* () {
+      read = true;
+      yield Buffer.from('second');
+    })());
+    const err = await caught(p.upload(key, second));
+    expect([err.code, err.reason]).to.deep.equal(['conflict', 'KeyExists']);
+    expect(read, 'nothing of the second body was read').to.equal(false);
+    expect(second.destroyed, 'the refused body is destroyed, so a producer stops').to.equal(true);
+    // Refused on the lookup: no session was even opened.
+    expect(drive.events.slice(before).map((e) => e.op)).not.to.include('upload.start');
+    const files = drive.childrenOf(folder.id).filter((f) => f.name === 'clip.mp4');
+    expect(files.map((f) => f.content.toString())).to.deep.equal(['first']);
+    expect((await readAll((await p.openDownload(key)).body)).toString()).to.equal('first');
+  });
+
+  it('refuses to overwrite a file created under the key while the upload ran: checked again before the last chunk, and the session is cancelled', async () => {
+    const [p, other] = [provider(), provider()];
+    const key = 'videos/late/clip.mp4';
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    async function* slow() {
+      yield randomBytes(300 * KiB); // more than a chunk: the session is under way
+      await gate;
+      yield randomBytes(10);
+    }
+    const before = drive.events.length;
+    const pending = caught(p.upload(key, Readable.from(slow())));
+    while (!drive.events.slice(before).some((e) => e.op === 'upload.chunk')) await sleep(5);
+    await other.upload(key, Readable.from([Buffer.from('other')]));
+    release();
+    const err = await pending;
+    expect([err.code, err.reason]).to.deep.equal(['conflict', 'KeyExists']);
+    expect(drive.events.slice(before).some((e) => e.op === 'upload.cancel' && e.status === 499)).to.equal(true);
+    expect(drive.openSessions()).to.equal(0);
+    const folder = drive.at(sharedDrive, 'videos/late')!;
+    expect(drive.childrenOf(folder.id).filter((f) => f.name === 'clip.mp4').map((f) => f.content.toString())).to.deep.equal(['other']);
+  });
+
+  it('a trashed file frees its key', async () => {
+    const p = provider();
+    await p.upload('videos/reused.mp4', Readable.from([Buffer.from('old')]));
+    await p.delete('videos/reused.mp4');
+    await p.upload('videos/reused.mp4', Readable.from([Buffer.from('new')]));
+    expect(drive.at(sharedDrive, 'videos/reused.mp4')?.content.toString()).to.equal('new');
   });
 
   it('concurrent uploads into a new folder converge on one folder', async () => {

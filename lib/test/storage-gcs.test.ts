@@ -40,6 +40,14 @@ async function download(url: string | URL): Promise<{ status: number; sha256: st
   return { status: res.status, sha256: sha256(body), bytes: body.length, contentType: res.headers.get('content-type'), text: body.toString('utf8') };
 }
 
+/** Wait for `ready` to hold, polling; fails after `ms`. */
+async function until(ready: () => boolean, ms = 10_000): Promise<void> {
+  for (const deadline = Date.now() + ms; !ready(); ) {
+    if (Date.now() > deadline) expect.fail('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 /** The PEM body without its armour: what a leak of the key would contain. */
 const keyBody = (pem: string) => pem.split('\n').slice(1, 3).join('');
 
@@ -131,6 +139,54 @@ describe('storage: gcs provider on the fake GCS', function () {
     expect(afterFailure[0]).to.equal('upload.resumable.query 308 bytes */*');
     expect(afterFailure[1]).to.match(/^upload\.resumable\.chunk (200|308) bytes 3145728-/);
     expect(sha256((gcs.object(BUCKET, key) as { data: Buffer }).data)).to.equal(expected);
+  });
+
+  it('refuses to overwrite: a second upload to the same key fails with conflict (one 412, not retried) and the first object stays', async () => {
+    const p = provider({ maxRetries: 3 });
+    const key = 'videos/taken.mp4';
+    await p.upload(key, Readable.from([Buffer.from('first')]), { contentType: 'video/mp4' });
+    const first = gcs.object(BUCKET, key);
+    const from = gcs.requests.length;
+    const second = Readable.from([Buffer.from('second')]);
+    const err = await caught(p.upload(key, second, { contentType: 'video/webm' }));
+    expect(err.code).to.equal('conflict');
+    expect(err.reason).to.equal('KeyExists');
+    expect(err.httpStatus).to.equal(412);
+    expect(second.destroyed, 'the refused body is destroyed, so a producer stops').to.equal(true);
+    // A create-only session; the service refused once, when the object would have been created, and nothing was sent again.
+    expect(trail(key, from)).to.deep.equal(['upload.resumable.start 200', 'upload.resumable.query 308 bytes */*', 'upload.resumable.chunk 412 bytes 0-5/6']);
+    expect(gcs.requests.slice(from).filter((r) => r.object === key).map((r) => r.ifGenerationMatch)).to.deep.equal(['0', '0', '0']);
+    const kept = gcs.object(BUCKET, key);
+    expect(kept?.data.toString()).to.equal('first');
+    expect(kept?.generation).to.equal(first?.generation);
+    expect(kept?.contentType).to.equal('video/mp4');
+    expect((await download(await p.presign(key, 60))).text).to.equal('first');
+  });
+
+  it('refuses atomically: an object created under the key while a multi-chunk upload runs is kept, and the upload fails with conflict at its last chunk', async () => {
+    const p = provider({ chunkSize: 256 * KiB });
+    const key = 'videos/raced.mp4';
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    async function* slow() {
+      // One whole chunk goes out; the byte after it waits, with the rest, for the gate.
+      yield randomBytes(256 * KiB + 1);
+      await gate;
+      yield randomBytes(100 * KiB);
+    }
+    const from = gcs.requests.length;
+    const late = p.upload(key, Readable.from(slow()));
+    try {
+      await until(() => trail(key, from).includes('upload.resumable.chunk 308 bytes 0-262143/*'));
+      await p.upload(key, Readable.from([Buffer.from('won the race')]));
+    } finally {
+      release();
+    }
+    const err = await caught(late);
+    expect(err.code).to.equal('conflict');
+    expect(err.httpStatus).to.equal(412);
+    expect(trail(key, from).at(-1)).to.equal(`upload.resumable.chunk 412 bytes 262144-${256 * KiB + 100 * KiB}/${256 * KiB + 1 + 100 * KiB}`);
+    expect(gcs.object(BUCKET, key)?.data.toString()).to.equal('won the race');
   });
 
   it('fails a stream longer or shorter than its declared size and leaves no object', async () => {
@@ -457,6 +513,13 @@ describe('storage: mapGcsError', () => {
     ['ENOTFOUND', Object.assign(new Error('getaddrinfo ENOTFOUND storage.example.test'), { code: 'ENOTFOUND' }), 'unreachable', 'ENOTFOUND'],
     ['node-fetch timeout', Object.assign(new Error('network timeout at: http://10.1.2.3/'), { type: 'request-timeout' }), 'unreachable', 'timeout'],
     ['checksum mismatch', Object.assign(new Error('The uploaded data did not match'), { code: 'FILE_NO_UPLOAD' }), 'failed', 'checksum_mismatch'],
+    [
+      'failed ifGenerationMatch=0 on the last chunk',
+      { code: 412, errors: [{ reason: 'conditionNotMet', domain: 'global' }], message: 'At least one of the pre-conditions you specified did not hold.' },
+      'conflict',
+      'KeyExists',
+    ],
+    ['failed ifGenerationMatch=0 on opening the session', gaxios(412, { error: { code: 412, errors: [{ reason: 'conditionNotMet' }] } }), 'conflict', 'KeyExists'],
     ['anything else', new Error('boom http://10.1.2.3'), 'failed', 'unknown'],
   ];
   for (const [title, input, code, reason] of cases) {

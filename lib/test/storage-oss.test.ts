@@ -140,6 +140,50 @@ describe('storage: oss provider on a fake OSS', function () {
     expect((await download(await p.presign(key, 60))).body.toString()).to.equal('ü');
   });
 
+  it('refuses to overwrite with PutObject: a second small upload to the same key fails with conflict (409 FileAlreadyExists, not retried) and the first object stays', async () => {
+    const p = provider({ maxAttempts: 3 });
+    const key = 'videos/taken.mp4';
+    await p.upload(key, Readable.from([Buffer.from('first')]), { contentType: 'video/mp4' });
+    const second = Readable.from([Buffer.from('second')]);
+    const err = await caught(p.upload(key, second, { contentType: 'video/webm' }));
+    expect(err.code).to.equal('conflict');
+    expect(err.reason).to.equal('KeyExists');
+    expect(err.httpStatus).to.equal(409);
+    expect(err.message).to.include('FileAlreadyExists');
+    expect(second.destroyed, 'the refused body is destroyed, so a producer stops').to.equal(true);
+    expect(eventsFor(key)).to.deep.equal(['PutObject 200', 'PutObject 409']);
+    expect(oss.events.filter((e) => e.key === key).every((e) => e.forbidOverwrite === true)).to.equal(true);
+    const kept = oss.objects(BUCKET).get(key);
+    expect(kept?.body.toString()).to.equal('first');
+    expect(kept?.contentType).to.equal('video/mp4');
+    expect((await download(await p.presign(key, 60))).body.toString()).to.equal('first');
+  });
+
+  it('refuses to overwrite on the multipart path: CompleteMultipartUpload fails with conflict, the upload is aborted and the first object stays', async () => {
+    const p = provider({ partSize: MiB, maxAttempts: 3 });
+    const key = 'videos/taken-multipart.mp4';
+    const first = generated(3 * MiB);
+    await p.upload(key, first.stream);
+    const from = oss.events.length;
+    const err = await caught(p.upload(key, generated(3 * MiB).stream));
+    expect(err.code).to.equal('conflict');
+    expect(err.reason).to.equal('KeyExists');
+    expect(err.httpStatus).to.equal(409);
+    const refused = oss.events.slice(from).filter((e) => e.key === key);
+    expect(refused.map((e) => `${e.op} ${e.status}`)).to.deep.equal([
+      'InitiateMultipartUpload 200',
+      'UploadPart 200',
+      'UploadPart 200',
+      'UploadPart 200',
+      'CompleteMultipartUpload 409',
+      'AbortMultipartUpload 204',
+    ]);
+    // The header goes with the Initiate and the Complete, where OSS documents it; parts carry none.
+    expect(refused.filter((e) => e.forbidOverwrite).map((e) => e.op)).to.deep.equal(['InitiateMultipartUpload', 'CompleteMultipartUpload']);
+    expect(oss.pendingUploads()).to.equal(0);
+    expect(createHash('sha256').update(oss.objects(BUCKET).get(key)!.body).digest('hex')).to.equal(first.sha256);
+  });
+
   it('fails a stream longer or shorter than its declared size and leaves no object and no open upload', async () => {
     const p = provider({ partSize: MiB });
     const longer = await caught(p.upload('videos/long.mp4', Readable.from([Buffer.alloc(3 * MiB)]), { size: 10 }));
@@ -422,6 +466,7 @@ describe('storage: mapOssError', () => {
     ['InvalidAccessKeyId', { name: 'InvalidAccessKeyIdError', code: 'InvalidAccessKeyId', status: 403 }, 'auth', 'AccessDenied'],
     ['SignatureDoesNotMatch', { name: 'SignatureDoesNotMatchError', code: 'SignatureDoesNotMatch', status: 403 }, 'auth', 'AccessDenied'],
     ['unlisted 403', { name: 'UnknownError', status: 403 }, 'auth', 'AccessDenied'],
+    ['FileAlreadyExists (x-oss-forbid-overwrite)', { name: 'FileAlreadyExistsError', code: 'FileAlreadyExists', status: 409 }, 'conflict', 'KeyExists'],
     ['ServiceUnavailable', { name: 'ServiceUnavailableError', code: 'ServiceUnavailable', status: 503 }, 'unreachable', 'ServiceUnavailable'],
     ['unlisted 502', { name: 'UnknownError', status: 502 }, 'unreachable', 'HTTP502'],
     [

@@ -21,6 +21,16 @@
 //   of a non-final request, so clients must resume from the reported offset.
 //   The finished object carries md5Hash and crc32c (Base64, big-endian
 //   CRC32C), which the client checks against what it sent.
+// - The ifGenerationMatch precondition on uploads and deletes: 0 means "only
+//   if there is no live object", N "only if the live object's generation is
+//   N". A failed one answers 412 with reason `conditionNotMet`, as GCS does.
+//   A resumable session takes it from the request that opens it (the session
+//   URI echoes it, as the service's Location does) and, like the service,
+//   applies it only when the object is created: opening the session and its
+//   intermediate chunks succeed whatever the key holds, and the final request
+//   (or the status query that completes the object) gets the 412. The fake
+//   then drops the session and its bytes, so nothing of the refused upload
+//   survives.
 // - XML API GET of V4 signed URLs (GOOG4-RSA-SHA256): the canonical request
 //   and string-to-sign are rebuilt from the request as it arrived, as the
 //   service does, and X-Goog-Signature is verified with the signer's public
@@ -116,6 +126,8 @@ export interface FakeGcsRequest {
   bytes?: number;
   /** Content-Range of resumable PUTs. */
   range?: string;
+  /** The ifGenerationMatch precondition the request carried; for a session's data requests, the session's. */
+  ifGenerationMatch?: string;
   /** Service account the request acted as (token, API calls, signed URLs). */
   account?: string;
   /** OAuth scopes a token request asked for. */
@@ -169,6 +181,8 @@ interface Session {
   crc: number;
   md5: ReturnType<typeof createHash>;
   done?: ObjectResource;
+  /** From the request that opened the session; checked when the object is created. */
+  ifGenerationMatch?: string;
 }
 
 interface ObjectResource {
@@ -195,6 +209,8 @@ class HttpError extends Error {
     readonly status: number,
     readonly reason: string,
     message: string,
+    /** More fields of the `errors[0]` entry, e.g. the location of a failed precondition. */
+    readonly detail: Record<string, string> = {},
   ) {
     super(message);
   }
@@ -289,7 +305,7 @@ function jsonError(res: http.ServerResponse, err: HttpError): void {
     error: {
       code: err.status,
       message: err.message,
-      errors: [{ message: err.message, domain: 'global', reason: err.reason }],
+      errors: [{ message: err.message, domain: 'global', reason: err.reason, ...err.detail }],
     },
   };
   const headers: Record<string, string> = { 'content-type': 'application/json; charset=UTF-8' };
@@ -338,6 +354,27 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
   function authorize(account: Account, bucket: string, permission: string): void {
     if (account.buckets && !account.buckets.has(bucket)) {
       throw new HttpError(403, 'forbidden', `${account.email} does not have ${permission} access to the Google Cloud Storage bucket.`);
+    }
+  }
+
+  /** The request's ifGenerationMatch, if it has one: a generation is a non-negative int64. */
+  function generationMatch(url: URL): string | undefined {
+    const value = url.searchParams.get('ifGenerationMatch');
+    if (value === null) return undefined;
+    if (!/^\d{1,19}$/.test(value)) throw new HttpError(400, 'invalid', `Invalid value for ifGenerationMatch: ${value}`);
+    return String(BigInt(value));
+  }
+
+  /** Fail with GCS's 412 unless the live object under `name` satisfies ifGenerationMatch=`match`. */
+  function checkGeneration(bucket: string, name: string, match: string | undefined): void {
+    if (match === undefined) return;
+    const live = bucketOf(bucket).get(name);
+    const holds = match === '0' ? live === undefined : live?.resource.generation === match;
+    if (!holds) {
+      throw new HttpError(412, 'conditionNotMet', 'At least one of the pre-conditions you specified did not hold.', {
+        locationType: 'header',
+        location: 'If-Match',
+      });
     }
   }
 
@@ -415,7 +452,8 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
   /* ---------------- uploads ---------------- */
 
   function sessionUri(s: Session): string {
-    return `${apiEndpoint}/upload/storage/v1/b/${s.bucket}/o?uploadType=resumable&name=${encodeURIComponent(s.name)}&upload_id=${s.id}`;
+    const precondition = s.ifGenerationMatch === undefined ? '' : `&ifGenerationMatch=${s.ifGenerationMatch}`;
+    return `${apiEndpoint}/upload/storage/v1/b/${s.bucket}/o?uploadType=resumable&name=${encodeURIComponent(s.name)}${precondition}&upload_id=${s.id}`;
   }
 
   function incomplete(res: http.ServerResponse, s: Session): number {
@@ -423,6 +461,17 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
     if (s.bytes > 0) headers.range = `bytes=0-${s.bytes - 1}`;
     res.writeHead(308, headers).end();
     return 308;
+  }
+
+  /** The session's precondition, checked as its object is about to be created; a refused session is dropped with its bytes. */
+  function admit(s: Session): void {
+    try {
+      checkGeneration(s.bucket, s.name, s.ifGenerationMatch);
+    } catch (err) {
+      sessions.delete(s.id);
+      s.chunks = [];
+      throw err;
+    }
   }
 
   function finish(s: Session): ObjectResource {
@@ -441,6 +490,7 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
   async function handleResumablePut(req: http.IncomingMessage, res: http.ServerResponse, s: Session, log: FakeGcsRequest): Promise<number> {
     const range = req.headers['content-range'] ?? '';
     log.range = range;
+    if (s.ifGenerationMatch !== undefined) log.ifGenerationMatch = s.ifGenerationMatch;
     const body = await readBody(req);
     log.bytes = body.length;
     if (s.done) {
@@ -452,6 +502,7 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
       log.kind = 'upload.resumable.query';
       if (body.length !== 0) throw new HttpError(400, 'invalid', 'A status query carries no body.');
       if (query[1] !== '*' && Number(query[1]) === s.bytes) {
+        admit(s);
         const resource = finish(s);
         res.writeHead(200, { 'content-type': 'application/json; charset=UTF-8' }).end(JSON.stringify(resource));
         return 200;
@@ -481,6 +532,7 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
       throw new HttpError(f.status, 'backendError', 'Backend Error');
     }
     if (total !== undefined && last + 1 === total) {
+      admit(s);
       append(s, body);
       const resource = finish(s);
       res.writeHead(200, { 'content-type': 'application/json; charset=UTF-8' }).end(JSON.stringify(resource));
@@ -515,6 +567,8 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
     log.account = account.email;
     bucketOf(bucket);
     authorize(account, bucket, 'storage.objects.create');
+    const ifGenerationMatch = generationMatch(url);
+    if (ifGenerationMatch !== undefined) log.ifGenerationMatch = ifGenerationMatch;
     const contentType = String(req.headers['content-type'] ?? '');
     const body = await readBody(req);
     log.bytes = body.length;
@@ -535,6 +589,8 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
         crc: 0,
         md5: createHash('md5'),
       };
+      // Kept for the object's creation, not checked now (see the header comment).
+      if (ifGenerationMatch !== undefined) s.ifGenerationMatch = ifGenerationMatch;
       sessions.set(s.id, s);
       res.writeHead(200, { location: sessionUri(s), 'content-length': '0' }).end();
       return 200;
@@ -559,6 +615,7 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
     }
     if (!name) throw new HttpError(400, 'required', 'Required parameter: name');
     log.object = name;
+    checkGeneration(bucket, name, ifGenerationMatch);
     const resource = store(bucket, name, data, objectType);
     res.writeHead(200, { 'content-type': 'application/json; charset=UTF-8' }).end(JSON.stringify(resource));
     return 200;
@@ -577,6 +634,9 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
     if (!obj) throw new HttpError(404, 'notFound', `No such object: ${bucket}/${name}`);
     if (req.method === 'DELETE') {
       log.kind = 'object.delete';
+      const ifGenerationMatch = generationMatch(url);
+      if (ifGenerationMatch !== undefined) log.ifGenerationMatch = ifGenerationMatch;
+      checkGeneration(bucket, name, ifGenerationMatch);
       objects.delete(name);
       res.writeHead(204).end();
       return 204;

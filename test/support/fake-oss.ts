@@ -24,6 +24,15 @@
 //   (NoSuchKey), unknown upload ids (NoSuchUpload), parts smaller than
 //   100 KiB other than the last (EntityTooSmall), ETags in Complete that do
 //   not match the uploaded parts (InvalidPart).
+// - `x-oss-forbid-overwrite: true` (case-insensitive value): a PutObject or
+//   CompleteMultipartUpload that would replace an object fails with 409
+//   FileAlreadyExists (EC 0026-00000002 and 0042-00000214). The check is
+//   made where the object is created, so for a multipart upload it is the
+//   Complete's header that counts and an object created after the Initiate
+//   is kept too; InitiateMultipartUpload, which OSS documents as not
+//   affecting an existing object, accepts the header and refuses nothing. A
+//   refused Complete leaves the upload open, to be aborted. (OSS ignores the
+//   header on versioned buckets; the fake has no versioning.)
 //
 // Addressing: OSS is virtual-hosted (`<bucket>.oss-<region>.aliyuncs.com`).
 // The fake listens on 127.0.0.1, and ali-oss, given an IP endpoint, sends
@@ -72,6 +81,8 @@ export interface FakeOssEvent {
   status: number;
   /** `v4`, `v4-query`, `v1`, `v1-query`, or `none`. */
   auth: string;
+  /** Set when the request carried `x-oss-forbid-overwrite: true`. */
+  forbidOverwrite?: true;
 }
 
 export interface RunningFakeOss {
@@ -123,6 +134,11 @@ function xmlEscape(s: string): string {
 
 function requestId(): string {
   return randomBytes(12).toString('hex').toUpperCase();
+}
+
+/** `x-oss-forbid-overwrite: true`: the write must not replace an existing object. */
+function forbidsOverwrite(req: http.IncomingMessage): boolean {
+  return String(req.headers['x-oss-forbid-overwrite'] ?? '').trim().toLowerCase() === 'true';
 }
 
 function md5Etag(body: Buffer): string {
@@ -390,6 +406,8 @@ export async function startFakeOss(opts: FakeOssOptions): Promise<RunningFakeOss
     const key = decodeURIComponent(url.pathname.slice(1));
     const op = operation(req.method ?? '', url.searchParams);
     Object.assign(event, { op, bucket, key });
+    const forbidOverwrite = forbidsOverwrite(req);
+    if (forbidOverwrite) event.forbidOverwrite = true;
 
     const { key: cred, auth } = authenticate(req, url, bucket, key);
     event.auth = auth;
@@ -414,6 +432,9 @@ export async function startFakeOss(opts: FakeOssOptions): Promise<RunningFakeOss
         const md5 = req.headers['content-md5'];
         if (md5 && md5 !== createHash('md5').update(body).digest('base64')) {
           throw new OssError(400, 'InvalidDigest', 'The Content-MD5 you specified is not valid.', '0016-00000302');
+        }
+        if (forbidOverwrite && store.has(key)) {
+          throw new OssError(409, 'FileAlreadyExists', 'The object you specified already exists and can not be overwritten.', '0026-00000002');
         }
         const etag = md5Etag(body);
         store.set(key, { body, contentType: String(req.headers['content-type'] ?? 'application/octet-stream'), etag });
@@ -457,6 +478,9 @@ export async function startFakeOss(opts: FakeOssOptions): Promise<RunningFakeOss
           }
           bodies.push(part.body);
           last = p.n;
+        }
+        if (forbidOverwrite && store.has(key)) {
+          throw new OssError(409, 'FileAlreadyExists', 'The object you specified already exists and can not be overwritten.', '0042-00000214');
         }
         const body = Buffer.concat(bodies);
         const etag = `"${createHash('md5').update(listed.map((p) => p.etag).join('')).digest('hex').toUpperCase()}-${listed.length}"`;

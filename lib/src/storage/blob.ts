@@ -80,6 +80,8 @@ const BLOB_CODES: Record<string, StorageErrorCode> = {
   InvalidAuthenticationInfo: 'auth',
   KeyBasedAuthenticationNotPermitted: 'auth',
   AccountIsDisabled: 'auth',
+  // Put Block List with If-None-Match: * on a blob that exists (see upload()).
+  BlobAlreadyExists: 'conflict',
   ContainerNotFound: 'not_found',
   ContainerBeingDeleted: 'not_found',
   ContainerDisabled: 'not_found',
@@ -266,8 +268,19 @@ export class BlobStorageProvider implements StorageProvider {
    * `concurrency` at a time and committed at the end, so memory stays near
    * concurrency × blockSize whatever the file size, and nothing is visible
    * under the key until the commit. Blocks of a failed upload are never
-   * committed; Azure discards uncommitted blocks after a week. An existing
-   * blob is overwritten, as on S3.
+   * committed; Azure discards uncommitted blocks after a week.
+   *
+   * An existing blob is never overwritten: the commit carries
+   * If-None-Match: *, so the service itself refuses it (409
+   * BlobAlreadyExists, mapped to `conflict`) in the same step that would
+   * replace the blob, and two uploads racing for one key cannot both land.
+   * The refusal comes only at the commit, after every block was sent (Put
+   * Block takes no such condition); the refused blocks stay uncommitted
+   * against the existing blob, which they leave untouched, until Azure
+   * discards them. One cost of the atomic check: a commit the SDK retries
+   * after its first attempt landed unseen (a lost response) is refused by
+   * our own blob, so the caller moves to another key and this copy stays
+   * behind, a stray file rather than a lost one.
    */
   async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
     return streamUpload(this.name, key, body, opts, {
@@ -275,6 +288,8 @@ export class BlobStorageProvider implements StorageProvider {
         const blockSize = this.blockSize ?? planBlockSize(opts.size);
         await this.#container.getBlockBlobClient(key).uploadStream(source.stream, blockSize, this.concurrency, {
           ...(opts.contentType ? { blobHTTPHeaders: { blobContentType: opts.contentType } } : {}),
+          // uploadStream sends these conditions as headers only with Put Block List (Put Block reads just a lease id from them).
+          conditions: { ifNoneMatch: '*' },
         });
       },
       remove: () => this.#container.getBlockBlobClient(key).deleteIfExists(),

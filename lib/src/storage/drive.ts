@@ -7,7 +7,10 @@
 // `videos` in the folder `a` under the destination's folder_id, created on
 // demand. Drive allows several items with one name in a folder; when that
 // happens (two jobs creating the same folder at once), the oldest one is the
-// folder every job uses, so concurrent writers converge.
+// folder every job uses, so concurrent writers converge. Files are never
+// written twice under one key: an upload to a name its folder already holds
+// fails with `conflict`, checked by a lookup since Drive cannot refuse a
+// duplicate name itself (see #refuseExisting).
 //
 // Uploads use Drive's resumable protocol. googleapis-common turns every
 // media upload into a single multipart request, so the session is driven
@@ -428,13 +431,31 @@ export class DriveStorageProvider implements StorageProvider {
     return winner;
   }
 
-  /** The file at `key`: the newest of that name in its folder (Drive allows several). */
+  /** The file at `key`: the newest of that name in its folder (Drive allows several; uploads leave several only after a race, see #refuseExisting). */
   async #file(key: string): Promise<drive_v3.Schema$File | undefined> {
     const segments = key.split('/');
     const name = segments.pop() as string;
     const parent = await this.#folder(segments, false);
     if (!parent) return undefined;
     return (await this.#children(parent, name, false)).at(-1);
+  }
+
+  /**
+   * Fail with `conflict` when `parentId` holds a file named `name`: Drive
+   * lets any number of files share a name, and #file would then serve the
+   * newest under the key, so a second upload would shadow the first job's
+   * file rather than sit beside it. Drive has no create-if-absent, so this
+   * is a lookup, not a guarantee: upload() runs it before the first byte
+   * (a taken key costs no transfer) and again just before the last chunk,
+   * the request that creates the file, which leaves a race window of that
+   * one request (with its retries) rather than the whole transfer. Two
+   * uploads to one key whose windows overlap both land, and the later file
+   * is the one served under the key, as with S3's HEAD; job keys are unique
+   * unless a filename is given.
+   */
+  async #refuseExisting(parentId: string, name: string): Promise<void> {
+    if ((await this.#children(parentId, name, false)).length === 0) return;
+    throw driveError('conflict', 'KeyExists', this.name);
   }
 
   async #trash(fileId: string): Promise<void> {
@@ -462,14 +483,20 @@ export class DriveStorageProvider implements StorageProvider {
     }
   }
 
-  /** Stream `body` to the file at `key` (folders created as needed) through a resumable session. */
+  /**
+   * Stream `body` to the file at `key` (folders created as needed) through a
+   * resumable session. A key that already holds a file is never written
+   * again: the upload fails with `conflict` (see #refuseExisting).
+   */
   async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
     return streamUpload(this.name, key, body, opts, {
       send: async (source) => {
         const segments = key.split('/');
         const name = segments.pop() as string;
         const parent = (await this.#folder(segments, true)) as string;
-        await this.#resumableUpload(parent, name, opts.contentType ?? 'application/octet-stream', source, opts.size);
+        const refuseExisting = () => this.#refuseExisting(parent, name);
+        await refuseExisting();
+        await this.#resumableUpload(parent, name, opts.contentType ?? 'application/octet-stream', source, opts.size, refuseExisting);
       },
       // No remove: the session checks the size before its last chunk, so a short stream never becomes a file.
       mapError: (err) => mapDriveError(err, this.name),
@@ -567,8 +594,8 @@ export class DriveStorageProvider implements StorageProvider {
    * Upload `source` as a new file named `name` in `parentId`; returns its id.
    * One chunk is held at a time (plus what was read past it), and it is only
    * let go once Drive confirms it; the last chunk carries the total, which
-   * is when Drive creates the file. A failure cancels the session, so no
-   * partial file is ever created.
+   * is when Drive creates the file, so `beforeCreate` runs just before it.
+   * A failure cancels the session, so no partial file is ever created.
    */
   async #resumableUpload(
     parentId: string,
@@ -576,6 +603,7 @@ export class DriveStorageProvider implements StorageProvider {
     contentType: string,
     source: CountedSource,
     size?: number,
+    beforeCreate?: () => Promise<void>,
   ): Promise<string> {
     const init = await this.#retrying(async () => {
       const res = await this.#raw({
@@ -615,6 +643,7 @@ export class DriveStorageProvider implements StorageProvider {
       if (size !== undefined && total !== size) {
         throw new StorageError('failed', 'size_mismatch', `${this.name}: upload is smaller than its declared size`, { provider: this.name });
       }
+      await beforeCreate?.();
       return await this.#finish(session, last, offset, total);
     } catch (err) {
       // Cancelling (DELETE, answered 499) frees the session; nothing was created.

@@ -143,6 +143,12 @@ export function mapGcsError(err: unknown, provider = 'gcs'): StorageError {
     // the probe only get a 404 when the bucket itself is missing.
     code = 'not_found';
     reason = 'NoSuchBucket';
+  } else if (status === 412) {
+    // The only precondition an upload carries is ifGenerationMatch=0, so a
+    // failed one means the key already holds an object. (The cleanup delete's
+    // generation precondition can fail too, but its errors are dropped.)
+    code = 'conflict';
+    reason = 'KeyExists';
   } else if (status !== undefined && (status === 408 || status === 429 || status >= 500)) {
     code = 'unreachable';
     reason = `HTTP${status}`;
@@ -269,10 +275,14 @@ export class GcsStorageProvider implements StorageProvider {
       authClient: auth,
       // With a custom endpoint the client skips authentication unless told otherwise.
       ...(apiEndpoint ? { apiEndpoint, useAuthWithCustomEndpoint: true } : {}),
-      // RetryAlways: by default the client retries an upload only when it
-      // carries a generation precondition, so a chunk lost to a dropped
-      // connection would fail the job. Our writes are safe to repeat: a
-      // chunk is resent within its own session, and a job's key is its own.
+      // RetryAlways: by default the client retries a write only when it
+      // carries a generation precondition. Uploads do (see upload()), but the
+      // probe's save and delete do not, and a probe lost to a dropped
+      // connection would refuse a good destination. Repeating them is safe:
+      // the probe's object is its own, and an upload's chunks are resent
+      // within its session, whose precondition the service checks once, when
+      // it creates the object. A 412 is never retried, whatever the strategy:
+      // the client retries only 408, 429, 5xx and dropped connections.
       retryOptions: { autoRetry: maxRetries > 0, maxRetries, idempotencyStrategy: IdempotencyStrategy.RetryAlways },
       timeout: this.timeoutMs,
     });
@@ -306,9 +316,20 @@ export class GcsStorageProvider implements StorageProvider {
    * one chunk whatever the file size, and a dropped connection resumes from
    * the last byte the service confirmed instead of starting over. The object
    * appears only when the last chunk lands, and the client checks its CRC32C
-   * against the stored object's. An existing object is overwritten.
+   * against the stored object's.
+   *
+   * An existing object is never overwritten: the session carries
+   * ifGenerationMatch=0 ("only if there is no live object"), which GCS
+   * checks when the last chunk would create the object, in the same step.
+   * So an object that appeared under the key while this upload ran (another
+   * job's) is kept too, which a lookup before uploading could not promise.
+   * The refusal is a 412, reported as `conflict`; the session's bytes are
+   * discarded and nothing is stored. It comes only after the bytes were sent,
+   * the price of the check being atomic; keys collide only when a job names
+   * its file.
    */
   async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
+    let generation: string | undefined;
     return streamUpload(this.name, key, body, opts, {
       send: async (source) => {
         const file = this.#bucket.file(key);
@@ -320,11 +341,24 @@ export class GcsStorageProvider implements StorageProvider {
         // authorisation, as on GCS. The size is not declared: the session would
         // then wait for exactly that many bytes and a short stream would stall
         // it; the counter checks the size instead.
-        const [uri] = await file.createResumableUpload({ metadata: opts.contentType ? { contentType: opts.contentType } : {} });
+        // The precondition goes with the session's creation: the service
+        // keeps it with the session and applies it when the object is created.
+        // A resent final request of a finished session answers the object, not
+        // 412, so a retry never takes our own object for another's. Should
+        // the service refuse the session's creation already, that 412 maps to
+        // `conflict` the same way.
+        const [uri] = await file.createResumableUpload({
+          metadata: opts.contentType ? { contentType: opts.contentType } : {},
+          preconditionOpts: { ifGenerationMatch: 0 },
+        });
         const sink = file.createWriteStream({ uri, resumable: true, chunkSize: this.chunkSize, validation: 'crc32c' });
         await pipeline(source.stream, sink);
+        const created = file.metadata.generation;
+        if (typeof created === 'string' || typeof created === 'number') generation = String(created);
       },
-      remove: () => this.#bucket.file(key).delete({ ignoreNotFound: true }),
+      // Only the generation this upload created: whatever else the key may
+      // hold by then is not ours to delete.
+      remove: () => this.#bucket.file(key).delete({ ignoreNotFound: true, ...(generation !== undefined ? { ifGenerationMatch: generation } : {}) }),
       mapError: (err) => mapGcsError(err, this.name),
     });
   }

@@ -64,6 +64,8 @@ const OSS_CODES: Record<string, [StorageErrorCode, string]> = {
   NoSuchBucket: ['not_found', 'NoSuchBucket'],
   NoSuchKey: ['not_found', 'NoSuchKey'],
   NoSuchUpload: ['failed', 'NoSuchUpload'],
+  // 409 to a write sent with x-oss-forbid-overwrite: true (see upload()).
+  FileAlreadyExists: ['conflict', 'KeyExists'],
   AccessDenied: ['auth', 'AccessDenied'],
   InvalidAccessKeyId: ['auth', 'AccessDenied'],
   SignatureDoesNotMatch: ['auth', 'AccessDenied'],
@@ -234,24 +236,39 @@ export class OssStorageProvider implements StorageProvider {
    * a file or a whole Buffer) with `parallel` parts in flight, each held as
    * a Buffer so a failed part can be sent again. Memory stays bounded
    * whatever the file size; a failed multipart upload is aborted so no
-   * orphaned parts are billed. An existing key is overwritten.
+   * orphaned parts are billed.
+   *
+   * An existing key is never overwritten: PutObject, InitiateMultipartUpload
+   * and CompleteMultipartUpload carry `x-oss-forbid-overwrite: true`, and OSS
+   * refuses a write to a taken key with 409 FileAlreadyExists (`conflict`),
+   * checking as it creates the object: for a multipart upload that is the
+   * Complete, so an object that appeared under the key meanwhile is kept too,
+   * and the refused upload is aborted like any failed one. OSS ignores the
+   * header on a bucket with versioning enabled or suspended: there the
+   * earlier object becomes a previous version instead.
    */
   async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
     const client = this.#client;
     const attempt = <T>(op: () => Promise<T>) => this.#attempt(op);
     const mime = opts.contentType ? { mime: opts.contentType } : {};
+    // A fresh object per request: ali-oss adds to the headers it is given.
+    // A 409 after a retried request may be our own first attempt having
+    // landed; it is reported as `conflict` all the same (another job's upload
+    // of the same bytes would look no different), which costs an unreferenced
+    // object, never an overwrite.
+    const forbidOverwrite = () => ({ 'x-oss-forbid-overwrite': 'true' });
     const backend: MultipartBackend = {
       async putObject(buf) {
-        await attempt(() => client.put(key, buf, mime));
+        await attempt(() => client.put(key, buf, { ...mime, headers: forbidOverwrite() }));
       },
       async create() {
-        return (await attempt(() => client.initMultipartUpload(key, mime))).uploadId;
+        return (await attempt(() => client.initMultipartUpload(key, { ...mime, headers: forbidOverwrite() }))).uploadId;
       },
       async uploadPart(uploadId, partNo, buf) {
         return (await attempt(() => client.uploadPart(key, uploadId, partNo, buf, 0, buf.length))).etag;
       },
       async complete(uploadId, parts) {
-        await attempt(() => client.completeMultipartUpload(key, uploadId, parts));
+        await attempt(() => client.completeMultipartUpload(key, uploadId, parts, { headers: forbidOverwrite() }));
       },
       abort: (uploadId) => client.abortMultipartUpload(key, uploadId),
     };

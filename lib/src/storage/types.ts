@@ -23,10 +23,12 @@ export interface StorageProvider {
   probe(): Promise<void>;
   /**
    * Stream `body` to `key`. On failure `body` is destroyed, so a producer
-   * writing into it (ffmpeg) gets a closed pipe rather than blocking. Whether
-   * an existing key is overwritten is provider-specific (local and S3: never,
-   * they fail with `conflict`; the others: yes), so callers choose
-   * collision-free keys.
+   * writing into it (ffmpeg) gets a closed pipe rather than blocking. An
+   * existing key is never overwritten: the upload fails with `conflict`
+   * (atomically where the service can check at creation: local link(2),
+   * GCS ifGenerationMatch=0, Blob If-None-Match: *, OSS
+   * x-oss-forbid-overwrite; by a lookup first on S3 and Drive, which leaves
+   * a race window), and the caller picks another key.
    */
   upload(key: string, body: Readable, opts?: UploadOptions): Promise<UploadResult>;
   /** A URL anyone can GET until it expires; 24 h (86400 s) for job downloads. */
