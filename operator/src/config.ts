@@ -1,6 +1,6 @@
 // Operator settings, read once at start through lib's config loader.
 import { z } from 'zod';
-import { commonSchema, envBoolean, envInt, envJson, loadConfig, managedStorageSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
+import { commonSchema, ConfigError, envBoolean, envInt, envJson, loadConfig, managedStorageSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
 
 // A Kubernetes resource quantity: 500m, 2, 1.5, 512Mi, 2Gi, 1G.
 const quantity = z.string().regex(/^\d+(\.\d+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/, 'must be a Kubernetes quantity such as 500m, 2 or 512Mi');
@@ -49,6 +49,8 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(sto
   LEASE_NAME: z.string().default('mediajobs-operator'),
   LEASE_DURATION_SECONDS: envInt(1).default(15),
   LEASE_RENEW_SECONDS: envInt(1).default(5),
+  /** A leader that could not renew for this long stops leading; below LEASE_DURATION_SECONDS (default: two thirds of it, as client-go's 10 of 15). */
+  LEASE_RENEW_DEADLINE_SECONDS: envInt(1).optional(),
   POD_NAME: z.string().optional(),
   /** Webhook delivery: per-attempt timeout, attempts, first retry delay (doubling). */
   WEBHOOK_TIMEOUT_MS: envInt(1).default(10_000),
@@ -65,5 +67,14 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(sto
 export type OperatorConfig = z.infer<typeof operatorSchema>;
 
 export function loadOperatorConfig(env: NodeJS.ProcessEnv = process.env): OperatorConfig {
-  return loadConfig(operatorSchema, env);
+  const cfg = loadConfig(operatorSchema, env);
+  if (cfg.LEASE_RENEW_DEADLINE_SECONDS !== undefined && cfg.LEASE_RENEW_DEADLINE_SECONDS >= cfg.LEASE_DURATION_SECONDS) {
+    throw new ConfigError('invalid configuration:\n  LEASE_RENEW_DEADLINE_SECONDS: must be less than LEASE_DURATION_SECONDS');
+  }
+  return cfg;
+}
+
+/** The renew deadline in force: LEASE_RENEW_DEADLINE_SECONDS, else two thirds of the lease duration. */
+export function renewDeadlineSeconds(cfg: Pick<OperatorConfig, 'LEASE_DURATION_SECONDS' | 'LEASE_RENEW_DEADLINE_SECONDS'>): number {
+  return cfg.LEASE_RENEW_DEADLINE_SECONDS ?? (cfg.LEASE_DURATION_SECONDS * 2) / 3;
 }

@@ -1,7 +1,9 @@
 // Leader election over a coordination.k8s.io/v1 Lease, as client-go's
 // leaderelection does: acquire when the lease is free or expired, renew
 // while leading, give up leadership when renewal keeps failing past the
-// lease duration, and release on a clean stop so a successor need not wait.
+// renew deadline (shorter than the lease duration, so the old leader has
+// stopped before anyone else may take the expired lease), and release on a
+// clean stop so a successor need not wait.
 import * as k8s from '@kubernetes/client-node';
 import type { Logger } from '@mediajobs/lib/logger';
 import { isConflict, isNotFound } from './kube.js';
@@ -12,6 +14,8 @@ export interface LeaderOptions {
   identity: string;
   leaseDurationSeconds: number;
   renewSeconds: number;
+  /** Stop leading when no renewal succeeded for this long; less than leaseDurationSeconds. */
+  renewDeadlineSeconds: number;
   onStartedLeading: () => void | Promise<void>;
   onStoppedLeading: () => void | Promise<void>;
 }
@@ -58,9 +62,13 @@ export class LeaderElector {
     }
     if (acquired) this.lastRenew = Date.now();
     if (acquired && !this.leading) await this.setLeading(true);
-    if (!acquired && this.leading && Date.now() - this.lastRenew > this.o.leaseDurationSeconds * 1000) await this.setLeading(false);
+    const deadline = this.lastRenew + this.o.renewDeadlineSeconds * 1000;
+    if (!acquired && this.leading && Date.now() >= deadline) await this.setLeading(false);
     if (this.stopped) return;
-    const next = this.leading ? this.o.renewSeconds * 1000 : Math.max(200, (this.o.renewSeconds * 1000) / 2);
+    // A leader whose renewal failed tries again sooner, and looks again at
+    // its deadline exactly, so it steps down on time even between renewals.
+    const retry = Math.max(200, (this.o.renewSeconds * 1000) / 2);
+    const next = !this.leading ? retry : acquired ? this.o.renewSeconds * 1000 : Math.max(50, Math.min(retry, deadline - Date.now()));
     this.timer = setTimeout(() => void this.loop(), next);
     this.timer.unref();
   }

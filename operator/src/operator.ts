@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import pg from 'pg';
 import { createLogger, type Logger } from '@mediajobs/lib/logger';
 import { SecretBox } from '@mediajobs/lib/secret-box';
-import type { OperatorConfig } from './config.js';
+import { renewDeadlineSeconds, type OperatorConfig } from './config.js';
 import { MediaJobController, type ManagedStorageAccess } from './controller.js';
 import { OperatorDb } from './db.js';
 import { makeKube } from './kube.js';
@@ -62,6 +62,7 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
       identity: cfg.POD_NAME ?? `${hostname()}-${process.pid}`,
       leaseDurationSeconds: cfg.LEASE_DURATION_SECONDS,
       renewSeconds: cfg.LEASE_RENEW_SECONDS,
+      renewDeadlineSeconds: renewDeadlineSeconds(cfg),
       onStartedLeading: lead,
       onStoppedLeading: unlead,
     });
