@@ -105,7 +105,7 @@ export class OutboxDispatcher {
   private async claim(): Promise<OutboxRow[]> {
     const lease = Math.ceil(this.opts.timeoutMs / 1000) + 30;
     const r = await this.pool.query<OutboxRow>(
-      `UPDATE outbox SET next_attempt_at = now() + make_interval(secs => $2)
+      `UPDATE outbox SET next_attempt_at = now() + make_interval(secs => $2), attempts = attempts + 1
        WHERE id IN (SELECT o.id FROM outbox o WHERE o.delivered_at IS NULL AND o.failed_at IS NULL AND o.next_attempt_at <= now()
                       AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.job_id = o.job_id AND p.id < o.id
                                         AND p.delivered_at IS NULL AND p.failed_at IS NULL)
@@ -116,7 +116,14 @@ export class OutboxDispatcher {
   }
 
   private async deliver(row: OutboxRow): Promise<void> {
-    const attempt = row.attempts + 1;
+    // Counted when claimed, so an attempt cut short by a crash (its POST
+    // perhaps sent) still counts: never more POSTs than attempts.
+    const attempt = row.attempts;
+    if (attempt > this.opts.attempts) {
+      await this.pool.query(`UPDATE outbox SET failed_at = now(), last_error = coalesce(last_error, 'interrupted') WHERE id = $1`, [row.id]);
+      this.log.warn({ eventId: row.event_id, type: row.type, attempt: attempt - 1 }, 'webhook given up');
+      return;
+    }
     let error: string | undefined;
     try {
       const target = this.box.open(row.target_enc);

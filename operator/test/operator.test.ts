@@ -49,6 +49,7 @@ describe('operator on the local cluster', function () {
   let db: TestDatabase;
   let custom: k8s.CustomObjectsApi;
   let batch: k8s.BatchV1Api;
+  let core: k8s.CoreV1Api;
   let apiKeyId: string;
   let receiver: Awaited<ReturnType<typeof webhookReceiver>>;
   let operator: OperatorHandle | undefined;
@@ -80,6 +81,7 @@ describe('operator on the local cluster', function () {
     kc.loadFromFile(tc.cluster.kubeconfigPath);
     custom = kc.makeApiClient(k8s.CustomObjectsApi);
     batch = kc.makeApiClient(k8s.BatchV1Api);
+    core = kc.makeApiClient(k8s.CoreV1Api);
   });
 
   afterEach(async () => {
@@ -119,6 +121,12 @@ describe('operator on the local cluster', function () {
     expect(JSON.stringify(job.spec!.template)).to.not.include(receiver.url);
     // The CPU limit is the runner's thread budget; without it ffmpeg would size itself by the node.
     expect(job.spec!.template.spec!.containers[0]!.resources).to.deep.equal(DEFAULT_RUNNER_RESOURCES);
+    // The configured Job policy (defaults here), and labels that find it from the MediaJob.
+    expect(job.spec).to.include({ backoffLimit: 0, activeDeadlineSeconds: 6 * 3600, ttlSecondsAfterFinished: 3600 });
+    expect(job.metadata!.labels).to.include({ 'app.kubernetes.io/managed-by': 'mediajobs-operator', 'mediajobs.io/mediajob': 'gitops-1', 'mediajobs.io/job-id': mj.metadata.uid });
+    // Its credentials go when it finishes, not only with the MediaJob.
+    await eventually(async () => core.readNamespacedSecret({ name: `${mj.status!.jobName!}-credentials`, namespace: 'default' })
+      .then(() => false, (err: unknown) => err instanceof k8s.ApiException && err.code === 404), 10_000);
   });
 
   it('ends a technical failure Failed with job_failed, and a content issue Warning without it', async () => {
