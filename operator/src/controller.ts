@@ -20,7 +20,7 @@ import {
   MANAGED_BY, buildCredentialsSecret, buildRunnerJob, credentialsSecretName, runnerJobName,
 } from './job-builder.js';
 import { MERGE_PATCH, isAlreadyExists, isNotFound, type Kube } from './kube.js';
-import { WAIT_FOR_POD, deriveStatus, isTerminal, statusChanged } from './status.js';
+import { WAIT_FOR_POD, deriveStatus, failedBeforeRunning, isTerminal, statusChanged } from './status.js';
 import { DestinationUnresolvable, JobDestinations, STORAGE_UNREACHABLE_MESSAGE } from './destinations.js';
 
 /** What the controller needs from managed storage. */
@@ -193,10 +193,7 @@ export class MediaJobController {
         if (!(err instanceof DestinationUnresolvable)) throw err;
         // Never delivered elsewhere: the job ends here, before any download.
         this.d.log.warn({ jobId, why: err.why }, 'storage destination cannot be resolved');
-        const failed: MediaJobStatus = {
-          ...(mj.status ?? {}), jobId, status: 'Failed', step: mj.status?.step ?? 'Queued', errorType: 'error', reason: 'storage_unreachable',
-          error: STORAGE_UNREACHABLE_MESSAGE, finishTime: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
-        };
+        const failed = failedBeforeRunning(mj, { jobId, reason: 'storage_unreachable', error: STORAGE_UNREACHABLE_MESSAGE }, new Date());
         await this.writeStatus(mj, failed);
         await this.finish(key, mj, failed);
         return;
@@ -227,14 +224,12 @@ export class MediaJobController {
     }
     // Failed once, and then left alone: a resync must not move its finish
     // time (a patch per pass), and it goes after the TTL like any finished job.
-    const finishTime = mj.status?.reason === 'invalid_owner' && mj.status.finishTime
-      ? mj.status.finishTime
-      : new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-    await this.writeStatus(mj, {
-      ...(mj.status ?? {}), jobId, status: 'Failed', errorType: 'error', reason: 'invalid_owner',
-      error: 'spec.owner.apiKeyId does not name an active API key', finishTime,
-    });
-    await this.deleteAfterTtl(key, mj, finishTime);
+    const failed = failedBeforeRunning(mj, {
+      jobId, reason: 'invalid_owner', error: 'spec.owner.apiKeyId does not name an active API key',
+      ...(mj.status?.reason === 'invalid_owner' && mj.status.finishTime ? { finishTime: mj.status.finishTime } : {}),
+    }, new Date());
+    await this.writeStatus(mj, failed);
+    await this.deleteAfterTtl(key, mj, failed.finishTime);
     return false;
   }
 

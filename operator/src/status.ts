@@ -103,12 +103,29 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
   return next;
 }
 
+/**
+ * A job that ends before any runner ran it (its destination cannot be
+ * resolved, its owner key does not exist): Failed, with its conditions like
+ * any other finished job. `finishTime` defaults to now.
+ */
+export function failedBeforeRunning(mj: MediaJob, why: { jobId: string; reason: string; error: string; finishTime?: string }, now: Date): MediaJobStatus {
+  const nowStr = timeOf(now)!;
+  const s: MediaJobStatus = {
+    ...(mj.status ?? {}), jobId: why.jobId, status: 'Failed', step: mj.status?.step ?? 'Queued', errorType: 'error',
+    reason: why.reason, error: why.error, finishTime: why.finishTime ?? nowStr,
+  };
+  s.conditions = conditionsFor(s, { mj, admitted: false, jobName: '' }, mj.status?.conditions ?? [], nowStr);
+  return s;
+}
+
 function conditionsFor(s: MediaJobStatus, o: Observed, prev: Condition[], now: string): Condition[] {
   const gen = o.mj.metadata.generation;
   const want: Omit<Condition, 'lastTransitionTime'>[] = [
     o.admitted
       ? { type: 'Admitted', status: 'True', reason: 'JobCreated', message: `Job ${o.jobName} runs the download`, observedGeneration: gen }
-      : { type: 'Admitted', status: 'False', reason: 'WaitingForCapacity', message: 'Waiting for a free runner slot', observedGeneration: gen },
+      : isTerminal(s.status)
+        ? { type: 'Admitted', status: 'False', reason: 'NotRun', message: 'The job ended before a runner was started', observedGeneration: gen }
+        : { type: 'Admitted', status: 'False', reason: 'WaitingForCapacity', message: 'Waiting for a free runner slot', observedGeneration: gen },
     s.status === 'Processing'
       ? { type: 'Running', status: 'True', reason: 'RunnerStarted', message: `Step ${s.step ?? 'Downloading'}`, observedGeneration: gen }
       : { type: 'Running', status: 'False', reason: s.status === 'Pending' ? 'NotStarted' : 'Finished', message: '', observedGeneration: gen },

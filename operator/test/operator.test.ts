@@ -152,6 +152,9 @@ describe('operator on the local cluster', function () {
     await eventually(async () => (await statusOf('orphan')) === 'Failed');
     const failed = await get('orphan');
     expect(failed.status).to.include({ reason: 'invalid_owner' });
+    // Its conditions say so as for any finished job (kubectl wait --for=condition=Succeeded=False).
+    expect(failed.status!.conditions!.find((c) => c.type === 'Succeeded')).to.include({ status: 'False', reason: 'Failed', observedGeneration: failed.metadata.generation });
+    expect(failed.status!.conditions!.find((c) => c.type === 'Admitted')).to.include({ status: 'False', reason: 'NotRun' });
     // Resyncs every second pass over it without writing its status again.
     await new Promise((r) => setTimeout(r, 1500));
     const later = await get('orphan').catch(() => undefined);

@@ -23,7 +23,7 @@ export const DESTINATION_TYPES = ['managed', 'saved', 'inline'] as const;
 export const ERROR_TYPES = ['error', 'warning'] as const;
 export const CONDITION_STATUSES = ['True', 'False', 'Unknown'] as const;
 /** Condition types the operator sets on a MediaJob. */
-export const MEDIAJOB_CONDITION_TYPES = ['Admitted', 'Running', 'Succeeded', 'Failed'] as const;
+export const MEDIAJOB_CONDITION_TYPES = ['Admitted', 'Running', 'Succeeded'] as const;
 export const BATCH_STATUSES = ['paused', 'processing', 'completed', 'finished'] as const;
 export const BATCH_KINDS = ['show', 'playlist'] as const;
 
