@@ -27,6 +27,7 @@ interface OutboxRow {
 export class OutboxDispatcher {
   private timer: NodeJS.Timeout | undefined;
   private listener: pg.PoolClient | undefined;
+  private unlisten: (client: pg.PoolClient) => void = () => undefined;
   private running = false;
   private again = false;
   private stopped = false;
@@ -38,13 +39,21 @@ export class OutboxDispatcher {
     try {
       const listener = await this.pool.connect();
       this.listener = listener;
-      listener.on('notification', () => this.kick());
+      const onNotification = () => this.kick();
       // A lost LISTEN connection leaves polling, which still delivers everything; the broken client is destroyed.
-      listener.on('error', (err) => {
+      const onError = (err: Error) => {
         this.log.warn({ err: err.message }, 'outbox LISTEN connection lost; polling only');
-        if (this.listener === listener) this.listener = undefined;
+        this.unlisten(listener);
         listener.release(err);
-      });
+      };
+      listener.on('notification', onNotification);
+      listener.on('error', onError);
+      this.unlisten = (client) => {
+        // Once given back to the pool the client is someone else's: its errors are not ours to release again.
+        client.off('notification', onNotification);
+        client.off('error', onError);
+        if (this.listener === client) this.listener = undefined;
+      };
       await listener.query('LISTEN mediajobs_outbox');
     } catch (err) {
       this.log.warn({ err }, 'outbox LISTEN unavailable; polling only');
@@ -57,10 +66,14 @@ export class OutboxDispatcher {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
-    if (this.listener) {
-      await this.listener.query('UNLISTEN *').catch(() => undefined);
-      this.listener.release();
-      this.listener = undefined;
+    const listener = this.listener;
+    if (listener) {
+      await listener.query('UNLISTEN *').catch(() => undefined);
+      // The connection may have failed meanwhile, and its handler released it already.
+      if (this.listener === listener) {
+        this.unlisten(listener);
+        listener.release();
+      }
     }
     while (this.running) await new Promise((r) => setTimeout(r, 20));
   }

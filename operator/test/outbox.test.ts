@@ -87,6 +87,30 @@ describe('operator: webhook outbox', function () {
     expect(await row(id)).to.include({ attempts: 3, last_error: 'timeout' });
   });
 
+  it('survives Postgres dropping its LISTEN connection after the dispatcher stopped (as on a shutdown)', async () => {
+    await start({ timeoutMs: 2000, backoffMs: 50 });
+    await dispatchers.pop()!.stop();
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown) => uncaught.push(err);
+    // Mocha's own handler would fail some later test; catch what this one causes.
+    const mochaHandlers = process.listeners('uncaughtException');
+    process.removeAllListeners('uncaughtException');
+    process.on('uncaughtException', onUncaught);
+    try {
+      const admin = await db.pool.connect();
+      try {
+        await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()');
+      } finally {
+        admin.release();
+      }
+      await new Promise((r) => setTimeout(r, 300));
+    } finally {
+      process.off('uncaughtException', onUncaught);
+      for (const h of mochaHandlers) process.on('uncaughtException', h);
+    }
+    expect(uncaught.map(String)).to.deep.equal([]);
+  });
+
   it('counts an attempt a crash cut short: an event claimed for its last attempt is not sent again', async () => {
     answer = 'fail';
     // As the outbox stands after a dispatcher claimed the third attempt and died before recording it.
