@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 LOCAL_DIR ?= .local
 
-.PHONY: help deps media-tools bench-tools run run-cluster test typecheck lint unit bench clean
+.PHONY: help deps need-kubectl media-tools bench-tools run run-cluster test typecheck lint unit bench clean
 
 help:
 	@echo "make run    - run the service locally (local cluster; see README)"
@@ -17,6 +17,9 @@ node_modules/.installed: package-lock.json package.json
 	@touch $@
 
 deps: node_modules/.installed
+
+# Only the tests drive the real kubectl; `make run` works without it.
+need-kubectl:
 	@command -v kubectl >/dev/null || { echo "kubectl is required (see README)"; exit 1; }
 
 # yt-dlp and ffmpeg come from Debian's packages (root, or sudo, needed once).
@@ -48,10 +51,10 @@ typecheck: deps
 lint: deps
 	npx eslint .
 
-unit: deps media-tools
+unit: deps need-kubectl media-tools
 	npx mocha
 
-test: typecheck lint unit
+test: need-kubectl typecheck lint unit
 
 # Each benchmark prints the figures its issue names; run them one at a time on a quiet machine.
 bench: deps bench-tools
