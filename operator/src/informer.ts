@@ -50,11 +50,8 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     inf.on('error', (err) => {
       // A replaced informer's aborted watch, or a relist's failed one (relist retries itself), is not ours to restart.
       if (this.stopped || inf !== this.informer) return;
-      const delay = Math.min(30_000, 250 * 2 ** Math.min(this.restarts++, 7));
-      this.o.log.warn({ informer: this.o.name, err: String(err), delayMs: delay }, 'informer stopped; restarting');
-      const t = setTimeout(() => void this.restart(), delay);
-      t.unref();
-      this.timers.push(t);
+      this.o.log.warn({ informer: this.o.name, err: String(err) }, 'informer stopped; restarting');
+      this.restartLater();
     });
     return inf;
   }
@@ -78,6 +75,13 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     watchdog.unref();
     relist.unref();
     this.timers.push(resync, watchdog, relist);
+  }
+
+  /** restart() after a failure, waiting longer after each one in a row (250 ms doubling, at most 30 s). */
+  private restartLater(): void {
+    const t = setTimeout(() => void this.restart(), Math.min(30_000, 250 * 2 ** Math.min(this.restarts++, 7)));
+    t.unref();
+    this.timers.push(t);
   }
 
   private async restart(): Promise<void> {
@@ -113,9 +117,7 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
       // rejection): keep the old cache, whole but stale, rather than an empty one.
       await fresh.stop().catch(() => undefined);
       this.o.log.warn({ informer: this.o.name }, 'informer relist failed; keeping the cache and trying again');
-      const t = setTimeout(() => void this.restart(), Math.min(30_000, 500 * 2 ** Math.min(this.restarts++, 6)));
-      t.unref();
-      this.timers.push(t);
+      this.restartLater();
       return;
     }
     this.informer = fresh;

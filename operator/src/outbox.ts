@@ -159,19 +159,19 @@ export class OutboxDispatcher {
       error = err instanceof Error && err.name === 'TimeoutError' ? 'timeout' : 'connection failed';
     }
     if (!error) {
-      await this.pool.query('UPDATE outbox SET delivered_at = now(), attempts = $2, last_error = NULL WHERE id = $1', [row.id, attempt]);
+      await this.pool.query('UPDATE outbox SET delivered_at = now(), last_error = NULL WHERE id = $1', [row.id]);
       this.log.info({ eventId: row.event_id, type: row.type, attempt }, 'webhook delivered');
       return;
     }
     if (attempt >= this.opts.attempts) {
-      await this.pool.query('UPDATE outbox SET failed_at = now(), attempts = $2, last_error = $3 WHERE id = $1', [row.id, attempt, error]);
+      await this.pool.query('UPDATE outbox SET failed_at = now(), last_error = $2 WHERE id = $1', [row.id, error]);
       this.log.warn({ eventId: row.event_id, type: row.type, attempt, error }, 'webhook given up');
       return;
     }
     const delayMs = this.opts.backoffMs * 2 ** (attempt - 1);
     await this.pool.query(
-      `UPDATE outbox SET attempts = $2, last_error = $3, next_attempt_at = now() + make_interval(secs => $4) WHERE id = $1`,
-      [row.id, attempt, error, delayMs / 1000]);
+      `UPDATE outbox SET last_error = $2, next_attempt_at = now() + make_interval(secs => $3) WHERE id = $1`,
+      [row.id, error, delayMs / 1000]);
     this.log.info({ eventId: row.event_id, type: row.type, attempt, error, retryInMs: delayMs }, 'webhook attempt failed');
   }
 }

@@ -7,14 +7,13 @@ import { expect } from 'chai';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { eventually, KUBECTL } from '../../local-cluster/test/support.js';
 import { tsxCommand } from '../support/tsx.js';
+import { freePort } from './support.js';
 
 const run = promisify(execFile);
 const SCRIPT = fileURLToPath(new URL('../../scripts/local-mode.ts', import.meta.url));
@@ -45,17 +44,6 @@ interface Site {
   pgDataDir: string;
   env: NodeJS.ProcessEnv;
   port: number;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 async function makeSite(devKey: string): Promise<Site> {

@@ -116,7 +116,8 @@ export async function startService(opts: ServiceOptions = {}): Promise<Service> 
   return service;
 }
 
-function freePort(): Promise<number> {
+/** A TCP port free on 127.0.0.1 now. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);
