@@ -64,5 +64,9 @@ bench: deps bench-tools
 	npx tsx runner-image/bench/runner-vs-bare.ts
 	npx tsx lib/bench/upload-vs-rclone.ts
 
+# As root with a private checkout the database lives outside (README, ADR 0008), linked from $(LOCAL_DIR)/postgres.
 clean:
+	@if [ -L $(LOCAL_DIR)/postgres ]; then \
+	  case "$$(readlink $(LOCAL_DIR)/postgres)" in /var/lib/mediajobs/state/*) rm -rf "$$(dirname "$$(readlink $(LOCAL_DIR)/postgres)")";; esac; \
+	fi
 	rm -rf $(LOCAL_DIR) node_modules

@@ -1,24 +1,31 @@
-// Local mode (`make run`) as a user meets it: scripts/local-mode.ts as a
+// Local mode (`make run`) as a newcomer meets it: scripts/local-mode.ts as a
 // process of its own with the embedded PostgreSQL, the banner it prints, the
-// API and kubectl behind it, Ctrl-C, and a restart on the same state. Each
-// run has its own state directory and ports, so it never meets a developer's
-// .local/ or another test's Postgres.
+// API and kubectl behind it, a real job (media made with ffmpeg, served on
+// 127.0.0.1), Ctrl-C, and a restart on the same state. State and checkouts
+// sit in private (0700) folders, as root's home is: as root, Postgres runs as
+// the `postgres` user, who cannot enter them. Also: restarts after kill -9,
+// and the one-line failures (a port taken, tools missing, an old database).
+// Each run has its own state directory and ports, so it never meets a
+// developer's .local/ or another test's Postgres.
 import { expect } from 'chai';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { eventually, KUBECTL } from '../../local-cluster/test/support.js';
+import { startMediaServer, type MediaServer } from '../support/media.js';
 import { tsxCommand } from '../support/tsx.js';
 import { freePort } from './support.js';
 
 const run = promisify(execFile);
-const SCRIPT = fileURLToPath(new URL('../../scripts/local-mode.ts', import.meta.url));
-/** Closed on any test machine: the job fails at once, without network. */
-const UNREACHABLE = 'http://127.0.0.1:9/x';
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const IS_ROOT = process.getuid?.() === 0;
+/** Where local mode puts, as root, what the `postgres` user must reach (scripts/local-postgres.ts). */
+const RUNTIME_ROOT = '/var/lib/mediajobs';
 
 interface Exit {
   code: number | null;
@@ -37,46 +44,71 @@ interface Banner {
   kubeconfig: string;
 }
 
-/** One state directory (MEDIAJOBS_LOCAL_DIR) with its ports, kept across restarts as `make run` keeps .local/. */
+/** One state directory with its ports, kept across restarts as `make run` keeps .local/. */
 interface Site {
+  /** A private folder (mkdtemp makes it 0700) holding everything of this site. */
   dir: string;
+  /** The checkout local mode runs from. */
+  checkout: string;
   localDir: string;
-  pgDataDir: string;
   env: NodeJS.ProcessEnv;
   port: number;
 }
 
-async function makeSite(devKey: string): Promise<Site> {
+/**
+ * A site in a fresh private folder. With `privateCheckout`, the checkout is
+ * in it too and state goes to its default .local/, as after `git clone …
+ * ~/mediajobs && cd ~/mediajobs && make run`; otherwise this checkout runs
+ * with MEDIAJOBS_LOCAL_DIR in the private folder.
+ */
+async function makeSite(devKey: string, opts: { privateCheckout?: boolean } = {}): Promise<Site> {
   const dir = mkdtempSync(join(tmpdir(), 'mj-local-mode-'));
-  // As root, embedded Postgres runs as the `postgres` user, who must be able
-  // to reach its data directory inside this otherwise private (0700) dir.
-  chmodSync(dir, 0o755);
+  expect(statSync(dir).mode & 0o777).to.equal(0o700);
   const home = join(dir, 'home');
   mkdirSync(home);
-  const localDir = join(dir, 'local');
+  const checkout = opts.privateCheckout ? await copyCheckout(join(dir, 'mediajobs')) : ROOT;
+  const localDir = opts.privateCheckout ? join(checkout, '.local') : join(dir, 'local');
   const port = await freePort();
   const env: NodeJS.ProcessEnv = { ...process.env };
   // Whatever the shell running the tests has set must not leak into local mode's own choices.
-  for (const k of ['DATABASE_URL', 'KUBECONFIG', 'PUBLIC_BASE_URL', 'SECRET_KEYS', 'FILE_URL_SECRET', 'HOST', 'LOCAL_CLUSTER_PORT']) {
+  for (const k of ['DATABASE_URL', 'KUBECONFIG', 'PUBLIC_BASE_URL', 'SECRET_KEYS', 'FILE_URL_SECRET', 'HOST', 'LOCAL_CLUSTER_PORT', 'MEDIAJOBS_LOCAL_DIR']) {
     delete env[k];
   }
   Object.assign(env, {
     HOME: home,
-    MEDIAJOBS_LOCAL_DIR: localDir,
     MEDIAJOBS_DEV_API_KEY: devKey,
     PORT: String(port),
     EMBEDDED_PG_PORT: String(await freePort()),
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+    ...(opts.privateCheckout ? {} : { MEDIAJOBS_LOCAL_DIR: localDir }),
   });
-  return { dir, localDir, pgDataDir: join(localDir, 'postgres'), env, port };
+  return { dir, checkout, localDir, env, port };
+}
+
+/**
+ * This working tree (node_modules included, .git and .local not) at `to`,
+ * hard-linked: a real checkout's layout in a private folder without copying
+ * 500 MB. Nothing there is written in place, so the links are safe.
+ */
+async function copyCheckout(to: string): Promise<string> {
+  mkdirSync(to);
+  const entries = readdirSync(ROOT).filter((e) => e !== '.git' && e !== '.local').map((e) => join(ROOT, e));
+  await run('cp', ['-al', ...entries, to]);
+  return to;
+}
+
+/** The data directory of a site: <localDir>/postgres, or where that symlink points (as root, when the postgres user cannot enter localDir). */
+function dataDirOf(site: Site): string {
+  const path = join(site.localDir, 'postgres');
+  return lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink() ? readlinkSync(path) : path;
 }
 
 const started: LocalMode[] = [];
 
-function startLocalMode(site: Site): LocalMode {
-  const [cmd, ...args] = tsxCommand(SCRIPT);
+function startLocalMode(site: Site, env: NodeJS.ProcessEnv = site.env): LocalMode {
+  const [cmd, ...args] = tsxCommand(join(site.checkout, 'scripts/local-mode.ts'));
   // Its own process group, so a test can send Ctrl-C the way a terminal does: to the whole group.
-  const proc = spawn(cmd!, args, { cwd: site.dir, env: site.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(cmd!, args, { cwd: site.checkout, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
@@ -85,7 +117,6 @@ function startLocalMode(site: Site): LocalMode {
   started.push(lm);
   return lm;
 }
-
 function running(lm: LocalMode): boolean {
   return lm.proc.exitCode === null && lm.proc.signalCode === null;
 }
@@ -124,9 +155,10 @@ async function postmastersOf(dataDir: string): Promise<number[]> {
 }
 
 async function expectNoPostgres(site: Site, lm: LocalMode): Promise<void> {
-  expect(await postmastersOf(site.pgDataDir), `postgres of ${site.pgDataDir} still running:\n${lm.output()}`).to.deep.equal([]);
+  const dataDir = dataDirOf(site);
+  expect(await postmastersOf(dataDir), `postgres of ${dataDir} still running:\n${lm.output()}`).to.deep.equal([]);
   // Postgres removes its pid file only on an orderly shutdown.
-  expect(existsSync(join(site.pgDataDir, 'postmaster.pid')), 'postmaster.pid left behind').to.equal(false);
+  expect(existsSync(join(dataDir, 'postmaster.pid')), 'postmaster.pid left behind').to.equal(false);
 }
 
 async function api(banner: Banner, method: string, path: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
@@ -143,47 +175,108 @@ function listedIds(r: { body: Record<string, unknown> }): string[] {
   return (r.body.jobs as { id: string }[]).map((j) => j.id);
 }
 
+
+/** A job on the served MP4 that completes, and its file, downloadable and whole. */
+async function completeJob(banner: Banner, media: MediaServer, lm: LocalMode): Promise<Record<string, unknown>> {
+  const created = await api(banner, 'POST', '/jobs', { url: media.mp4Url });
+  expect(created.status, JSON.stringify(created.body)).to.equal(201);
+  const id = created.body.job_id as string;
+  const job = await eventually(async () => {
+    const r = await api(banner, 'GET', `/jobs/${id}`);
+    return ['Completed', 'Failed', 'Warning', 'Skipped'].includes(r.body.status as string) ? r.body : undefined;
+  }, 60_000, 200);
+  expect(job, `${JSON.stringify(job)}\n${lm.output()}`).to.include({ status: 'Completed', step: 'Finished', error: null });
+  await expectFile(job);
+  return { ...job, id };
+}
+
+async function expectFile(job: Record<string, unknown>): Promise<void> {
+  const file = await fetch(job.s3_url as string);
+  expect(file.status).to.equal(200);
+  expect((await file.arrayBuffer()).byteLength).to.equal(job.file_size);
+}
+
+/**
+ * How a start that cannot go on must end: exit 1, one fatal line (pino's,
+ * one JSON object) whose message matches, no stack trace, nothing unhandled.
+ */
+async function expectOneLineFailure(lm: LocalMode, message: RegExp): Promise<void> {
+  expect(await waitExit(lm, 60_000), lm.output()).to.deep.equal({ code: 1, signal: null });
+  const fatal = lm.output().split('\n').filter((l) => l.includes('"level":60'));
+  expect(fatal, lm.output()).to.have.length(1);
+  expect((JSON.parse(fatal[0]!) as { msg: string }).msg).to.match(message);
+  expect(lm.output()).to.not.match(/^\s+at \S/m);
+  expect(lm.output()).to.not.match(/unhandled|uncaught|\bError:/i);
+  expect(lm.output()).to.not.include('mediajobs is running locally');
+}
+
+/** Something else listening on 127.0.0.1:`port`. */
+async function holdPort(port: number): Promise<Server> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return server;
+}
+
+async function killGroup(lm: LocalMode): Promise<void> {
+  process.kill(-lm.proc.pid!, 'SIGKILL');
+  await lm.exited;
+}
+
 describe('local mode (make run)', function () {
-  this.timeout(90_000);
+  this.timeout(120_000);
   const sites: Site[] = [];
+  const held: Server[] = [];
+  let media: MediaServer;
+
+  before(async () => {
+    media = await startMediaServer();
+  });
+
+  after(async () => {
+    await media.stop();
+  });
 
   afterEach(async () => {
     // Nothing outlives a test, even a failed one: local mode's whole group, then any Postgres it left.
     for (const lm of started.splice(0)) {
-      if (running(lm)) {
-        try {
-          process.kill(-lm.proc.pid!, 'SIGKILL');
-        } catch { /* already gone */ }
-        await lm.exited;
-      }
+      if (running(lm)) await killGroup(lm).catch(() => undefined);
     }
+    for (const server of held.splice(0)) await new Promise((r) => server.close(r));
     for (const site of sites.splice(0)) {
-      for (const pid of await postmastersOf(site.pgDataDir)) {
+      const dataDir = dataDirOf(site);
+      for (const pid of await postmastersOf(dataDir)) {
         try {
           process.kill(pid, 'SIGKILL');
         } catch { /* already gone */ }
       }
+      // A database placed outside the private folder goes with it (its state/<hash> folder).
+      if (dataDir.startsWith(`${RUNTIME_ROOT}/`)) rmSync(dirname(dataDir), { recursive: true, force: true });
       rmSync(site.dir, { recursive: true, force: true });
     }
   });
 
-  it('prints its URL, dev key and kubeconfig, serves jobs, stops on Ctrl-C and keeps jobs and keys across a restart', async () => {
-    const devKey = `mj_dev_${randomBytes(12).toString('hex')}`;
-    const site = await makeSite(devKey);
+  async function newSite(opts: { privateCheckout?: boolean } = {}): Promise<Site> {
+    const site = await makeSite(`mj_dev_${randomBytes(12).toString('hex')}`, opts);
     sites.push(site);
+    return site;
+  }
+
+  it('with its state in a private folder: prints its URL, dev key and kubeconfig, completes a job, stops on Ctrl-C and keeps jobs, keys and files across a restart', async () => {
+    const site = await newSite();
+    const devKey = site.env.MEDIAJOBS_DEV_API_KEY!;
 
     const first = startLocalMode(site);
     const banner = await waitReady(first);
     expect(banner).to.deep.equal({ baseUrl: `http://127.0.0.1:${site.port}`, devKey, kubeconfig: join(site.localDir, 'kubeconfig') });
     expect(existsSync(banner.kubeconfig), 'kubeconfig file').to.equal(true);
+    // As root, the postgres user cannot enter the private folder: the database lives outside, linked from it.
+    expect(dataDirOf(site).startsWith(`${RUNTIME_ROOT}/state/`), dataDirOf(site)).to.equal(IS_ROOT);
 
     const health = await fetch(`${banner.baseUrl}/healthz`);
     expect(health.status).to.equal(200);
 
-    const created = await api(banner, 'POST', '/jobs', { url: UNREACHABLE });
-    expect(created.status, JSON.stringify(created.body)).to.equal(201);
-    const id = created.body.job_id as string;
-    expect(id).to.be.a('string');
+    const job = await completeJob(banner, media, first);
+    const id = job.id as string;
     const listed = await api(banner, 'GET', '/jobs');
     expect(listed.status).to.equal(200);
     expect(listedIds(listed)).to.include(id);
@@ -208,9 +301,9 @@ describe('local mode (make run)', function () {
     const relisted = await api(again, 'GET', '/jobs');
     expect(relisted.status, 'the dev key still works').to.equal(200);
     expect(listedIds(relisted)).to.include(id);
-    const job = await api(again, 'GET', `/jobs/${id}`);
-    expect(job.status).to.equal(200);
-    expect(job.body.url).to.equal(UNREACHABLE);
+    const kept = await api(again, 'GET', `/jobs/${id}`);
+    expect(kept.body).to.include({ status: 'Completed', url: media.mp4Url });
+    await expectFile(kept.body);
 
     // A signal to local mode alone (kill <pid>): Postgres must be stopped by local mode itself.
     process.kill(second.proc.pid!, 'SIGTERM');
@@ -218,12 +311,95 @@ describe('local mode (make run)', function () {
     await expectNoPostgres(site, second);
   });
 
+  it('from a checkout in a private folder (git clone … ~/mediajobs && make run as root): comes up on its own .local/, completes a job, stops on Ctrl-C', async () => {
+    const site = await newSite({ privateCheckout: true });
+    const lm = startLocalMode(site);
+    const banner = await waitReady(lm);
+    expect(banner.kubeconfig).to.equal(join(site.localDir, 'kubeconfig'));
+    if (IS_ROOT) {
+      // Neither the binaries in node_modules nor .local/ are reachable for the postgres user: both are placed outside.
+      const [pid] = await postmastersOf(dataDirOf(site));
+      const { stdout } = await run('ps', ['-o', 'user=,args=', '-p', String(pid)]);
+      expect(stdout.trim()).to.match(new RegExp(`^postgres\\s+${RUNTIME_ROOT}/postgresql-[^/]+/bin/postgres -D ${RUNTIME_ROOT}/state/`));
+    }
+    await completeJob(banner, media, lm);
+    process.kill(-lm.proc.pid!, 'SIGINT');
+    expect(await waitExit(lm, 30_000), lm.output()).to.deep.equal({ code: 130, signal: null });
+    await expectNoPostgres(site, lm);
+  });
+
+  it('comes up again after kill -9 of its process group (Postgres left running) and of Postgres too, with jobs, keys and files kept', async () => {
+    const site = await newSite();
+    const first = startLocalMode(site);
+    const job = await completeJob(await waitReady(first), media, first);
+
+    // Postgres runs in a group of its own: killing local mode's group leaves it running on the data directory.
+    await killGroup(first);
+    const [orphan] = await postmastersOf(dataDirOf(site));
+    expect(orphan, 'the Postgres left running').to.be.a('number');
+
+    const second = startLocalMode(site);
+    const banner = await waitReady(second);
+    expect(await postmastersOf(dataDirOf(site))).to.not.include(orphan);
+    const kept = await api(banner, 'GET', `/jobs/${job.id as string}`);
+    expect(kept.body).to.include({ status: 'Completed' });
+    await expectFile(kept.body);
+
+    // The whole machine dies: everything killed, postmaster.pid left behind.
+    const [postmaster] = await postmastersOf(dataDirOf(site));
+    await killGroup(second);
+    process.kill(postmaster!, 'SIGKILL');
+    await eventually(async () => (await postmastersOf(dataDirOf(site))).length === 0, 10_000, 50);
+    expect(existsSync(join(dataDirOf(site), 'postmaster.pid')), 'a stale postmaster.pid').to.equal(true);
+
+    const third = startLocalMode(site);
+    const after = await waitReady(third);
+    expect(listedIds(await api(after, 'GET', '/jobs'))).to.include(job.id);
+    await completeJob(after, media, third);
+    process.kill(-third.proc.pid!, 'SIGINT');
+    expect(await waitExit(third, 30_000), third.output()).to.deep.equal({ code: 130, signal: null });
+    await expectNoPostgres(site, third);
+  });
+
+  it('says in one line that the gateway port is taken, and starts nothing', async () => {
+    const site = await newSite();
+    held.push(await holdPort(site.port));
+    const lm = startLocalMode(site);
+    await expectOneLineFailure(lm, new RegExp(`^the gateway port ${site.port} is taken by another program: stop it, or set PORT to a free port$`));
+    expect(existsSync(site.localDir), 'nothing started, not even the state folder').to.equal(false);
+  });
+
+  it('says in one line that the embedded Postgres port is taken, and stops what it started', async () => {
+    const site = await newSite();
+    held.push(await holdPort(Number(site.env.EMBEDDED_PG_PORT)));
+    const lm = startLocalMode(site);
+    await expectOneLineFailure(lm, new RegExp(`^the embedded Postgres port ${site.env.EMBEDDED_PG_PORT} is taken .* set EMBEDDED_PG_PORT to a free port$`));
+    await expectNoPostgres(site, lm);
+  });
+
+  it('says in one line that yt-dlp and ffmpeg are missing', async () => {
+    const site = await newSite();
+    const emptyBin = join(site.dir, 'bin');
+    mkdirSync(emptyBin);
+    const lm = startLocalMode(site, { ...site.env, PATH: emptyBin });
+    await expectOneLineFailure(lm, /^yt-dlp, ffmpeg, ffprobe not found on PATH: install them/);
+  });
+
+  it('says in one line that a database made by another PostgreSQL version cannot be opened, and keeps it', async () => {
+    const site = await newSite();
+    const old = join(site.localDir, 'postgres');
+    mkdirSync(old, { recursive: true });
+    writeFileSync(join(old, 'PG_VERSION'), '16\n');
+    const lm = startLocalMode(site);
+    await expectOneLineFailure(lm, /^the database in \S+ was made by PostgreSQL 16 and this is PostgreSQL \d+: move that folder away/);
+    expect(readFileSync(join(dataDirOf(site), 'PG_VERSION'), 'utf8')).to.equal('16\n');
+  });
+
   it('stops the embedded Postgres it is still starting when SIGINT arrives before it is ready', async () => {
-    const site = await makeSite(`mj_dev_${randomBytes(12).toString('hex')}`);
-    sites.push(site);
+    const site = await newSite();
     const lm = startLocalMode(site);
     // The pid file appears once the postmaster runs, well before local mode is ready.
-    await eventually(() => existsSync(join(site.pgDataDir, 'postmaster.pid')) || !running(lm), 60_000, 10);
+    await eventually(() => existsSync(join(dataDirOf(site), 'postmaster.pid')) || !running(lm), 60_000, 10);
     expect(running(lm), `exited early:\n${lm.output()}`).to.equal(true);
     // Only local mode gets the signal: nothing else would stop this Postgres.
     process.kill(lm.proc.pid!, 'SIGINT');
@@ -234,11 +410,9 @@ describe('local mode (make run)', function () {
   });
 
   it('exits 143 on SIGTERM while its first start is still initialising, and starts normally afterwards', async () => {
-    const devKey = `mj_dev_${randomBytes(12).toString('hex')}`;
-    const site = await makeSite(devKey);
-    sites.push(site);
+    const site = await newSite();
     const lm = startLocalMode(site);
-    // The state directory is made first thing once the signal handlers are in place; the data directory comes next.
+    // The state directory is made once the signal handlers are in place and the ports checked; the data directory comes next.
     await eventually(() => existsSync(site.localDir) || !running(lm), 60_000, 5);
     process.kill(lm.proc.pid!, 'SIGTERM');
     expect(await waitExit(lm, 30_000), lm.output()).to.deep.equal({ code: 143, signal: null });
@@ -248,7 +422,7 @@ describe('local mode (make run)', function () {
 
     const next = startLocalMode(site);
     const banner = await waitReady(next);
-    expect(banner.devKey).to.equal(devKey);
+    expect(banner.devKey).to.equal(site.env.MEDIAJOBS_DEV_API_KEY);
     expect((await api(banner, 'GET', '/jobs')).status).to.equal(200);
     process.kill(next.proc.pid!, 'SIGINT');
     expect(await waitExit(next, 30_000), next.output()).to.deep.equal({ code: 130, signal: null });
