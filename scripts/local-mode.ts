@@ -5,7 +5,7 @@
 // (cluster objects, database, files, secrets, the dev key) lives in .local/,
 // so a restart keeps jobs, keys and files. Ctrl-C stops everything. A start
 // that cannot go on says why in one line and stops what it started.
-import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -54,6 +54,30 @@ function parseJson(text: string): unknown {
     return JSON.parse(text);
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * This run's claim on the state folder. A second local mode on the same state
+ * would take the first one's Postgres for one a crash left, and stop it.
+ */
+function claimStateDir(): void {
+  const path = join(LOCAL, 'local-mode.pid');
+  const other = existsSync(path) ? Number(readFileSync(path, 'utf8')) : 0;
+  if (other && other !== process.pid && isLocalMode(other)) {
+    throw new StartupError(`local mode is already running on ${LOCAL} (pid ${other}): stop it first, or set MEDIAJOBS_LOCAL_DIR to another folder`);
+  }
+  writeFileSync(path, `${process.pid}\n`);
+  // First in, so released last, after Postgres has stopped.
+  stops.push(async () => rmSync(path, { force: true }));
+}
+
+/** Whether `pid` is a running local mode (not a process that got its pid after a crash). */
+function isLocalMode(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('local-mode');
+  } catch {
+    return false;
   }
 }
 
@@ -158,6 +182,7 @@ async function start(): Promise<void> {
   await requireFreePort(host, port, 'the gateway', 'PORT');
   if (clusterPort) await requireFreePort('127.0.0.1', clusterPort, 'the local cluster', 'LOCAL_CLUSTER_PORT');
   mkdirSync(LOCAL, { recursive: true });
+  claimStateDir();
   const secrets = localSecrets();
   const storageDir = join(LOCAL, 'storage');
   mkdirSync(storageDir, { recursive: true });
@@ -185,6 +210,9 @@ async function start(): Promise<void> {
     PORT: String(port),
     HOST: host,
     RUNNER_IMAGE,
+    // One operator, in this process, alone on this state (claimStateDir): a
+    // lease left by a killed run would only hold jobs back until it expired.
+    LEADER_ELECTION: process.env.LEADER_ELECTION ?? 'false',
   };
   const gateway = await startGateway(loadGatewayConfig(env), { logger: createLogger('api-gateway', env.LOG_LEVEL ?? 'info') })
     .catch(portTaken('the gateway', port, 'PORT'));

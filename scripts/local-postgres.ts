@@ -331,7 +331,10 @@ interface ServerOptions {
 async function startServer(o: ServerOptions): Promise<void> {
   const logFd = openSync(o.logPath, 'a');
   const logStart = statSync(o.logPath).size;
-  const child = spawn(join(o.binDir, 'postgres'), ['-D', o.dataDir, '-p', String(o.port)], {
+  // TCP only: a Unix socket's lock file in /tmp would outlive a killed
+  // Postgres and, once its pid is reused, stop the next one from starting.
+  const args = ['-D', o.dataDir, '-p', String(o.port), '-c', 'unix_socket_directories='];
+  const child = spawn(join(o.binDir, 'postgres'), args, {
     ...serverSpawnOptions(o.runAs), detached: true, stdio: ['ignore', logFd, logFd],
   });
   closeSync(logFd);

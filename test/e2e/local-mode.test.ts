@@ -369,6 +369,18 @@ describe('local mode (make run)', function () {
     expect(existsSync(site.localDir), 'nothing started, not even the state folder').to.equal(false);
   });
 
+  it('says in one line that local mode already runs on this state, and leaves that one running', async () => {
+    const site = await newSite();
+    const first = startLocalMode(site);
+    const banner = await waitReady(first);
+    const second = startLocalMode(site, { ...site.env, PORT: String(await freePort()) });
+    await expectOneLineFailure(second, new RegExp(`^local mode is already running on ${site.localDir} \\(pid ${first.proc.pid}\\): stop it first`));
+    expect((await api(banner, 'GET', '/jobs')).status).to.equal(200);
+    process.kill(-first.proc.pid!, 'SIGINT');
+    expect(await waitExit(first, 30_000), first.output()).to.deep.equal({ code: 130, signal: null });
+    await expectNoPostgres(site, first);
+  });
+
   it('says in one line that the embedded Postgres port is taken, and stops what it started', async () => {
     const site = await newSite();
     held.push(await holdPort(Number(site.env.EMBEDDED_PG_PORT)));
