@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 
 /** Every live child, so a SIGTERM handler can stop them all synchronously. */
@@ -42,6 +42,8 @@ export interface RunOptions {
    * Without it stdin is /dev/null.
    */
   stdin?: Promise<string>;
+  /** Or: stdin as a stream for the caller to write (bytes copied to ffprobe as they are produced); called before runProcess returns. */
+  stdinStream?: (stdin: Writable) => void;
 }
 
 export interface RunResult {
@@ -63,7 +65,7 @@ export function runProcess(cmd: string, args: string[], opts: RunOptions = {}): 
       resolve({ exitCode: null, signal: 'SIGTERM', stdout: '', stderr: '', stdoutTruncated: false });
       return;
     }
-    const stdin = opts.stdin ? 'pipe' : 'ignore';
+    const stdin = opts.stdin || opts.stdinStream ? 'pipe' : 'ignore';
     const linesOnFd3 = opts.pipeStdout !== undefined || opts.stdoutFd !== undefined;
     const child = spawn(cmd, args, { stdio: linesOnFd3 ? [stdin, opts.stdoutFd ?? 'pipe', 'pipe', 'pipe'] : [stdin, 'pipe', 'pipe'] });
     live.add(child);
@@ -72,6 +74,11 @@ export function runProcess(cmd: string, args: string[], opts: RunOptions = {}): 
       // A child that exits before reading its input (killed, failed) closes the pipe: not an error of ours.
       input.on('error', () => undefined);
       opts.stdin.then((text) => input.end(text), () => input.end());
+    }
+    if (opts.stdinStream && child.stdin) {
+      // A child that stops reading early (exited, killed) closes the pipe: the writer sees that as the stream ending.
+      child.stdin.on('error', () => undefined);
+      opts.stdinStream(child.stdin);
     }
     if (opts.pipeStdout && child.stdout) opts.pipeStdout(child.stdout);
     const lines = linesOnFd3 ? (child.stdio[3] as Readable | null) : child.stdout;

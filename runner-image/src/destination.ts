@@ -73,7 +73,7 @@ export interface UploadJobFile {
    * (ffmpeg's stdout), rejecting when the writer fails. Written once, then
    * published under the first key not taken.
    */
-  writeTo?: (fd: number) => Promise<void>;
+  writeTo?: (file: Pick<StagedFile, 'fd' | 'path'>) => Promise<void>;
   ext: string;
   contentType: string;
   jobId: string;
@@ -131,14 +131,14 @@ export async function uploadJobFile(dest: ResolvedDestination, f: UploadJobFile)
 }
 
 /** uploadJobFile for a provider that stages: one write, then the keys in turn, so a taken key costs no second mux. */
-async function uploadStaged(provider: StorageProvider, writeTo: (fd: number) => Promise<void>, keys: (() => string)[]): Promise<UploadOutcome> {
+async function uploadStaged(provider: StorageProvider, writeTo: NonNullable<UploadJobFile['writeTo']>, keys: (() => string)[]): Promise<UploadOutcome> {
   let staged: StagedFile | undefined;
   try {
     // An impossible name fails before the work, as with a streamed upload.
     let key = keys[0]!();
     staged = await provider.stage!();
     // As a failed stream is to an upload (countingSource): the source's failure, for the caller to classify.
-    await writeTo(staged.fd).catch(() => {
+    await writeTo(staged).catch(() => {
       throw new StorageError('failed', 'source_error', `${provider.name}: the file being written failed`, { provider: provider.name });
     });
     for (let i = 0; ; key = keys[++i]!()) {

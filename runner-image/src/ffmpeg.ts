@@ -1,7 +1,7 @@
 // ffprobe and the ffmpeg mux. Stream copy by default: the mux rewrites the
 // container, not the media, so it runs at disk speed. Streamable containers
 // go from ffmpeg's stdout straight into the upload.
-import { PassThrough, type Readable } from 'node:stream';
+import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { MediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { runProcess, type RunResult } from './child.js';
 import { codecPlan, codecPlanArgs, type Clip, type CodecPlan, type Container, type MeasuredAudio, type YtDlpFormat } from './plan.js';
@@ -256,16 +256,28 @@ export function muxToFd(bin: string, plan: MuxPlan, fd: number, opts: MuxRunOpti
  * up first (destroys the stream), ffmpeg's stdout is closed and it stops on
  * the broken pipe instead of blocking on a full one.
  */
-export function muxToStream(bin: string, plan: MuxPlan, opts: MuxRunOptions = {}): { body: Readable; done: Promise<RunResult> } {
+export function muxToStream(
+  bin: string, plan: MuxPlan, opts: MuxRunOptions & { copyTo?: Writable } = {},
+): { body: Readable; done: Promise<RunResult>; bytes(): number } {
   const body = new PassThrough();
   let stdout: Readable | undefined;
+  let bytes = 0;
   body.once('close', () => stdout?.destroy());
   const done = runProcess(bin, plan.args, {
     signal: opts.signal,
     onStdoutLine: progressLine(plan, opts),
     pipeStdout: (out) => {
       stdout = out;
+      out.on('data', (chunk: Buffer) => (bytes += chunk.length));
       out.pipe(body, { end: false });
+      const copy = opts.copyTo;
+      if (copy) {
+        out.pipe(copy);
+        // Ended however ffmpeg's output ends (a destroyed pipe does not end what it fed).
+        out.once('close', () => {
+          if (!copy.writableEnded) copy.end();
+        });
+      }
     },
   }).then(
     (run) => {
@@ -278,7 +290,7 @@ export function muxToStream(bin: string, plan: MuxPlan, opts: MuxRunOptions = {}
       throw err;
     },
   );
-  return { body, done };
+  return { body, done, bytes: () => bytes };
 }
 
 /**

@@ -1,7 +1,7 @@
 // One job, start to finish: Downloading (0→33) → Muxing (33→66) →
 // Uploading (66→100) → Finished. Every failure becomes a classified report;
 // nothing here throws for a media or storage problem.
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '@mediajobs/lib/logger';
 import type { JobStep, MediaJobSpec, RunnerReport } from '@mediajobs/lib/mediajob/types';
@@ -9,7 +9,7 @@ import { isStorageError } from '@mediajobs/lib/storage/index';
 import type { RunResult } from './child.js';
 import { classification, classifyFfmpeg, classifyUpload, classifyYtDlp, type Classification } from './classify.js';
 import { uploadJobFile, type ResolvedDestination, type UploadOutcome } from './destination.js';
-import { audioStream, ffprobe, measureAudio, mux, muxToFd, muxToStream, PIPE_OUTPUT, planMux, videoStream, type FfprobeResult, type MuxInput, type MuxPlan } from './ffmpeg.js';
+import { audioStream, ffprobe, measureAudio, mux, muxToFd, muxToStream, PIPE_OUTPUT, planMux, type FfprobeResult, type MuxInput, type MuxPlan } from './ffmpeg.js';
 import {
   actualQuality, chooseFormats, clipOf, containerFor, formatSelector, formatsToMeasure, releaseDateOf, selectedFormatIds, withMeasurements,
   type Container, type FormatChoice, type MeasuredAudio, type YtDlpFormat,
@@ -19,6 +19,7 @@ import { drmItemIsAudioOnly, saysDrmProtected } from './drm.js';
 import { DEFAULT_LIVE_LIMITS, isLiveSource, probeWaitingForVideo, recordLiveSource, type LiveLimits } from './live.js';
 import { deliverSidecars } from './sidecars.js';
 import { readableInputs } from './source-read.js';
+import { inspectFile, inspectStream, wrongDelivery, type Expected, type Inspection } from './verify.js';
 import { download, probe, startYtDlp, type StartedYtDlp, type YtDlpFailure, type YtDlpOptions } from './ytdlp.js';
 
 /** Progress at the start of each step (spec: progress stages). */
@@ -170,14 +171,45 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
         void reporter.setStep('Muxing', progress);
       }
     };
+    // What was stored is checked before it counts (verify.ts): a file that
+    // fails is deleted from the destination and the job fails, or, for a
+    // pass that read the source directly, starts over with the download.
+    const expected: Expected = {
+      container,
+      ...(plan.video && plan.codecs.video ? { video: plan.codecs.video.codec } : {}),
+      ...(plan.audio && plan.codecs.audio ? { audio: plan.codecs.audio.codec } : {}),
+      ...(plan.durationSeconds !== undefined ? { durationSeconds: plan.durationSeconds } : {}),
+    };
+    const inspectWritten = async (file: string): Promise<Inspection> => {
+      const started = performance.now();
+      const observed = await inspectFile(tools.ffprobe, file, expected.durationSeconds, signal);
+      const { size } = await stat(file);
+      return { ...(observed ? { observed } : {}), bytes: size, ms: performance.now() - started };
+    };
+    const verified = async (uploaded: Extract<UploadOutcome, { ok: true }>, inspection: Promise<Inspection>): Promise<Delivery> => {
+      const started = performance.now();
+      const { observed, bytes, ms = 0 } = await inspection;
+      const why = wrongDelivery(expected, observed, bytes, uploaded.result.size);
+      // The time the job waited for the check: what ran alongside the upload costs nothing here.
+      const verifyMs = Math.round(ms + performance.now() - started);
+      if (!why) {
+        logger.info({ verifyMs }, 'delivered file verified');
+        return { ok: true, uploaded, plan };
+      }
+      await destination.provider.delete(uploaded.result.key)
+        .catch((err: unknown) => logger.error({ err: errName(err), storageKey: uploaded.result.key }, 'could not delete a file that failed verification'));
+      return failed(classification('output_unverified'), { why, verifyMs }, true);
+    };
     if (plan.streaming) {
       // Mux and upload at once: ffmpeg's output goes straight into the upload,
       // and no output file is ever written outside storage. Local managed
       // storage makes ffmpeg's stdout its staged file (writeTo), so the bytes
-      // skip node; other providers read it as a stream (open), and each key
+      // skip node and are checked there; other providers read it as a stream
+      // (open), a copy of which goes to ffprobe as it passes, and each key
       // they try gets its own ffmpeg (a refused key destroys the body it was
       // given). The downloads stay on disk until the upload is through.
       let muxRun: Promise<RunResult> | undefined;
+      let inspection: Promise<Inspection> | undefined;
       // What remains once ffmpeg is done is the upload's tail.
       const onMuxed = (r: RunResult) => {
         if (r.exitCode !== 0) return;
@@ -190,15 +222,20 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
       const uploaded = await uploadJobFile(destination, {
         ...target,
         open: () => {
-          const m = muxToStream(tools.ffmpeg, plan, { signal, onProgress: muxProgress });
+          const copy = inspectStream(tools.ffprobe, signal);
+          const m = muxToStream(tools.ffmpeg, plan, { signal, onProgress: muxProgress, copyTo: copy.input });
           muxRun = m.done;
+          inspection = Promise.all([copy.observed, m.done]).then(([observed]) => ({ observed, bytes: m.bytes() }));
+          inspection.catch(() => undefined); // awaited once the upload is through
           m.done.then(onMuxed, () => undefined);
           return m.body;
         },
-        writeTo: async (fd) => {
-          muxRun = muxToFd(tools.ffmpeg, plan, fd, { signal, onProgress: muxProgress });
+        writeTo: async (file) => {
+          muxRun = muxToFd(tools.ffmpeg, plan, file.fd, { signal, onProgress: muxProgress });
           const r = await muxRun;
           if (r.exitCode !== 0) throw new Error(`ffmpeg exited with ${r.exitCode ?? r.signal}`);
+          // Before uploadStaged publishes it (and the staged path is gone).
+          inspection = Promise.resolve(await inspectWritten(file.path));
           onMuxed(r);
         },
       });
@@ -210,16 +247,17 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
       if (!uploaded.ok && !sourceFailed) return failed(classifyUpload(uploaded.error, { localReadFailed: false }), { err: errName(uploaded.error) });
       if (muxed && muxed.exitCode !== 0) return failed(classifyFfmpeg(muxed.stderr, muxed.exitCode), toolDetail('ffmpeg', muxed), true);
       if (!uploaded.ok) return failed(classifyUpload(uploaded.error, { localReadFailed: false }), { err: errName(uploaded.error) }, true);
-      return { ok: true, uploaded, plan };
+      return verified(uploaded, inspection ?? Promise.resolve({ bytes: 0 }));
     }
     const muxed = await mux(tools.ffmpeg, plan, { signal, onProgress: muxProgress });
     if (muxed.exitCode !== 0) return failed(classifyFfmpeg(muxed.stderr, muxed.exitCode), toolDetail('ffmpeg', muxed), true);
     afterReading();
     // The downloads are no longer needed: free the disk before uploading.
     await rm(dlDir, { recursive: true, force: true });
-    const out = await ffprobe(tools.ffprobe, output, signal);
-    if (!out.ok) return failed(classifyFfmpeg(out.run.stderr, out.run.exitCode), toolDetail('ffprobe', out.run));
-    if (!videoStream(out.probed) && !audioStream(out.probed)) return failed(classification('processing_failed'), { why: 'output has no stream' });
+    // Checked before it is uploaded: a file that fails never reaches the destination.
+    const written = await inspectWritten(output);
+    const why = wrongDelivery(expected, written.observed, written.bytes, written.bytes);
+    if (why) return failed(classification('output_unverified'), { why, verifyMs: Math.round(written.ms ?? 0) }, true);
 
     // Uploading: 66 → 100
     enter('Uploading');
@@ -227,7 +265,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
     const uploaded = await uploadJobFile(destination, { ...target, file: output, onProgress: within(66, 33) });
     if (!uploaded.ok) return failed(classifyUpload(uploaded.error, { localReadFailed: uploaded.localReadFailed }), { err: errName(uploaded.error) });
     await rm(outDir, { recursive: true, force: true });
-    return { ok: true, uploaded, plan };
+    return verified(uploaded, Promise.resolve(written));
   };
 
   // Formats on plain HTTP(S) are read by ffmpeg straight from their URLs: one

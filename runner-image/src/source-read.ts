@@ -58,6 +58,82 @@ export function sourceInputArgs(f: YtDlpFormat, timeoutSeconds: number): string[
   ];
 }
 
+/** How many bytes of a source's head are enough to find where an MP4 keeps its index. */
+const HEAD_BYTES = 64 * 1024;
+
+/**
+ * Whether ffmpeg can read this source from its URL: the server answers
+ * range requests (ffmpeg then seeks: to an MP4's index wherever it is, to a
+ * clip's start), or, when it does not, the file can be read front to back
+ * in one go. That rules out an MP4 or MOV whose index (`moov`) comes after
+ * its media (`mdat`), as ffmpeg writes them unless told to `+faststart`:
+ * without seeking, ffmpeg's demuxer finds the index only at the end, cannot
+ * go back for the media, logs "partial file" and ends as if at the end of
+ * the file, so a stream copy exits 0 with no frames. Such a source is
+ * downloaded whole by yt-dlp instead. One request for the first 64 KiB,
+ * with the format's headers; false when it cannot be made.
+ */
+export async function readableFromUrl(f: YtDlpFormat, timeoutSeconds: number, signal?: AbortSignal): Promise<boolean> {
+  const abort = AbortSignal.any([AbortSignal.timeout(timeoutSeconds * 1000), ...(signal ? [signal] : [])]);
+  try {
+    const res = await fetch(f.url!, { headers: { ...(f.http_headers ?? {}), Range: `bytes=0-${HEAD_BYTES - 1}` }, signal: abort, redirect: 'follow' });
+    if (res.status === 206) {
+      await res.body?.cancel();
+      return true;
+    }
+    if (res.status !== 200 || !res.body) {
+      await res.body?.cancel();
+      return false;
+    }
+    return streamsFrontToBack(await readHead(res.body, HEAD_BYTES));
+  } catch {
+    return false;
+  }
+}
+
+async function readHead(body: ReadableStream<Uint8Array>, max: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const reader = body.getReader();
+  try {
+    while (size < max) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(Buffer.from(value));
+      size += value.length;
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return Buffer.concat(chunks).subarray(0, max);
+}
+
+/**
+ * Whether a file whose first bytes are `head` can be demuxed without
+ * seeking. ISO BMFF (MP4, MOV, M4A; `ftyp` or another box first): only when
+ * its index (`moov`) comes before the media (`mdat`), looking at the
+ * top-level boxes the head covers; an index not found there counts as
+ * behind the media. Anything else (Matroska, WebM, MPEG-TS, MP3, Ogg) is a
+ * stream by design.
+ */
+export function streamsFrontToBack(head: Buffer): boolean {
+  const boxType = (at: number) => head.toString('latin1', at + 4, at + 8);
+  if (head.length < 8 || !ISO_BMFF_FIRST_BOXES.has(boxType(0))) return true;
+  for (let at = 0; at + 8 <= head.length;) {
+    const type = boxType(at);
+    if (type === 'moov' || type === 'moof') return true;
+    if (type === 'mdat') return false;
+    let size = head.readUInt32BE(at);
+    if (size === 1 && at + 16 <= head.length) size = Number(head.readBigUInt64BE(at + 8));
+    if (size < 8) return false; // 0 = to the end of the file: nothing follows
+    at += size;
+  }
+  return false;
+}
+
+/** Boxes an ISO BMFF file starts with (ISO/IEC 14496-12: ftyp first; QuickTime files may open with these). */
+const ISO_BMFF_FIRST_BOXES = new Set(['ftyp', 'styp', 'moov', 'mdat', 'free', 'skip', 'wide', 'pnot']);
+
 /**
  * The chosen formats as mux inputs read from their URLs (each probed there
  * by ffprobe, in parallel); undefined when any of them is not for reading
@@ -65,6 +141,9 @@ export function sourceInputArgs(f: YtDlpFormat, timeoutSeconds: number): string[
  */
 export async function readableInputs(choice: FormatChoice, tools: SourceReadTools, signal?: AbortSignal): Promise<MuxInput[] | undefined> {
   if (!transportIsDefault(tools.ytdlpArgs ?? []) || !choice.formats.length || !choice.formats.every(readsDirectly)) return undefined;
+  // Checked before the probe: ffprobe itself would read a whole unseekable MP4 to find its index.
+  const readable = await Promise.all(choice.formats.map((f) => readableFromUrl(f, tools.socketTimeoutSeconds, signal)));
+  if (!readable.every(Boolean)) return undefined;
   const inputs = await Promise.all(choice.formats.map(async (f): Promise<MuxInput | undefined> => {
     const inputArgs = sourceInputArgs(f, tools.socketTimeoutSeconds);
     const p = await ffprobe(tools.ffprobe, f.url!, signal, inputArgs);

@@ -277,6 +277,7 @@ export class LocalStorageProvider implements StorageProvider {
     let staged = true;
     return {
       fd: fh.fd,
+      path: tmp,
       publish: async (key) => {
         if (!staged) throw new StorageError('failed', 'not_staged', `${this.name}: the file was already published or discarded`, { provider: this.name });
         try {

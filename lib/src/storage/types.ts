@@ -47,6 +47,8 @@ export interface StorageProvider {
 export interface StagedFile {
   /** Open for writing at offset 0; the writer must not close it. */
   readonly fd: number;
+  /** Where it is on this machine, for a reader to check what was written before it is published. */
+  readonly path: string;
   /**
    * Make what was written durable and visible under `key`, atomically. A
    * taken key fails with StorageError `conflict` and keeps the file staged,
