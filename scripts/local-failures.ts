@@ -10,11 +10,11 @@ import { delimiter, join } from 'node:path';
 /** A failure whose message is already the line the user reads. */
 export class StartupError extends Error {}
 
-/** The one line for any error that ends the start. */
-export function explainFailure(err: unknown): string {
+/** The one line for any error that ends the start; `stateDir` is named when the error names no file. */
+export function explainFailure(err: unknown, stateDir: string): string {
   if (err instanceof StartupError) return err.message;
   const e = err as NodeJS.ErrnoException;
-  const where = e.path ? ` (${e.path})` : '';
+  const where = ` (${e.path ?? `state in ${stateDir}`})`;
   switch (e.code) {
     case 'ENOSPC': return `the disk is full${where}: free some space and run again`;
     case 'EDQUOT': return `the disk quota is used up${where}: free some space and run again`;

@@ -271,7 +271,7 @@ for (const [signal, code] of Object.entries(EXIT_CODES) as [StopSignal, number][
 function fail(err: unknown): void {
   if (err instanceof StartupAborted || signalled) return;
   log.debug({ stack: (err as Error)?.stack }, 'failure details');
-  log.fatal(explainFailure(err));
+  log.fatal(explainFailure(err, LOCAL));
   void stopAndExit(1);
 }
 

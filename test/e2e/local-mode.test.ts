@@ -407,6 +407,27 @@ describe('local mode (make run)', function () {
     expect(readFileSync(join(dataDirOf(site), 'PG_VERSION'), 'utf8')).to.equal('16\n');
   });
 
+  it('says in one line that the disk is full, and stops what it started', async function () {
+    const site = await newSite();
+    // A full disk, made small: a 12 KiB tmpfs as the state folder (root only; skipped where mounting is not allowed).
+    mkdirSync(site.localDir);
+    try {
+      await run('mount', ['-t', 'tmpfs', '-o', 'size=12k,mode=0755', 'tmpfs', site.localDir]);
+    } catch {
+      this.skip();
+    }
+    try {
+      const lm = startLocalMode(site);
+      await expectOneLineFailure(lm, /^the disk is full \(.+\): free some space and run again$/);
+      await expectNoPostgres(site, lm);
+    } finally {
+      // The link to a database placed outside goes with the tmpfs: that database is removed here.
+      const dataDir = dataDirOf(site);
+      await run('umount', [site.localDir]);
+      if (dataDir.startsWith(`${RUNTIME_ROOT}/`)) rmSync(dirname(dataDir), { recursive: true, force: true });
+    }
+  });
+
   it('stops the embedded Postgres it is still starting when SIGINT arrives before it is ready', async () => {
     const site = await newSite();
     const lm = startLocalMode(site);
