@@ -79,6 +79,30 @@ export interface MuxInput {
   probed: Probed;
   /** This input carries the audio to deliver (the separate audio format), even if another input has audio too. */
   carriesAudio?: boolean;
+  /**
+   * Where in the media this input begins, seconds: a download of only the
+   * segments a clip needs (sections.ts) starts there, and its `probed`
+   * duration is the span it holds. 0 for a whole source.
+   */
+  offsetSeconds?: number;
+  /**
+   * False for a URL whose server answers no range request: ffmpeg cannot
+   * seek in it (its Matroska demuxer then loses the stream), so a clip of it
+   * is cut by decoding from the start and dropping what comes before (-ss
+   * as an output option), which still stops reading at the clip's end.
+   */
+  seekable?: boolean;
+}
+
+/** Where `at` (seconds into the media) falls in `input`, which may begin later (offsetSeconds). */
+export function inputTime(input: Pick<MuxInput, 'offsetSeconds'>, at: number): number {
+  return at - (input.offsetSeconds ?? 0);
+}
+
+/** Where the media ends, as far as the inputs know: the latest end of any of them. */
+export function mediaEnd(inputs: readonly MuxInput[]): number | undefined {
+  const ends = inputs.filter((i) => i.probed.durationSeconds !== undefined).map((i) => (i.offsetSeconds ?? 0) + i.probed.durationSeconds!);
+  return ends.length ? Math.max(...ends) : undefined;
 }
 
 export interface MuxOptions {
@@ -144,15 +168,18 @@ export function muxPlan(inputs: MuxInput[], output: string, container: Container
   const streaming = output === PIPE_OUTPUT;
   const clip = opts.clip;
   const args = ['-hide_banner', '-nostdin', '-loglevel', 'error', '-nostats', '-progress', streaming ? 'pipe:3' : 'pipe:1', '-y'];
+  // Unseekable inputs come alone (one progressive URL), so one output-side -ss serves.
+  const seekOnOutput = clip !== undefined && clip.start > 0 && inputs.some((i) => i.seekable === false);
   for (const input of inputs) {
-    if (clip && clip.start > 0) args.push('-ss', secs(clip.start));
+    const start = clip && !seekOnOutput ? inputTime(input, clip.start) : 0;
+    if (start > 0) args.push('-ss', secs(start));
     if (opts.threads) args.push('-threads', String(opts.threads));
     args.push(...(input.inputArgs ?? []), '-i', input.path);
   }
   const at = (m: { input: MuxInput; stream: ProbedStream }) => `${inputs.indexOf(m.input)}:${m.stream.index}`;
   if (video) args.push('-map', at(video));
   if (audio) args.push('-map', at(audio));
-  args.push(...codecPlanArgs(codecs));
+  args.push(...withThreadBudget(codecPlanArgs(codecs), opts.threads));
   if (opts.threads && codecs.video && !codecs.video.copy) args.push('-threads', String(opts.threads));
   // AAC from MPEG-TS (HLS) carries ADTS headers that MP4 stores as
   // AudioSpecificConfig. The mp4 muxer converts by itself only when it writes
@@ -160,13 +187,17 @@ export function muxPlan(inputs: MuxInput[], output: string, container: Container
   // be there from the start. It passes AAC without ADTS headers through.
   if (container.format === 'mp4' && codecs.audio?.copy && codecs.audio.codec === 'aac') args.push('-bsf:a', 'aac_adtstoasc');
   if (clip) {
+    if (seekOnOutput) args.push('-ss', secs(clip.start));
     if (clip.end !== undefined) args.push('-t', secs(clip.end - clip.start));
-    if (clip.start > 0 && audio && codecs.audio?.copy) args.push('-copypriorss:a', '0');
+    // Not for Matroska/WebM sources: there ffmpeg 5.1 dates laced audio
+    // packets after a seek so that the rule drops the clip's first seconds
+    // of audio (seen with Opus: the audio began 3.98 s into a 4 s clip);
+    // without it the copy keeps at most one packet from before the start.
+    if (clip.start > 0 && audio && codecs.audio?.copy && !audio.input.probed.formatName?.startsWith('matroska')) args.push('-copypriorss:a', '0');
   }
   args.push('-f', container.muxer, ...container.muxerArgs, output);
 
-  const durations = inputs.map((i) => i.probed.durationSeconds).filter((d): d is number => d !== undefined);
-  const whole = durations.length ? Math.max(...durations) : undefined;
+  const whole = mediaEnd(inputs);
   let durationSeconds = whole;
   if (clip) {
     const end = clip.end !== undefined && (whole === undefined || clip.end < whole) ? clip.end : whole;
@@ -181,13 +212,28 @@ export function muxPlan(inputs: MuxInput[], output: string, container: Container
 }
 
 /**
- * Whether the video stream has a keyframe at `at` seconds into the file
- * (within half a frame), so a stream copy can start there exactly. Reads
- * only the packets around that point (-read_intervals seeks there), not the
- * file. False when it cannot tell: the caller then encodes, which is exact
- * whatever the keyframes.
+ * Encoder arguments sized to the job's CPUs. ffmpeg's -threads (added by
+ * the caller) sizes libx264's and libvpx's threads, but libx265 runs its own
+ * thread pool, one thread per core of the node whatever the pod's limit,
+ * unless x265's `pools` says how many (x265 docs: "--pools ... a number
+ * N allocates N threads"); its frame threads then follow the pool.
  */
-export async function keyframeAt(bin: string, input: MuxInput, stream: ProbedStream, at: number, signal?: AbortSignal): Promise<boolean> {
+export function withThreadBudget(codecArgs: readonly string[], threads: number | undefined): string[] {
+  const at = codecArgs.indexOf('-x265-params');
+  if (!threads || at < 0) return [...codecArgs];
+  const out = [...codecArgs];
+  out[at + 1] = `${out[at + 1]}:pools=${threads}`;
+  return out;
+}
+
+/**
+ * The keyframe of the video stream at `at` seconds into the file (within
+ * half a frame), as seconds into the file, so a stream copy can start there
+ * exactly. Reads only the packets around that point (-read_intervals seeks
+ * there), not the file. Undefined when there is none or it cannot tell: the
+ * caller then encodes, which is exact whatever the keyframes.
+ */
+export async function keyframeAt(bin: string, input: MuxInput, stream: ProbedStream, at: number, signal?: AbortSignal): Promise<number | undefined> {
   const fps = frameRate(stream);
   const tolerance = fps ? 0.5 / fps : 0.02;
   // -read_intervals takes the file's own timestamps; -ss counts from its start time.
@@ -197,11 +243,12 @@ export async function keyframeAt(bin: string, input: MuxInput, stream: ProbedStr
     '-read_intervals', `${Math.max(0, abs - 1).toFixed(6)}%${(abs + 1).toFixed(6)}`,
     '-show_entries', 'packet=pts_time,flags', '-of', 'csv=p=0', ...(input.inputArgs ?? []), '--', input.path,
   ], { captureStdout: true, signal, maxStdoutBytes: 4 * 1024 * 1024 });
-  if (run.exitCode !== 0) return false;
-  return run.stdout.split('\n').some((line) => {
+  if (run.exitCode !== 0) return undefined;
+  for (const line of run.stdout.split('\n')) {
     const [pts, flags] = line.trim().split(',');
-    return flags?.includes('K') === true && pts !== undefined && pts !== '' && Math.abs(Number(pts) - abs) <= tolerance;
-  });
+    if (flags?.includes('K') && pts && Math.abs(Number(pts) - abs) <= tolerance) return Number(pts) - (input.probed.startSeconds ?? 0);
+  }
+  return undefined;
 }
 
 /**
@@ -218,8 +265,19 @@ export async function planMux(
 ): Promise<MuxPlan | undefined> {
   const plan = muxPlan(inputs, output, container, spec, { clip, threads });
   if (!plan || !clip || clip.start <= 0 || !plan.video || !plan.codecs.video?.copy) return plan;
-  if (await keyframeAt(ffprobeBin, plan.video.input, plan.video.stream, clip.start, signal)) return plan;
-  return muxPlan(inputs, output, container, spec, { clip, reencodeVideo: true, threads });
+  const at = inputTime(plan.video.input, clip.start);
+  const keyframe = await keyframeAt(ffprobeBin, plan.video.input, plan.video.stream, at, signal);
+  if (keyframe === undefined) return muxPlan(inputs, output, container, spec, { clip, reencodeVideo: true, threads });
+  // ffmpeg's seek lands on the last keyframe at or before -ss: a keyframe a
+  // few ms after the start asked for would have it start a whole GOP early.
+  // The copy starts on the keyframe itself (1 ms past it, against rounding).
+  if (keyframe <= at) return plan;
+  return muxPlan(inputs, output, container, spec, { clip: { ...clip, start: clip.start + (keyframe - at) + 0.001 }, threads });
+}
+
+/** Copy `file` (MPEG-TS) into Matroska at `<file>.mkv`, whose cues let ffmpeg seek exactly. */
+export function remuxIndexed(bin: string, file: string, signal?: AbortSignal): Promise<RunResult> {
+  return runProcess(bin, ['-hide_banner', '-nostdin', '-loglevel', 'error', '-y', '-i', file, '-map', '0', '-c', 'copy', '-f', 'matroska', `${file}.mkv`], { signal });
 }
 
 interface MuxRunOptions {

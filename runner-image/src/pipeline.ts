@@ -1,7 +1,7 @@
 // One job, start to finish: Downloading (0→33) → Muxing (33→66) →
 // Uploading (66→100) → Finished. Every failure becomes a classified report;
 // nothing here throws for a media or storage problem.
-import { mkdir, rm, stat } from 'node:fs/promises';
+import { mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '@mediajobs/lib/logger';
 import type { JobStep, MediaJobSpec, RunnerReport } from '@mediajobs/lib/mediajob/types';
@@ -9,7 +9,7 @@ import { isStorageError } from '@mediajobs/lib/storage/index';
 import type { RunResult } from './child.js';
 import { classification, classifyFfmpeg, classifyUpload, classifyYtDlp, type Classification } from './classify.js';
 import { uploadJobFile, type ResolvedDestination, type UploadOutcome } from './destination.js';
-import { audioStream, ffprobe, measureAudio, mux, muxToFd, muxToStream, PIPE_OUTPUT, planMux, type FfprobeResult, type MuxInput, type MuxPlan } from './ffmpeg.js';
+import { audioStream, ffprobe, mediaEnd, remuxIndexed, measureAudio, mux, muxToFd, muxToStream, PIPE_OUTPUT, planMux, type FfprobeResult, type MuxInput, type MuxPlan } from './ffmpeg.js';
 import {
   actualQuality, chooseFormats, clipOf, containerFor, formatSelector, formatsToMeasure, releaseDateOf, selectedFormatIds, withMeasurements,
   type Container, type FormatChoice, type MeasuredAudio, type YtDlpFormat,
@@ -18,6 +18,7 @@ import type { StatusReporter } from './report.js';
 import { drmItemIsAudioOnly, saysDrmProtected } from './drm.js';
 import { DEFAULT_LIVE_LIMITS, isLiveSource, probeWaitingForVideo, recordLiveSource, type LiveLimits } from './live.js';
 import { deliverSidecars } from './sidecars.js';
+import { clipSections, withHlsFragments, type Section } from './sections.js';
 import { readableInputs } from './source-read.js';
 import { inspectFile, inspectStream, wrongDelivery, type Expected, type Inspection } from './verify.js';
 import { download, probe, startYtDlp, type StartedYtDlp, type YtDlpFailure, type YtDlpOptions } from './ytdlp.js';
@@ -152,7 +153,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
       }
       return { ok: false, report: fail(c, detail) };
     };
-    const mediaSeconds = Math.max(0, ...inputs.map((i) => i.probed.durationSeconds ?? 0));
+    const mediaSeconds = mediaEnd(inputs) ?? 0;
     if (clip && mediaSeconds > 0 && clip.start >= mediaSeconds) {
       return failed(classification('processing_failed'), { why: 'the clip starts after the end of the media', clip, mediaSeconds });
     }
@@ -290,29 +291,65 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   if (!delivered) {
     if (!direct) logger.info({ formats: formatIds, extractor: info.extractor }, 'downloading');
     const probes = new Map<string, Promise<FfprobeResult>>();
+    // A clip of DASH formats fetches only the segments it needs (sections.ts);
+    // should that download fail, the whole formats are downloaded as before.
+    const cut = clip ? clipSections(await withHlsFragments(info, formatIds, tools.socketTimeoutSeconds, signal), formatIds, clip) : undefined;
+    let sections: ReadonlyMap<string, Section> = new Map();
+    const downloadFrom = (infoPath: string, started: StartedYtDlp) => download(infoPath, info, formatIds, dlDir, {
+      ...ytOpts, started, onProgress: within(0, 33),
+      // Each file is probed as soon as it is complete, while the next one downloads.
+      onFile: (file) => {
+        const p = ffprobe(tools.ffprobe, file.path, signal);
+        p.catch(() => undefined); // awaited below, unless the download fails first
+        probes.set(file.path, p);
+      },
+    });
+    const downloadFormats = async () => {
+      const started = (!direct && early) || startDownloader(ytOpts);
+      if (!cut) return downloadFrom(probed.infoPath, started);
+      const cutPath = path.join(ctx.workDir, 'info-clip.json');
+      await writeFile(cutPath, JSON.stringify(cut.info));
+      logger.info({ sections: Object.fromEntries(cut.sections) }, 'downloading the segments the clip needs');
+      const part = await downloadFrom(cutPath, started);
+      if (part.ok || signal?.aborted) {
+        if (part.ok) sections = cut.sections;
+        return part;
+      }
+      logger.warn({ exitCode: part.run.exitCode, stderr: tail(part.run.stderr) }, 'downloading the clip\'s segments failed; downloading the whole formats');
+      probes.clear();
+      await rm(dlDir, { recursive: true, force: true });
+      return downloadFrom(probed.infoPath, startDownloader(ytOpts));
+    };
     const downloaded = live
       ? await recordLiveSource(info, spec, container.audioOnly, dlDir, {
         bin: tools.ffmpeg, socketTimeoutSeconds: tools.socketTimeoutSeconds, limits: liveLimits, formats: choice?.formats, signal, logger, onProgress: within(0, 33),
       })
-      : await download(probed.infoPath, info, formatIds, dlDir, {
-        ...ytOpts, started: (!direct && early) || startDownloader(ytOpts), onProgress: within(0, 33),
-        // Each file is probed as soon as it is complete, while the next one downloads.
-        onFile: (file) => {
-          const p = ffprobe(tools.ffprobe, file.path, signal);
-          p.catch(() => undefined); // awaited below, unless the download fails first
-          probes.set(file.path, p);
-        },
-      });
+      : await downloadFormats();
     if (!downloaded.ok) return failYtDlp(downloaded);
 
     // Muxing: 33 → 66
     enter('Muxing');
     void reporter.setStep('Muxing', progress);
     const inputs: MuxInput[] = [];
-    for (const file of downloaded.files) {
-      const p = await (probes.get(file.path) ?? ffprobe(tools.ffprobe, file.path, signal));
+    for (const downloadedFile of downloaded.files) {
+      let file = downloadedFile;
+      let p = await (probes.get(file.path) ?? ffprobe(tools.ffprobe, file.path, signal));
+      if (p.ok && clip && clip.start > 0 && p.probed.formatName === 'mpegts') {
+        // ffmpeg seeks in MPEG-TS (HLS segments) by searching timestamps, and
+        // can land past the keyframe before the clip's start: the clip's video
+        // then begins up to a GOP late. A copy into Matroska gives it an index.
+        const indexed = await remuxIndexed(tools.ffmpeg, file.path, signal);
+        if (indexed.exitCode !== 0) return failTool('ffmpeg', indexed, classifyFfmpeg(indexed.stderr, indexed.exitCode));
+        file = { ...file, path: `${file.path}.mkv` };
+        p = await ffprobe(tools.ffprobe, file.path, signal);
+      }
       if (!p.ok) return failTool('ffprobe', p.run, classifyFfmpeg(p.run.stderr, p.run.exitCode));
-      inputs.push({ path: file.path, probed: p.probed, carriesAudio: choice !== undefined && file.formatId === choice.audioFrom });
+      const section = sections.get(file.formatId);
+      inputs.push({
+        path: file.path, carriesAudio: choice !== undefined && file.formatId === choice.audioFrom,
+        // A cut format holds its kept segments' span, whatever its container says.
+        ...(section ? { offsetSeconds: section.offsetSeconds, probed: { ...p.probed, durationSeconds: section.spanSeconds } } : { probed: p.probed }),
+      });
     }
     delivered = await deliver(inputs, false);
   }

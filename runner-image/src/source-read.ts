@@ -73,39 +73,38 @@ const HEAD_BYTES = 64 * 1024;
  * downloaded whole by yt-dlp instead. One request for the first 64 KiB,
  * with the format's headers; false when it cannot be made.
  */
-export async function readableFromUrl(f: YtDlpFormat, timeoutSeconds: number, signal?: AbortSignal): Promise<boolean> {
+export async function readableFromUrl(f: YtDlpFormat, timeoutSeconds: number, signal?: AbortSignal): Promise<'seekable' | 'front-to-back' | false> {
   const abort = AbortSignal.any([AbortSignal.timeout(timeoutSeconds * 1000), ...(signal ? [signal] : [])]);
   try {
     const res = await fetch(f.url!, { headers: { ...(f.http_headers ?? {}), Range: `bytes=0-${HEAD_BYTES - 1}` }, signal: abort, redirect: 'follow' });
     if (res.status === 206) {
       await res.body?.cancel();
-      return true;
+      return 'seekable';
     }
     if (res.status !== 200 || !res.body) {
       await res.body?.cancel();
       return false;
     }
-    return streamsFrontToBack(await readHead(res.body, HEAD_BYTES));
+    return (await readsFrontToBack(res.body)) && 'front-to-back';
   } catch {
     return false;
   }
 }
 
-async function readHead(body: ReadableStream<Uint8Array>, max: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
+/** streamsFrontToBack on a body, read only as far as it takes to tell (a few dozen bytes for most files). */
+async function readsFrontToBack(body: ReadableStream<Uint8Array>): Promise<boolean> {
+  let head = Buffer.alloc(0);
   const reader = body.getReader();
   try {
-    while (size < max) {
+    for (;;) {
       const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(Buffer.from(value));
-      size += value.length;
+      if (value) head = Buffer.concat([head, value]).subarray(0, HEAD_BYTES);
+      const verdict = streamsFrontToBack(head, !done && head.length < HEAD_BYTES);
+      if (verdict !== undefined) return verdict;
     }
   } finally {
     await reader.cancel().catch(() => undefined);
   }
-  return Buffer.concat(chunks).subarray(0, max);
 }
 
 /**
@@ -114,21 +113,26 @@ async function readHead(body: ReadableStream<Uint8Array>, max: number): Promise<
  * its index (`moov`) comes before the media (`mdat`), looking at the
  * top-level boxes the head covers; an index not found there counts as
  * behind the media. Anything else (Matroska, WebM, MPEG-TS, MP3, Ogg) is a
- * stream by design.
+ * stream by design. With `more` (more bytes may follow), undefined when the
+ * head does not tell yet.
  */
-export function streamsFrontToBack(head: Buffer): boolean {
+export function streamsFrontToBack(head: Buffer, more = false): boolean | undefined {
   const boxType = (at: number) => head.toString('latin1', at + 4, at + 8);
-  if (head.length < 8 || !ISO_BMFF_FIRST_BOXES.has(boxType(0))) return true;
+  if (head.length < 8) return more ? undefined : true;
+  if (!ISO_BMFF_FIRST_BOXES.has(boxType(0))) return true;
   for (let at = 0; at + 8 <= head.length;) {
     const type = boxType(at);
     if (type === 'moov' || type === 'moof') return true;
     if (type === 'mdat') return false;
     let size = head.readUInt32BE(at);
-    if (size === 1 && at + 16 <= head.length) size = Number(head.readBigUInt64BE(at + 8));
+    if (size === 1) {
+      if (at + 16 > head.length) break;
+      size = Number(head.readBigUInt64BE(at + 8));
+    }
     if (size < 8) return false; // 0 = to the end of the file: nothing follows
     at += size;
   }
-  return false;
+  return more ? undefined : false;
 }
 
 /** Boxes an ISO BMFF file starts with (ISO/IEC 14496-12: ftyp first; QuickTime files may open with these). */
@@ -144,11 +148,11 @@ export async function readableInputs(choice: FormatChoice, tools: SourceReadTool
   // Checked before the probe: ffprobe itself would read a whole unseekable MP4 to find its index.
   const readable = await Promise.all(choice.formats.map((f) => readableFromUrl(f, tools.socketTimeoutSeconds, signal)));
   if (!readable.every(Boolean)) return undefined;
-  const inputs = await Promise.all(choice.formats.map(async (f): Promise<MuxInput | undefined> => {
+  const inputs = await Promise.all(choice.formats.map(async (f, i): Promise<MuxInput | undefined> => {
     const inputArgs = sourceInputArgs(f, tools.socketTimeoutSeconds);
     const p = await ffprobe(tools.ffprobe, f.url!, signal, inputArgs);
     if (!p.ok) return undefined;
-    return { path: f.url!, inputArgs, probed: p.probed, carriesAudio: f.format_id === choice.audioFrom };
+    return { path: f.url!, inputArgs, probed: p.probed, carriesAudio: f.format_id === choice.audioFrom, seekable: readable[i] === 'seekable' };
   }));
   return inputs.every((i) => i !== undefined) ? (inputs as MuxInput[]) : undefined;
 }

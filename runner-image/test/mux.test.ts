@@ -129,6 +129,19 @@ describe('runner mux: plans against ffmpeg 5.1', function () {
     }
   });
 
+  it('x265 sizes its thread pool by the job\'s CPUs (pools), not the node\'s cores', async () => {
+    const container = containerFor({ format: 'mp4', audioOnly: false });
+    const source = await input(join(dir, '144p.mp4'));
+    // x265 writes its settings into the stream (an SEI message): "numa-pools=3" when told.
+    const pools = async (threads: number | undefined) => {
+      const out = join(dir, `pools-${threads ?? 'default'}.mp4`);
+      await runTo(muxPlan([source], out, container, spec({ videoCodec: 'h265' }), { threads })!, out);
+      return /numa-pools=([\d,+-]+)/.exec(readFileSync(out).toString('latin1'))?.[1];
+    };
+    expect(await pools(3)).to.equal('3');
+    expect(await pools(undefined), 'x265 left to count the cores').to.equal(undefined);
+  });
+
   it('every container takes the codecs the plan gives it, for copy, explicit codecs and fallbacks', async () => {
     const videoCombos: Partial<MediaJobSpec>[] = [{}, { videoCodec: 'h264', audioCodec: 'aac' }, { videoCodec: 'h265', audioCodec: 'opus' }, { videoCodec: 'vp9', audioCodec: 'mp3' }];
     const audioCombos: Partial<MediaJobSpec>[] = [{}, { audioCodec: 'aac' }, { audioCodec: 'opus' }, { audioCodec: 'mp3' }];
@@ -208,13 +221,23 @@ describe('runner mux: plans against ffmpeg 5.1', function () {
       const { stdout } = await run('ffprobe', ['-v', 'error', '-select_streams', 'v', '-show_entries', 'stream=start_time', '-of', 'csv=p=0', ts.path]);
       const offset = Number(stdout.trim().split('\n')[0]) - ts.probed.startSeconds!;
       expect(offset).to.be.greaterThan(FRAME / 2);
-      expect(await keyframeAt('ffprobe', ts, v, 3 + offset)).to.equal(true);
-      expect(await keyframeAt('ffprobe', ts, v, 3 + offset + FRAME / 4), 'within half a frame counts').to.equal(true);
-      expect(await keyframeAt('ffprobe', ts, v, 3), 'more than half a frame off').to.equal(false);
-      expect(await keyframeAt('ffprobe', ts, v, 3.5)).to.equal(false);
+      expect(await keyframeAt('ffprobe', ts, v, 3 + offset)).to.be.closeTo(3 + offset, 0.001);
+      expect(await keyframeAt('ffprobe', ts, v, 3 + offset + FRAME / 4), 'within half a frame counts: the keyframe itself').to.be.closeTo(3 + offset, 0.001);
+      expect(await keyframeAt('ffprobe', ts, v, 3), 'more than half a frame off').to.equal(undefined);
+      expect(await keyframeAt('ffprobe', ts, v, 3.5)).to.equal(undefined);
       const { plan, duration } = await cut([ts], 'mkv', { start: 3 + offset, end: 5 + offset });
       expect(plan.codecs.video?.copy).to.equal(true);
       expect(duration).to.be.closeTo(2, FRAME + 0.001);
+    });
+
+    it('a start just before a keyframe (within half a frame) is copied from that keyframe, not from the one a GOP earlier', async () => {
+      // WebM from libvpx: the video starts 7 ms in (Opus pre-skip puts the audio at -7 ms), so "4" falls just before the keyframe at 4.007.
+      const webm = join(dir, 'gop4.webm');
+      await ffmpeg(['-f', 'lavfi', '-i', `testsrc=size=160x120:rate=${FPS}:duration=10`, '-f', 'lavfi', '-i', 'sine=duration=10',
+        '-c:v', 'libvpx-vp9', '-deadline', 'realtime', '-cpu-used', '8', '-g', String(4 * FPS), '-c:a', 'libopus', '-shortest', webm]);
+      const { plan, duration } = await cut([await input(webm)], 'webm', { start: 4, end: 8 });
+      expect(plan.codecs.video?.copy).to.equal(true);
+      expect(duration, 'not 8 s from the keyframe at 0').to.be.closeTo(4, 0.05);
     });
   });
 

@@ -75,11 +75,11 @@ describe('runner: reading sources directly, and checking what is delivered', fun
 
     it('a server that answers range requests: any file; one without (python http.server): only what reads front to back', async () => {
       const verdict = async (base: string, name: Name) => readableFromUrl({ format_id: 'x', url: `${base}/${name}` }, 5);
-      expect(await verdict(ranged.baseUrl, 'moov-last.mp4')).to.equal(true);
+      expect(await verdict(ranged.baseUrl, 'moov-last.mp4')).to.equal('seekable');
       expect(await verdict(plain, 'moov-last.mp4')).to.equal(false);
       expect(await verdict(plain, 'moov-last.mov')).to.equal(false);
-      expect(await verdict(plain, 'faststart.mp4')).to.equal(true);
-      expect(await verdict(plain, 'plain.webm')).to.equal(true);
+      expect(await verdict(plain, 'faststart.mp4')).to.equal('front-to-back');
+      expect(await verdict(plain, 'plain.webm')).to.equal('front-to-back');
       expect(await readableFromUrl({ format_id: 'x', url: `${plain}/missing.mp4` }, 5)).to.equal(false);
     });
   });

@@ -1,0 +1,140 @@
+// A clip of a segmented source fetches only the segments it needs.
+//
+// DASH: yt-dlp's info JSON lists each format's fragments (an init segment,
+// then media segments with their durations), and its download run fetches
+// exactly the list it is given (--load-info-json). The runner hands it the
+// list cut to the segments that overlap the clip: each DASH media segment
+// starts at a stream access point, so the cut needs nothing before the
+// segment holding the clip's start. The file yt-dlp writes keeps the
+// segments' own timestamps (tfdt), so it begins at the first kept segment:
+// the mux seeks by the clip's start minus that offset (MuxInput.offsetSeconds).
+//
+// HLS segments are not in the info JSON (yt-dlp reads the media playlist
+// when it downloads), so the runner reads the playlist itself and hands
+// yt-dlp the same kind of list (withHlsFragments): a VOD playlist of plain
+// segments, an init section first when it has one, becomes a fragment list
+// yt-dlp's DASH segment downloader fetches and joins (MPEG-TS and fMP4
+// segments both join by concatenation). ffmpeg 5.1's own HLS demuxer cannot
+// be used for this: after a seek into fMP4 segments it loses the init
+// section and writes a file without frames (seen here, and caught by
+// verify.ts).
+import { Parser, type Manifest } from 'm3u8-parser';
+import type { Clip, YtDlpFormat, YtDlpInfo } from './plan.js';
+
+interface Fragment {
+  url?: string;
+  path?: string;
+  duration?: number;
+}
+
+/** What was kept of one format: where its first kept segment starts and how long the kept segments last, seconds. */
+export interface Section {
+  offsetSeconds: number;
+  spanSeconds: number;
+}
+
+/**
+ * The fragments of `fragments` a clip needs: the leading ones without a
+ * duration (the init segment), then every media segment overlapping the
+ * clip. Undefined when the list cannot be cut (a media segment of unknown
+ * duration) or cutting saves nothing.
+ */
+export function clipFragments(fragments: readonly Fragment[], clip: Clip): { fragments: Fragment[]; section: Section } | undefined {
+  let head = 0;
+  while (head < fragments.length && fragments[head]!.duration === undefined) head++;
+  const media = fragments.slice(head);
+  if (!media.length || media.some((f) => typeof f.duration !== 'number' || !(f.duration > 0))) return undefined;
+  const kept: Fragment[] = [];
+  let t = 0;
+  let offset: number | undefined;
+  let span = 0;
+  for (const f of media) {
+    const d = f.duration!;
+    if (t + d > clip.start && (clip.end === undefined || t < clip.end)) {
+      offset ??= t;
+      kept.push(f);
+      span += d;
+    }
+    t += d;
+  }
+  if (offset === undefined || kept.length === media.length) return undefined;
+  return { fragments: [...fragments.slice(0, head), ...kept], section: { offsetSeconds: offset, spanSeconds: span } };
+}
+
+/**
+ * The info JSON for downloading only what `clip` needs of the chosen DASH
+ * formats, and what each cut format holds; undefined when no format can be
+ * cut. The page URL is left out of it: yt-dlp starts over from the page
+ * when a download from the info JSON fails, which would fetch whole formats
+ * the mux then takes for cut ones. The caller downloads whole instead.
+ */
+export function clipSections(info: YtDlpInfo, formatIds: readonly string[], clip: Clip): { info: YtDlpInfo; sections: Map<string, Section> } | undefined {
+  const sections = new Map<string, Section>();
+  const formats = (info.formats ?? []).map((f: YtDlpFormat & { fragments?: unknown }) => {
+    if (!formatIds.includes(f.format_id) || f.protocol !== 'http_dash_segments' || !Array.isArray(f.fragments)) return f;
+    const cut = clipFragments(f.fragments as Fragment[], clip);
+    if (!cut) return f;
+    sections.set(f.format_id, cut.section);
+    return { ...f, fragments: cut.fragments };
+  });
+  if (!sections.size) return undefined;
+  const { webpage_url: _page, original_url: _original, requested_formats: _requested, ...rest } = info as YtDlpInfo & Record<string, unknown>;
+  return { info: { ...rest, formats } as YtDlpInfo, sections };
+}
+
+/** yt-dlp's protocols for an HLS media playlist, which is the format's `url`. */
+const HLS = ['m3u8_native', 'm3u8'];
+
+/** The largest playlist read: a VOD playlist of ten thousand segments is well under it. */
+const MAX_PLAYLIST_BYTES = 8 * 1024 * 1024;
+
+/**
+ * The fragments of an HLS media playlist, for yt-dlp's segment downloader;
+ * undefined for what that downloader could not join as is: a live or event
+ * playlist still growing (no EXT-X-ENDLIST), encrypted segments (EXT-X-KEY),
+ * byte ranges, or discontinuities (segments whose timestamps restart).
+ */
+export function hlsFragments(playlist: string, playlistUrl: string): Fragment[] | undefined {
+  const parser = new Parser();
+  parser.push(playlist);
+  parser.end();
+  const m: Manifest = parser.manifest;
+  if (!m.endList || !m.segments.length || m.playlists?.length) return undefined;
+  const init = m.segments[0]!.map;
+  for (const s of m.segments) {
+    if ((s.key && s.key.method !== 'NONE') || s.byterange || s.discontinuity || s.map?.byterange || s.map?.uri !== init?.uri) return undefined;
+    if (!(s.duration > 0)) return undefined;
+  }
+  const abs = (uri: string) => new URL(uri, playlistUrl).href;
+  return [...(init ? [{ url: abs(init.uri) }] : []), ...m.segments.map((s) => ({ url: abs(s.uri), duration: s.duration }))];
+}
+
+/**
+ * `info` with the chosen HLS formats turned into fragment lists yt-dlp
+ * downloads as it does DASH's (clipSections can then cut them). A playlist
+ * that cannot be read or joined leaves its format as it was: downloaded
+ * whole by yt-dlp's HLS downloader.
+ */
+export async function withHlsFragments(info: YtDlpInfo, formatIds: readonly string[], timeoutSeconds: number, signal?: AbortSignal): Promise<YtDlpInfo> {
+  const formats = await Promise.all((info.formats ?? []).map(async (f) => {
+    if (!formatIds.includes(f.format_id) || !HLS.includes(f.protocol ?? '') || !f.url || f.fragments !== undefined) return f;
+    const text = await fetchText(f.url, f.http_headers ?? {}, timeoutSeconds, signal);
+    const fragments = text === undefined ? undefined : hlsFragments(text, f.url);
+    return fragments ? { ...f, protocol: 'http_dash_segments', fragments } : f;
+  }));
+  return { ...info, formats };
+}
+
+async function fetchText(url: string, headers: Record<string, string>, timeoutSeconds: number, signal?: AbortSignal): Promise<string | undefined> {
+  try {
+    const res = await fetch(url, { headers, signal: AbortSignal.any([AbortSignal.timeout(timeoutSeconds * 1000), ...(signal ? [signal] : [])]) });
+    if (!res.ok || Number(res.headers.get('content-length') ?? 0) > MAX_PLAYLIST_BYTES) {
+      await res.body?.cancel();
+      return undefined;
+    }
+    const text = await res.text();
+    return text.length > MAX_PLAYLIST_BYTES ? undefined : text;
+  } catch {
+    return undefined;
+  }
+}
