@@ -48,7 +48,7 @@ import { API_VERSION, GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJobSpec } from 
 import { LocalCluster } from '@mediajobs/local-cluster';
 import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
-import { startMediaServer } from '../../test/support/media.js';
+import { startMediaServer, type MediaServer } from '../../test/support/media.js';
 import { startS3rver } from '../../test/support/s3rver.js';
 import { cpuBudget } from '../src/child.js';
 import { uploadJobFile, type ResolvedDestination } from '../src/destination.js';
@@ -179,6 +179,10 @@ interface Outcome {
   outputBytes: number;
   /** The runner's phases, seconds, from its log (see PHASES). */
   phases?: number[];
+  /** How long the runner waited for the check of what it delivered (verify.ts), from its log. */
+  verifySeconds?: number;
+  /** Bytes the media server sent for the input during the run. */
+  bytesRead?: number;
 }
 
 /** Log messages that open each phase of a runner, after its start. */
@@ -199,6 +203,19 @@ function phasesOf(log: string, startedAt: number, endedAt: number): number[] | u
   if (PHASE_MARKS.some((m) => !at.has(m))) return undefined;
   const marks = [startedAt, ...PHASE_MARKS.map((m) => at.get(m)!), endedAt];
   return marks.slice(1).map((t, i) => (t - marks[i]!) / 1000);
+}
+
+/** The verifyMs of the runner's "delivered file verified" line. */
+function verifySecondsOf(log: string): number | undefined {
+  for (const line of log.split('\n')) {
+    try {
+      const j = JSON.parse(line) as { msg?: string; verifyMs?: number };
+      if (j.msg === 'delivered file verified' && typeof j.verifyMs === 'number') return j.verifyMs / 1000;
+    } catch {
+      // not a log line
+    }
+  }
+  return undefined;
 }
 
 /** A local cluster with the MediaJob CRD, for the runner to report to as in local mode. */
@@ -291,7 +308,8 @@ async function runRunner(runner: RunnerCommand, url: string, extra: Partial<Medi
   const report = JSON.parse(readFileSync(termination, 'utf8') || '{}') as { outcome?: string; result?: { fileSize?: number } };
   if (r.code !== 0 || report.outcome !== 'completed') throw new Error(`runner failed (exit ${r.code}): ${r.out.slice(-3000)}`);
   rmSync(dir, { recursive: true, force: true });
-  return { seconds: r.seconds, peaks: r.peaks, outputBytes: report.result?.fileSize ?? 0, phases: phasesOf(r.out, r.startedAt, r.endedAt) };
+  const verifySeconds = verifySecondsOf(r.out);
+  return { seconds: r.seconds, peaks: r.peaks, outputBytes: report.result?.fileSize ?? 0, phases: phasesOf(r.out, r.startedAt, r.endedAt), ...(verifySeconds !== undefined ? { verifySeconds } : {}) };
 }
 
 /** The same work by hand: yt-dlp downloads, ffmpeg muxes with the runner's own arguments into a file. */
@@ -340,6 +358,41 @@ async function compare(job: string, runner: RunnerCommand, url: string, file: st
     process.stdout.write(`  ${job} round ${i + 1}: runner ${row.runner[i]!.seconds.toFixed(1)} s, bare ${row.bare[i]!.seconds.toFixed(1)} s\n`);
   }
   return row;
+}
+
+/**
+ * Issue 11: a 10 s clip from the middle of the copy input, runner against
+ * bare `ffmpeg -ss S -to E -i URL -c copy` on the same range-capable server,
+ * each with the bytes the server sent for it (goal: under 5% of the file;
+ * wall time ratio goal: at most 1.2×).
+ */
+async function compareClip(runner: RunnerCommand, server: MediaServer, file: string, work: string): Promise<{ row: Row; fileBytes: number }> {
+  const rel = file.slice(CACHE.length + 1);
+  const url = `${server.baseUrl}/${rel}`;
+  const start = Math.floor(SECONDS / 2);
+  const end = start + 10;
+  const row: Row = { job: `clip ${start}–${end} s of the copy input (10 s of ${SECONDS} s), loopback`, runner: [], bare: [] };
+  const counted = async (f: () => Promise<Outcome>): Promise<Outcome> => {
+    const before = server.bytesSent(`/${rel}`);
+    const o = await f();
+    return { ...o, bytesRead: server.bytesSent(`/${rel}`) - before };
+  };
+  for (let i = 0; i < ROUNDS; i++) {
+    await run('sync', []);
+    row.runner.push(await counted(() => runRunner(runner, url, { clipStart: String(start), clipEnd: String(end) }, work)));
+    await run('sync', []);
+    row.bare.push(await counted(async () => {
+      const dir = mkdtempSync(join(work, 'bare-clip-'));
+      const out = join(dir, 'out.mp4');
+      const r = await timed('ffmpeg', ['-hide_banner', '-nostdin', '-loglevel', 'error', '-y', '-ss', String(start), '-to', String(end), '-i', url, '-c', 'copy', out], { watchDir: dir });
+      if (r.code !== 0) throw new Error(`ffmpeg failed: ${r.out}`);
+      const outputBytes = statSync(out).size;
+      rmSync(dir, { recursive: true, force: true });
+      return { seconds: r.seconds, peaks: r.peaks, outputBytes };
+    }));
+    process.stdout.write(`  ${row.job} round ${i + 1}: runner ${row.runner[i]!.seconds.toFixed(2)} s, bare ${row.bare[i]!.seconds.toFixed(2)} s\n`);
+  }
+  return { row, fileBytes: statSync(file).size };
 }
 
 /** Mux + upload of one input: into a faststart file then uploaded, or streamed into the upload. */
@@ -397,6 +450,7 @@ async function main(): Promise<void> {
     ];
     const rows: Row[] = [];
     for (const j of jobs) if (!ONLY || ONLY.test(j.name)) rows.push(await j.run(j.name));
+    const clip = !ONLY || ONLY.test('clip') ? await compareClip(compiled, server, copyInput, work) : undefined;
 
     const local: ResolvedDestination = {
       provider: new LocalStorageProvider({ dir: join(work, 'store'), publicBaseUrl: 'http://127.0.0.1:1', secret: 'bench-secret-0123456789abcdef' }),
@@ -424,6 +478,26 @@ async function main(): Promise<void> {
       const disk = Math.max(...r.runner.map((o) => o.peaks.disk / o.outputBytes));
       const bareDisk = Math.max(...r.bare.map((o) => o.peaks.disk / o.outputBytes));
       console.log(`| ${r.job} | ${rs.toFixed(1)} s | ${bs.toFixed(1)} s | ${(rs / bs).toFixed(2)}× | ${mb(Math.max(...r.runner.map((o) => o.peaks.treeRss)))} | ${mb(hwm(/^(node|MainThread)/))} / ${mb(hwm(/^(yt-dlp|python)/))} / ${mb(hwm(/^ffmpeg/))} | ${disk.toFixed(2)}× (${mb(last.outputBytes)} output) | ${bareDisk.toFixed(2)}× |`);
+    }
+    console.log('\nthe check of what was delivered (verify.ts): time the runner waited for it (median), share of the job\'s wall time (goal < 3% for the 10-minute copy)');
+    console.log('| job | verification | share of the job |');
+    console.log('|---|---|---|');
+    for (const r of rows) {
+      const v = r.runner.map((o) => o.verifySeconds).filter((x): x is number => x !== undefined);
+      if (!v.length) continue;
+      const share = median(r.runner.filter((o) => o.verifySeconds !== undefined).map((o) => o.verifySeconds! / o.seconds));
+      console.log(`| ${r.job} | ${(median(v) * 1000).toFixed(0)} ms | ${(share * 100).toFixed(1)}% |`);
+    }
+    if (clip) {
+      const { row, fileBytes } = clip;
+      const rs = median(row.runner.map((o) => o.seconds));
+      const bs = median(row.bare.map((o) => o.seconds));
+      const read = (os: Outcome[]) => median(os.map((o) => o.bytesRead ?? 0));
+      console.log('\na 10 s clip from the middle, runner vs bare `ffmpeg -ss S -to E -i URL -c copy` (median of', ROUNDS, 'rounds)');
+      console.log('| job | runner | bare | ratio (goal ≤ 1.2) | runner read (goal < 5% of the file) | bare read |');
+      console.log('|---|---|---|---|---|---|');
+      const pct = (b: number) => `${mb(b)} (${((b / fileBytes) * 100).toFixed(1)}%)`;
+      console.log(`| ${row.job} | ${rs.toFixed(2)} s | ${bs.toFixed(2)} s | ${(rs / bs).toFixed(2)}× | ${pct(read(row.runner))} | ${pct(read(row.bare))} |`);
     }
     console.log('\nwhere the runner\'s time goes (median of each phase, seconds; bare is one yt-dlp run then ffmpeg to a file)');
     console.log(`| job | ${PHASES.join(' | ')} |`);

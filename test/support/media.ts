@@ -94,6 +94,12 @@ export interface MediaServer {
   refusesFfmpegUrl(allowed: number): string;
   /** Number of requests served so far. */
   readonly requests: number;
+  /** The path of every file request so far, in order (`/norange/` prefix included). */
+  readonly paths: readonly string[];
+  /** Body bytes sent so far for file paths starting with `prefix` (all when absent). */
+  bytesSent(prefix?: string): number;
+  /** The same file at `/norange/<path>`: served as a server without range support does (no Accept-Ranges, Range ignored). */
+  noRangeUrl(path: string): string;
   stop(): Promise<void>;
 }
 
@@ -180,6 +186,7 @@ async function generateLadder(root: string, name: LadderName, x264: string[]): P
 
 const CONTENT_TYPES: Record<string, string> = {
   '.mp4': 'video/mp4',
+  '.webm': 'video/webm',
   '.m4a': 'audio/mp4',
   '.m3u8': 'application/vnd.apple.mpegurl',
   '.ts': 'video/mp2t',
@@ -227,7 +234,9 @@ export async function startMediaServer(opts: MediaServerOptions = {}): Promise<M
   const ffmpegRequests = new Map<string, number>();
   const lastModified = MEDIA.lastModified.toUTCString();
 
-  const serveFile = async (req: IncomingMessage, res: ServerResponse, rel: string) => {
+  const paths: string[] = [];
+  const sent = new Map<string, number>();
+  const serveFile = async (req: IncomingMessage, res: ServerResponse, rel: string, ranges = true) => {
     const file = normalize(join(root, rel));
     if (!file.startsWith(root + sep)) return notFound(res);
     let size: number;
@@ -239,8 +248,8 @@ export async function startMediaServer(opts: MediaServerOptions = {}): Promise<M
       return notFound(res);
     }
     const type = CONTENT_TYPES[extname(file)] ?? 'application/octet-stream';
-    const range = parseRange(req.headers.range, size);
-    const headers: Record<string, string | number> = { 'content-type': type, 'accept-ranges': 'bytes', 'last-modified': lastModified };
+    const range = ranges ? parseRange(req.headers.range, size) : undefined;
+    const headers: Record<string, string | number> = { 'content-type': type, ...(ranges ? { 'accept-ranges': 'bytes' } : {}), 'last-modified': lastModified };
     if (range === 'invalid') {
       res.writeHead(416, { ...headers, 'content-range': `bytes */${size}` }).end();
       return;
@@ -253,6 +262,11 @@ export async function startMediaServer(opts: MediaServerOptions = {}): Promise<M
     });
     if (req.method === 'HEAD') return void res.end();
     const body = createReadStream(file, { start, end }).on('error', () => res.destroy());
+    const key = `/${ranges ? '' : 'norange/'}${rel}`;
+    paths.push(key);
+    body.on('data', (chunk: Buffer | string) => sent.set(key, (sent.get(key) ?? 0) + chunk.length));
+    // A client that stops reading (ffmpeg after a seek) ends the read, as a real server's would.
+    res.once('close', () => body.destroy());
     if (pace) body.pipe(pace()).on('error', () => res.destroy()).pipe(res);
     else body.pipe(res);
   };
@@ -308,7 +322,10 @@ export async function startMediaServer(opts: MediaServerOptions = {}): Promise<M
       return;
     }
     const slow = /^\/slow\/(\d+)\/video\.mp4$/.exec(path);
-    const done = slow ? serveSlow(req, res, Number(slow[1])) : serveFile(req, res, path.replace(/^\/+/, ''));
+    const noRange = /^\/norange\/(.+)$/.exec(path);
+    const done = slow ? serveSlow(req, res, Number(slow[1]))
+      : noRange ? serveFile(req, res, noRange[1]!, false)
+        : serveFile(req, res, path.replace(/^\/+/, ''));
     done.catch(() => res.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -330,6 +347,11 @@ export async function startMediaServer(opts: MediaServerOptions = {}): Promise<M
     get requests() {
       return requests;
     },
+    get paths() {
+      return paths;
+    },
+    bytesSent: (prefix = '/') => [...sent].filter(([k]) => k.startsWith(prefix)).reduce((n, [, b]) => n + b, 0),
+    noRangeUrl: (path: string) => `${baseUrl}/norange/${path.replace(/^\/+/, '')}`,
     stop: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
