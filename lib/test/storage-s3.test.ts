@@ -1,40 +1,18 @@
 // The S3 provider against a real S3 protocol server (s3rver), driven by the
 // official SDK unchanged.
 import { expect } from 'chai';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 import { Readable } from 'node:stream';
-import { inspect } from 'node:util';
-import { StorageError, createManagedStorage, createProvider } from '../src/storage/index.js';
+import { createManagedStorage, createProvider } from '../src/storage/index.js';
 import { S3StorageProvider, mapS3Error, type S3StorageOptions } from '../src/storage/s3.js';
 import { startS3rver, type RunningS3rver } from '../../test/support/s3rver.js';
-import { caught, expectSanitised } from './storage-support.js';
+import { storageContract } from './storage-contract.js';
+import { MiB, caught, describeErrorMapping, download, expectInvalidConfig, expectSanitised, generated } from './storage-support.js';
 
-const MiB = 1024 * 1024;
 const BUCKET = 'media';
 
-/** `total` bytes of random data as a stream of 1 MiB chunks, with their sha256. */
-function generated(total: number): { stream: Readable; sha256: string } {
-  const chunks: Buffer[] = [];
-  for (let left = total; left > 0; left -= MiB) chunks.push(randomBytes(Math.min(MiB, left)));
-  const hash = createHash('sha256');
-  for (const c of chunks) hash.update(c);
-  return { stream: Readable.from(chunks), sha256: hash.digest('hex') };
-}
-
-async function download(url: string): Promise<{ status: number; sha256: string; bytes: number; contentType: string | null }> {
-  const res = await fetch(url);
-  const body = Buffer.from(await res.arrayBuffer());
-  return {
-    status: res.status,
-    sha256: createHash('sha256').update(body).digest('hex'),
-    bytes: body.length,
-    contentType: res.headers.get('content-type'),
-  };
-}
-
-/** Nothing secret or host-identifying may appear anywhere a logger could print. */
 /** What the S3 API call of a request is, from its method and query (the calls a multipart upload makes). */
 function s3Operation(method: string, query: URLSearchParams): string {
   if (method === 'POST' && query.has('uploads')) return 'CreateMultipartUpload';
@@ -126,6 +104,52 @@ describe('storage: s3 provider on s3rver', function () {
     await s3.stop();
   });
 
+  /** What s3rver holds under `key`, read through a presigned URL as a client would. */
+  async function read(key: string): Promise<Buffer | undefined> {
+    const got = await download(await provider().presign(key, 60));
+    if (got.status === 404) return undefined;
+    expect(got.status).to.equal(200);
+    return got.body;
+  }
+
+  // s3rver reports only what it stored or removed, so its writes are its events.
+  const writeOf = (e: { eventName: string; key: string }) =>
+    e.eventName.startsWith('ObjectCreated:') ? `put ${e.key}` : e.eventName === 'ObjectRemoved:Delete' ? `delete ${e.key}` : `${e.eventName} ${e.key}`;
+
+  storageContract({
+    provider: (opts) => provider(opts),
+    withSecrets: () => {
+      const secret = 'provider-secret-' + randomBytes(8).toString('hex');
+      return { provider: provider({ secretAccessKey: secret }), secrets: [secret] };
+    },
+    staged: () => ({ provider: provider(), bytes: 17 * MiB }),
+    read,
+    keys: async () => {
+      const held = new Set<string>();
+      for (const e of s3.events) {
+        if (e.eventName.startsWith('ObjectCreated:')) held.add(e.key);
+        else held.delete(e.key);
+      }
+      return [...held];
+    },
+    refusesUnread: true,
+    presigned: true,
+    writes: { mark: () => s3.events.length, since: (from) => s3.events.slice(from).map(writeOf) },
+    missing: {
+      noun: 'bucket',
+      reason: 'NoSuchBucket',
+      readsAtMost: 200 * MiB,
+      provider: () => provider({ bucket: 'no-such-bucket' }),
+      hidden: () => [s3.secretAccessKey, String(s3.port), 'no-such-bucket'],
+    },
+    stopped: async () => {
+      const gone = await startS3rver({ buckets: [BUCKET] });
+      await gone.stop();
+      return { provider: provider({ endpoint: gone.endpoint, maxAttempts: 1 }), hidden: [String(gone.port), s3.secretAccessKey] };
+    },
+    silent: { reason: 'TimeoutError', provider: (port) => provider({ endpoint: `http://127.0.0.1:${port}`, maxAttempts: 1, socketTimeoutMs: 300 }) },
+  });
+
   it('streams 20 MiB of unknown length as a multipart upload and serves it byte for byte through a 24 h presigned URL', async () => {
     const p = provider();
     const { stream, sha256 } = generated(20 * MiB);
@@ -164,64 +188,6 @@ describe('storage: s3 provider on s3rver', function () {
     expect(s3.events.filter((e) => e.key === key).map((e) => e.eventName)).to.deep.equal(['ObjectCreated:Put']);
     const res = await fetch(await p.presign(key, 60));
     expect(await res.text()).to.equal('hello world');
-  });
-
-  it('refuses to overwrite: a second upload to the same key fails with conflict, unread, and the first object stays', async () => {
-    const p = provider();
-    const key = 'videos/taken.mp4';
-    await p.upload(key, Readable.from([Buffer.from('first')]));
-    let read = false;
-    const second = Readable.from((function* () {
-      read = true;
-      yield Buffer.from('second');
-    })());
-    const err = await caught(p.upload(key, second));
-    expect(err.code).to.equal('conflict');
-    expect(read, 'nothing of the second body was sent').to.equal(false);
-    expect(second.destroyed, 'the refused body is destroyed, so a producer stops').to.equal(true);
-    expect(await (await fetch(await p.presign(key, 60))).text()).to.equal('first');
-  });
-
-  it('fails a stream longer or shorter than its declared size and leaves no object', async () => {
-    const p = provider();
-    const longer = await caught(p.upload('videos/long.mp4', Readable.from([Buffer.alloc(100)]), { size: 10 }));
-    expect(longer.code).to.equal('failed');
-    expect(longer.reason).to.equal('size_mismatch');
-    const shorter = await caught(p.upload('videos/short.mp4', Readable.from([Buffer.alloc(10)]), { size: 100 }));
-    expect(shorter.code).to.equal('failed');
-    for (const key of ['videos/long.mp4', 'videos/short.mp4']) {
-      expect((await fetch(await p.presign(key, 60))).status).to.equal(404);
-    }
-  });
-
-  it('reports a failing source as source_error, not as an unreachable backend', async () => {
-    const p = provider();
-    // Past the first part, so a multipart upload is under way when the source dies.
-    async function* broken() {
-      yield randomBytes(17 * MiB);
-      throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
-    }
-    const err = await caught(p.upload('videos/broken.mp4', Readable.from(broken())));
-    expect(err.code).to.equal('failed');
-    expect(err.reason).to.equal('source_error');
-    expect((await fetch(await p.presign('videos/broken.mp4', 60))).status).to.equal(404);
-  });
-
-  it('stops reading the source when the backend fails mid-stream', async () => {
-    const p = provider({ bucket: 'no-such-bucket' });
-    let produced = 0;
-    async function* endless() {
-      for (;;) {
-        produced += MiB;
-        yield Buffer.alloc(MiB);
-      }
-    }
-    const body = Readable.from(endless());
-    const err = await caught(p.upload('videos/endless.mp4', body));
-    expect(err.code).to.equal('not_found');
-    expect(body.destroyed).to.equal(true);
-    // Bounded by the part buffer, not the (infinite) source.
-    expect(produced).to.be.below(200 * MiB);
   });
 
   it('sends a sized stream in parts of the planned size and completes the upload', async () => {
@@ -295,38 +261,6 @@ describe('storage: s3 provider on s3rver', function () {
     }
   });
 
-  it('probe puts and deletes verify_credentials.txt at the root of the folder prefix', async () => {
-    await provider().probe();
-    await provider({ folderPrefix: '/team a/archive/' }).probe();
-    const probeEvents = s3.events.filter((e) => e.key.endsWith('verify_credentials.txt'));
-    expect(probeEvents).to.deep.equal([
-      { eventName: 'ObjectCreated:Put', bucket: BUCKET, key: 'verify_credentials.txt' },
-      { eventName: 'ObjectRemoved:Delete', bucket: BUCKET, key: 'verify_credentials.txt' },
-      { eventName: 'ObjectCreated:Put', bucket: BUCKET, key: 'team a/archive/verify_credentials.txt' },
-      { eventName: 'ObjectRemoved:Delete', bucket: BUCKET, key: 'team a/archive/verify_credentials.txt' },
-    ]);
-    expect((await fetch(await provider().presign('verify_credentials.txt', 60))).status).to.equal(404);
-  });
-
-  it('delete removes an object and is idempotent', async () => {
-    const p = provider();
-    await p.upload('videos/gone.mp4', Readable.from([Buffer.from('x')]));
-    await p.delete('videos/gone.mp4');
-    await p.delete('videos/gone.mp4');
-    expect((await fetch(await p.presign('videos/gone.mp4', 60))).status).to.equal(404);
-  });
-
-  it('a missing bucket is not_found with reason NoSuchBucket', async () => {
-    const p = provider({ bucket: 'no-such-bucket' });
-    const probe = await caught(p.probe());
-    expect(probe.code).to.equal('not_found');
-    expect(probe.reason).to.equal('NoSuchBucket');
-    expect(probe.httpStatus).to.equal(404);
-    const upload = await caught(p.upload('videos/x.mp4', Readable.from([Buffer.from('x')])));
-    expect(upload.code).to.equal('not_found');
-    expectSanitised(probe, [s3.secretAccessKey, String(s3.port), 'no-such-bucket']);
-  });
-
   it('an unknown access key is auth with reason InvalidAccessKeyId', async () => {
     const secret = 'wrong-secret-' + randomBytes(8).toString('hex');
     const p = provider({ accessKeyId: 'AKIAWRONGKEY', secretAccessKey: secret });
@@ -344,40 +278,6 @@ describe('storage: s3 provider on s3rver', function () {
     this.skip();
   });
 
-  it('a stopped server is unreachable with reason ECONNREFUSED', async () => {
-    const gone = await startS3rver({ buckets: [BUCKET] });
-    await gone.stop();
-    const p = provider({ endpoint: gone.endpoint, maxAttempts: 1 });
-    const probe = await caught(p.probe());
-    expect(probe.code).to.equal('unreachable');
-    expect(probe.reason).to.equal('ECONNREFUSED');
-    const upload = await caught(p.upload('videos/x.mp4', Readable.from([Buffer.from('x')])));
-    expect(upload.code).to.equal('unreachable');
-    expectSanitised(probe, ['127.0.0.1', String(gone.port), s3.secretAccessKey]);
-  });
-
-  it('a server that accepts and never answers is unreachable (timeout)', async () => {
-    const sockets = new Set<net.Socket>();
-    const silent = net.createServer((sock) => sockets.add(sock));
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    const port = (silent.address() as net.AddressInfo).port;
-    try {
-      const p = provider({ endpoint: `http://127.0.0.1:${port}`, maxAttempts: 1, socketTimeoutMs: 300 });
-      const err = await caught(p.probe());
-      expect(err.code).to.equal('unreachable');
-    } finally {
-      for (const s of sockets) s.destroy();
-      await new Promise((resolve) => silent.close(resolve));
-    }
-  });
-
-  it('keeps credentials out of the provider when inspected or serialised', () => {
-    const secret = 'provider-secret-' + randomBytes(8).toString('hex');
-    const p = provider({ secretAccessKey: secret });
-    expect(inspect(p, { depth: 10 })).not.to.include(secret);
-    expect(JSON.stringify(p)).not.to.include(secret);
-  });
-
   it('refuses invalid configuration without a network call', () => {
     const bad: Array<[Partial<S3StorageOptions>, string]> = [
       [{ bucket: '' }, 'missing_bucket'],
@@ -387,17 +287,7 @@ describe('storage: s3 provider on s3rver', function () {
       [{ endpoint: undefined, region: 'auto' }, 'invalid_region'],
       [{ partSize: MiB }, 'invalid_part_size'],
     ];
-    for (const [overrides, reason] of bad) {
-      let err: unknown;
-      try {
-        provider(overrides);
-      } catch (e) {
-        err = e;
-      }
-      expect(err, reason).to.be.instanceOf(StorageError);
-      expect((err as StorageError).code).to.equal('invalid_config');
-      expect((err as StorageError).reason).to.equal(reason);
-    }
+    expectInvalidConfig(provider, bad);
   });
 
   it("accepts region 'auto' with an endpoint", async () => {
@@ -459,12 +349,5 @@ describe('storage: mapS3Error', () => {
     ['PermanentRedirect', { name: 'PermanentRedirect', $metadata: { httpStatusCode: 301 } }, 'invalid_config', 'PermanentRedirect'],
     ['a reason that is not a token', { name: 'bad name with spaces http://host' }, 'failed', 'unknown'],
   ];
-  for (const [title, input, code, reason] of cases) {
-    it(`${title} → ${code} (${reason})`, () => {
-      const err = mapS3Error(input);
-      expect(err.code).to.equal(code);
-      expect(err.reason).to.equal(reason);
-      expect(err.message).not.to.match(/10\.1\.2\.3|example\.test|http:\/\//);
-    });
-  }
+  describeErrorMapping(mapS3Error, cases, /10\.1\.2\.3|example\.test|http:\/\//);
 });
