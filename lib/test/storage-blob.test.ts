@@ -1,40 +1,17 @@
 // The Azure Blob provider against a real Blob protocol server (Azurite, in a
 // child process), driven by the official SDK unchanged.
 import { expect } from 'chai';
-import { createHash, randomBytes } from 'node:crypto';
-import net from 'node:net';
+import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { inspect } from 'node:util';
 import { BlobStorageProvider, mapBlobError, type BlobStorageOptions } from '../src/storage/blob.js';
 import { createProvider, destinationKeyLayout, objectKey, parseDestination, type StorageError } from '../src/storage/index.js';
 import { startAzurite, type RunningAzurite } from '../../test/support/azurite.js';
-import { caught, expectSanitised, thrown } from './storage-support.js';
+import { storageContract } from './storage-contract.js';
+import { MiB, caught, describeErrorMapping, download, expectInvalidConfig, expectSanitised, generated, thrown } from './storage-support.js';
 
-const MiB = 1024 * 1024;
 const CONTAINER = 'media';
 const DAY = 86_400;
 
-/** `total` bytes of random data as a stream of 1 MiB chunks, with their sha256. */
-function generated(total: number): { stream: Readable; sha256: string } {
-  const chunks: Buffer[] = [];
-  for (let left = total; left > 0; left -= MiB) chunks.push(randomBytes(Math.min(MiB, left)));
-  const hash = createHash('sha256');
-  for (const c of chunks) hash.update(c);
-  return { stream: Readable.from(chunks), sha256: hash.digest('hex') };
-}
-
-async function download(url: string): Promise<{ status: number; sha256: string; bytes: number; contentType: string | null }> {
-  const res = await fetch(url);
-  const body = Buffer.from(await res.arrayBuffer());
-  return {
-    status: res.status,
-    sha256: createHash('sha256').update(body).digest('hex'),
-    bytes: body.length,
-    contentType: res.headers.get('content-type'),
-  };
-}
-
-/** Nothing secret or host-identifying may appear anywhere a logger could print. */
 describe('storage: blob provider on Azurite', function () {
   this.timeout(60_000);
   let az: RunningAzurite;
@@ -66,6 +43,59 @@ describe('storage: blob provider on Azurite', function () {
   });
   after(async () => {
     await az?.stop();
+  });
+
+  /** Azurite's log of writes: a Put Blob answered 201 and a Delete answered 202 are the expected successes. */
+  async function writesSince(from: number): Promise<string[]> {
+    await az.settled();
+    const prefix = `/${CONTAINER}/`;
+    return az.requests
+      .slice(from)
+      .filter((r) => r.path.startsWith(prefix) && (r.method === 'PUT' || r.method === 'DELETE'))
+      .map((r) => {
+        const key = r.path.slice(prefix.length);
+        if (r.method === 'PUT' && r.status === 201 && !/(?:^|&)comp=/.test(r.query)) return `put ${key}`;
+        if (r.method === 'DELETE' && r.status === 202) return `delete ${key}`;
+        return `${r.method} ${r.query} ${r.status} ${key}`;
+      });
+  }
+
+  storageContract({
+    provider: (opts) => provider(opts),
+    withSecrets: () => ({ provider: provider(), secrets: [az.accountKey] }),
+    staged: () => ({ provider: provider(), bytes: 9 * MiB }),
+    read: async (key) => {
+      const got = await download(await provider().presign(key, 60));
+      if (got.status === 404) return undefined;
+      expect(got.status).to.equal(200);
+      return got.body;
+    },
+    keys: async () => {
+      const names: string[] = [];
+      for await (const b of az.client().getContainerClient(CONTAINER).listBlobsFlat()) names.push(b.name);
+      return names;
+    },
+    abandoned: async (key) => {
+      expect(await requestsFor(key)).not.to.include('PUT blocklist 201');
+    },
+    presigned: true,
+    writes: { mark: () => az.requests.length, since: writesSince },
+    missing: {
+      noun: 'container',
+      reason: 'ContainerNotFound',
+      readsAtMost: 100 * MiB,
+      provider: () => provider({ container: 'no-such-container' }),
+      hidden: () => [az.accountKey, az.accountName, String(az.port), 'no-such-container'],
+    },
+    stopped: async () => {
+      const gone = await startAzurite({ containers: [CONTAINER], accessLog: false });
+      await gone.stop();
+      return {
+        provider: provider({ endpoint: gone.endpoint, accountName: gone.accountName, accountKey: gone.accountKey, maxTries: 1 }),
+        hidden: [String(gone.port), gone.accountKey],
+      };
+    },
+    silent: { reason: 'timeout', provider: (port) => provider({ endpoint: `http://127.0.0.1:${port}/${az.accountName}`, maxTries: 1, tryTimeoutMs: 300 }) },
   });
 
   it('streams 20 MiB of unknown length as staged blocks and serves it byte for byte through a 24 h SAS URL', async () => {
@@ -100,17 +130,6 @@ describe('storage: blob provider on Azurite', function () {
     expect(result.size).to.equal(9 * MiB + 123);
     expect((await requestsFor(key)).filter((r) => r === 'PUT block 201')).to.have.length(3);
     expect((await download(await p.presign(key, 60))).sha256).to.equal(sha256);
-  });
-
-  it('uploads a small stream and keeps a key with spaces and non-ASCII letters intact', async () => {
-    const p = provider();
-    const key = 'videos/Fête de la musique/clip 1.m4a';
-    const result = await p.upload(key, Readable.from([Buffer.from('hello '), Buffer.from('world')]), { contentType: 'audio/mp4' });
-    expect(result.size).to.equal(11);
-    const res = await fetch(await p.presign(key, 60));
-    expect(res.status).to.equal(200);
-    expect(await res.text()).to.equal('hello world');
-    expect(res.headers.get('content-type')).to.equal('audio/mp4');
   });
 
   it('refuses to overwrite: a second upload to the same key fails with conflict at the commit, and the first blob stays whole', async () => {
@@ -159,80 +178,6 @@ describe('storage: blob provider on Azurite', function () {
     expect((await fetch(url)).status).to.equal(200);
   });
 
-  it('fails a stream longer or shorter than its declared size and leaves no blob', async () => {
-    const p = provider();
-    const longer = await caught(p.upload('videos/long.mp4', Readable.from([Buffer.alloc(100)]), { size: 10 }));
-    expect(longer.code).to.equal('failed');
-    expect(longer.reason).to.equal('size_mismatch');
-    const shorter = await caught(p.upload('videos/short.mp4', Readable.from([Buffer.alloc(10)]), { size: 100 }));
-    expect(shorter.code).to.equal('failed');
-    expect(shorter.reason).to.equal('size_mismatch');
-    for (const key of ['videos/long.mp4', 'videos/short.mp4']) {
-      expect((await fetch(await p.presign(key, 60))).status).to.equal(404);
-    }
-  });
-
-  it('reports a failing source as source_error, not as an unreachable backend, and commits nothing', async () => {
-    const p = provider();
-    async function* broken() {
-      yield randomBytes(9 * MiB); // past the first block, so staging is under way
-      throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
-    }
-    const err = await caught(p.upload('videos/broken.mp4', Readable.from(broken())));
-    expect(err.code).to.equal('failed');
-    expect(err.reason).to.equal('source_error');
-    expect(await requestsFor('videos/broken.mp4')).not.to.include('PUT blocklist 201');
-    expect((await fetch(await p.presign('videos/broken.mp4', 60))).status).to.equal(404);
-  });
-
-  it('stops reading the source when the backend fails mid-stream', async () => {
-    const p = provider({ container: 'no-such-container' });
-    let produced = 0;
-    async function* endless() {
-      for (;;) {
-        produced += MiB;
-        yield Buffer.alloc(MiB);
-      }
-    }
-    const body = Readable.from(endless());
-    const err = await caught(p.upload('videos/endless.mp4', body));
-    expect(err.code).to.equal('not_found');
-    expect(err.reason).to.equal('ContainerNotFound');
-    expect(body.destroyed).to.equal(true);
-    // Bounded by the block buffers, not by the (infinite) source.
-    expect(produced).to.be.below(100 * MiB);
-  });
-
-  it('probe puts and deletes verify_credentials.txt at the root of the folder prefix', async () => {
-    await provider().probe();
-    await provider({ folderPrefix: '/team a/archive/' }).probe();
-    expect(await requestsFor('verify_credentials.txt')).to.deep.equal(['PUT blob 201', 'DELETE 202']);
-    expect(await requestsFor('team a/archive/verify_credentials.txt')).to.deep.equal(['PUT blob 201', 'DELETE 202']);
-    const names: string[] = [];
-    for await (const b of az.client().getContainerClient(CONTAINER).listBlobsFlat()) names.push(b.name);
-    expect(names.filter((n) => n.endsWith('verify_credentials.txt'))).to.deep.equal([]);
-  });
-
-  it('delete removes a blob and is idempotent', async () => {
-    const p = provider();
-    await p.upload('videos/gone.mp4', Readable.from([Buffer.from('x')]));
-    await p.delete('videos/gone.mp4');
-    await p.delete('videos/gone.mp4');
-    expect((await fetch(await p.presign('videos/gone.mp4', 60))).status).to.equal(404);
-  });
-
-  it('a missing container is not_found with reason ContainerNotFound', async () => {
-    const p = provider({ container: 'no-such-container' });
-    const probe = await caught(p.probe());
-    expect(probe.code).to.equal('not_found');
-    expect(probe.reason).to.equal('ContainerNotFound');
-    expect(probe.httpStatus).to.equal(404);
-    const upload = await caught(p.upload('videos/x.mp4', Readable.from([Buffer.from('x')])));
-    expect(upload.code).to.equal('not_found');
-    expect((await caught(p.delete('videos/x.mp4'))).code).to.equal('not_found');
-    expectSanitised(probe, [az.accountKey, az.accountName, String(az.port), 'no-such-container']);
-  });
-
   it('a wrong account key is auth, and the key appears nowhere in the error', async () => {
     const wrongKey = randomBytes(64).toString('base64');
     const p = provider({ accountKey: wrongKey, maxTries: 1 });
@@ -245,40 +190,6 @@ describe('storage: blob provider on Azurite', function () {
     expect(upload.code).to.equal('auth');
     expectSanitised(probe, [wrongKey, az.accountKey, az.accountName, String(az.port)]);
     expectSanitised(upload, [wrongKey, az.accountKey, az.accountName, String(az.port)]);
-  });
-
-  it('a stopped server is unreachable with reason ECONNREFUSED', async () => {
-    const gone = await startAzurite({ containers: [CONTAINER], accessLog: false });
-    await gone.stop();
-    const p = provider({ endpoint: gone.endpoint, accountName: gone.accountName, accountKey: gone.accountKey, maxTries: 1 });
-    const probe = await caught(p.probe());
-    expect(probe.code).to.equal('unreachable');
-    expect(probe.reason).to.equal('ECONNREFUSED');
-    const upload = await caught(p.upload('videos/x.mp4', Readable.from([Buffer.from('x')])));
-    expect(upload.code).to.equal('unreachable');
-    expectSanitised(probe, ['127.0.0.1', String(gone.port), gone.accountKey]);
-  });
-
-  it('a server that accepts and never answers is unreachable (timeout)', async () => {
-    const sockets = new Set<net.Socket>();
-    const silent = net.createServer((sock) => sockets.add(sock));
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    const port = (silent.address() as net.AddressInfo).port;
-    try {
-      const p = provider({ endpoint: `http://127.0.0.1:${port}/${az.accountName}`, maxTries: 1, tryTimeoutMs: 300 });
-      const err = await caught(p.probe());
-      expect(err.code).to.equal('unreachable');
-      expect(err.reason).to.equal('timeout');
-    } finally {
-      for (const s of sockets) s.destroy();
-      await new Promise((resolve) => silent.close(resolve));
-    }
-  });
-
-  it('keeps the account key out of the provider when inspected or serialised', () => {
-    const p = provider();
-    expect(inspect(p, { depth: 10 })).not.to.include(az.accountKey);
-    expect(JSON.stringify(p)).not.to.include(az.accountKey);
   });
 
   it('refuses invalid configuration without a network call', () => {
@@ -294,12 +205,7 @@ describe('storage: blob provider on Azurite', function () {
       [{ endpoint: 'https://acct.blob.core.windows.net/?sv=2024&sig=abc' }, 'invalid_endpoint'],
       [{ blockSize: 0 }, 'invalid_block_size'],
     ];
-    for (const [overrides, reason] of bad) {
-      const err = thrown(() => provider(overrides));
-      expect(err.code, reason).to.equal('invalid_config');
-      expect(err.reason).to.equal(reason);
-      expect(err.message).not.to.include(az.accountKey);
-    }
+    expectInvalidConfig(provider, bad, [az.accountKey]);
   });
 
   it('defaults to the public Azure endpoint and accepts a sovereign-cloud host', () => {
@@ -371,12 +277,5 @@ describe('storage: mapBlobError', () => {
     ['per-try deadline', Object.assign(new Error('The operation was aborted.'), { name: 'AbortError' }), 'unreachable', 'timeout'],
     ['a reason that is not a token', restError('bad code with spaces http://host', 418), 'failed', 'unknown'],
   ];
-  for (const [title, input, code, reason] of cases) {
-    it(`${title} → ${code} (${reason})`, () => {
-      const err = mapBlobError(input);
-      expect(err.code).to.equal(code);
-      expect(err.reason).to.equal(reason);
-      expect(err.message).not.to.match(/SECRET|10\.1\.2\.3|example\.test|https?:\/\//);
-    });
-  }
+  describeErrorMapping(mapBlobError, cases, /SECRET|10\.1\.2\.3|example\.test|https?:\/\//);
 });
