@@ -83,6 +83,7 @@ describe('storage: blob provider on Azurite', function () {
     missing: {
       noun: 'container',
       reason: 'ContainerNotFound',
+      deleteFails: true,
       readsAtMost: 100 * MiB,
       provider: () => provider({ container: 'no-such-container' }),
       hidden: () => [az.accountKey, az.accountName, String(az.port), 'no-such-container'],

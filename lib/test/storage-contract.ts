@@ -28,12 +28,22 @@ export interface ContractHarness {
   abandoned?(key: string): void | Promise<void>;
   /** The provider looks a key up before it reads the body, so a refused upload reads none of it (S3, Drive). */
   refusesUnread?: boolean;
+  /** Why an empty upload cannot be shown against this backend, when it cannot (the case is then pending). */
+  noEmptyUpload?: string;
   /** presign() gives a URL the backend itself serves. */
   presigned?: boolean;
   /** Writes the backend saw, as `put <key>` / `delete <key>` or the raw request when it was not the expected success. */
   writes?: { mark(): number; since(mark: number): string[] | Promise<string[]> };
   /** A bucket or container that does not exist. */
-  missing?: { noun: string; reason: string; readsAtMost: number; provider(): StorageProvider; hidden(): string[] };
+  missing?: {
+    noun: string;
+    reason: string;
+    /** Delete fails too; where it does not, a missing bucket looks like a missing key, which delete accepts. */
+    deleteFails: boolean;
+    readsAtMost: number;
+    provider(): StorageProvider;
+    hidden(): string[];
+  };
   /** A provider for a backend started and stopped again, and what its errors must not show. */
   stopped?(): Promise<{ provider: StorageProvider; hidden: string[] }>;
   /** A provider, with short timeouts, for a server on 127.0.0.1:`port` that never answers, and the reason it gives. */
@@ -45,12 +55,15 @@ const text = (s: string) => Readable.from([Buffer.from(s)]);
 /** Registers the shared cases in the calling describe; `h` is read when the cases run, after the file's before(). */
 export function storageContract(h: ContractHarness): void {
   describe('the shared storage contract', () => {
-    it('uploads a small stream and an empty one, and stores them as sent', async () => {
-      const p = h.provider();
-      const result = await p.upload('contract/small.m4a', Readable.from([Buffer.from('hello '), Buffer.from('world')]), { contentType: 'audio/mp4' });
+    it('uploads a small stream and stores it as sent', async () => {
+      const result = await h.provider().upload('contract/small.m4a', Readable.from([Buffer.from('hello '), Buffer.from('world')]), { contentType: 'audio/mp4' });
       expect(result).to.deep.equal({ key: 'contract/small.m4a', size: 11 });
       expect((await h.read('contract/small.m4a'))?.toString()).to.equal('hello world');
-      const empty = await p.upload('contract/empty.mp3', Readable.from([]));
+    });
+
+    it('uploads an empty stream as an empty object', async function () {
+      if (h.noEmptyUpload) this.skip(); // pending, with the harness's reason beside it
+      const empty = await h.provider().upload('contract/empty.mp3', Readable.from([]));
       expect(empty.size).to.equal(0);
       expect((await h.read('contract/empty.mp3'))?.length).to.equal(0);
     });
@@ -153,12 +166,12 @@ export function storageContract(h: ContractHarness): void {
 
     if (h.missing) {
       const missing = h.missing;
-      it(`a missing ${missing.noun} is not_found with reason ${missing.reason}, for probe, upload and delete`, async () => {
+      it(`a missing ${missing.noun} is not_found with reason ${missing.reason}${missing.deleteFails ? ', for probe, upload and delete' : ''}`, async () => {
         const p = missing.provider();
         const probe = await caught(p.probe());
         expect([probe.code, probe.reason, probe.httpStatus]).to.deep.equal(['not_found', missing.reason, 404]);
         expect((await caught(p.upload('contract/x.mp4', text('x')))).code).to.equal('not_found');
-        expect((await caught(p.delete('contract/x.mp4'))).code).to.equal('not_found');
+        if (missing.deleteFails) expect((await caught(p.delete('contract/x.mp4'))).code).to.equal('not_found');
         expectSanitised(probe, missing.hidden());
       });
 

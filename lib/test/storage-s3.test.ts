@@ -138,6 +138,7 @@ describe('storage: s3 provider on s3rver', function () {
     missing: {
       noun: 'bucket',
       reason: 'NoSuchBucket',
+      deleteFails: true,
       readsAtMost: 200 * MiB,
       provider: () => provider({ bucket: 'no-such-bucket' }),
       hidden: () => [s3.secretAccessKey, String(s3.port), 'no-such-bucket'],
