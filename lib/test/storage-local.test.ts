@@ -2,7 +2,7 @@
 // HMAC-signed, expiring download URLs.
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
-import { writeSync } from 'node:fs';
+import { readdirSync, writeSync } from 'node:fs';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -18,6 +18,7 @@ import {
   signFileUrl,
   verifySignedFileUrl,
 } from '../src/storage/index.js';
+import { storageContract } from './storage-contract.js';
 
 const SECRET = 'local-test-secret-0123456789abcdef';
 
@@ -49,6 +50,30 @@ describe('storage: managed local provider', () => {
   });
   afterEach(async () => {
     await rm(dir, { recursive: true, force: true });
+  });
+
+  /** The file under `key`, found as the gateway finds it; undefined when there is none. */
+  async function stored(key: string): Promise<Buffer | undefined> {
+    try {
+      return await readFile((await resolveFile(dir, key)).path);
+    } catch (err) {
+      if (err instanceof StorageError && err.code === 'not_found') return undefined;
+      throw err;
+    }
+  }
+
+  storageContract({
+    provider: () => p,
+    withSecrets: () => ({ provider: p, secrets: [SECRET] }),
+    // LocalStorageProvider keeps FILE_URL_SECRET in a plain field (managed-local.ts), so
+    // inspect() and JSON.stringify() show it; the other providers hide theirs.
+    pending: { secrets: 'managed-local.ts keeps FILE_URL_SECRET in a plain, inspectable field' },
+    staged: () => ({ provider: p, bytes: 1024 * 1024 }),
+    read: stored,
+    nothingOpen: () => {
+      // Synchronous: the temp area is read with the sync call the assertion needs.
+      expect(readdirSync(path.join(dir, '.tmp'))).to.deep.equal([]);
+    },
   });
 
   it('streams an upload to <dir>/<key> and serves it back through a verified presigned URL', async () => {
@@ -110,13 +135,6 @@ describe('storage: managed local provider', () => {
     // a URL signed by another installation
     const foreign = new LocalStorageProvider({ dir, publicBaseUrl: 'http://127.0.0.1:8080', secret: 'some-other-secret-abcdefgh' });
     expect(await serve(dir, await foreign.presign('videos/a.mp4', 60))).to.equal('forbidden');
-  });
-
-  it('refuses to overwrite: a second upload to the same key fails with conflict and the first file stays', async () => {
-    await p.upload('videos/same.mp4', Readable.from([Buffer.from('first job')]));
-    const err = await caught(p.upload('videos/same.mp4', Readable.from([Buffer.from('second job')])));
-    expect(err.code).to.equal('conflict');
-    expect(await readFile(path.join(dir, 'videos/same.mp4'), 'utf8')).to.equal('first job');
   });
 
   it('lets exactly one of two concurrent uploads to one key win', async () => {
@@ -191,7 +209,7 @@ describe('storage: managed local provider', () => {
     expect(f.mtimeMs).to.be.greaterThan(0);
   });
 
-  it('a failed or mis-sized stream leaves neither the file nor a temp file', async () => {
+  it("a source failing with ENOENT is the source's error, not not_found, and leaves neither the file nor a temp file", async () => {
     async function* broken() {
       yield Buffer.from('partial');
       throw Object.assign(new Error('source died'), { code: 'ENOENT' });
@@ -200,13 +218,7 @@ describe('storage: managed local provider', () => {
     // The source's ENOENT is not the storage's: not not_found.
     expect(err.code).to.equal('failed');
     expect(err.reason).to.equal('source_error');
-    const short = await caught(p.upload('videos/short.mp4', Readable.from([Buffer.from('abc')]), { size: 10 }));
-    expect(short.reason).to.equal('size_mismatch');
-    const long = await caught(p.upload('videos/long.mp4', Readable.from([Buffer.from('abcdefghijkl')]), { size: 10 }));
-    expect(long.reason).to.equal('size_mismatch');
-    for (const k of ['videos/broken.mp4', 'videos/short.mp4', 'videos/long.mp4']) {
-      expect((await caught(resolveFile(dir, k))).code).to.equal('not_found');
-    }
+    expect((await caught(resolveFile(dir, 'videos/broken.mp4'))).code).to.equal('not_found');
     expect(await readdir(path.join(dir, '.tmp'))).to.deep.equal([]);
   });
 
@@ -242,13 +254,6 @@ describe('storage: managed local provider', () => {
     await staged.discard();
     expect(await readdir(path.join(dir, '.tmp'))).to.deep.equal([]);
     expect(await readdir(dir)).to.deep.equal(['.tmp']);
-  });
-
-  it('delete removes a file and is idempotent', async () => {
-    await p.upload('videos/d.mp4', Readable.from([Buffer.from('d')]));
-    await p.delete('videos/d.mp4');
-    await p.delete('videos/d.mp4');
-    expect((await caught(resolveFile(dir, 'videos/d.mp4'))).code).to.equal('not_found');
   });
 
   it('probe writes and removes a file and reports an unwritable directory', async () => {
