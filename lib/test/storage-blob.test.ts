@@ -63,6 +63,7 @@ describe('storage: blob provider on Azurite', function () {
   storageContract({
     provider: (opts) => provider(opts),
     withSecrets: () => ({ provider: provider(), secrets: [az.accountKey] }),
+    maxExpiry: 7 * 86_400,
     staged: () => ({ provider: provider(), bytes: 9 * MiB }),
     read: async (key) => {
       const got = await download(await provider().presign(key, 60));
@@ -116,11 +117,7 @@ describe('storage: blob provider on Azurite', function () {
     expect(q.get('st'), 'no start time (clock skew)').to.equal(null);
     const expiry = Date.parse(q.get('se') as string);
     expect(expiry).to.be.within(before + DAY * 1000 - 2000, Date.now() + DAY * 1000 + 1000);
-    const got = await download(url);
-    expect(got.status).to.equal(200);
-    expect(got.bytes).to.equal(20 * MiB);
-    expect(got.sha256).to.equal(sha256);
-    expect(got.contentType).to.equal('video/mp4');
+    expect(await download(url)).to.deep.include({ status: 200, bytes: 20 * MiB, sha256: sha256, contentType: 'video/mp4' });
   });
 
   it('uses 4 MiB blocks when the size is declared, and still counts the bytes', async () => {
@@ -212,13 +209,6 @@ describe('storage: blob provider on Azurite', function () {
   it('defaults to the public Azure endpoint and accepts a sovereign-cloud host', () => {
     expect(provider({ endpoint: undefined, accountName: 'myacct' }).url).to.equal('https://myacct.blob.core.windows.net');
     expect(provider({ endpoint: 'myacct.blob.core.chinacloudapi.cn/' }).url).to.equal('https://myacct.blob.core.chinacloudapi.cn');
-  });
-
-  it('refuses an expiry that is not 1 s to 7 days', async () => {
-    const p = provider();
-    for (const seconds of [0, -1, 1.5, 7 * DAY + 1]) {
-      expect((await caught(p.presign('videos/x.mp4', seconds))).reason).to.equal('invalid_expiry');
-    }
   });
 
   it('createProvider builds a blob provider from destination.json and the key layout lands the file', async () => {

@@ -28,6 +28,8 @@ export interface ContractHarness {
   abandoned?(key: string): void | Promise<void>;
   /** The provider looks a key up before it reads the body, so a refused upload reads none of it (S3, Drive). */
   refusesUnread?: boolean;
+  /** The longest URL lifetime presign() accepts, in seconds; omitted where there is none. */
+  maxExpiry?: number;
   /** Cases this provider or its backend is known not to keep yet, each with why: they show as pending. */
   pending?: Partial<Record<PendingCase, string>>;
   /** presign() gives a URL the backend itself serves. */
@@ -148,6 +150,16 @@ export function storageContract(h: ContractHarness): void {
       for (const shown of [inspect(p, { depth: 10 }), JSON.stringify(p)]) {
         for (const s of secrets) expect(shown).not.to.include(s);
       }
+    });
+
+    it(`refuses an expiry that is not a whole number of seconds ${h.maxExpiry ? `from 1 to ${h.maxExpiry}` : 'above 0'}`, async () => {
+      const p = h.provider();
+      const refused = [0, -1, -5, 1.5, 2.5, ...(h.maxExpiry ? [h.maxExpiry + 1] : [])];
+      for (const seconds of refused) {
+        const err = await caught(p.presign('contract/x.mp4', seconds));
+        expect([err.code, err.reason], String(seconds)).to.deep.equal(['invalid_config', 'invalid_expiry']);
+      }
+      await p.presign('contract/x.mp4', h.maxExpiry ?? 10 * 365 * 86_400);
     });
 
     if (h.writes) {

@@ -86,6 +86,7 @@ describe('storage: drive provider on a fake Drive API', function () {
   storageContract({
     provider: (opts) => provider(opts),
     withSecrets: () => ({ provider: provider(), secrets: [account.privateKey.split('\n')[5] as string, URL_SECRET] }),
+    maxExpiry: 7 * 86_400,
     staged: () => ({ provider: provider(), bytes: 600 * KiB }),
     read: async (key) => drive.at(sharedDrive, key)?.content,
     nothingOpen: () => expect(drive.openSessions()).to.equal(0),

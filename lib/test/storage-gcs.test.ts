@@ -73,6 +73,7 @@ describe('storage: gcs provider on the fake GCS', function () {
   storageContract({
     provider: (opts) => provider(opts),
     withSecrets: () => ({ provider: provider(), secrets: [keyBody(sa.privateKey)] }),
+    maxExpiry: 7 * 86_400,
     staged: () => ({ provider: provider({ chunkSize: MiB }), bytes: 3 * MiB }),
     read: async (key) => gcs.object(BUCKET, key)?.data,
     // The official client ends an empty resumable upload with `Content-Range: bytes 0--1/0`,
@@ -126,11 +127,7 @@ describe('storage: gcs provider on the fake GCS', function () {
     expect(q.get('X-Goog-Expires')).to.equal(String(DAY));
     expect(q.get('X-Goog-SignedHeaders')).to.equal('host');
     expect(q.get('X-Goog-Credential')?.startsWith(`${sa.email}/`)).to.equal(true);
-    const got = await download(url);
-    expect(got.status).to.equal(200);
-    expect(got.bytes).to.equal(20 * MiB);
-    expect(got.sha256).to.equal(expected);
-    expect(got.contentType).to.equal('video/mp4');
+    expect(await download(url)).to.deep.include({ status: 200, bytes: 20 * MiB, sha256: expected, contentType: 'video/mp4' });
     expect(gcs.requests.at(-1)).to.include({ kind: 'signed.get', status: 200, account: sa.email });
   });
 
@@ -306,13 +303,6 @@ describe('storage: gcs provider on the fake GCS', function () {
       [{ credentials: '{"type":"service_account","client_email":"a@b.c"}' }, 'missing_private_key'],
     ];
     expectInvalidConfig(provider, bad);
-  });
-
-  it('refuses an expiry that is not 1 s to 7 days', async () => {
-    const p = provider();
-    for (const seconds of [0, -5, 2.5, 7 * DAY + 1]) {
-      expect((await caught(p.presign('videos/x.mp4', seconds))).reason).to.equal('invalid_expiry');
-    }
   });
 
   it('createProvider builds a gcs provider from destination.json; the key layout lands the file', async () => {
