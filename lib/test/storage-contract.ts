@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { inspect } from 'node:util';
 import type { StorageProvider } from '../src/storage/types.js';
-import { caught, download, expectSanitised, withSilentServer } from './storage-support.js';
+import { caught, download, expectSanitised, generated, sha256, withSilentServer } from './storage-support.js';
 
 export interface ContractHarness {
   /** The provider as the file configures it, optionally under a folder prefix. */
@@ -71,6 +71,16 @@ export function storageContract(h: ContractHarness): void {
       const empty = await h.provider().upload('contract/empty.mp3', Readable.from([]));
       expect(empty.size).to.equal(0);
       expect((await h.read('contract/empty.mp3'))?.length).to.equal(0);
+    });
+
+    it('stores a stream of declared size past the first part byte for byte, and counts the bytes', async () => {
+      const { provider: p, bytes } = h.staged();
+      const size = bytes + 123;
+      const { stream, sha256: expected } = generated(size);
+      const key = 'contract/sized.mkv';
+      expect(await p.upload(key, stream, { size })).to.deep.equal({ key, size });
+      expect(sha256((await h.read(key)) ?? Buffer.alloc(0))).to.equal(expected);
+      if (h.presigned) expect((await download(await p.presign(key, 60))).sha256).to.equal(expected);
     });
 
     it('keeps a key with spaces and non-ASCII letters intact, signed and downloadable', async () => {

@@ -68,6 +68,14 @@ export async function download(url: string | URL): Promise<Downloaded> {
   return { status: res.status, sha256: sha256(body), bytes: body.length, contentType: res.headers.get('content-type'), body, text: body.toString('utf8') };
 }
 
+/** What a backend serves under `key` through `presign` (a 404 is nothing there), as a client would read it. */
+export async function readPresigned(presign: (key: string, seconds: number) => Promise<string>, key: string): Promise<Buffer | undefined> {
+  const got = await download(await presign(key, 60));
+  if (got.status === 404) return undefined;
+  expect(got.status, key).to.equal(200);
+  return got.body;
+}
+
 export async function readAll(stream: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const c of stream) chunks.push(c as Buffer);
