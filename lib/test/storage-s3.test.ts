@@ -105,8 +105,11 @@ describe('storage: s3 provider on s3rver', function () {
   });
 
   // s3rver reports only what it stored or removed, so its writes are its events.
-  const writeOf = (e: { eventName: string; key: string }) =>
-    e.eventName.startsWith('ObjectCreated:') ? `put ${e.key}` : e.eventName === 'ObjectRemoved:Delete' ? `delete ${e.key}` : `${e.eventName} ${e.key}`;
+  const writeOf = (e: { eventName: string; bucket: string; key: string }) =>
+    e.bucket !== BUCKET ? `${e.eventName} ${e.bucket} ${e.key}`
+    : e.eventName === 'ObjectCreated:Put' ? `put ${e.key}`
+    : e.eventName === 'ObjectRemoved:Delete' ? `delete ${e.key}`
+    : `${e.eventName} ${e.key}`;
 
   storageContract({
     provider: (opts) => provider(opts),
