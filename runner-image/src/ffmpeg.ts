@@ -16,6 +16,9 @@ export interface ProbedStream {
   avg_frame_rate?: string;
   r_frame_rate?: string;
   disposition?: { attached_pic?: number };
+  /** As ffprobe prints them, seconds: where the stream begins in the file's time, and how long it runs (not every container says). */
+  start_time?: string;
+  duration?: string;
 }
 
 export interface Probed {
@@ -130,6 +133,8 @@ export interface MuxPlan {
   audio?: { input: MuxInput; stream: ProbedStream };
   /** Seconds ffmpeg will write: what progress is measured against. */
   durationSeconds?: number;
+  /** Where in the media the output begins, seconds (a clip's start; on a keyframe found, where the copy starts). */
+  startSeconds?: number;
   /** ffmpeg writes to stdout (progress then goes to fd 3). */
   streaming: boolean;
 }
@@ -208,6 +213,7 @@ export function muxPlan(inputs: MuxInput[], output: string, container: Container
     ...(video ? { video } : {}),
     ...(audio ? { audio } : {}),
     ...(durationSeconds !== undefined && durationSeconds > 0 ? { durationSeconds } : {}),
+    ...(clip ? { startSeconds: clip.start } : {}),
   };
 }
 
@@ -275,9 +281,17 @@ export async function planMux(
   return muxPlan(inputs, output, container, spec, { clip: { ...clip, start: clip.start + (keyframe - at) + 0.001 }, threads });
 }
 
-/** Copy `file` (MPEG-TS) into Matroska at `<file>.mkv`, whose cues let ffmpeg seek exactly. */
-export function remuxIndexed(bin: string, file: string, signal?: AbortSignal): Promise<RunResult> {
-  return runProcess(bin, ['-hide_banner', '-nostdin', '-loglevel', 'error', '-y', '-i', file, '-map', '0', '-c', 'copy', '-f', 'matroska', `${file}.mkv`], { signal });
+/**
+ * Copy the audio and video of `file` (MPEG-TS) into Matroska at
+ * `<file>.mkv`, whose cues let ffmpeg seek exactly; up to `untilSeconds`
+ * into the file when given (what a clip can need). Data streams (timed ID3,
+ * SCTE-35) stay behind: Matroska holds none.
+ */
+export function remuxIndexed(bin: string, file: string, untilSeconds: number | undefined, signal?: AbortSignal): Promise<RunResult> {
+  return runProcess(bin, [
+    '-hide_banner', '-nostdin', '-loglevel', 'error', '-y', '-i', file, '-map', '0:v?', '-map', '0:a?', '-c', 'copy',
+    ...(untilSeconds !== undefined ? ['-t', secs(untilSeconds)] : []), '-f', 'matroska', `${file}.mkv`,
+  ], { signal });
 }
 
 interface MuxRunOptions {

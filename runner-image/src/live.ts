@@ -90,7 +90,8 @@ export function selectedFormats(info: LiveInfo): LiveFormat[] {
   }];
 }
 
-async function fetchText(url: string, headers: Record<string, string>, signal: AbortSignal, maxBytes = 4 << 20): Promise<string | undefined> {
+/** A small text body (a playlist); undefined for an error status or a body over `maxBytes`. Throws on network errors. */
+export async function fetchText(url: string, headers: Record<string, string>, signal: AbortSignal, maxBytes = 4 << 20): Promise<string | undefined> {
   const res = await fetch(url, { headers, signal, redirect: 'follow' });
   if (!res.ok || !res.body) return undefined;
   const chunks: Uint8Array[] = [];

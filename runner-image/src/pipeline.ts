@@ -12,16 +12,19 @@ import { uploadJobFile, type ResolvedDestination, type UploadOutcome } from './d
 import { audioStream, ffprobe, mediaEnd, remuxIndexed, measureAudio, mux, muxToFd, muxToStream, PIPE_OUTPUT, planMux, type FfprobeResult, type MuxInput, type MuxPlan } from './ffmpeg.js';
 import {
   actualQuality, chooseFormats, clipOf, containerFor, formatSelector, formatsToMeasure, releaseDateOf, selectedFormatIds, withMeasurements,
-  type Container, type FormatChoice, type MeasuredAudio, type YtDlpFormat,
+  type Clip, type Container, type FormatChoice, type MeasuredAudio, type YtDlpFormat, type YtDlpInfo,
 } from './plan.js';
 import type { StatusReporter } from './report.js';
 import { drmItemIsAudioOnly, saysDrmProtected } from './drm.js';
 import { DEFAULT_LIVE_LIMITS, isLiveSource, probeWaitingForVideo, recordLiveSource, type LiveLimits } from './live.js';
 import { deliverSidecars } from './sidecars.js';
 import { clipSections, withHlsFragments, type Section } from './sections.js';
-import { readableInputs } from './source-read.js';
-import { inspectFile, inspectStream, wrongDelivery, type Expected, type Inspection } from './verify.js';
+import { readableInputs, transportIsDefault } from './source-read.js';
+import { expectedOf, inspectFile, inspectStream, wrongDelivery, type Inspection } from './verify.js';
 import { download, probe, startYtDlp, type StartedYtDlp, type YtDlpFailure, type YtDlpOptions } from './ytdlp.js';
+
+/** How far past a clip's end an MPEG-TS download is copied for the cut: more than any GOP. */
+const REMUX_MARGIN_SECONDS = 10;
 
 /** Progress at the start of each step (spec: progress stages). */
 export const STEP_PROGRESS: Record<Exclude<JobStep, 'Queued'>, number> = { Downloading: 0, Muxing: 33, Uploading: 66, Finished: 100 };
@@ -68,6 +71,18 @@ export async function runJob(ctx: JobContext): Promise<RunnerReport> {
   } finally {
     downloader?.cancel();
   }
+}
+
+/**
+ * What a clip needs of the chosen segmented formats (sections.ts). HLS
+ * playlists are read here, outside yt-dlp: not when YTDLP_ARGS routes its
+ * connections (proxy, source address) somewhere this process does not go.
+ */
+async function cutForClip(info: YtDlpInfo, formatIds: string[], clip: Clip, tools: Tools, signal?: AbortSignal) {
+  const hls = transportIsDefault(tools.ytdlpArgs ?? [])
+    ? await withHlsFragments(info, formatIds, { timeoutSeconds: tools.socketTimeoutSeconds, signal })
+    : { info, lead: new Map<string, number>() };
+  return clipSections(hls.info, formatIds, clip, hls.lead);
 }
 
 async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) => StartedYtDlp): Promise<RunnerReport> {
@@ -175,12 +190,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
     // What was stored is checked before it counts (verify.ts): a file that
     // fails is deleted from the destination and the job fails, or, for a
     // pass that read the source directly, starts over with the download.
-    const expected: Expected = {
-      container,
-      ...(plan.video && plan.codecs.video ? { video: plan.codecs.video.codec } : {}),
-      ...(plan.audio && plan.codecs.audio ? { audio: plan.codecs.audio.codec } : {}),
-      ...(plan.durationSeconds !== undefined ? { durationSeconds: plan.durationSeconds } : {}),
-    };
+    const expected = expectedOf(plan, container);
     const inspectWritten = async (file: string): Promise<Inspection> => {
       const started = performance.now();
       const observed = await inspectFile(tools.ffprobe, file, expected.durationSeconds, signal);
@@ -211,6 +221,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
       // given). The downloads stay on disk until the upload is through.
       let muxRun: Promise<RunResult> | undefined;
       let inspection: Promise<Inspection> | undefined;
+      let refused: { why: string; verifyMs: number } | undefined;
       // What remains once ffmpeg is done is the upload's tail.
       const onMuxed = (r: RunResult) => {
         if (r.exitCode !== 0) return;
@@ -235,11 +246,18 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
           muxRun = muxToFd(tools.ffmpeg, plan, file.fd, { signal, onProgress: muxProgress });
           const r = await muxRun;
           if (r.exitCode !== 0) throw new Error(`ffmpeg exited with ${r.exitCode ?? r.signal}`);
-          // Before uploadStaged publishes it (and the staged path is gone).
-          inspection = Promise.resolve(await inspectWritten(file.path));
+          // Judged before uploadStaged publishes it: a file that fails is discarded, never visible.
+          const written = await inspectWritten(file.path);
+          inspection = Promise.resolve(written);
+          const why = wrongDelivery(expected, written.observed, written.bytes, written.bytes);
+          if (why) {
+            refused = { why, verifyMs: Math.round(written.ms ?? 0) };
+            throw new Error('the staged file failed verification');
+          }
           onMuxed(r);
         },
       });
+      if (refused) return failed(classification('output_unverified'), refused, true);
       const muxed = muxRun ? await muxRun : undefined;
       // A failed ffmpeg fails the upload as a broken source; any other upload
       // failure (a storage problem) comes first, since it is also what made
@@ -293,7 +311,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
     const probes = new Map<string, Promise<FfprobeResult>>();
     // A clip of DASH formats fetches only the segments it needs (sections.ts);
     // should that download fail, the whole formats are downloaded as before.
-    const cut = clip ? clipSections(await withHlsFragments(info, formatIds, tools.socketTimeoutSeconds, signal), formatIds, clip) : undefined;
+    const cut = clip ? await cutForClip(info, formatIds, clip, tools, signal) : undefined;
     let sections: ReadonlyMap<string, Section> = new Map();
     const downloadFrom = (infoPath: string, started: StartedYtDlp) => download(infoPath, info, formatIds, dlDir, {
       ...ytOpts, started, onProgress: within(0, 33),
@@ -334,17 +352,20 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
     for (const downloadedFile of downloaded.files) {
       let file = downloadedFile;
       let p = await (probes.get(file.path) ?? ffprobe(tools.ffprobe, file.path, signal));
+      const section = sections.get(file.formatId);
       if (p.ok && clip && clip.start > 0 && p.probed.formatName === 'mpegts') {
         // ffmpeg seeks in MPEG-TS (HLS segments) by searching timestamps, and
         // can land past the keyframe before the clip's start: the clip's video
-        // then begins up to a GOP late. A copy into Matroska gives it an index.
-        const indexed = await remuxIndexed(tools.ffmpeg, file.path, signal);
+        // then begins up to a GOP late. A copy into Matroska gives it an index
+        // (of what the clip can need: to its end and a margin past it).
+        const until = clip.end !== undefined ? clip.end - (section?.offsetSeconds ?? 0) + REMUX_MARGIN_SECONDS : undefined;
+        const indexed = await remuxIndexed(tools.ffmpeg, file.path, until, signal);
         if (indexed.exitCode !== 0) return failTool('ffmpeg', indexed, classifyFfmpeg(indexed.stderr, indexed.exitCode));
+        await rm(file.path, { force: true });
         file = { ...file, path: `${file.path}.mkv` };
         p = await ffprobe(tools.ffprobe, file.path, signal);
       }
       if (!p.ok) return failTool('ffprobe', p.run, classifyFfmpeg(p.run.stderr, p.run.exitCode));
-      const section = sections.get(file.formatId);
       inputs.push({
         path: file.path, carriesAudio: choice !== undefined && file.formatId === choice.audioFrom,
         // A cut format holds its kept segments' span, whatever its container says.

@@ -19,6 +19,7 @@
 // section and writes a file without frames (seen here, and caught by
 // verify.ts).
 import { Parser, type Manifest } from 'm3u8-parser';
+import { fetchText } from './live.js';
 import type { Clip, YtDlpFormat, YtDlpInfo } from './plan.js';
 
 interface Fragment {
@@ -39,26 +40,27 @@ export interface Section {
  * clip. Undefined when the list cannot be cut (a media segment of unknown
  * duration) or cutting saves nothing.
  */
-export function clipFragments(fragments: readonly Fragment[], clip: Clip): { fragments: Fragment[]; section: Section } | undefined {
+export function clipFragments(fragments: readonly Fragment[], clip: Clip, lead = 0): { fragments: Fragment[]; section: Section } | undefined {
   let head = 0;
   while (head < fragments.length && fragments[head]!.duration === undefined) head++;
   const media = fragments.slice(head);
   if (!media.length || media.some((f) => typeof f.duration !== 'number' || !(f.duration > 0))) return undefined;
-  const kept: Fragment[] = [];
+  const starts: number[] = [];
   let t = 0;
-  let offset: number | undefined;
-  let span = 0;
   for (const f of media) {
-    const d = f.duration!;
-    if (t + d > clip.start && (clip.end === undefined || t < clip.end)) {
-      offset ??= t;
-      kept.push(f);
-      span += d;
-    }
-    t += d;
+    starts.push(t);
+    t += f.duration!;
   }
-  if (offset === undefined || kept.length === media.length) return undefined;
-  return { fragments: [...fragments.slice(0, head), ...kept], section: { offsetSeconds: offset, spanSeconds: span } };
+  const overlaps = (i: number) => starts[i]! + media[i]!.duration! > clip.start && (clip.end === undefined || starts[i]! < clip.end);
+  const first = media.findIndex((_, i) => overlaps(i));
+  if (first < 0) return undefined;
+  let last = first;
+  while (last + 1 < media.length && overlaps(last + 1)) last++;
+  const from = Math.max(0, first - lead);
+  if (from === 0 && last === media.length - 1) return undefined;
+  const kept = media.slice(from, last + 1);
+  const span = kept.reduce((sum, f) => sum + f.duration!, 0);
+  return { fragments: [...fragments.slice(0, head), ...kept], section: { offsetSeconds: starts[from]!, spanSeconds: span } };
 }
 
 /**
@@ -68,11 +70,13 @@ export function clipFragments(fragments: readonly Fragment[], clip: Clip): { fra
  * when a download from the info JSON fails, which would fetch whole formats
  * the mux then takes for cut ones. The caller downloads whole instead.
  */
-export function clipSections(info: YtDlpInfo, formatIds: readonly string[], clip: Clip): { info: YtDlpInfo; sections: Map<string, Section> } | undefined {
+export function clipSections(
+  info: YtDlpInfo, formatIds: readonly string[], clip: Clip, lead: ReadonlyMap<string, number> = new Map(),
+): { info: YtDlpInfo; sections: Map<string, Section> } | undefined {
   const sections = new Map<string, Section>();
   const formats = (info.formats ?? []).map((f: YtDlpFormat & { fragments?: unknown }) => {
     if (!formatIds.includes(f.format_id) || f.protocol !== 'http_dash_segments' || !Array.isArray(f.fragments)) return f;
-    const cut = clipFragments(f.fragments as Fragment[], clip);
+    const cut = clipFragments(f.fragments as Fragment[], clip, lead.get(f.format_id));
     if (!cut) return f;
     sections.set(f.format_id, cut.section);
     return { ...f, fragments: cut.fragments };
@@ -94,7 +98,7 @@ const MAX_PLAYLIST_BYTES = 8 * 1024 * 1024;
  * playlist still growing (no EXT-X-ENDLIST), encrypted segments (EXT-X-KEY),
  * byte ranges, or discontinuities (segments whose timestamps restart).
  */
-export function hlsFragments(playlist: string, playlistUrl: string): Fragment[] | undefined {
+export function hlsFragments(playlist: string, playlistUrl: string): { fragments: Fragment[]; independent: boolean } | undefined {
   const parser = new Parser();
   parser.push(playlist);
   parser.end();
@@ -106,7 +110,10 @@ export function hlsFragments(playlist: string, playlistUrl: string): Fragment[] 
     if (!(s.duration > 0)) return undefined;
   }
   const abs = (uri: string) => new URL(uri, playlistUrl).href;
-  return [...(init ? [{ url: abs(init.uri) }] : []), ...m.segments.map((s) => ({ url: abs(s.uri), duration: s.duration }))];
+  return {
+    fragments: [...(init ? [{ url: abs(init.uri) }] : []), ...m.segments.map((s) => ({ url: abs(s.uri), duration: s.duration }))],
+    independent: m.independentSegments === true,
+  };
 }
 
 /**
@@ -115,26 +122,20 @@ export function hlsFragments(playlist: string, playlistUrl: string): Fragment[] 
  * that cannot be read or joined leaves its format as it was: downloaded
  * whole by yt-dlp's HLS downloader.
  */
-export async function withHlsFragments(info: YtDlpInfo, formatIds: readonly string[], timeoutSeconds: number, signal?: AbortSignal): Promise<YtDlpInfo> {
+export async function withHlsFragments(
+  info: YtDlpInfo, formatIds: readonly string[], opts: { timeoutSeconds: number; signal?: AbortSignal },
+): Promise<{ info: YtDlpInfo; lead: Map<string, number> }> {
+  const lead = new Map<string, number>();
+  const signal = AbortSignal.any([AbortSignal.timeout(opts.timeoutSeconds * 1000), ...(opts.signal ? [opts.signal] : [])]);
   const formats = await Promise.all((info.formats ?? []).map(async (f) => {
     if (!formatIds.includes(f.format_id) || !HLS.includes(f.protocol ?? '') || !f.url || f.fragments !== undefined) return f;
-    const text = await fetchText(f.url, f.http_headers ?? {}, timeoutSeconds, signal);
-    const fragments = text === undefined ? undefined : hlsFragments(text, f.url);
-    return fragments ? { ...f, protocol: 'http_dash_segments', fragments } : f;
+    const text = await fetchText(f.url, f.http_headers ?? {}, signal, MAX_PLAYLIST_BYTES).catch(() => undefined);
+    const list = text === undefined ? undefined : hlsFragments(text, f.url);
+    if (!list) return f;
+    // Without EXT-X-INDEPENDENT-SEGMENTS a segment need not start with a
+    // keyframe: the one before the clip's comes too, for the keyframe it holds.
+    if (!list.independent) lead.set(f.format_id, 1);
+    return { ...f, protocol: 'http_dash_segments', fragments: list.fragments };
   }));
-  return { ...info, formats };
-}
-
-async function fetchText(url: string, headers: Record<string, string>, timeoutSeconds: number, signal?: AbortSignal): Promise<string | undefined> {
-  try {
-    const res = await fetch(url, { headers, signal: AbortSignal.any([AbortSignal.timeout(timeoutSeconds * 1000), ...(signal ? [signal] : [])]) });
-    if (!res.ok || Number(res.headers.get('content-length') ?? 0) > MAX_PLAYLIST_BYTES) {
-      await res.body?.cancel();
-      return undefined;
-    }
-    const text = await res.text();
-    return text.length > MAX_PLAYLIST_BYTES ? undefined : text;
-  } catch {
-    return undefined;
-  }
+  return { info: { ...info, formats }, lead };
 }

@@ -6,6 +6,7 @@
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { runProcess } from './child.js';
+import type { MuxPlan } from './ffmpeg.js';
 import type { Container } from './plan.js';
 
 /** What ffprobe found in a delivered file. */
@@ -35,6 +36,39 @@ export interface Expected {
   audio?: string;
   /** The media span the output must cover (clip length, source duration, recorded span); unknown for some sources. */
   durationSeconds?: number;
+  /**
+   * Per stream, where the source stream itself leaves less: how long it
+   * can span (a source whose video ends before its audio) and how late it
+   * starts (MPEG-TS video a little after its audio). Default: the whole
+   * durationSeconds, from the start.
+   */
+  streams?: Partial<Record<'video' | 'audio', { seconds?: number; lateBy?: number }>>;
+}
+
+/** What the plan says the output holds: its streams' codecs and, from the sources' own streams, their spans. */
+export function expectedOf(plan: MuxPlan, container: Container): Expected {
+  const start = plan.startSeconds ?? 0;
+  const end = plan.durationSeconds !== undefined ? start + plan.durationSeconds : undefined;
+  const streams: NonNullable<Expected['streams']> = {};
+  for (const type of ['video', 'audio'] as const) {
+    const m = plan[type];
+    if (!m) continue;
+    // Where the source stream runs, in the media's time (the file's own, shifted by a cut download's offset).
+    const num = (s: string | undefined) => (s !== undefined && Number.isFinite(Number(s)) ? Number(s) : undefined);
+    const from = (num(m.stream.start_time) ?? m.input.probed.startSeconds ?? 0) - (m.input.probed.startSeconds ?? 0) + (m.input.offsetSeconds ?? 0);
+    const length = num(m.stream.duration);
+    const to = length !== undefined ? from + length : undefined;
+    const lateBy = Math.max(0, from - start);
+    const seconds = end === undefined ? undefined : Math.min(end, to ?? end) - Math.max(start, from);
+    streams[type] = { lateBy, ...(seconds !== undefined ? { seconds } : {}) };
+  }
+  return {
+    container,
+    ...(plan.video && plan.codecs.video ? { video: plan.codecs.video.codec } : {}),
+    ...(plan.audio && plan.codecs.audio ? { audio: plan.codecs.audio.codec } : {}),
+    ...(plan.durationSeconds !== undefined ? { durationSeconds: plan.durationSeconds } : {}),
+    streams,
+  };
 }
 
 /**
@@ -80,12 +114,12 @@ export function mismatch(expected: Expected, observed: Observed): string | undef
     const s = got[0]!;
     if (s.codec !== want) return `${type} is ${s.codec ?? 'unknown'}, not ${want}`;
     if (s.first === undefined || s.end === undefined) return `${type} has no packets`;
-    if (s.first > START_TOLERANCE_SECONDS) return `${type} starts at ${s.first.toFixed(3)} s`;
-    if (expected.durationSeconds !== undefined) {
-      const short = expected.durationSeconds - (s.end - Math.max(0, s.first));
-      if (short > durationTolerance(expected.durationSeconds)) {
-        return `${type} spans ${(s.end - Math.max(0, s.first)).toFixed(3)} s of ${expected.durationSeconds.toFixed(3)} s`;
-      }
+    const own = expected.streams?.[type];
+    if (s.first > (own?.lateBy ?? 0) + START_TOLERANCE_SECONDS) return `${type} starts at ${s.first.toFixed(3)} s`;
+    const seconds = own?.seconds ?? expected.durationSeconds;
+    if (seconds !== undefined) {
+      const spans = s.end - Math.max(0, s.first);
+      if (seconds - spans > durationTolerance(seconds)) return `${type} spans ${spans.toFixed(3)} s of ${seconds.toFixed(3)} s`;
     }
   }
   if (expected.durationSeconds !== undefined) {
@@ -113,17 +147,17 @@ export function wrongDelivery(expected: Expected, observed: Observed | undefined
   return mismatch(expected, observed);
 }
 
-const ENTRIES = ['-show_entries', 'format=format_name,duration:format_tags=major_brand:stream=index,codec_type,codec_name:packet=stream_index,pts_time,dts_time,duration_time'];
+const ENTRIES = ['-show_entries', 'format=format_name,duration:format_tags=major_brand:stream=index,codec_type,codec_name:stream_disposition=attached_pic:packet=stream_index,pts_time,dts_time,duration_time'];
 
 /**
  * ffprobe's output (`-of compact`) folded as it arrives: the format and
  * streams, and per stream the earliest packet time and latest packet end,
- * so a whole stream's packets never pile up in memory.
+ * so a whole stream's packets never pile up in memory. (Packets come
+ * before the stream sections, which ffprobe prints at the end.)
  */
 async function fold(lines: Readable): Promise<Observed> {
   const observed: Observed = { streams: [] };
-  const byIndex = new Map<number, ObservedStream>();
-  const packets: { stream: number; at: number; end: number }[] = [];
+  const spans = new Map<number, { first: number; end: number }>();
   for await (const line of createInterface({ input: lines, crlfDelay: Infinity })) {
     const [section, ...fields] = line.split('|');
     const f = Object.fromEntries(fields.map((kv) => {
@@ -134,12 +168,15 @@ async function fold(lines: Readable): Promise<Observed> {
     if (section === 'packet') {
       // pts is absent on some containers' first packets (Ogg headers); dts then dates them.
       const at = num('pts_time') ?? num('dts_time');
-      if (at !== undefined) packets.push({ stream: num('stream_index') ?? -1, at, end: at + (num('duration_time') ?? 0) });
-      if (packets.length > 1024) flush();
+      if (at === undefined) continue;
+      const index = num('stream_index') ?? -1;
+      const span = spans.get(index);
+      const end = at + (num('duration_time') ?? 0);
+      spans.set(index, span ? { first: Math.min(span.first, at), end: Math.max(span.end, end) } : { first: at, end });
     } else if (section === 'stream') {
-      const s: ObservedStream = { index: num('index') ?? -1, type: f.codec_type ?? '', ...(f.codec_name ? { codec: f.codec_name } : {}) };
-      byIndex.set(s.index, s);
-      observed.streams.push(s);
+      // Cover art is a one-frame "video" stream, not the video asked for.
+      if (f['disposition:attached_pic'] === '1') continue;
+      observed.streams.push({ index: num('index') ?? -1, type: f.codec_type ?? '', ...(f.codec_name ? { codec: f.codec_name } : {}) });
     } else if (section === 'format') {
       observed.formatName = f.format_name;
       if (f['tag:major_brand']) observed.brand = f['tag:major_brand'];
@@ -147,24 +184,7 @@ async function fold(lines: Readable): Promise<Observed> {
       if (d !== undefined) observed.durationSeconds = d;
     }
   }
-  flush();
-  // Packets are printed before the streams they belong to: fold them in once the streams are known.
-  function flush(): void {
-    for (const p of packets.splice(0)) {
-      let s = byIndex.get(p.stream);
-      if (!s) {
-        s = { index: p.stream, type: '' };
-        byIndex.set(p.stream, s);
-      }
-      s.first = Math.min(s.first ?? Infinity, p.at);
-      s.end = Math.max(s.end ?? -Infinity, p.end);
-    }
-  }
-  // Streams first seen through their packets get their type once the stream section arrives.
-  for (const s of observed.streams) {
-    const seen = byIndex.get(s.index);
-    if (seen && seen !== s) Object.assign(s, { first: seen.first, end: seen.end });
-  }
+  for (const s of observed.streams) Object.assign(s, spans.get(s.index));
   return observed;
 }
 

@@ -25,6 +25,13 @@ describe('runner: the segments a clip needs', () => {
     }
   });
 
+  it('keeps one segment more before the clip when segments need not start on a keyframe', () => {
+    const cut = clipFragments(dash, { start: 5, end: 6 }, 1)!;
+    expect(names(cut.fragments)).to.deep.equal(['init.m4s', 'c1.m4s', 'c2.m4s']);
+    expect(cut.section).to.deep.equal({ offsetSeconds: 2, spanSeconds: 4 });
+    expect(names(clipFragments(dash, { start: 1, end: 3 }, 1)!.fragments), 'none before the first').to.deep.equal(['init.m4s', 'c0.m4s', 'c1.m4s']);
+  });
+
   it('cuts nothing when a media segment has no duration', () => {
     expect(clipFragments([{ path: 'init' }, { path: 'a', duration: 2 }, { path: 'b' }, { path: 'c', duration: 2 }], { start: 3 })).to.equal(undefined);
   });
@@ -55,15 +62,17 @@ describe('runner: the segments a clip needs', () => {
 
     it('a VOD playlist becomes its init section and segments, with absolute URLs and durations', () => {
       const list = hlsFragments(vod('#EXT-X-MAP:URI="init.mp4"\n#EXTINF:2.0,\ns0.m4s\n#EXTINF:1.5,\n../shared/s1.m4s\n#EXTINF:2,\nhttps://other.example/s2.m4s'), url);
-      expect(list).to.deep.equal([
+      expect(list?.independent).to.equal(false);
+      expect(list?.fragments).to.deep.equal([
         { url: 'https://cdn.example/hls/v/init.mp4' },
         { url: 'https://cdn.example/hls/v/s0.m4s', duration: 2 },
         { url: 'https://cdn.example/hls/shared/s1.m4s', duration: 1.5 },
         { url: 'https://other.example/s2.m4s', duration: 2 },
       ]);
-      expect(hlsFragments(vod('#EXTINF:2,\na.ts\n#EXTINF:2,\nb.ts'), url)).to.deep.equal([
-        { url: 'https://cdn.example/hls/v/a.ts', duration: 2 }, { url: 'https://cdn.example/hls/v/b.ts', duration: 2 },
-      ]);
+      expect(hlsFragments(vod('#EXT-X-INDEPENDENT-SEGMENTS\n#EXTINF:2,\na.ts\n#EXTINF:2,\nb.ts'), url)).to.deep.equal({
+        fragments: [{ url: 'https://cdn.example/hls/v/a.ts', duration: 2 }, { url: 'https://cdn.example/hls/v/b.ts', duration: 2 }],
+        independent: true,
+      });
     });
 
     it('refuses what plain joining cannot fetch: live, encrypted, byte ranges, discontinuities, a master playlist', () => {

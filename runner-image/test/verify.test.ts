@@ -136,6 +136,23 @@ describe('runner: reading sources directly, and checking what is delivered', fun
       expect(mismatch(expect6s('m4a', 'h264', 'aac'), audioOnly)).to.equal('has 0 video streams, not 1');
     });
 
+    it('reads a long stream from a pipe whole (thousands of packets), and does not count cover art as video', async () => {
+      const long = join(dir, 'long-fragmented.mp4');
+      await ffmpeg(['-f', 'lavfi', '-i', 'testsrc=size=160x120:rate=25:duration=60', '-f', 'lavfi', '-i', 'sine=duration=60', ...H264, '-c:a', 'aac',
+        '-movflags', '+frag_keyframe+empty_moov', long]);
+      const copy = inspectStream('ffprobe');
+      await pipeline(createReadStream(long), copy.input);
+      const observed = (await copy.observed)!;
+      expect(mismatch({ ...expect6s('mp4', 'h264', 'aac'), durationSeconds: 60 }, observed)).to.equal(undefined);
+      expect(observed.streams.map((s) => [s.type, s.first, Math.round(s.end!)])).to.deep.equal([['video', 0, 60], ['audio', 0, 60]]);
+      // An MP3 with its cover as an attached picture: audio only, as asked.
+      const png = join(dir, 'cover.png');
+      await ffmpeg(['-f', 'lavfi', '-i', 'color=c=red:size=64x64', '-frames:v', '1', png]);
+      const withCover = join(dir, 'cover.mp3');
+      await ffmpeg(['-i', join(dir, 'audio.mp3'), '-i', png, '-map', '0', '-map', '1', '-c', 'copy', '-disposition:v', 'attached_pic', withCover]);
+      expect(mismatch(expect6s('mp3', undefined, 'mp3'), (await inspectFile('ffprobe', withCover, 6))!)).to.equal(undefined);
+    });
+
     it('a video stream that starts late (a copy cut before its first keyframe) fails even when the audio is whole', () => {
       const observed: Observed = {
         formatName: 'mov,mp4,m4a,3gp,3g2,mj2',
