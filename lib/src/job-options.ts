@@ -2,8 +2,9 @@
 // The gateway runs this before anything touches Postgres or the cluster, so
 // every client mistake becomes one 400 whose message names the field; what
 // comes out is the normalised form the MediaJob spec carries (defaults
-// applied, rule-4 corrections done, an unknown `format` already `mp4`), and
-// the operator and runner never re-validate it.
+// applied, rule-4 corrections done, an unknown `format` already `mp4`). A
+// MediaJob applied with kubectl skips the gateway: the CRD's schema checks it
+// then, and the runner checks the fields it acts on (runner-image config.ts).
 import { z } from 'zod';
 import {
   AUDIO_BITRATES, AUDIO_CODECS, FORMATS, MAX_RESOLUTIONS, QUALITY_PRESETS, STORAGE_PROVIDERS, VIDEO_CODECS,

@@ -65,9 +65,6 @@ describe('storage: managed local provider', () => {
   storageContract({
     provider: () => p,
     withSecrets: () => ({ provider: p, secrets: [SECRET] }),
-    // LocalStorageProvider keeps FILE_URL_SECRET in a plain field (managed-local.ts), so
-    // inspect() and JSON.stringify() show it; the other providers hide theirs.
-    pending: { secrets: 'managed-local.ts keeps FILE_URL_SECRET in a plain, inspectable field' },
     staged: () => ({ provider: p, bytes: 1024 * 1024 }),
     read: stored,
     nothingOpen: () => {

@@ -147,7 +147,8 @@ describe('operator on the local cluster', function () {
   });
 
   it('fails a MediaJob whose owner key does not exist, once, and deletes it after the TTL like any finished job', async () => {
-    operator = await start({ FINISHED_MEDIAJOB_TTL_SECONDS: '3', RESYNC_SECONDS: '1' });
+    // The TTL outlasts the 1.5 s of resyncs watched below, so the object is there to compare.
+    operator = await start({ FINISHED_MEDIAJOB_TTL_SECONDS: '6', RESYNC_SECONDS: '1' });
     await create({ ...mediaJob('orphan', 'http://scripted.invalid/complete'), spec: { ...mediaJob('orphan', 'http://scripted.invalid/complete').spec, owner: { apiKeyId: '00000000-0000-4000-8000-000000000000' } } });
     await eventually(async () => (await statusOf('orphan')) === 'Failed');
     const failed = await get('orphan');
@@ -157,8 +158,8 @@ describe('operator on the local cluster', function () {
     expect(failed.status!.conditions!.find((c) => c.type === 'Admitted')).to.include({ status: 'False', reason: 'NotRun' });
     // Resyncs every second pass over it without writing its status again.
     await new Promise((r) => setTimeout(r, 1500));
-    const later = await get('orphan').catch(() => undefined);
-    if (later) expect(later.metadata.resourceVersion).to.equal(failed.metadata.resourceVersion);
+    const later = await get('orphan');
+    expect(later.metadata.resourceVersion, 'no status written again').to.equal(failed.metadata.resourceVersion);
     await eventually(async () => get('orphan').then(() => false, (err: unknown) => err instanceof k8s.ApiException && err.code === 404), 15_000);
   });
 

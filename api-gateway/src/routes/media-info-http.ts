@@ -62,7 +62,7 @@ export async function lookupForRequest<T>(
 /**
  * Headers of every answer to a lookup: computed per request and never to be
  * reused by a cache between us and the client; a busy replica says when to
- * come back, as POST /jobs does on 503.
+ * come back (Retry-After, RFC 9110 §10.2.3).
  */
 export function lookupHeaders(res: Response, failure?: FailureCategory): void {
   res.setHeader('Cache-Control', 'no-store');

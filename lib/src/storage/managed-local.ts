@@ -182,7 +182,10 @@ export class LocalStorageProvider implements StorageProvider {
   readonly name: string;
   readonly dir: string;
   private readonly baseUrl: string;
-  private readonly secret: string;
+  // Private field: keeps the URL-signing key (FILE_URL_SECRET) out of
+  // JSON.stringify and util.inspect of the provider, as the other providers
+  // keep their credentials.
+  readonly #secret: string;
 
   constructor(opts: LocalStorageOptions) {
     this.name = opts.name ?? 'managed';
@@ -199,7 +202,7 @@ export class LocalStorageProvider implements StorageProvider {
     }
     this.baseUrl = `${base.origin}${base.pathname.replace(/\/+$/, '')}`;
     this.dir = path.resolve(opts.dir);
-    this.secret = opts.secret;
+    this.#secret = opts.secret;
   }
 
   private pathOf(key: string): string {
@@ -337,7 +340,7 @@ export class LocalStorageProvider implements StorageProvider {
     assertValidKey(key);
     assertExpiry(expiresSeconds, this.name);
     const expires = Math.floor(Date.now() / 1000) + expiresSeconds;
-    const sig = signFileUrl(key, expires, this.secret);
+    const sig = signFileUrl(key, expires, this.#secret);
     return `${this.baseUrl}/files/${encodeKeyPath(key)}?expires=${expires}&sig=${sig}`;
   }
 
