@@ -1,0 +1,74 @@
+// Where a job is (its step and progress), how that is reported, and how a
+// failure becomes a report: one tracker per job, shared by the pipeline and
+// the delivery, so no step is entered without being reported.
+import type { Logger } from '@mediajobs/lib/logger';
+import type { JobStep, RunnerReport } from '@mediajobs/lib/mediajob/types';
+import type { RunResult } from './child.js';
+import type { Classification } from './classify.js';
+import type { RunnerStatusPatch, StatusReporter } from './report.js';
+
+export type Step = Exclude<JobStep, 'Queued'>;
+
+/** Progress at the start of each step (spec: progress stages). */
+export const STEP_PROGRESS: Record<Step, number> = { Downloading: 0, Muxing: 33, Uploading: 66, Finished: 100 };
+
+export class JobSteps {
+  step: Step = 'Downloading';
+  progress = 0;
+
+  constructor(private readonly reporter: StatusReporter, private readonly logger: Logger) {}
+
+  /**
+   * Enter `next` at its starting progress and report it, with `also` (the
+   * first report clears what an earlier attempt of the pod left). Not
+   * awaited: status is best effort and must not slow the job (patches stay
+   * in order).
+   */
+  enter(next: Step, also?: RunnerStatusPatch): void {
+    this.step = next;
+    this.progress = STEP_PROGRESS[next];
+    if (next !== 'Finished') void this.reporter.setStep(next, this.progress, also);
+  }
+
+  /** A progress callback for a part of the job spanning `span` points from `start`; progress never goes back. */
+  within(start: number, span: number): (fraction: number) => void {
+    return (fraction) => {
+      this.progress = Math.max(this.progress, Math.floor(start + span * Math.min(1, Math.max(0, fraction))));
+      this.reporter.setProgress(this.progress);
+    };
+  }
+
+  /**
+   * The report of a job that did not complete. Details (stderr tail, error
+   * codes) go to the pod log for operators; the report carries only the
+   * classification's fixed phrase.
+   */
+  fail(c: Classification, detail?: Record<string, unknown>): RunnerReport {
+    this.logger.warn({ step: this.step, category: c.category, ...detail }, 'job did not complete');
+    return {
+      step: this.step, progress: this.progress, outcome: c.outcome, error: c.error,
+      ...(c.errorType ? { errorType: c.errorType } : {}), ...(c.reason ? { reason: c.reason } : {}),
+    };
+  }
+}
+
+/** Strip query strings and fragments from URLs in a text, so signed URLs stay out of logs. */
+export function redactUrls(text: string): string {
+  return text.replace(/\b(https?:\/\/[^\s?#'"<>]+)[?#][^\s'"<>]*/gi, '$1?…');
+}
+
+/** The last lines of a tool's output, URLs redacted, bounded: for the log. */
+export function tail(text: string, lines = 8): string {
+  return redactUrls(text.trim().split(/\r?\n/).slice(-lines).join('\n')).slice(-2000);
+}
+
+/** How a tool's run ended, for the log. */
+export function toolDetail(tool: string, run: RunResult): Record<string, unknown> {
+  return { tool, exitCode: run.exitCode, signal: run.signal, stderr: tail(run.stderr) };
+}
+
+/** An error's kind for the log: name, code and reason, never its message (storage and SDK messages can name hosts). */
+export function errName(err: unknown): Record<string, unknown> {
+  const e = err as { name?: unknown; code?: unknown; reason?: unknown } | null;
+  return { name: e?.name, code: e?.code, reason: e?.reason };
+}
