@@ -41,12 +41,11 @@ export async function ffprobe(bin: string, file: string, signal?: AbortSignal, i
   if (run.exitCode !== 0) return { ok: false, run };
   try {
     const raw = JSON.parse(run.stdout) as { format?: { duration?: string; start_time?: string; format_name?: string }; streams?: ProbedStream[] };
-    const num = (s: string | undefined) => (s !== undefined && Number.isFinite(Number(s)) ? Number(s) : undefined);
     return {
       ok: true,
       probed: {
-        durationSeconds: num(raw.format?.duration),
-        startSeconds: num(raw.format?.start_time),
+        durationSeconds: probedNumber(raw.format?.duration),
+        startSeconds: probedNumber(raw.format?.start_time),
         formatName: raw.format?.format_name,
         streams: raw.streams ?? [],
       },
@@ -54,6 +53,11 @@ export async function ffprobe(bin: string, file: string, signal?: AbortSignal, i
   } catch {
     return { ok: false, run };
   }
+}
+
+/** A number ffprobe printed as text (durations, start times); undefined for "N/A" or nothing. */
+export function probedNumber(s: string | undefined): number | undefined {
+  return s !== undefined && Number.isFinite(Number(s)) ? Number(s) : undefined;
 }
 
 /** A real video stream: cover art is stored as a one-frame "video" stream and does not count. */

@@ -23,8 +23,6 @@ import { readableInputs, transportIsDefault } from './source-read.js';
 import { errName, JobSteps, redactUrls, tail, toolDetail } from './steps.js';
 import { download, probe, startYtDlp, type DownloadResult, type ProbeResult, type StartedYtDlp, type YtDlpOptions } from './ytdlp.js';
 
-export { redactUrls, STEP_PROGRESS } from './steps.js';
-
 /** How far past a clip's end an MPEG-TS download is copied for the cut: more than any GOP. */
 const REMUX_MARGIN_SECONDS = 10;
 

@@ -6,7 +6,7 @@
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { runProcess } from './child.js';
-import type { MuxPlan } from './ffmpeg.js';
+import { probedNumber, type MuxPlan } from './ffmpeg.js';
 import type { Container } from './plan.js';
 
 /** What ffprobe found in a delivered file. */
@@ -15,8 +15,6 @@ export interface Observed {
   formatName?: string;
   /** ISO BMFF files: the major brand (`isom`, `qt  `, `M4A `), which tells MP4, MOV and M4A apart. */
   brand?: string;
-  /** The container's own duration, when it declares one. */
-  durationSeconds?: number;
   streams: ObservedStream[];
 }
 
@@ -54,9 +52,8 @@ export function expectedOf(plan: MuxPlan, container: Container): Expected {
     const m = plan[type];
     if (!m) continue;
     // Where the source stream runs, in the media's time (the file's own, shifted by a cut download's offset).
-    const num = (s: string | undefined) => (s !== undefined && Number.isFinite(Number(s)) ? Number(s) : undefined);
-    const from = (num(m.stream.start_time) ?? m.input.probed.startSeconds ?? 0) - (m.input.probed.startSeconds ?? 0) + (m.input.offsetSeconds ?? 0);
-    const length = num(m.stream.duration);
+    const from = (probedNumber(m.stream.start_time) ?? m.input.probed.startSeconds ?? 0) - (m.input.probed.startSeconds ?? 0) + (m.input.offsetSeconds ?? 0);
+    const length = probedNumber(m.stream.duration);
     const to = length !== undefined ? from + length : undefined;
     const lateBy = Math.max(0, from - start);
     const seconds = end === undefined ? undefined : Math.min(end, to ?? end) - Math.max(start, from);
@@ -79,7 +76,7 @@ export function expectedOf(plan: MuxPlan, container: Container): Expected {
  * for long media whose declared duration is itself an estimate. An output
  * that lost a stream, its frames, or seconds of a clip does not.
  */
-export function durationTolerance(expectedSeconds: number): number {
+function durationTolerance(expectedSeconds: number): number {
   return Math.max(0.5, expectedSeconds * 0.02);
 }
 
@@ -147,7 +144,7 @@ export function wrongDelivery(expected: Expected, observed: Observed | undefined
   return mismatch(expected, observed);
 }
 
-const ENTRIES = ['-show_entries', 'format=format_name,duration:format_tags=major_brand:stream=index,codec_type,codec_name:stream_disposition=attached_pic:packet=stream_index,pts_time,dts_time,duration_time'];
+const ENTRIES = ['-show_entries', 'format=format_name:format_tags=major_brand:stream=index,codec_type,codec_name:stream_disposition=attached_pic:packet=stream_index,pts_time,dts_time,duration_time'];
 
 /**
  * ffprobe's output (`-of compact`) folded as it arrives: the format and
@@ -164,7 +161,7 @@ async function fold(lines: Readable): Promise<Observed> {
       const eq = kv.indexOf('=');
       return [kv.slice(0, eq), kv.slice(eq + 1)];
     }));
-    const num = (k: string) => (f[k] !== undefined && f[k] !== 'N/A' && Number.isFinite(Number(f[k])) ? Number(f[k]) : undefined);
+    const num = (k: string) => probedNumber(f[k]);
     if (section === 'packet') {
       // pts is absent on some containers' first packets (Ogg headers); dts then dates them.
       const at = num('pts_time') ?? num('dts_time');
@@ -180,8 +177,6 @@ async function fold(lines: Readable): Promise<Observed> {
     } else if (section === 'format') {
       observed.formatName = f.format_name;
       if (f['tag:major_brand']) observed.brand = f['tag:major_brand'];
-      const d = num('duration');
-      if (d !== undefined) observed.durationSeconds = d;
     }
   }
   for (const s of observed.streams) Object.assign(s, spans.get(s.index));
