@@ -82,3 +82,35 @@ export function makeKubeClient<T>(kc: k8s.KubeConfig, Api: ApiConstructor<T>, tr
 export function keepAliveTransport(opts: KubeClientOptions = {}): KeepAliveHttpLibrary {
   return new KeepAliveHttpLibrary(opts.maxSockets ?? 64, opts.timeoutMs ?? 30_000);
 }
+
+/**
+ * The KubeConfig of a process: the file named by its KUBECONFIG setting, or
+ * client-node's default chain (KUBECONFIG env, ~/.kube/config, in-cluster).
+ */
+export function loadKubeConfig(path?: string): k8s.KubeConfig {
+  const kc = new k8s.KubeConfig();
+  if (path) kc.loadFromFile(path);
+  else kc.loadFromDefault();
+  return kc;
+}
+
+/** client-node 1.x sends JSON patch unless told otherwise. */
+export const MERGE_PATCH = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+
+/** The HTTP status of a client-node ApiException, or undefined for other errors. */
+export function apiStatus(err: unknown): number | undefined {
+  return err instanceof k8s.ApiException ? err.code : undefined;
+}
+
+export function isNotFound(err: unknown): boolean {
+  return apiStatus(err) === 404;
+}
+
+/** 409 with reason AlreadyExists (a create), as opposed to a Conflict (a stale resourceVersion). */
+export function isAlreadyExists(err: unknown): boolean {
+  return apiStatus(err) === 409 && String((err as k8s.ApiException<unknown>).body).includes('AlreadyExists');
+}
+
+export function isConflict(err: unknown): boolean {
+  return apiStatus(err) === 409;
+}

@@ -43,6 +43,43 @@ export function redactSecrets(value: unknown, depth = 0): unknown {
   return out ?? value;
 }
 
+/** Strip query strings and fragments from URLs in a text, so signed URLs stay out of logs. */
+export function redactUrls(text: string): string {
+  return text.replace(/\b(https?:\/\/[^\s?#'"<>]+)[?#][^\s'"<>]*/gi, '$1?…');
+}
+
+/**
+ * An error as log fields: name, code, HTTP status and reason, and a short
+ * message with URLs stripped of their queries. Never a response body:
+ * client-node's ApiException carries the API server's whole answer (which
+ * can echo a Secret or a spec) in its body and its message, so for those the
+ * message is left out and only the Status reason is kept.
+ */
+export function errFields(err: unknown): Record<string, unknown> {
+  if (!(err instanceof Error)) return { message: redactUrls(String(err)).slice(0, 200) };
+  const e = err as Error & { code?: unknown; status?: unknown; statusCode?: unknown; reason?: unknown; body?: unknown; $metadata?: { httpStatusCode?: unknown } };
+  const out: Record<string, unknown> = { name: e.name };
+  const apiException = e.name === 'ApiException' || (typeof e.code === 'number' && 'body' in e && 'headers' in e);
+  if (e.code !== undefined && !apiException) out.code = e.code;
+  const status = apiException ? e.code : (e.status ?? e.statusCode ?? e.$metadata?.httpStatusCode);
+  if (typeof status === 'number') out.status = status;
+  const reason = apiException ? statusReason(e.body) : e.reason;
+  if (typeof reason === 'string') out.reason = reason;
+  if (!apiException) out.message = redactUrls(e.message).slice(0, 200);
+  return out;
+}
+
+/** The `reason` of a Kubernetes Status body, as client-node hands it over (string or parsed). */
+function statusReason(body: unknown): string | undefined {
+  try {
+    const parsed = typeof body === 'string' ? (JSON.parse(body) as unknown) : body;
+    const reason = (parsed as { reason?: unknown } | null)?.reason;
+    return typeof reason === 'string' ? reason : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export function createLogger(name: string, level = process.env.LOG_LEVEL ?? 'info', options: LoggerOptions = {}, destination?: DestinationStream): Logger {
   const opts: LoggerOptions = {
     name,

@@ -2,7 +2,8 @@
 // else (and the caller's objects) as it was.
 import { expect } from 'chai';
 import { Writable } from 'node:stream';
-import { createLogger, redactSecrets } from '../src/logger.js';
+import { ApiException } from '@kubernetes/client-node';
+import { createLogger, errFields, redactSecrets } from '../src/logger.js';
 
 function capture(): { lines: () => Record<string, unknown>[]; stream: Writable } {
   const chunks: string[] = [];
@@ -51,5 +52,25 @@ describe('logger redaction', () => {
     const [line] = out.lines();
     expect(line).to.include({ token: '[redacted]' });
     expect((line!.err as { message: string }).message).to.equal('boom');
+  });
+});
+
+describe('errFields', () => {
+  it('keeps a client-node error to its status and Status reason, never its body', () => {
+    const body = JSON.stringify({ kind: 'Status', reason: 'AlreadyExists', message: 'secrets "s" already exists', details: { data: 'c2VjcmV0' } });
+    const fields = errFields(new ApiException(409, 'Conflict', body, { 'content-type': 'application/json' }));
+    expect(fields).to.deep.equal({ name: 'Error', status: 409, reason: 'AlreadyExists' });
+    expect(JSON.stringify(fields)).to.not.include('c2VjcmV0');
+  });
+
+  it('keeps name, code and a message with signed URLs cut at their query', () => {
+    const err = Object.assign(new Error('GET https://bucket.example/v.mp4?X-Amz-Signature=abc failed'), { code: 'ECONNRESET' });
+    expect(errFields(err)).to.deep.equal({ name: 'Error', code: 'ECONNRESET', message: 'GET https://bucket.example/v.mp4?… failed' });
+  });
+
+  it('takes the HTTP status an SDK error carries, and copes with thrown non-errors', () => {
+    const s3 = Object.assign(new Error('Access Denied'), { name: 'AccessDenied', $metadata: { httpStatusCode: 403 } });
+    expect(errFields(s3)).to.include({ name: 'AccessDenied', status: 403 });
+    expect(errFields('plain')).to.deep.equal({ message: 'plain' });
   });
 });

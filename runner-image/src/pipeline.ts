@@ -20,7 +20,8 @@ import { DEFAULT_LIVE_LIMITS, isLiveSource, probeWaitingForVideo, recordLiveSour
 import { deliverSidecars } from './sidecars.js';
 import { clipSections, withHlsFragments, type Section } from './sections.js';
 import { readableInputs, transportIsDefault } from './source-read.js';
-import { errName, JobSteps, redactUrls, tail, toolDetail } from './steps.js';
+import { redactUrls } from '@mediajobs/lib/logger';
+import { errName, JobSteps, tail, toolDetail } from './steps.js';
 import { download, probe, startYtDlp, type DownloadResult, type ProbeResult, type StartedYtDlp, type YtDlpOptions } from './ytdlp.js';
 
 /** How far past a clip's end an MPEG-TS download is copied for the cut: more than any GOP. */

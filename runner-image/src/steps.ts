@@ -1,7 +1,7 @@
 // Where a job is (its step and progress), how that is reported, and how a
 // failure becomes a report: one tracker per job, shared by the pipeline and
 // the delivery, so no step is entered without being reported.
-import type { Logger } from '@mediajobs/lib/logger';
+import { redactUrls, type Logger } from '@mediajobs/lib/logger';
 import type { JobStep, RunnerReport } from '@mediajobs/lib/mediajob/types';
 import type { RunResult } from './child.js';
 import type { Classification } from './classify.js';
@@ -50,11 +50,6 @@ export class JobSteps {
       ...(c.errorType ? { errorType: c.errorType } : {}), ...(c.reason ? { reason: c.reason } : {}),
     };
   }
-}
-
-/** Strip query strings and fragments from URLs in a text, so signed URLs stay out of logs. */
-export function redactUrls(text: string): string {
-  return text.replace(/\b(https?:\/\/[^\s?#'"<>]+)[?#][^\s'"<>]*/gi, '$1?…');
 }
 
 /** The last lines of a tool's output, URLs redacted, bounded: for the log. */

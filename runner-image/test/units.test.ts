@@ -4,7 +4,7 @@
 import { expect } from 'chai';
 import { pino } from 'pino';
 import { parseSpec, SpecError } from '../src/config.js';
-import { redactUrls } from '../src/steps.js';
+import { redactUrls } from '@mediajobs/lib/logger';
 import { actualQuality, releaseDateOf } from '../src/plan.js';
 import { readsDirectly, sourceInputArgs, transportIsDefault } from '../src/source-read.js';
 import { MAX_TERMINATION_MESSAGE_BYTES, StatusReporter, terminationMessage, type RunnerStatusPatch } from '../src/report.js';
