@@ -333,6 +333,19 @@ export class GcsStorageProvider implements StorageProvider {
     return streamUpload(this.name, key, body, opts, {
       send: async (source) => {
         const file = this.#bucket.file(key);
+        // An empty stream cannot go through a chunked session: the client
+        // would finalise it with `Content-Range: bytes 0--1/0`, which GCS
+        // refuses as malformed (400). Zero bytes go as one simple upload,
+        // under the same no-overwrite precondition.
+        if (!(await hasData(source.stream))) {
+          await file.save(Buffer.alloc(0), {
+            resumable: false, timeout: this.timeoutMs, preconditionOpts: { ifGenerationMatch: 0 },
+            ...(opts.contentType && { contentType: opts.contentType }),
+          });
+          const created = file.metadata.generation;
+          if (typeof created === 'string' || typeof created === 'number') generation = String(created);
+          return;
+        }
         // The session is opened here rather than by createWriteStream: the
         // client (7.x) drops authentication for sessions createWriteStream
         // opens against a non-Google apiEndpoint (it does not pass on
@@ -382,5 +395,33 @@ export class GcsStorageProvider implements StorageProvider {
     } catch (err) {
       throw mapGcsError(err, this.name);
     }
+  }
+}
+
+/**
+ * Whether the stream yields any data before it ends. The first chunk is
+ * read and put back (unshift), so the stream still holds every byte.
+ */
+async function hasData(stream: Readable): Promise<boolean> {
+  // Reading once starts the stream filling its buffer, so a failing source
+  // can error before the upload pipes it. That error is not lost (the
+  // counting source records it and pipeline() sees the stream errored); the
+  // listener only keeps it from being an uncaught 'error' event meanwhile.
+  stream.on('error', () => undefined);
+  for (;;) {
+    const chunk = stream.read() as Buffer | null;
+    if (chunk !== null) {
+      stream.unshift(chunk);
+      return true;
+    }
+    if (stream.readableEnded) return false;
+    await new Promise<void>((resolve, reject) => {
+      const done = (err?: unknown) => {
+        stream.off('readable', done).off('end', done).off('error', done);
+        if (err instanceof Error) reject(err);
+        else resolve();
+      };
+      stream.once('readable', done).once('end', done).once('error', done);
+    });
   }
 }
