@@ -6,7 +6,7 @@
 // is corrected; and it calls onResync periodically so every object is
 // reconciled again.
 import * as k8s from '@kubernetes/client-node';
-import type { Logger } from '@mediajobs/lib/logger';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 
 export interface ResilientInformerOptions<T extends k8s.KubernetesObject> {
   name: string;
@@ -50,7 +50,7 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     inf.on('error', (err) => {
       // A replaced informer's aborted watch, or a relist's failed one (relist retries itself), is not ours to restart.
       if (this.stopped || inf !== this.informer) return;
-      this.o.log.warn({ informer: this.o.name, err: String(err) }, 'informer stopped; restarting');
+      this.o.log.warn({ informer: this.o.name, err: errFields(err) }, 'informer stopped; restarting');
       this.restartLater();
     });
     return inf;

@@ -5,7 +5,7 @@
 // stopped before anyone else may take the expired lease), and release on a
 // clean stop so a successor need not wait.
 import * as k8s from '@kubernetes/client-node';
-import type { Logger } from '@mediajobs/lib/logger';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { isConflict, isNotFound } from './kube.js';
 
 export interface LeaderOptions {
@@ -52,7 +52,7 @@ export class LeaderElector {
     try {
       acquired = await this.tryAcquireOrRenew();
     } catch (err) {
-      this.log.warn({ err: String(err) }, 'lease update failed');
+      this.log.warn({ err: errFields(err) }, 'lease update failed');
     }
     // stop() may have run while the lease call was in flight: a renewal that
     // lands after it must not make a stopped elector lead again.

@@ -8,7 +8,7 @@ import { fdatasync as fdatasyncCallback } from 'node:fs';
 import { rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { Logger } from '@mediajobs/lib/logger';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 import type { MediaJobSpec, RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { isStorageError } from '@mediajobs/lib/storage/index';
 import type { RunResult } from './child.js';
@@ -16,7 +16,7 @@ import { classification, classifyFfmpeg, classifyUpload, type Classification } f
 import { uploadJobFile, type ResolvedDestination, type UploadJobFile, type UploadOutcome } from './destination.js';
 import { audioStream, mediaEnd, mux, muxToFd, muxToStream, PIPE_OUTPUT, planMux, type MuxInput, type MuxPlan } from './ffmpeg.js';
 import type { Clip, Container } from './plan.js';
-import { errName, toolDetail, type JobSteps } from './steps.js';
+import { toolDetail, type JobSteps } from './steps.js';
 import { expectedOf, inspectFile, inspectStream, wrongDelivery, type Expected, type Inspection } from './verify.js';
 
 const fdatasync = promisify(fdatasyncCallback);
@@ -140,9 +140,9 @@ async function deliverStreamed(pass: Pass): Promise<Delivery> {
   // failure (a storage problem) comes first, since it is also what made
   // ffmpeg stop on a closed pipe.
   const sourceFailed = !uploaded.ok && isStorageError(uploaded.error) && uploaded.error.reason === 'source_error';
-  if (!uploaded.ok && !sourceFailed) return failed(classifyUpload(uploaded.error, { localReadFailed: false }), { err: errName(uploaded.error) });
+  if (!uploaded.ok && !sourceFailed) return failed(classifyUpload(uploaded.error, { localReadFailed: false }), { err: errFields(uploaded.error) });
   if (muxed && muxed.exitCode !== 0) return failed(classifyFfmpeg(muxed.stderr, muxed.exitCode), toolDetail('ffmpeg', muxed), true);
-  if (!uploaded.ok) return failed(classifyUpload(uploaded.error, { localReadFailed: false }), { err: errName(uploaded.error) }, true);
+  if (!uploaded.ok) return failed(classifyUpload(uploaded.error, { localReadFailed: false }), { err: errFields(uploaded.error) }, true);
   return verified(pass, uploaded, inspection ?? Promise.resolve({ bytes: 0 }));
 }
 
@@ -160,7 +160,7 @@ async function deliverFile(pass: Pass, output: string): Promise<Delivery> {
 
   ctx.steps.enter('Uploading');
   const uploaded = await uploadJobFile(ctx.destination, { ...ctx.target, file: output, onProgress: ctx.steps.within(66, 33) });
-  if (!uploaded.ok) return failed(classifyUpload(uploaded.error, { localReadFailed: uploaded.localReadFailed }), { err: errName(uploaded.error) });
+  if (!uploaded.ok) return failed(classifyUpload(uploaded.error, { localReadFailed: uploaded.localReadFailed }), { err: errFields(uploaded.error) });
   await rm(ctx.outDir, { recursive: true, force: true });
   return verified(pass, uploaded, Promise.resolve(written));
 }
@@ -189,6 +189,6 @@ async function verified(pass: Pass, uploaded: Extract<UploadOutcome, { ok: true 
     return { ok: true, uploaded, plan };
   }
   await destination.provider.delete(uploaded.result.key)
-    .catch((err: unknown) => logger.error({ err: errName(err), storageKey: uploaded.result.key }, 'could not delete a file that failed verification'));
+    .catch((err: unknown) => logger.error({ err: errFields(err), storageKey: uploaded.result.key }, 'could not delete a file that failed verification'));
   return failed(classification('output_unverified'), { why, verifyMs }, true);
 }

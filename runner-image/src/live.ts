@@ -12,7 +12,7 @@
 // turns into the requested container.
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { Logger } from '@mediajobs/lib/logger';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 import type { MediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { runProcess, type RunResult } from './child.js';
 import { classifyRecorder, classifyYtDlp } from './classify.js';
@@ -135,7 +135,7 @@ export async function isLiveSource(
       if (verdict === 'vod') return false;
     } catch (err) {
       // The download that follows meets the same problem and classifies it.
-      opts.logger?.debug({ err: String(err) }, 'playlist check failed');
+      opts.logger?.debug({ err: errFields(err) }, 'playlist check failed');
     }
   }
   return spec.liveRecording === true && formats.length > 0 && formats.every((f) => isHls(f) || isHttp(f));

@@ -6,14 +6,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ConfigError } from '@mediajobs/lib/config';
-import { createLogger } from '@mediajobs/lib/logger';
+import { createLogger, errFields } from '@mediajobs/lib/logger';
 import { RUNNER_EXIT, type MediaJobSpec, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { cpuBudget, killAllChildren, liveChildren } from './child.js';
 import { classification } from './classify.js';
 import { loadRunnerEnv, parseSpec, SpecError, type RunnerEnv } from './config.js';
 import { resolveDestination, type ResolvedDestination } from './destination.js';
 import { runJob } from './pipeline.js';
-import { errSummary, StatusReporter, writeTerminationMessage } from './report.js';
+import { StatusReporter, writeTerminationMessage } from './report.js';
 
 const logger = createLogger('runner');
 /** Exit code of a runner stopped by SIGTERM (128 + 15), as the contract asks. */
@@ -31,7 +31,7 @@ function removeWorkDir(): void {
   try {
     rmSync(workDir, { recursive: true, force: true });
   } catch (err) {
-    logger.warn({ err: errSummary(err) }, 'could not remove the work directory');
+    logger.warn({ err: errFields(err) }, 'could not remove the work directory');
   }
   workDir = undefined;
 }
@@ -78,7 +78,7 @@ async function main(): Promise<number> {
     // A broken pod spec is the operator's bug, not the media's: Failed, technical.
     const c = classification('internal_error');
     const report: RunnerReport = { outcome: c.outcome, error: c.error, errorType: c.errorType };
-    logger.error({ err: err instanceof ConfigError || err instanceof SpecError ? err.message : errSummary(err) }, 'invalid runner configuration');
+    logger.error({ err: err instanceof ConfigError || err instanceof SpecError ? err.message : errFields(err) }, 'invalid runner configuration');
     writeTerminationMessage(terminationLogPath(undefined), report, logger);
     return RUNNER_EXIT.failed;
   }
@@ -130,7 +130,7 @@ async function main(): Promise<number> {
       // A bug or an unexpected I/O failure (disk full while writing the info JSON...).
       if (shuttingDown) return SIGTERM_EXIT;
       const c = classification('internal_error');
-      logger.error({ err: errSummary(err) }, 'runner failed');
+      logger.error({ err: errFields(err) }, 'runner failed');
       report = { outcome: c.outcome, error: c.error, errorType: c.errorType };
     } finally {
       if (!shuttingDown) removeWorkDir();
@@ -152,7 +152,7 @@ main().then(
     setTimeout(() => process.exit(code), 50).unref();
   },
   (err: unknown) => {
-    logger.fatal({ err: errSummary(err) }, 'runner crashed');
+    logger.fatal({ err: errFields(err) }, 'runner crashed');
     removeWorkDir();
     process.exit(RUNNER_EXIT.failed);
   },

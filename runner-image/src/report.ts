@@ -8,7 +8,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
-import type { Logger } from '@mediajobs/lib/logger';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { GROUP, MEDIAJOB_PLURAL, VERSION, type JobStep, type MediaJobStatus, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 
 /** The status fields the runner owns (spine.md): everything else is the operator's. */
@@ -181,7 +181,7 @@ export class StatusReporter {
     else {
       // Set up in the background; the first patch waits for it.
       this.sink = kubernetesSink(opts.namespace, opts.name).catch((err: unknown) => {
-        opts.logger.warn({ err: errSummary(err) }, 'no Kubernetes client configuration; status reporting is off');
+        opts.logger.warn({ err: errFields(err) }, 'no Kubernetes client configuration; status reporting is off');
         return undefined;
       });
     }
@@ -261,7 +261,7 @@ export class StatusReporter {
         } catch (err) {
           if (attempt >= attempts || !retryable(err)) {
             this.failures++;
-            this.opts.logger.warn({ err: errSummary(err), step: status.step, attempt }, 'status patch failed; the termination message will carry the outcome');
+            this.opts.logger.warn({ err: errFields(err), step: status.step, attempt }, 'status patch failed; the termination message will carry the outcome');
             return;
           }
           await sleep(this.backoffMs * 2 ** (attempt - 1));
@@ -293,15 +293,6 @@ function retryable(err: unknown): boolean {
   const code = statusCode(err);
   if (code === undefined) return true;
   return code === 409 || code === 429 || code >= 500;
-}
-
-/** An error as loggable fields without its body (client-node errors carry the whole response). */
-export function errSummary(err: unknown): Record<string, unknown> {
-  if (!(err instanceof Error)) return { message: String(err) };
-  const out: Record<string, unknown> = { name: err.name, message: err.message.slice(0, 300) };
-  const code = (err as { code?: unknown }).code;
-  if (code !== undefined) out.code = code;
-  return out;
 }
 
 /** Kubernetes keeps at most 4096 bytes of a termination message (the tail). */
@@ -337,6 +328,6 @@ export function writeTerminationMessage(path: string, report: RunnerReport, logg
   try {
     writeFileSync(path, terminationMessage(report));
   } catch (err) {
-    logger.debug({ err: errSummary(err), path }, 'termination log not writable');
+    logger.debug({ err: errFields(err), path }, 'termination log not writable');
   }
 }
