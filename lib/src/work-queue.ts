@@ -3,6 +3,16 @@
 // processed twice at once (a key added while in flight runs again after),
 // delayed adds keep the earliest deadline, and failures retry with per-key
 // exponential backoff. Up to `concurrency` different keys run at once.
+//
+// A pass says what happens next (./reconcile.ts, as controller-runtime's
+// reconcileHandler reads a Result): a requeueAfter is honoured and resets
+// the key's backoff, a TemporaryError waits its own delay or backs off, a
+// PermanentError is never retried but handed to onPermanent, and any other
+// throw backs off.
+import { PermanentError, TemporaryError, type ReconcileResult } from './reconcile.js';
+
+/** One pass over a key: what to do next, or a throw (see ./reconcile.ts). */
+export type ReconcileHandler = (key: string) => Promise<ReconcileResult | void> | ReconcileResult | void;
 
 export interface WorkQueueOptions {
   /** Keys processed at once (different keys only). */
@@ -11,7 +21,16 @@ export interface WorkQueueOptions {
   retryBaseMs?: number;
   /** ...doubling up to this. */
   retryMaxMs?: number;
+  /** A pass failed and will be retried (any throw but a PermanentError). */
   onError?: (key: string, err: unknown) => void;
+  /**
+   * A pass failed for good: record it on the object. Runs while the key is
+   * still in flight; its result is honoured like a pass's (a finished
+   * object's clean-up timer). Should it throw, the pass counts as failed
+   * and is retried with backoff, so the failure is recorded in the end.
+   * Without it, permanent errors go to onError and are dropped.
+   */
+  onPermanent?: (key: string, err: PermanentError) => Promise<ReconcileResult | void> | ReconcileResult | void;
 }
 
 export class WorkQueue {
@@ -28,7 +47,7 @@ export class WorkQueue {
   private readonly retryBaseMs: number;
   private readonly retryMaxMs: number;
 
-  constructor(private readonly handler: (key: string) => Promise<void> | void, private readonly opts: WorkQueueOptions = {}) {
+  constructor(private readonly handler: ReconcileHandler, private readonly opts: WorkQueueOptions = {}) {
     this.concurrency = opts.concurrency ?? 1;
     this.retryBaseMs = opts.retryBaseMs ?? 1000;
     this.retryMaxMs = opts.retryMaxMs ?? 60_000;
@@ -109,16 +128,41 @@ export class WorkQueue {
 
   private async run(key: string): Promise<void> {
     try {
-      await this.handler(key);
-      this.forget(key);
+      this.settle(key, await this.handler(key));
     } catch (err) {
-      this.opts.onError?.(key, err);
-      this.addRateLimited(key);
+      await this.failed(key, err);
     } finally {
       this.inFlight.delete(key);
       if (this.dirty.delete(key)) this.add(key);
       // Yield so a burst of synchronous handlers does not starve timers and I/O.
       setImmediate(() => this.pump());
     }
+  }
+
+  /** A pass (or the recording of its permanent failure) succeeded: backoff starts over; look again if asked. */
+  private settle(key: string, result: ReconcileResult | void): void {
+    this.forget(key);
+    if (result?.requeueAfter && result.requeueAfter > 0) this.addAfter(key, result.requeueAfter);
+  }
+
+  private async failed(key: string, err: unknown): Promise<void> {
+    if (err instanceof PermanentError) {
+      // Never retried; a key that may never pass again keeps no backoff state.
+      this.forget(key);
+      if (!this.opts.onPermanent) {
+        this.opts.onError?.(key, err);
+        return;
+      }
+      try {
+        this.settle(key, await this.opts.onPermanent(key, err));
+      } catch (recordErr) {
+        this.opts.onError?.(key, recordErr);
+        this.addRateLimited(key);
+      }
+      return;
+    }
+    this.opts.onError?.(key, err);
+    if (err instanceof TemporaryError && err.delayMs !== undefined && err.delayMs > 0) this.addAfter(key, err.delayMs);
+    else this.addRateLimited(key);
   }
 }
