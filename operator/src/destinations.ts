@@ -11,6 +11,8 @@
 import type * as k8s from '@kubernetes/client-node';
 import type pg from 'pg';
 import { STORAGE_ENDPOINT_VARIABLES, storageEndpoints, type StorageEndpointsConfig } from '@mediajobs/lib/config';
+import { forgetInlineCredentials, inlineCredentials, legacyDestination, saveResultUrls } from '@mediajobs/lib/db/jobs';
+import { isNotFound } from '@mediajobs/lib/kube-client';
 import { jobIdOf, type MediaJob, type MediaJobResult } from '@mediajobs/lib/mediajob/types';
 import {
   DESTINATION_DATA_KEY, LABEL_OWNER_ID, LABEL_OWNER_KIND, OWNER_KIND_LABEL,
@@ -20,7 +22,6 @@ import { createProvider, type CreateProviderOptions } from '@mediajobs/lib/stora
 import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
 import type { OperatorConfig } from './config.js';
 import { credentialsSecretName } from './job-builder.js';
-import { isNotFound } from './kube.js';
 
 /** The runner's wording for the same outcome (runner-image/src/classify.ts MESSAGES.storage_unreachable). */
 export const STORAGE_UNREACHABLE_MESSAGE = 'The storage destination is unreachable or rejected the credentials';
@@ -125,19 +126,14 @@ export class JobDestinations {
 
   /** A legacy saved destination: the row the gateway resolved the job to, credentials sealed in Postgres. */
   private async fromLegacyRow(mj: MediaJob): Promise<Record<string, unknown>> {
-    const r = await this.pool.query<{ owner_kind: 'api_key' | 'organization'; owner_id: string; credentials_enc: string }>(
-      `SELECT d.owner_kind, d.owner_id, d.credentials_enc FROM jobs j
-         JOIN storage_destinations d ON d.id = j.destination_id AND d.source = 'legacy'
-        WHERE j.id = $1`, [jobIdOf(mj)]);
-    const row = r.rows[0];
+    const row = await legacyDestination(this.pool, jobIdOf(mj));
     if (!row) throw new DestinationUnresolvable('saved_destination_not_found');
     await this.checkOwner(mj, OWNER_KIND_LABEL[row.owner_kind], row.owner_id);
     return parseDocument(this.open(row.credentials_enc));
   }
 
   private async fromInlinePayload(mj: MediaJob): Promise<Record<string, unknown>> {
-    const r = await this.pool.query<{ storage_enc: string | null }>('SELECT storage_enc FROM jobs WHERE id = $1', [jobIdOf(mj)]);
-    const sealed = r.rows[0]?.storage_enc;
+    const sealed = await inlineCredentials(this.pool, jobIdOf(mj));
     if (!sealed) throw new DestinationUnresolvable('inline_credentials_not_found');
     return parseDocument(this.open(sealed));
   }
@@ -178,7 +174,7 @@ export class JobDestinations {
       const urls: DownloadUrls = {
         s3Url: await sign(result.storageKey), subtitleUrl: await sign(result.subtitleKey), thumbnailUrl: await sign(result.thumbnailKey),
       };
-      await this.pool.query('UPDATE jobs SET result_urls_enc = $2 WHERE id = $1', [jobIdOf(mj), this.box.seal(JSON.stringify(urls))]);
+      await saveResultUrls(this.pool, jobIdOf(mj), this.box.seal(JSON.stringify(urls)));
       return urls;
     } finally {
       (provider as { destroy?: () => void }).destroy?.();
@@ -187,7 +183,7 @@ export class JobDestinations {
 
   /** The job ended: its inline credentials go (the per-job Secret is deleted by the caller). */
   async forgetInline(mj: MediaJob): Promise<void> {
-    await this.pool.query('UPDATE jobs SET storage_enc = NULL WHERE id = $1 AND storage_enc IS NOT NULL', [jobIdOf(mj)]);
+    await forgetInlineCredentials(this.pool, jobIdOf(mj));
   }
 }
 

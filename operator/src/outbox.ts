@@ -3,8 +3,12 @@
 // event id in a header and the body so receivers can drop duplicates. Rows
 // are claimed with SKIP LOCKED and a lease, so a crash mid-delivery means a
 // retry later, never a lost event; Postgres NOTIFY wakes the loop at once.
+// The statements on the outbox table are lib/src/db/outbox.ts's.
 import type pg from 'pg';
-import type { Logger } from '@mediajobs/lib/logger';
+import {
+  OUTBOX_CHANNEL, claimDueEvents, markDelivered, markFailed, scheduleRetry, type ClaimedEvent,
+} from '@mediajobs/lib/db/outbox';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 
 export interface OutboxOptions {
@@ -13,15 +17,6 @@ export interface OutboxOptions {
   backoffMs: number;
   pollMs?: number;
   batch?: number;
-}
-
-interface OutboxRow {
-  id: string;
-  event_id: string;
-  type: string;
-  target_enc: string;
-  payload: Record<string, unknown>;
-  attempts: number;
 }
 
 export class OutboxDispatcher {
@@ -42,7 +37,7 @@ export class OutboxDispatcher {
       const onNotification = () => this.kick();
       // A lost LISTEN connection leaves polling, which still delivers everything; the broken client is destroyed.
       const onError = (err: Error) => {
-        this.log.warn({ err: err.message }, 'outbox LISTEN connection lost; polling only');
+        this.log.warn({ err: errFields(err) }, 'outbox LISTEN connection lost; polling only');
         this.unlisten(listener);
         listener.release(err);
       };
@@ -54,9 +49,9 @@ export class OutboxDispatcher {
         client.off('error', onError);
         if (this.listener === client) this.listener = undefined;
       };
-      await listener.query('LISTEN mediajobs_outbox');
+      await listener.query(`LISTEN ${OUTBOX_CHANNEL}`);
     } catch (err) {
-      this.log.warn({ err }, 'outbox LISTEN unavailable; polling only');
+      this.log.warn({ err: errFields(err) }, 'outbox LISTEN unavailable; polling only');
     }
     this.timer = setInterval(() => this.kick(), this.opts.pollMs ?? 1000);
     this.timer.unref();
@@ -104,36 +99,21 @@ export class OutboxDispatcher {
         await Promise.all(rows.map((r) => this.deliver(r)));
       }
     } catch (err) {
-      this.log.error({ err }, 'outbox pass failed');
+      this.log.error({ err: errFields(err) }, 'outbox pass failed');
     }
   }
 
-  /**
-   * Claim due events; the lease (next_attempt_at pushed forward) keeps others
-   * off them meanwhile. Only the oldest open event of each job is due, so a
-   * job's events reach the receiver in the order they were written (progress
-   * stages, then job_completed) even when one of them needs a retry; jobs
-   * still go out in parallel.
-   */
-  private async claim(): Promise<OutboxRow[]> {
-    const lease = Math.ceil(this.opts.timeoutMs / 1000) + 30;
-    const r = await this.pool.query<OutboxRow>(
-      `UPDATE outbox SET next_attempt_at = now() + make_interval(secs => $2), attempts = attempts + 1
-       WHERE id IN (SELECT o.id FROM outbox o WHERE o.delivered_at IS NULL AND o.failed_at IS NULL AND o.next_attempt_at <= now()
-                      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.job_id = o.job_id AND p.id < o.id
-                                        AND p.delivered_at IS NULL AND p.failed_at IS NULL)
-                    ORDER BY o.id LIMIT $1 FOR UPDATE OF o SKIP LOCKED)
-       RETURNING id, event_id, type, target_enc, payload, attempts`,
-      [this.opts.batch ?? 16, lease]);
-    return r.rows;
+  /** Due events, claimed under a lease long enough for one attempt (lib/src/db/outbox.ts claimDueEvents). */
+  private claim(): Promise<ClaimedEvent[]> {
+    return claimDueEvents(this.pool, { batch: this.opts.batch ?? 16, leaseSeconds: Math.ceil(this.opts.timeoutMs / 1000) + 30 });
   }
 
-  private async deliver(row: OutboxRow): Promise<void> {
+  private async deliver(row: ClaimedEvent): Promise<void> {
     // Counted when claimed, so an attempt cut short by a crash (its POST
     // perhaps sent) still counts: never more POSTs than attempts.
     const attempt = row.attempts;
     if (attempt > this.opts.attempts) {
-      await this.pool.query(`UPDATE outbox SET failed_at = now(), last_error = coalesce(last_error, 'interrupted') WHERE id = $1`, [row.id]);
+      await markFailed(this.pool, row.id);
       this.log.warn({ eventId: row.event_id, type: row.type, attempt: attempt - 1 }, 'webhook given up');
       return;
     }
@@ -159,19 +139,17 @@ export class OutboxDispatcher {
       error = err instanceof Error && err.name === 'TimeoutError' ? 'timeout' : 'connection failed';
     }
     if (!error) {
-      await this.pool.query('UPDATE outbox SET delivered_at = now(), last_error = NULL WHERE id = $1', [row.id]);
+      await markDelivered(this.pool, row.id);
       this.log.info({ eventId: row.event_id, type: row.type, attempt }, 'webhook delivered');
       return;
     }
     if (attempt >= this.opts.attempts) {
-      await this.pool.query('UPDATE outbox SET failed_at = now(), last_error = $2 WHERE id = $1', [row.id, error]);
+      await markFailed(this.pool, row.id, error);
       this.log.warn({ eventId: row.event_id, type: row.type, attempt, error }, 'webhook given up');
       return;
     }
     const delayMs = this.opts.backoffMs * 2 ** (attempt - 1);
-    await this.pool.query(
-      `UPDATE outbox SET last_error = $2, next_attempt_at = now() + make_interval(secs => $3) WHERE id = $1`,
-      [row.id, error, delayMs / 1000]);
+    await scheduleRetry(this.pool, row.id, error, delayMs);
     this.log.info({ eventId: row.event_id, type: row.type, attempt, error, retryInMs: delayMs }, 'webhook attempt failed');
   }
 }

@@ -2,18 +2,23 @@
 // row still Pending after a grace period whose MediaJob is not in the cache
 // gets its MediaJob created here, from the row's stored options.
 import * as k8s from '@kubernetes/client-node';
-import type { Logger } from '@mediajobs/lib/logger';
+import type { StrandedJob } from '@mediajobs/lib/db/jobs';
+import { isAlreadyExists } from '@mediajobs/lib/kube-client';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
 import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJobOptions } from '@mediajobs/lib/mediajob/types';
-import type { OperatorDb } from './db.js';
-import { isAlreadyExists } from './kube.js';
+
+/** Where stranded rows come from (lib/src/db/jobs.ts strandedPending, bound to a pool). */
+export interface StrandedJobs {
+  strandedPending(olderThanSeconds: number): Promise<StrandedJob[]>;
+}
 
 export class Sweeper {
   private timer: NodeJS.Timeout | undefined;
   private running = false;
 
   constructor(
-    private readonly db: OperatorDb,
+    private readonly db: StrandedJobs,
     private readonly custom: k8s.CustomObjectsApi,
     private readonly hasMediaJob: (namespace: string, name: string) => boolean,
     private readonly log: Logger,
@@ -47,11 +52,11 @@ export class Sweeper {
           created++;
           this.log.info({ jobId: row.id }, 'created the MediaJob of a stranded job');
         } catch (err) {
-          if (!isAlreadyExists(err)) this.log.warn({ jobId: row.id, err: String(err) }, 'could not create the MediaJob of a stranded job');
+          if (!isAlreadyExists(err)) this.log.warn({ jobId: row.id, err: errFields(err) }, 'could not create the MediaJob of a stranded job');
         }
       }
     } catch (err) {
-      this.log.warn({ err: String(err) }, 'sweep failed');
+      this.log.warn({ err: errFields(err) }, 'sweep failed');
     } finally {
       this.running = false;
     }

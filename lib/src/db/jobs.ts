@@ -1,0 +1,329 @@
+// The jobs and job_counters tables: every statement on them. The gateway
+// inserts a row per POST /jobs and reads rows for GET /jobs (named
+// statements, so pg prepares them once per connection); the operator records
+// kubectl-applied jobs, mirrors MediaJob status into the row (its webhook
+// events go to the outbox in the same transaction, ./outbox.ts), finds
+// stranded Pending rows, and keeps the sealed columns (storage_enc,
+// result_urls_enc). Left to others: the schema (api-gateway migrations),
+// rule 9's choice of a saved destination (the storage_destinations owner's
+// SQL, embedded in the insert through SavedDestinationSql), and the outbox.
+import { randomInt } from 'node:crypto';
+import type pg from 'pg';
+import type { Destination, JobStatus, MediaJob, MediaJobOptions, MediaJobStatus, StorageProviderName } from '../mediajob/types.js';
+import { TERMINAL_STATUSES } from '../mediajob/types.js';
+import { withTransaction } from '../pg-client.js';
+import { queueEvents, type OutboxEvent } from './outbox.js';
+
+/** Shards of a key's job total: concurrent inserts of one key do not queue on one row lock (ADR 0002). */
+export const COUNTER_SHARDS = 16;
+
+export interface NewJob {
+  id: string;
+  apiKeyId: string;
+  url: string;
+  options: MediaJobOptions;
+  webhookUrlEnc: string | null;
+  crNamespace: string;
+  crName: string;
+  /**
+   * Where it delivers: inline credentials already checked (sealed with the
+   * SecretBox), or rule 9 over the saved destinations of the key and its
+   * organization, decided by the insert itself.
+   */
+  target:
+    | { kind: 'inline'; destination: Destination; storageEnc: string }
+    | { kind: 'saved'; organizationId: string | null; provider?: StorageProviderName };
+}
+
+/** A row as GET /jobs lists it (the spec's Job table). */
+export interface JobSummary {
+  id: string;
+  url: string;
+  status: JobStatus;
+  s3_key: string | null;
+  error: string | null;
+  error_type: string | null;
+  step: string;
+  created_at: number;
+  finished_at: number | null;
+  file_size: number | null;
+}
+
+/** A row as GET /jobs/{id} needs it. */
+export interface JobDetail extends JobSummary {
+  progress: number;
+  reason: string | null;
+  actual_quality: string | null;
+  title: string | null;
+  description: string | null;
+  release_date: string | null;
+  subtitle_key: string | null;
+  thumbnail_key: string | null;
+  /** Null for rows written before destinations were recorded (managed storage). */
+  destination: Destination | null;
+  /** Sealed download URLs of a job delivered to the user's own storage. */
+  result_urls_enc: string | null;
+}
+
+/** A row as the operator works with it (recording, status mirror, webhook events). */
+export interface JobRow {
+  id: string;
+  api_key_id: string;
+  url: string;
+  status: string;
+  webhook_url_enc: string | null;
+  options: Record<string, unknown>;
+}
+
+/** A Pending row whose MediaJob may never have been created. */
+export interface StrandedJob extends JobRow {
+  cr_namespace: string;
+  cr_name: string;
+  created_at: Date;
+  destination: Destination | null;
+}
+
+/** The legacy saved destination a job was resolved to: its owner and its sealed credentials. */
+export interface LegacyDestination {
+  owner_kind: 'api_key' | 'organization';
+  owner_id: string;
+  credentials_enc: string;
+}
+
+/**
+ * Rule 9 of POST /jobs as SQL, from the owner of storage_destinations
+ * (api-gateway/src/destinations/store.ts): given the placeholders of the key
+ * id, its organization id and the provider, a SELECT of at most one
+ * destination with at least the columns id, provider and secret_name.
+ */
+export interface SavedDestinationSql {
+  byDefault(key: string, org: string): string;
+  byProvider(key: string, org: string, provider: string): string;
+}
+
+// ---- Inserts: the row and its counter shard in one statement ----
+
+// One builder for both inserts (gateway and manifest): the increment reads
+// the CTE `job`, so it happens exactly when a row was written. A
+// data-modifying CTE runs whether or not the outer query reads it.
+const countJob = (shard: string) => `counted AS (
+  INSERT INTO job_counters (api_key_id, shard, count)
+  SELECT api_key_id, ${shard}, 1 FROM job
+  ON CONFLICT (api_key_id, shard) DO UPDATE SET count = job_counters.count + 1
+)`;
+
+// The job row and its counter increment in one statement, hence one
+// implicit transaction and one round trip: the total can never disagree
+// with the rows, and the insert costs a single commit. For a saved
+// destination, rule 9 runs inside the same statement: the row written
+// carries the destination (never a credential) and its id, or, when a
+// named `storage_provider` has no destination, nothing is written at all.
+const INSERT_COLUMNS = `id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name,
+                    destination, destination_id, storage_enc`;
+
+const INSERT_JOB_INLINE = `
+WITH job AS (
+  INSERT INTO jobs (${INSERT_COLUMNS})
+  VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7, $9, NULL, $10)
+  RETURNING api_key_id, destination
+), ${countJob('$8')}
+SELECT destination FROM job`;
+
+const insertJobSaved = (resolve: string) => `
+WITH dest AS (${resolve}),
+job AS (
+  INSERT INTO jobs (${INSERT_COLUMNS})
+  SELECT $1, $2, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7,
+         CASE WHEN dest.id IS NULL THEN '{"type":"managed"}'::jsonb
+              ELSE jsonb_strip_nulls(jsonb_build_object('type', 'saved', 'provider', dest.provider, 'secretName', dest.secret_name)) END,
+         dest.id, NULL
+    FROM (VALUES (1)) one LEFT JOIN dest ON true
+   WHERE $10::text IS NULL OR dest.id IS NOT NULL
+  RETURNING api_key_id, destination
+), ${countJob('$8')}
+SELECT destination FROM job`;
+
+/** The gateway's insert of a new Pending job. */
+export type InsertJob = (pool: pg.Pool, job: NewJob) => Promise<Destination | undefined>;
+
+/**
+ * The gateway's insert with rule 9 built in. Call once per process: the
+ * statement names are fixed, and pg refuses one name with two texts on a
+ * connection. The insert returns the destination the job was given, or
+ * undefined when the `storage_provider` it named is not configured for the
+ * key or its organization (then nothing was written).
+ */
+export function jobInserter(rule9: SavedDestinationSql): InsertJob {
+  const savedDefault = insertJobSaved(rule9.byDefault('$2', '$9'));
+  const savedByProvider = insertJobSaved(rule9.byProvider('$2', '$9', '$10'));
+  return async (pool, job) => {
+    const common = [job.id, job.apiKeyId, job.url, JSON.stringify(job.options), job.webhookUrlEnc, job.crNamespace, job.crName,
+      randomInt(COUNTER_SHARDS)];
+    const t = job.target;
+    const r = t.kind === 'inline'
+      ? await pool.query<{ destination: Destination }>({
+        name: 'mj-insert-job-inline', text: INSERT_JOB_INLINE, values: [...common, JSON.stringify(t.destination), t.storageEnc],
+      })
+      : t.provider === undefined
+        ? await pool.query<{ destination: Destination }>({
+          name: 'mj-insert-job', text: savedDefault, values: [...common, t.organizationId, null],
+        })
+        : await pool.query<{ destination: Destination }>({
+          name: 'mj-insert-job-provider', text: savedByProvider, values: [...common, t.organizationId, t.provider],
+        });
+    return r.rows[0]?.destination;
+  };
+}
+
+const INSERT_FROM_MANIFEST = `
+WITH job AS (
+  INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name, created_at, updated_at,
+                    destination)
+  SELECT $1, k.id, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7, $8, now(), $10
+  FROM api_keys k WHERE k.id = $2 AND k.revoked_at IS NULL
+  ON CONFLICT (id) DO NOTHING
+  RETURNING api_key_id
+), ${countJob('$9')}
+SELECT count(*)::int AS inserted FROM job`;
+
+/**
+ * Record a MediaJob that came from kubectl or GitOps, owned by the key its
+ * spec names; counts toward that key's total once, however often it is
+ * recorded. Returns false when the key does not exist or is revoked.
+ */
+export async function insertFromManifest(pool: pg.Pool, id: string, mj: MediaJob, webhookUrlSealed: string | null): Promise<boolean> {
+  const { webhookUrl: _w, owner: _o, destination: _d, jobId: _j, ...options } = mj.spec;
+  const r = await pool.query<{ inserted: number }>(INSERT_FROM_MANIFEST,
+    [id, mj.spec.owner.apiKeyId, mj.spec.url, JSON.stringify(options), webhookUrlSealed, mj.metadata.namespace, mj.metadata.name,
+      mj.metadata.creationTimestamp ?? new Date().toISOString(), randomInt(COUNTER_SHARDS),
+      // Where the file goes decides how GET /jobs/{id} signs its URL (managed storage, or the operator's sealed URLs).
+      JSON.stringify(mj.spec.destination ?? { type: 'managed' })]);
+  if (r.rows[0]!.inserted === 1) return true;
+  // Already recorded. Asked in a new statement: a concurrent insert of the
+  // same id (a leader handing over) commits after this statement's snapshot
+  // was taken, so only ON CONFLICT, not a read in the same statement, sees it.
+  return (await findJob(pool, id)) !== undefined;
+}
+
+// ---- Reads ----
+
+// Epoch milliseconds are computed by Postgres so the driver never parses
+// timestamps on the list path; float8 carries them exactly (< 2^53).
+const SUMMARY_COLUMNS = `id, url, status, s3_key, error, error_type, step,
+  floor(extract(epoch FROM created_at) * 1000)::float8 AS created_at,
+  floor(extract(epoch FROM finished_at) * 1000)::float8 AS finished_at,
+  file_size::float8 AS file_size`;
+
+export const GET_JOB = `SELECT ${SUMMARY_COLUMNS}, progress, reason, actual_quality, title, description, release_date,
+  subtitle_key, thumbnail_key, destination, result_urls_enc
+  FROM jobs WHERE id = $1 AND api_key_id = $2`;
+
+/** Undefined for an unknown id and for another key's job alike. */
+export async function getJob(pool: pg.Pool, apiKeyId: string, id: string): Promise<JobDetail | undefined> {
+  const r = await pool.query<JobDetail>({ name: 'mj-get-job', text: GET_JOB, values: [id, apiKeyId] });
+  return r.rows[0];
+}
+
+// Two statements rather than one with "$2 IS NULL OR status = $2": a
+// prepared statement's generic plan could then not use the status index.
+// ORDER BY names the table's columns explicitly: a bare `created_at` would
+// resolve to the epoch-ms output column and turn the index walk into a sort
+// of every row of the key.
+export const LIST_JOBS = `SELECT ${SUMMARY_COLUMNS} FROM jobs WHERE api_key_id = $1
+  ORDER BY jobs.created_at DESC, jobs.id DESC LIMIT $2 OFFSET $3`;
+export const LIST_JOBS_BY_STATUS = `SELECT ${SUMMARY_COLUMNS} FROM jobs WHERE api_key_id = $1 AND status = $4
+  ORDER BY jobs.created_at DESC, jobs.id DESC LIMIT $2 OFFSET $3`;
+export const TOTAL_JOBS = 'SELECT COALESCE(SUM(count), 0)::float8 AS total FROM job_counters WHERE api_key_id = $1';
+
+export async function listJobs(
+  pool: pg.Pool, apiKeyId: string, q: { limit: number; offset: number; status?: JobStatus },
+): Promise<{ jobs: JobSummary[]; total: number }> {
+  const list = q.status === undefined
+    ? pool.query<JobSummary>({ name: 'mj-list-jobs', text: LIST_JOBS, values: [apiKeyId, q.limit, q.offset] })
+    : pool.query<JobSummary>({ name: 'mj-list-jobs-status', text: LIST_JOBS_BY_STATUS, values: [apiKeyId, q.limit, q.offset, q.status] });
+  // The page and the kept total are independent reads; running them on two
+  // connections at once saves a round trip of latency.
+  const [page, total] = await Promise.all([
+    list,
+    pool.query<{ total: number }>({ name: 'mj-total-jobs', text: TOTAL_JOBS, values: [apiKeyId] }),
+  ]);
+  return { jobs: page.rows, total: total.rows[0]?.total ?? 0 };
+}
+
+const JOB_ROW_COLUMNS = 'id, api_key_id, url, status, webhook_url_enc, options';
+
+export async function findJob(pool: pg.Pool, id: string): Promise<JobRow | undefined> {
+  const r = await pool.query<JobRow>(`SELECT ${JOB_ROW_COLUMNS} FROM jobs WHERE id = $1`, [id]);
+  return r.rows[0];
+}
+
+/** Pending rows whose MediaJob should exist by now (the gateway could not create it), oldest first. */
+export async function strandedPending(pool: pg.Pool, olderThanSeconds: number, limit = 200): Promise<StrandedJob[]> {
+  const r = await pool.query<StrandedJob>(
+    `SELECT ${JOB_ROW_COLUMNS}, cr_namespace, cr_name, created_at, destination FROM jobs
+     WHERE status = 'Pending' AND cr_name IS NOT NULL
+       AND created_at < now() - make_interval(secs => $1) AND created_at > now() - interval '1 hour'
+     ORDER BY created_at LIMIT $2`, [olderThanSeconds, limit]);
+  return r.rows;
+}
+
+// ---- The status mirror ----
+
+/**
+ * Bring the jobs row to `s`. Terminal rows never change again. Returns the
+ * status the row had before, or undefined when nothing was updated; events
+ * built by `eventsFor(oldStatus)` go to the outbox in the same transaction,
+ * and only for a job with a webhook.
+ */
+export async function syncStatus(
+  pool: pg.Pool, jobId: string, s: MediaJobStatus,
+  eventsFor: (oldStatus: string, row: JobRow) => OutboxEvent[],
+): Promise<string | undefined> {
+  return withTransaction(pool, async (client) => {
+    // FOR UPDATE: two writers of one job serialise here, so exactly one sees
+    // the old status and queues the transition's events.
+    const cur = await client.query<JobRow & { step: string; progress: number }>(
+      `SELECT ${JOB_ROW_COLUMNS}, step, progress FROM jobs WHERE id = $1 FOR UPDATE`, [jobId]);
+    const row = cur.rows[0];
+    if (!row || TERMINAL_STATUSES.includes(row.status as never)) return undefined;
+    const r = s.result;
+    await client.query(
+      `UPDATE jobs SET status = $2, step = $3, progress = $4, error = $5, error_type = $6, reason = $7,
+         s3_key = $8, file_size = $9, actual_quality = $10, title = $11, description = $12, release_date = $13,
+         subtitle_key = $14, thumbnail_key = $15, started_at = $16, finished_at = $17, updated_at = now()
+       WHERE id = $1`,
+      [jobId, s.status, s.step ?? row.step, s.progress ?? row.progress, s.error ?? null, s.errorType ?? null, s.reason ?? null,
+        r?.storageKey ?? null, r?.fileSize ?? null, r?.actualQuality ?? null, r?.title ?? null, r?.description ?? null,
+        r?.releaseDate ?? null, r?.subtitleKey ?? null, r?.thumbnailKey ?? null, s.startTime ?? null, s.finishTime ?? null],
+    );
+    if (row.webhook_url_enc) await queueEvents(client, jobId, row.webhook_url_enc, eventsFor(row.status, row));
+    return row.status;
+  });
+}
+
+// ---- Sealed columns (SecretBox values; opening them is the caller's) ----
+
+/** The job's sealed inline credentials; undefined once the job ended (or it never had any). */
+export async function inlineCredentials(pool: pg.Pool, jobId: string): Promise<string | undefined> {
+  const r = await pool.query<{ storage_enc: string | null }>('SELECT storage_enc FROM jobs WHERE id = $1', [jobId]);
+  return r.rows[0]?.storage_enc ?? undefined;
+}
+
+/** The job ended: its inline credentials go. */
+export async function forgetInlineCredentials(pool: pg.Pool, jobId: string): Promise<void> {
+  await pool.query('UPDATE jobs SET storage_enc = NULL WHERE id = $1 AND storage_enc IS NOT NULL', [jobId]);
+}
+
+/** Download URLs signed at completion on the user's own storage, sealed, for GET /jobs/{id}. */
+export async function saveResultUrls(pool: pg.Pool, jobId: string, sealed: string): Promise<void> {
+  await pool.query('UPDATE jobs SET result_urls_enc = $2 WHERE id = $1', [jobId, sealed]);
+}
+
+/** The legacy saved destination (credentials sealed in Postgres) the gateway resolved the job to, if it still exists. */
+export async function legacyDestination(pool: pg.Pool, jobId: string): Promise<LegacyDestination | undefined> {
+  const r = await pool.query<LegacyDestination>(
+    `SELECT d.owner_kind, d.owner_id, d.credentials_enc FROM jobs j
+       JOIN storage_destinations d ON d.id = j.destination_id AND d.source = 'legacy'
+      WHERE j.id = $1`, [jobId]);
+  return r.rows[0];
+}

@@ -1,0 +1,100 @@
+// The outbox table: webhook events waiting for delivery. This module owns
+// every statement on it — queueing a transition's events inside the
+// transaction that changes the job row (lib/src/db/jobs.ts syncStatus), the
+// NOTIFY that wakes the dispatcher, and the dispatcher's claim and outcome
+// writes. The delivery loop, the HTTP POST and LISTEN stay in
+// operator/src/outbox.ts; which events a transition has is the controller's
+// (operator/src/controller.ts, operator/src/progress.ts).
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+
+/** An event to queue for a job's webhook. */
+export interface OutboxEvent {
+  type: string;
+  payload: Record<string, unknown>;
+  /** What makes the event unique for its job (its event id's seed) when the type alone does not: `progress:<stage>`. */
+  key?: string;
+}
+
+/** An event claimed for one delivery attempt. */
+export interface ClaimedEvent {
+  id: string;
+  event_id: string;
+  type: string;
+  /** The webhook URL, sealed with the SecretBox. */
+  target_enc: string;
+  payload: Record<string, unknown>;
+  /** Attempts so far, this one included: counted when claimed. */
+  attempts: number;
+}
+
+/** The channel a queued event is announced on; the dispatcher LISTENs to it. */
+export const OUTBOX_CHANNEL = 'mediajobs_outbox';
+
+/**
+ * A stable event id per job and event type (a UUID from sha256 of
+ * `jobId:seed`): a replayed transition inserts nothing new. Receivers
+ * already hold these ids, so the derivation must never change.
+ */
+export function eventId(jobId: string, type: string): string {
+  const h = createHash('sha256').update(`${jobId}:${type}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+/**
+ * Queue a transition's events in the caller's transaction (the one that
+ * changed the job row), so both commit or neither does; an event already
+ * queued (same id) is left as it is. The NOTIFY is delivered on commit.
+ */
+export async function queueEvents(
+  client: pg.ClientBase, jobId: string, targetEnc: string, events: readonly OutboxEvent[],
+): Promise<void> {
+  for (const e of events) {
+    const id = eventId(jobId, e.key ?? e.type);
+    await client.query(
+      `INSERT INTO outbox (event_id, job_id, type, target_enc, payload, attempts, next_attempt_at, created_at)
+       VALUES ($1, $2, $3, $4, $5, 0, now(), now()) ON CONFLICT (event_id) DO NOTHING`,
+      [id, jobId, e.type, targetEnc, JSON.stringify({ ...e.payload, event_id: id })],
+    );
+  }
+  if (events.length) await client.query(`NOTIFY ${OUTBOX_CHANNEL}`);
+}
+
+/**
+ * Claim due events; the lease (next_attempt_at pushed forward) keeps others
+ * off them meanwhile. Only the oldest open event of each job is due, so a
+ * job's events reach the receiver in the order they were written (progress
+ * stages, then job_completed) even when one of them needs a retry; jobs
+ * still go out in parallel.
+ */
+export async function claimDueEvents(pool: pg.Pool, opts: { batch: number; leaseSeconds: number }): Promise<ClaimedEvent[]> {
+  const r = await pool.query<ClaimedEvent>(
+    `UPDATE outbox SET next_attempt_at = now() + make_interval(secs => $2), attempts = attempts + 1
+     WHERE id IN (SELECT o.id FROM outbox o WHERE o.delivered_at IS NULL AND o.failed_at IS NULL AND o.next_attempt_at <= now()
+                    AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.job_id = o.job_id AND p.id < o.id
+                                      AND p.delivered_at IS NULL AND p.failed_at IS NULL)
+                  ORDER BY o.id LIMIT $1 FOR UPDATE OF o SKIP LOCKED)
+     RETURNING id, event_id, type, target_enc, payload, attempts`,
+    [opts.batch, opts.leaseSeconds]);
+  return r.rows;
+}
+
+export async function markDelivered(pool: pg.Pool, id: string): Promise<void> {
+  await pool.query('UPDATE outbox SET delivered_at = now(), last_error = NULL WHERE id = $1', [id]);
+}
+
+/**
+ * No more attempts: the event stays failed. Without `error` (an attempt a
+ * crash cut short, outcome unknown) the last recorded error stays, else
+ * 'interrupted'.
+ */
+export async function markFailed(pool: pg.Pool, id: string, error?: string): Promise<void> {
+  await pool.query(`UPDATE outbox SET failed_at = now(), last_error = coalesce($2, last_error, 'interrupted') WHERE id = $1`,
+    [id, error ?? null]);
+}
+
+/** The attempt failed: try again after `delayMs` (the lease set at the claim is replaced). */
+export async function scheduleRetry(pool: pg.Pool, id: string, error: string, delayMs: number): Promise<void> {
+  await pool.query(`UPDATE outbox SET last_error = $2, next_attempt_at = now() + make_interval(secs => $3) WHERE id = $1`,
+    [id, error, delayMs / 1000]);
+}

@@ -1,0 +1,256 @@
+// The jobs table on real Postgres: a job counts toward its key's total
+// exactly once however it is recorded, a finished job's row never changes,
+// a status change and its webhook events commit together (a replay adds
+// nothing), and the sealed columns are kept and cleared as the operator asks.
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import type pg from 'pg';
+import {
+  forgetInlineCredentials, getJob, inlineCredentials, insertFromManifest, jobInserter, legacyDestination, listJobs,
+  saveResultUrls, strandedPending, syncStatus, type JobRow, type NewJob,
+} from '../src/db/jobs.js';
+import { eventId, OUTBOX_CHANNEL, type OutboxEvent } from '../src/db/outbox.js';
+import type { MediaJob, MediaJobOptions, MediaJobStatus } from '../src/mediajob/types.js';
+import { withClient } from '../src/pg-client.js';
+import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
+
+// Rule 9 belongs to the gateway (api-gateway/src/destinations/store.ts);
+// this stand-in has its shape: the key's default, or its destination of the
+// named provider, else nothing.
+const insertJob = jobInserter({
+  byDefault: (key, org) => `SELECT id, provider, secret_name FROM storage_destinations
+    WHERE ((owner_kind = 'api_key' AND owner_id = ${key}) OR (owner_kind = 'organization' AND owner_id = ${org})) AND is_default LIMIT 1`,
+  byProvider: (key, org, provider) => `SELECT id, provider, secret_name FROM storage_destinations
+    WHERE ((owner_kind = 'api_key' AND owner_id = ${key}) OR (owner_kind = 'organization' AND owner_id = ${org})) AND provider = ${provider}
+    LIMIT 1`,
+});
+
+const options = { url: 'https://media.test/v', format: 'mp4' } as MediaJobOptions;
+
+function newJob(apiKeyId: string, target: NewJob['target']): NewJob {
+  const id = randomUUID();
+  return { id, apiKeyId, url: options.url, options, webhookUrlEnc: null, crNamespace: 'mediajobs', crName: id, target };
+}
+
+function manifest(apiKeyId: string, name = 'from-kubectl'): MediaJob {
+  return {
+    apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob',
+    metadata: { name, namespace: 'team-a', uid: randomUUID(), creationTimestamp: '2024-05-01T10:00:00Z' },
+    spec: { url: options.url, format: 'mp4', owner: { apiKeyId }, webhookUrl: 'https://hooks.test/x', destination: { type: 'managed' } },
+  } as MediaJob;
+}
+
+describe('lib: the jobs table (real PostgreSQL)', function () {
+  this.timeout(30_000);
+  let db: TestDatabase;
+  let pool: pg.Pool;
+
+  before(async () => {
+    db = await createTestDatabase('mediajobs_jobs_table');
+    pool = db.pool;
+  });
+  after(async () => db?.drop());
+
+  const total = async (apiKeyId: string) => (await listJobs(pool, apiKeyId, { limit: 1, offset: 0 })).total;
+  const rowCount = async (apiKeyId: string) =>
+    Number((await pool.query('SELECT count(*) FROM jobs WHERE api_key_id = $1', [apiKeyId])).rows[0].count);
+
+  describe('gateway insert', () => {
+    it('writes a Pending row and counts it once; a repeated id writes and counts nothing', async () => {
+      const key = await insertApiKey(pool);
+      const job = newJob(key, { kind: 'inline', destination: { type: 'inline', provider: 's3', secretName: 'mj-x' }, storageEnc: 'sealed-creds' });
+      expect(await insertJob(pool, job)).to.deep.equal({ type: 'inline', provider: 's3', secretName: 'mj-x' });
+      const err = await insertJob(pool, job).catch((e: { code?: string }) => e);
+      expect(err).to.have.property('code', '23505');
+      expect(await total(key)).to.equal(1);
+      expect(await getJob(pool, key, job.id)).to.include({ id: job.id, status: 'Pending', step: 'Queued', progress: 0, finished_at: null });
+      expect(await inlineCredentials(pool, job.id)).to.equal('sealed-creds');
+    });
+
+    it('resolves a saved destination in the same statement, and writes and counts nothing for an unconfigured provider', async () => {
+      const key = await insertApiKey(pool);
+      const managed = newJob(key, { kind: 'saved', organizationId: null });
+      expect(await insertJob(pool, managed)).to.deep.equal({ type: 'managed' });
+      const dest = (await pool.query<{ id: string }>(
+        `INSERT INTO storage_destinations (owner_kind, owner_id, provider, source, config, secret_name)
+         VALUES ('api_key', $1, 'gcs', 'keyvault', '{}', 'mj-dest-key-x-gcs') RETURNING id`, [key])).rows[0]!.id;
+      const saved = newJob(key, { kind: 'saved', organizationId: null, provider: 'gcs' });
+      expect(await insertJob(pool, saved)).to.deep.equal({ type: 'saved', provider: 'gcs', secretName: 'mj-dest-key-x-gcs' });
+      expect((await pool.query('SELECT destination_id FROM jobs WHERE id = $1', [saved.id])).rows[0].destination_id).to.equal(dest);
+      expect(await insertJob(pool, newJob(key, { kind: 'saved', organizationId: null, provider: 's3' }))).to.equal(undefined);
+      expect(await rowCount(key)).to.equal(2);
+      expect(await total(key)).to.equal(2);
+    });
+
+    it('counts concurrent inserts of one key on the shards, all of them', async () => {
+      const key = await insertApiKey(pool);
+      await Promise.all(Array.from({ length: 40 }, () => insertJob(pool, newJob(key, { kind: 'saved', organizationId: null }))));
+      expect(await total(key)).to.equal(40);
+      const page = await listJobs(pool, key, { limit: 5, offset: 0, status: 'Pending' });
+      expect(page.jobs).to.have.length(5);
+      expect(page.jobs[0]!.created_at).to.be.a('number');
+      expect(await getJob(pool, await insertApiKey(pool), page.jobs[0]!.id), 'another key\'s job').to.equal(undefined);
+    });
+  });
+
+  describe('manifest insert (kubectl-applied jobs)', () => {
+    it('records the job once, with its creation time and sealed webhook, however often it is recorded', async () => {
+      const key = await insertApiKey(pool);
+      const mj = manifest(key);
+      const id = mj.metadata.uid!;
+      expect(await insertFromManifest(pool, id, mj, 'sealed-hook')).to.equal(true);
+      expect(await insertFromManifest(pool, id, mj, 'sealed-hook')).to.equal(true);
+      expect(await total(key)).to.equal(1);
+      const r = await pool.query('SELECT status, webhook_url_enc, cr_namespace, cr_name, created_at, destination, options FROM jobs WHERE id = $1', [id]);
+      expect(r.rows[0]).to.deep.include({
+        status: 'Pending', webhook_url_enc: 'sealed-hook', cr_namespace: 'team-a', cr_name: 'from-kubectl', destination: { type: 'managed' },
+      });
+      expect(r.rows[0].created_at.toISOString()).to.equal('2024-05-01T10:00:00.000Z');
+      // The stored options never carry the webhook URL, the owner or the destination.
+      expect(r.rows[0].options).to.deep.equal({ url: options.url, format: 'mp4' });
+    });
+
+    it('counts concurrent recordings of one manifest once, and each of them reports the job recorded', async () => {
+      const key = await insertApiKey(pool);
+      const mj = manifest(key);
+      const results = await Promise.all(Array.from({ length: 8 }, () => insertFromManifest(pool, mj.metadata.uid!, mj, null)));
+      expect(results).to.deep.equal(Array(8).fill(true));
+      expect(await total(key)).to.equal(1);
+      expect(await rowCount(key)).to.equal(1);
+    });
+
+    it('records nothing for a revoked or unknown key', async () => {
+      const key = await insertApiKey(pool);
+      await pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key]);
+      expect(await insertFromManifest(pool, randomUUID(), manifest(key), null)).to.equal(false);
+      const unknown = randomUUID();
+      expect(await insertFromManifest(pool, randomUUID(), manifest(unknown), null)).to.equal(false);
+      expect(await rowCount(key) + await rowCount(unknown)).to.equal(0);
+      expect(await total(key)).to.equal(0);
+    });
+  });
+
+  describe('status mirror', () => {
+    const events: (old: string) => OutboxEvent[] = (old) => [{ type: `from_${old}`, payload: { old } }];
+    const outbox = async (jobId: string) => (await pool.query<{ event_id: string; type: string; payload: Record<string, unknown> }>(
+      'SELECT event_id, type, payload FROM outbox WHERE job_id = $1 ORDER BY id', [jobId])).rows;
+
+    async function job(webhook: string | null = 'sealed-hook'): Promise<string> {
+      const key = await insertApiKey(pool);
+      const j = { ...newJob(key, { kind: 'saved', organizationId: null }), webhookUrlEnc: webhook };
+      await insertJob(pool, j);
+      return j.id;
+    }
+
+    it('returns the old status, and queues a transition\'s events with it: a replay adds nothing', async () => {
+      const id = await job();
+      const processing: MediaJobStatus = { status: 'Processing', step: 'Downloading', progress: 10, startTime: '2024-05-01T10:00:01Z' };
+      const eventsFor = (old: string) => [{ type: 'job_processing', payload: { old } }];
+      expect(await syncStatus(pool, id, processing, eventsFor)).to.equal('Pending');
+      expect(await syncStatus(pool, id, processing, eventsFor)).to.equal('Processing');
+      const queued = await outbox(id);
+      expect(queued).to.deep.equal([{
+        event_id: eventId(id, 'job_processing'), type: 'job_processing', payload: { old: 'Pending', event_id: eventId(id, 'job_processing') },
+      }]);
+    });
+
+    it('never changes a terminal row, nor queues anything for it', async () => {
+      const id = await job();
+      const done: MediaJobStatus = {
+        status: 'Completed', step: 'Finished', progress: 100, finishTime: '2024-05-01T10:05:00Z',
+        result: { storageKey: 'videos/a.mp4', fileSize: 2048, title: 'A' },
+      };
+      expect(await syncStatus(pool, id, done, events)).to.equal('Pending');
+      let asked = 0;
+      const failed: MediaJobStatus = { status: 'Failed', step: 'Finished', error: 'late', errorType: 'error' };
+      expect(await syncStatus(pool, id, failed, (old) => (asked++, events(old)))).to.equal(undefined);
+      expect(asked).to.equal(0);
+      const key = (await pool.query('SELECT api_key_id FROM jobs WHERE id = $1', [id])).rows[0].api_key_id;
+      expect(await getJob(pool, key, id)).to.include({
+        status: 'Completed', error: null, s3_key: 'videos/a.mp4', file_size: 2048, title: 'A', finished_at: Date.parse('2024-05-01T10:05:00Z'),
+      });
+      expect((await outbox(id)).map((e) => e.type)).to.deep.equal(['from_Pending']);
+    });
+
+    it('writes neither the row nor its events when building the events fails', async () => {
+      const id = await job();
+      const err = await syncStatus(pool, id, { status: 'Processing' }, () => { throw new Error('no events'); }).catch((e: Error) => e);
+      expect(err).to.have.property('message', 'no events');
+      expect((await pool.query('SELECT status FROM jobs WHERE id = $1', [id])).rows[0].status).to.equal('Pending');
+      expect(await outbox(id)).to.deep.equal([]);
+    });
+
+    it('queues nothing for a job without a webhook, and announces queued events to the dispatcher on commit', async () => {
+      const quiet = await job(null);
+      expect(await syncStatus(pool, quiet, { status: 'Processing' }, events)).to.equal('Pending');
+      expect(await outbox(quiet)).to.deep.equal([]);
+
+      const loud = await job();
+      const notified = await withClient(pool, async (listener) => {
+        const heard: string[] = [];
+        listener.on('notification', (n) => heard.push(n.channel));
+        await listener.query(`LISTEN ${OUTBOX_CHANNEL}`);
+        await syncStatus(pool, loud, { status: 'Processing' }, events);
+        for (let i = 0; i < 50 && !heard.length; i++) await new Promise((r) => setTimeout(r, 20));
+        await listener.query('UNLISTEN *');
+        return heard;
+      });
+      expect(notified).to.deep.equal([OUTBOX_CHANNEL]);
+    });
+
+    it('passes the row to the event builder', async () => {
+      const id = await job();
+      let seen: JobRow | undefined;
+      await syncStatus(pool, id, { status: 'Processing' }, (_old, row) => ((seen = row), []));
+      expect(seen).to.include({ id, status: 'Pending', url: options.url, webhook_url_enc: 'sealed-hook' });
+      expect(seen!.options).to.deep.equal(options);
+    });
+  });
+
+  describe('stranded Pending rows', () => {
+    it('lists Pending rows older than the grace period and younger than an hour, oldest first', async () => {
+      const key = await insertApiKey(pool);
+      const at = async (agoSeconds: number, patch = '') => {
+        const j = newJob(key, { kind: 'saved', organizationId: null });
+        await insertJob(pool, j);
+        await pool.query(`UPDATE jobs SET created_at = now() - make_interval(secs => $2) ${patch} WHERE id = $1`, [j.id, agoSeconds]);
+        return j.id;
+      };
+      const older = await at(600);
+      const old = await at(120);
+      await at(5); // within the grace period
+      await at(7200); // given up on
+      await at(300, ", status = 'Processing'");
+      await at(300, ', cr_name = NULL');
+      const found = (await strandedPending(pool, 60)).filter((r) => r.api_key_id === key);
+      expect(found.map((r) => r.id)).to.deep.equal([older, old]);
+      expect(found[0]).to.deep.include({ cr_namespace: 'mediajobs', cr_name: older, destination: { type: 'managed' } });
+    });
+  });
+
+  describe('sealed columns', () => {
+    it('keeps inline credentials until the job ends, and the signed result URLs for GET /jobs/{id}', async () => {
+      const key = await insertApiKey(pool);
+      const j = newJob(key, { kind: 'inline', destination: { type: 'inline', provider: 's3' }, storageEnc: 'sealed-creds' });
+      await insertJob(pool, j);
+      await saveResultUrls(pool, j.id, 'sealed-urls');
+      await forgetInlineCredentials(pool, j.id);
+      await forgetInlineCredentials(pool, j.id);
+      expect(await inlineCredentials(pool, j.id)).to.equal(undefined);
+      expect(await inlineCredentials(pool, randomUUID())).to.equal(undefined);
+      expect(await getJob(pool, key, j.id)).to.include({ result_urls_enc: 'sealed-urls' });
+    });
+
+    it('finds the legacy destination a saved job was resolved to, and nothing once it is gone', async () => {
+      const key = await insertApiKey(pool);
+      const legacy = (await pool.query<{ id: string }>(
+        `INSERT INTO storage_destinations (owner_kind, owner_id, provider, source, config, credentials_enc)
+         VALUES ('api_key', $1, 's3', 'legacy', '{}', 'sealed-legacy') RETURNING id`, [key])).rows[0]!.id;
+      const j = newJob(key, { kind: 'saved', organizationId: null, provider: 's3' });
+      expect(await insertJob(pool, j)).to.deep.equal({ type: 'saved', provider: 's3' });
+      expect(await legacyDestination(pool, j.id)).to.deep.equal({ owner_kind: 'api_key', owner_id: key, credentials_enc: 'sealed-legacy' });
+      await pool.query('DELETE FROM storage_destinations WHERE id = $1', [legacy]);
+      expect(await legacyDestination(pool, j.id)).to.equal(undefined);
+    });
+  });
+});
