@@ -1,35 +1,37 @@
-// The MediaJob controller. Level-triggered: informer events only enqueue
-// "namespace/name"; each pass re-reads the caches and derives the status
-// from what exists (the Job, its pod, the runner's report), creates what is
-// missing (credentials Secret, runner Job) under a global cap on running
-// Jobs, and mirrors every change into Postgres with its webhook events.
+// The MediaJob controller: informers enqueue "namespace/name" keys, and
+// each pass re-reads the caches, derives the status from what exists
+// (status.ts), and says when to look again (lib/src/reconcile.ts). The
+// concerns live in their own modules: admission.ts (the cap on running
+// Jobs), children.ts (credentials Secret and runner Job), pod-index.ts,
+// job-record.ts (Postgres and webhooks), ttl.ts (deleting finished jobs).
+//
+// A failure no retry can mend (an unresolvable destination, an owner key
+// that does not exist, a runner name taken) is thrown as a PermanentError
+// and recorded in one place, recordFailure(): the MediaJob ends Failed
+// with the error's reason, like any finished job (docs/adr/0010).
 import type * as k8s from '@kubernetes/client-node';
 import type pg from 'pg';
-import type { Logger } from '@mediajobs/lib/logger';
+import { isNotFound, MERGE_PATCH } from '@mediajobs/lib/kube-client';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
+import { DONE, type PermanentError, type ReconcileResult } from '@mediajobs/lib/reconcile';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import { WorkQueue } from '@mediajobs/lib/work-queue';
-import { normaliseSpecOptions } from '@mediajobs/lib/job-options';
 import {
   GROUP, MEDIAJOB_PLURAL, VERSION, jobIdOf, type MediaJob, type MediaJobStatus,
 } from '@mediajobs/lib/mediajob/types';
+import { Admission } from './admission.js';
+import { RunnerChildren } from './children.js';
 import type { OperatorConfig } from './config.js';
-import { OperatorDb, type JobRow, type OutboxEvent } from './db.js';
-import { withProgressEvents } from './progress.js';
+import { JobDestinations } from './destinations.js';
 import { ResilientInformer } from './informer.js';
-import {
-  MANAGED_BY, buildCredentialsSecret, buildRunnerJob, credentialsSecretName, runnerJobName,
-} from './job-builder.js';
-import { MERGE_PATCH, isAlreadyExists, isNotFound, type Kube } from './kube.js';
+import { MANAGED_BY, runnerJobName } from './job-builder.js';
+import { JobRecord, type ManagedStorageAccess } from './job-record.js';
+import type { Kube } from './kube.js';
+import { PodIndex } from './pod-index.js';
 import { WAIT_FOR_POD, deriveStatus, failedBeforeRunning, isTerminal, statusChanged } from './status.js';
-import { DestinationUnresolvable, JobDestinations, STORAGE_UNREACHABLE_MESSAGE } from './destinations.js';
+import { deleteAfterTtl } from './ttl.js';
 
-/** What the controller needs from managed storage. */
-export interface ManagedStorageAccess {
-  /** Presigned download URL (24 h) of a delivered object. */
-  presign(key: string): Promise<string>;
-  /** The destination document the runner gets in its credentials Secret. */
-  destination(): Record<string, unknown>;
-}
+export type { ManagedStorageAccess };
 
 export interface ControllerDeps {
   kube: Kube;
@@ -40,48 +42,45 @@ export interface ControllerDeps {
   cfg: OperatorConfig;
 }
 
+/** How soon a Job that finished is looked at again when its pod's exit code has not been seen (its event usually comes first). */
+const POD_RECHECK_MS = 1000;
+
 const keyOf = (ns: string | undefined, name: string | undefined) => `${ns}/${name}`;
 
 export class MediaJobController {
   readonly queue: WorkQueue;
-  private readonly db: OperatorDb;
   private readonly mediajobs: ResilientInformer<MediaJob & k8s.KubernetesObject>;
   private readonly jobs: ResilientInformer<k8s.V1Job>;
   private readonly pods: ResilientInformer<k8s.V1Pod>;
-  /** MediaJobs holding a runner slot (a Job exists or is being made). */
-  private readonly admitted = new Set<string>();
-  /** MediaJobs waiting for a slot, with their creation time (FIFO admission). */
-  private readonly waiting = new Map<string, number>();
-  /** Runner pods by "namespace/jobName", so a pass finds its pod without scanning every pod. */
-  private readonly podsByJob = new Map<string, Map<string, k8s.V1Pod>>();
-  /**
-   * Per MediaJob key, the job id known to be in Postgres, and what was last
-   * mirrored there (to skip no-op writes). Keyed by MediaJob, so both are
-   * dropped when it goes, and a long-running operator holds only live jobs.
-   */
-  private readonly recorded = new Map<string, string>();
-  private readonly synced = new Map<string, string>();
-  private active = false;
+  private readonly podIndex = new PodIndex();
+  private readonly admission: Admission;
   private readonly destinations: JobDestinations;
+  private readonly children: RunnerChildren;
+  private readonly record: JobRecord;
+  private active = false;
 
   constructor(private readonly d: ControllerDeps) {
-    this.db = new OperatorDb(d.pool);
-    this.destinations = new JobDestinations(d.kube.core, d.pool, d.box, () => d.storage.destination(), d.cfg);
+    const { kube, cfg, log } = d;
+    this.destinations = new JobDestinations(kube.core, d.pool, d.box, () => d.storage.destination(), cfg);
+    this.children = new RunnerChildren({ kube, cfg, destinations: this.destinations, log });
+    this.record = new JobRecord({ pool: d.pool, box: d.box, storage: d.storage, destinations: this.destinations, log });
     this.queue = new WorkQueue((key) => this.reconcile(key), {
-      concurrency: d.cfg.RECONCILE_CONCURRENCY,
+      concurrency: cfg.RECONCILE_CONCURRENCY,
       retryBaseMs: 500,
       retryMaxMs: 60_000,
-      onError: (key, err) => d.log.warn({ mediajob: key, err: String(err) }, 'reconcile failed; will retry'),
+      onError: (key, err) => log.warn({ mediajob: key, err: errFields(err) }, 'reconcile failed; will retry'),
+      onPermanent: (key, err) => this.recordFailure(key, err),
     });
-    const ns = d.cfg.MEDIAJOBS_NAMESPACE;
+    this.admission = new Admission(cfg.MAX_RUNNING_JOBS, (key) => this.queue.add(key));
+    const ns = cfg.MEDIAJOBS_NAMESPACE;
     const common = {
-      kc: d.kube.kc, resyncMs: d.cfg.RESYNC_SECONDS * 1000, watchdogMs: d.cfg.WATCHDOG_SECONDS * 1000, relistMs: d.cfg.RELIST_SECONDS * 1000, log: d.log,
+      kc: kube.kc, resyncMs: cfg.RESYNC_SECONDS * 1000, watchdogMs: cfg.WATCHDOG_SECONDS * 1000, relistMs: cfg.RELIST_SECONDS * 1000, log,
     };
     this.mediajobs = new ResilientInformer({
       ...common,
       name: 'mediajobs',
       path: `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${MEDIAJOB_PLURAL}`,
-      list: () => d.kube.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: MEDIAJOB_PLURAL }) as never,
+      list: () => kube.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: MEDIAJOB_PLURAL }) as never,
       onChange: (mj) => this.enqueue(keyOf(mj.metadata?.namespace, mj.metadata?.name)),
       onResync: () => this.enqueueAll(),
     });
@@ -92,7 +91,7 @@ export class MediaJobController {
       name: 'jobs',
       path: `/apis/batch/v1/namespaces/${ns}/jobs`,
       labelSelector: selector,
-      list: () => d.kube.batch.listNamespacedJob({ namespace: ns, labelSelector: selector }),
+      list: () => kube.batch.listNamespacedJob({ namespace: ns, labelSelector: selector }),
       onChange: (job) => this.enqueue(keyOf(job.metadata?.namespace, owner(job))),
     });
     this.pods = new ResilientInformer<k8s.V1Pod>({
@@ -100,19 +99,19 @@ export class MediaJobController {
       name: 'pods',
       path: `/api/v1/namespaces/${ns}/pods`,
       labelSelector: selector,
-      list: () => d.kube.core.listNamespacedPod({ namespace: ns, labelSelector: selector }),
+      list: () => kube.core.listNamespacedPod({ namespace: ns, labelSelector: selector }),
       onChange: (pod, type) => {
-        this.indexPod(pod, type === 'delete');
+        this.podIndex.update(pod, type === 'delete');
         this.enqueue(keyOf(pod.metadata?.namespace, owner(pod)));
       },
-      onResync: () => this.reindexPods(),
+      onResync: () => this.podIndex.rebuild(this.pods.list()),
     });
   }
 
   /** Start the informers; caches are warm (listed) when this resolves. */
   async startInformers(): Promise<void> {
     await Promise.all([this.mediajobs.start(), this.jobs.start(), this.pods.start()]);
-    this.reindexPods();
+    this.podIndex.rebuild(this.pods.list());
   }
 
   async stopInformers(): Promise<void> {
@@ -121,13 +120,10 @@ export class MediaJobController {
 
   /** Begin reconciling (on becoming leader): rebuild the slot count from the caches, then pass over everything. */
   activate(): void {
-    this.admitted.clear();
-    this.waiting.clear();
-    for (const mj of this.mediajobs.list()) {
-      const key = keyOf(mj.metadata.namespace, mj.metadata.name);
-      if (isTerminal(mj.status?.status)) continue;
-      if (mj.status?.jobName || this.jobs.get(runnerJobName(mj), mj.metadata.namespace)) this.admitted.add(key);
-    }
+    const holding = this.mediajobs.list()
+      .filter((mj) => !isTerminal(mj.status?.status) && (mj.status?.jobName || this.jobs.get(runnerJobName(mj), mj.metadata.namespace)))
+      .map((mj) => keyOf(mj.metadata.namespace, mj.metadata.name));
+    this.admission.reset(holding);
     this.active = true;
     this.enqueueAll();
   }
@@ -157,176 +153,60 @@ export class MediaJobController {
 
   // ---- one pass ------------------------------------------------------------
 
-  async reconcile(key: string): Promise<void> {
-    if (!this.active) return;
-    const [ns, name] = key.split('/') as [string, string];
-    const mj = this.mediajobs.get(name, ns);
-    if (!mj || mj.metadata.deletionTimestamp) {
-      this.release(key);
-      this.recorded.delete(key);
-      this.synced.delete(key);
-      return;
-    }
-    const jobId = jobIdOf(mj);
-    if (!(await this.ensureRecorded(key, mj, jobId))) return;
+  /** One pass over a MediaJob: read the caches, act, and say when to look again. */
+  async reconcile(key: string): Promise<ReconcileResult> {
+    const mj = this.current(key);
+    if (!mj) return DONE;
+    await this.record.ensureRecorded(key, mj);
+    if (isTerminal(mj.status?.status)) return this.finish(key, mj, mj.status!);
 
-    if (isTerminal(mj.status?.status)) {
-      await this.finish(key, mj, mj.status!);
-      return;
-    }
-
+    const ns = mj.metadata.namespace!;
     const jobName = runnerJobName(mj);
-    let job = this.jobs.get(jobName, ns);
-    if (!job && !this.admitted.has(key)) {
-      if (!this.admit(key, mj)) {
-        await this.writeStatus(mj, deriveStatus({ mj, admitted: false, jobName }, new Date()) as MediaJobStatus);
-        // Level-triggered safety net: a waiting job looks at the free slots again
-        // soon even if a wake-up was lost (a release while this pass was in flight).
-        this.queue.addAfter(key, this.d.cfg.ADMISSION_RECHECK_SECONDS * 1000);
-        return;
-      }
+    const cached = this.jobs.get(jobName, ns);
+    if (!cached && !this.admission.has(key) && !this.admission.admit(key, Date.parse(mj.metadata.creationTimestamp ?? '') || Date.now())) {
+      await this.writeStatus(key, mj, deriveStatus({ mj, admitted: false, jobName }, new Date()) as MediaJobStatus);
+      // Level-triggered safety net: a waiting job looks at the free slots again
+      // soon even if a wake-up was lost (a release while this pass was in flight).
+      return { requeueAfter: this.d.cfg.ADMISSION_RECHECK_SECONDS * 1000 };
     }
-    if (!job) {
-      try {
-        job = await this.createChildren(mj);
-      } catch (err) {
-        if (!(err instanceof DestinationUnresolvable)) throw err;
-        // Never delivered elsewhere: the job ends here, before any download.
-        this.d.log.warn({ jobId, why: err.why }, 'storage destination cannot be resolved');
-        const failed = failedBeforeRunning(mj, { jobId, reason: 'storage_unreachable', error: STORAGE_UNREACHABLE_MESSAGE }, new Date());
-        await this.writeStatus(mj, failed);
-        await this.finish(key, mj, failed);
-        return;
-      }
-    }
-    const pod = this.latestPod(ns, jobName);
-    const desired = deriveStatus({ mj, job, pod, admitted: true, jobName }, new Date());
-    if (desired === WAIT_FOR_POD) {
-      this.queue.addAfter(key, 1000); // the pod's event usually comes first
-      return;
-    }
-    await this.writeStatus(mj, desired);
-    if (isTerminal(desired.status)) await this.finish(key, mj, desired);
-  }
-
-  /** Make sure Postgres has the job: gateway-made jobs already do; kubectl manifests are recorded here. */
-  private async ensureRecorded(key: string, mj: MediaJob, jobId: string): Promise<boolean> {
-    if (this.recorded.get(key) === jobId) return true;
-    const row = await this.db.findJob(jobId);
-    if (row) {
-      this.recorded.set(key, jobId);
-      return true;
-    }
-    const webhook = mj.spec.webhookUrl ? this.d.box.seal(mj.spec.webhookUrl) : null;
-    if (await this.db.insertFromManifest(jobId, withDefaults(mj), webhook)) {
-      this.recorded.set(key, jobId);
-      return true;
-    }
-    // Failed once, and then left alone: a resync must not move its finish
-    // time (a patch per pass), and it goes after the TTL like any finished job.
-    const failed = failedBeforeRunning(mj, {
-      jobId, reason: 'invalid_owner', error: 'spec.owner.apiKeyId does not name an active API key',
-      ...(mj.status?.reason === 'invalid_owner' && mj.status.finishTime ? { finishTime: mj.status.finishTime } : {}),
-    }, new Date());
-    await this.writeStatus(mj, failed);
-    await this.deleteAfterTtl(key, mj, failed.finishTime);
-    return false;
-  }
-
-  /** FIFO admission under the global cap on running Jobs. */
-  private admit(key: string, mj: MediaJob): boolean {
-    const free = this.d.cfg.MAX_RUNNING_JOBS - this.admitted.size;
-    if (!this.waiting.has(key)) this.waiting.set(key, Date.parse(mj.metadata.creationTimestamp ?? '') || Date.now());
-    if (free <= 0) return false;
-    if (!this.oldestWaiting(free).includes(key)) return false;
-    this.waiting.delete(key);
-    this.admitted.add(key);
-    return true;
-  }
-
-  /** A slot freed up: wake the oldest waiting MediaJobs. */
-  private release(key: string): void {
-    this.waiting.delete(key);
-    if (!this.admitted.delete(key)) return;
-    const free = this.d.cfg.MAX_RUNNING_JOBS - this.admitted.size;
-    for (const k of this.oldestWaiting(free)) this.queue.add(k);
+    const job = cached ? this.children.owned(cached, mj) : await this.children.ensure(mj);
+    const desired = deriveStatus({ mj, job, pod: this.podIndex.latest(ns, jobName), admitted: true, jobName }, new Date());
+    if (desired === WAIT_FOR_POD) return { requeueAfter: POD_RECHECK_MS };
+    await this.writeStatus(key, mj, desired);
+    return isTerminal(desired.status) ? this.finish(key, mj, desired) : DONE;
   }
 
   /**
-   * The `n` waiting MediaJobs first in line. admit() and release() must agree
-   * on this order: creation timestamps have one-second resolution, so ties
-   * are common, and a release that woke a different tied job than the one
-   * admit() lets in left the right one asleep until its periodic re-check.
+   * The one place a permanent failure is recorded on the MediaJob: status
+   * Failed with the error's reason and message (Succeeded=False), the row
+   * and its job_failed webhook, then clean-up like any finished job. A
+   * MediaJob that already records this failure keeps its finish time, so
+   * passing over it again writes nothing and its TTL does not move.
    */
-  private oldestWaiting(n: number): string[] {
-    if (n <= 0) return [];
-    return [...this.waiting.entries()].sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : 1)).slice(0, n).map(([k]) => k);
+  private async recordFailure(key: string, err: PermanentError): Promise<ReconcileResult> {
+    const mj = this.current(key);
+    if (!mj) return DONE;
+    const jobId = jobIdOf(mj);
+    const cur = mj.status;
+    const recorded = cur?.status === 'Failed' && cur.reason === err.reason && cur.finishTime ? { finishTime: cur.finishTime } : {};
+    const failed = failedBeforeRunning(mj, { jobId, reason: err.reason, error: err.message, ...recorded }, new Date());
+    if (!('finishTime' in recorded)) this.d.log.warn({ jobId, reason: err.reason, err: errFields(err.cause ?? err) }, 'job failed; retrying cannot help');
+    await this.writeStatus(key, mj, failed);
+    return this.finish(key, mj, failed);
   }
 
-  private async createChildren(mj: MediaJob): Promise<k8s.V1Job | undefined> {
-    const ns = mj.metadata.namespace!;
-    const { cfg, kube } = this.d;
-    const secret = buildCredentialsSecret(mj, await this.destinations.document(mj));
-    try {
-      await kube.core.createNamespacedSecret({ namespace: ns, body: secret });
-    } catch (err) {
-      if (!isAlreadyExists(err)) throw err;
-    }
-    // The storage endpoints come last: the runner must upload where the operator signs and the gateway probed.
-    const extraEnv = { ...cfg.RUNNER_ENV, ...this.destinations.runnerEnv() };
-    const body = buildRunnerJob(withDefaults(mj), {
-      image: cfg.RUNNER_IMAGE,
-      backoffLimit: cfg.JOB_BACKOFF_LIMIT,
-      activeDeadlineSeconds: cfg.JOB_ACTIVE_DEADLINE_SECONDS,
-      ttlSecondsAfterFinished: cfg.JOB_TTL_SECONDS_AFTER_FINISHED,
-      serviceAccountName: cfg.RUNNER_SERVICE_ACCOUNT,
-      resources: cfg.RUNNER_RESOURCES,
-      extraEnv,
-    });
-    try {
-      const job = await kube.batch.createNamespacedJob({ namespace: ns, body });
-      this.d.log.info({ jobId: jobIdOf(mj), job: body.metadata!.name }, 'runner job created');
-      return job;
-    } catch (err) {
-      if (!isAlreadyExists(err)) throw err;
-      return this.jobs.get(body.metadata!.name!, ns);
-    }
+  /** The MediaJob to act on; undefined when not leading, or when it is gone or going (its bookkeeping then goes too). */
+  private current(key: string): MediaJob | undefined {
+    if (!this.active) return undefined;
+    const [ns, name] = key.split('/') as [string, string];
+    const mj = this.mediajobs.get(name, ns);
+    if (mj && !mj.metadata.deletionTimestamp) return mj;
+    this.admission.release(key);
+    this.record.forget(key);
+    return undefined;
   }
 
-  private indexPod(pod: k8s.V1Pod, deleted: boolean): void {
-    const jobName = pod.metadata?.labels?.['batch.kubernetes.io/job-name'] ?? pod.metadata?.labels?.['job-name'];
-    if (!jobName) return;
-    const key = keyOf(pod.metadata?.namespace, jobName);
-    let pods = this.podsByJob.get(key);
-    if (deleted) {
-      pods?.delete(pod.metadata!.name!);
-      if (pods && !pods.size) this.podsByJob.delete(key);
-      return;
-    }
-    if (!pods) this.podsByJob.set(key, (pods = new Map()));
-    pods.set(pod.metadata!.name!, pod);
-  }
-
-  /** After a relist the cache is the truth: rebuild the index from it. */
-  private reindexPods(): void {
-    this.podsByJob.clear();
-    for (const pod of this.pods.list()) this.indexPod(pod, false);
-  }
-
-  private latestPod(ns: string, jobName: string): k8s.V1Pod | undefined {
-    let latest: k8s.V1Pod | undefined;
-    let latestAt = -1;
-    for (const pod of this.podsByJob.get(keyOf(ns, jobName))?.values() ?? []) {
-      const t = pod.metadata?.creationTimestamp ? new Date(pod.metadata.creationTimestamp).getTime() : 0;
-      if (t >= latestAt) {
-        latest = pod;
-        latestAt = t;
-      }
-    }
-    return latest;
-  }
-
-  private async writeStatus(mj: MediaJob, desired: MediaJobStatus): Promise<void> {
+  private async writeStatus(key: string, mj: MediaJob, desired: MediaJobStatus): Promise<void> {
     if (statusChanged(mj.status, desired)) {
       try {
         await this.d.kube.custom.patchNamespacedCustomObjectStatus({
@@ -338,125 +218,15 @@ export class MediaJobController {
         throw err;
       }
     }
-    await this.syncDb(mj, desired);
-  }
-
-  /** Mirror status into Postgres; the first write of each transition also queues its webhooks. */
-  private async syncDb(mj: MediaJob, s: MediaJobStatus): Promise<void> {
-    const jobId = jobIdOf(mj);
-    const key = keyOf(mj.metadata.namespace, mj.metadata.name);
-    const fingerprint = JSON.stringify([jobId, s.status, s.step, s.progress, s.error, s.result?.storageKey]);
-    if (this.synced.get(key) === fingerprint || !s.status) return;
-    const urls = s.status === 'Completed' ? await this.presignResult(mj, s) : {};
-    await this.db.syncStatus(jobId, s, (old, row) => withProgressEvents(eventsFor(old, s, row, mj, urls), s, row, mj));
-    this.synced.set(key, fingerprint);
-  }
-
-  private async presignResult(mj: MediaJob, s: MediaJobStatus): Promise<{ s3Url?: string; subtitleUrl?: string; thumbnailUrl?: string }> {
-    if (!JobDestinations.isManaged(mj)) {
-      try {
-        return await this.destinations.presignOwn(mj, s.result);
-      } catch (err) {
-        this.d.log.warn({ err: err instanceof Error ? err.name : String(err) }, 'presigning on the job destination failed');
-        return {};
-      }
-    }
-    const sign = async (key: string | undefined) => {
-      if (!key) return undefined;
-      try {
-        return await this.d.storage.presign(key);
-      } catch (err) {
-        // The spec: s3_url is null in the webhook when signing failed; GET /jobs/{id} signs again.
-        this.d.log.warn({ err: String(err) }, 'presigning failed');
-        return undefined;
-      }
-    };
-    return {
-      s3Url: await sign(s.result?.storageKey),
-      subtitleUrl: await sign(s.result?.subtitleKey),
-      thumbnailUrl: await sign(s.result?.thumbnailKey),
-    };
+    await this.record.sync(key, mj, desired);
   }
 
   /** A finished MediaJob: free its slot, drop its credentials, and delete it after the TTL. */
-  private async finish(key: string, mj: MediaJob, s: MediaJobStatus): Promise<void> {
-    this.release(key);
-    await this.syncDb(mj, s);
-    try {
-      await this.d.kube.core.deleteNamespacedSecret({ name: credentialsSecretName(mj), namespace: mj.metadata.namespace! });
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-    }
+  private async finish(key: string, mj: MediaJob, s: MediaJobStatus): Promise<ReconcileResult> {
+    this.admission.release(key);
+    await this.record.sync(key, mj, s);
+    await this.children.removeCredentials(mj);
     if (mj.spec.destination?.type === 'inline') await this.destinations.forgetInline(mj);
-    await this.deleteAfterTtl(key, mj, s.finishTime);
-  }
-
-  /** Delete a finished MediaJob once FINISHED_MEDIAJOB_TTL_SECONDS have passed since `finishTime`; until then, look again then. */
-  private async deleteAfterTtl(key: string, mj: MediaJob, finishTime: string | undefined): Promise<void> {
-    const ttlMs = this.d.cfg.FINISHED_MEDIAJOB_TTL_SECONDS * 1000;
-    const finished = Date.parse(finishTime ?? '') || Date.now();
-    const remaining = finished + ttlMs - Date.now();
-    if (remaining > 0) {
-      this.queue.addAfter(key, remaining + 1000);
-      return;
-    }
-    try {
-      await this.d.kube.custom.deleteNamespacedCustomObject({
-        group: GROUP, version: VERSION, namespace: mj.metadata.namespace!, plural: MEDIAJOB_PLURAL, name: mj.metadata.name!,
-        propagationPolicy: 'Background',
-      });
-      this.d.log.info({ jobId: jobIdOf(mj) }, 'finished MediaJob deleted after its TTL; Postgres keeps the record');
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-    }
+    return deleteAfterTtl(this.d.kube.custom, mj, s.finishTime, this.d.cfg.FINISHED_MEDIAJOB_TTL_SECONDS, this.d.log);
   }
 }
-
-/**
- * A kubectl-applied MediaJob with the gateway's defaults and corrections
- * (format, audio bitrate and codec rules the CRD cannot express); gateway
- * specs (with jobId) are normalised already.
- */
-function withDefaults(mj: MediaJob): MediaJob {
-  if (mj.spec.jobId) return mj;
-  return { ...mj, spec: { ...mj.spec, ...normaliseSpecOptions(mj.spec) } };
-}
-
-/** The webhook events a move from `old` to `s.status` announces (spec: Events). */
-export function eventsFor(
-  old: string, s: MediaJobStatus, row: JobRow, mj: MediaJob,
-  urls: { s3Url?: string; subtitleUrl?: string; thumbnailUrl?: string },
-): OutboxEvent[] {
-  if (old === s.status) return [];
-  const base = { job_id: row.id, url: row.url };
-  const events: OutboxEvent[] = [];
-  const processing = { type: 'job_processing', payload: { type: 'job_processing', ...base, status: 'processing', message: 'The job is being processed' } };
-  if (s.status === 'Processing') return [processing];
-  if (old === 'Pending' && s.status !== 'Pending') events.push(processing);
-  switch (s.status) {
-    case 'Completed': {
-      const r = s.result!;
-      const payload: Record<string, unknown> = {
-        type: 'job_completed', ...base, status: 'completed',
-        key: r.storageKey, s3_url: urls.s3Url ?? null, folder: mj.spec.folder ?? null,
-        title: r.title ?? null, description: r.description ?? null, release_date: r.releaseDate ?? null,
-        subtitle_key: r.subtitleKey ?? null, thumbnail_key: r.thumbnailKey ?? null,
-      };
-      if (r.subtitleKey) payload.subtitle_url = urls.subtitleUrl ?? null;
-      if (r.thumbnailKey) payload.thumbnail_url = urls.thumbnailUrl ?? null;
-      events.push({ type: 'job_completed', payload });
-      break;
-    }
-    case 'Failed':
-      events.push({ type: 'job_failed', payload: { type: 'job_failed', ...base, status: 'failed', error: s.error ?? 'Processing failed' } });
-      break;
-    case 'Skipped':
-      events.push({ type: 'job_skipped', payload: { type: 'job_skipped', ...base, status: 'skipped', reason: s.reason ?? s.error ?? 'skipped' } });
-      break;
-    default:
-      // Warning: a content issue sends no job_failed (spec); Cancelled moves come with cancellation.
-      break;
-  }
-  return events;
-}
-

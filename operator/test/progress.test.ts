@@ -9,10 +9,9 @@ import { expect } from 'chai';
 import { pino } from 'pino';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import type { MediaJob, MediaJobStatus } from '@mediajobs/lib/mediajob/types';
-import { eventsFor } from '../src/controller.js';
 import { OperatorDb, eventId, type JobRow } from '../src/db.js';
 import { OutboxDispatcher } from '../src/outbox.js';
-import { PROGRESS_STAGES, progressEvents, stagesReached, withProgressEvents } from '../src/progress.js';
+import { PROGRESS_STAGES, eventsFor, progressEvents, stagesReached, withProgressEvents } from '../src/webhook-events.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
 
 const row = { id: '0b7c0f5e-1111-4222-8333-944445555666', url: 'http://m/live.m3u8' };

@@ -1,6 +1,7 @@
-// One job, start to finish: Downloading (0→33) → Muxing (33→66) →
-// Uploading (66→100) → Finished. Every failure becomes a classified report;
-// nothing here throws for a media or storage problem. The mux and upload,
+// One job, start to finish: Downloading → Muxing → Uploading → Finished,
+// each step's progress within its span of the stage table
+// (lib/src/mediajob/progress-stages.ts). Every failure becomes a classified
+// report; nothing here throws for a media or storage problem. The mux and upload,
 // and the check of what was stored, are deliver.ts's.
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -84,7 +85,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   await mkdir(outDir, { recursive: true });
   const ytOpts = { bin: tools.ytdlp, socketTimeoutSeconds: tools.socketTimeoutSeconds, extraArgs: tools.ytdlpArgs, signal };
 
-  // Downloading: 0 → 33
+  // Downloading
   logger.info({ url: redactUrls(spec.url), format: container.format }, 'probing source');
   const liveLimits = tools.live ?? DEFAULT_LIVE_LIMITS;
   // Ready while the probe runs; not while waiting (up to an hour) for a scheduled stream.
@@ -135,7 +136,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
     const fetched = live
       ? await recordLiveSource(info, spec, container.audioOnly, dlDir, {
         bin: tools.ffmpeg, socketTimeoutSeconds: tools.socketTimeoutSeconds, limits: liveLimits, formats: choice?.formats, signal, logger,
-        onProgress: steps.within(0, 33),
+        onProgress: steps.withinStep('Downloading'),
       }).then((r) => (r.ok ? { ok: true as const, files: r.files, probes: new Map<string, Promise<FfprobeResult>>(), sections: new Map<string, Section>() } : r))
       : await downloadFormats({
         ctx, info, infoPath: probed.infoPath, formatIds, clip, dlDir, steps,
@@ -144,7 +145,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
       });
     if (!fetched.ok) return failYtDlp(fetched);
 
-    // Muxing: 33 → 66
+    // Muxing
     steps.enter('Muxing');
     const inputs = await muxInputs(ctx, fetched, { choice, clip, steps });
     if (!Array.isArray(inputs)) return inputs;
@@ -190,7 +191,7 @@ async function downloadFormats(d: {
   const ytOpts = { bin: tools.ytdlp, socketTimeoutSeconds: tools.socketTimeoutSeconds, extraArgs: tools.ytdlpArgs, signal };
   const from = async (infoPath: string, started: StartedYtDlp, sections: ReadonlyMap<string, Section>) => {
     const r = await download(infoPath, info, formatIds, dlDir, {
-      ...ytOpts, started, onProgress: d.steps.within(0, 33),
+      ...ytOpts, started, onProgress: d.steps.withinStep('Downloading'),
       // Each file is probed as soon as it is complete, while the next one downloads.
       onFile: (file) => {
         const p = ffprobe(tools.ffprobe, file.path, signal);

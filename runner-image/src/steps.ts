@@ -3,14 +3,17 @@
 // the delivery, so no step is entered without being reported.
 import { redactUrls, type Logger } from '@mediajobs/lib/logger';
 import type { JobStep, RunnerReport } from '@mediajobs/lib/mediajob/types';
+import { COMPLETED_PERCENT, STEP_SPANS, type ProgressStep } from '@mediajobs/lib/mediajob/progress-stages';
 import type { RunResult } from './child.js';
 import type { Classification } from './classify.js';
 import type { RunnerStatusPatch, StatusReporter } from './report.js';
 
 export type Step = Exclude<JobStep, 'Queued'>;
 
-/** Progress at the start of each step (spec: progress stages). */
-export const STEP_PROGRESS: Record<Step, number> = { Downloading: 0, Muxing: 33, Uploading: 66, Finished: 100 };
+/** Progress at the start of each step (the stage table in lib/src/mediajob/progress-stages.ts). */
+export const STEP_PROGRESS: Record<Step, number> = {
+  Downloading: STEP_SPANS.Downloading.start, Muxing: STEP_SPANS.Muxing.start, Uploading: STEP_SPANS.Uploading.start, Finished: COMPLETED_PERCENT,
+};
 
 export class JobSteps {
   step: Step = 'Downloading';
@@ -28,6 +31,12 @@ export class JobSteps {
     this.step = next;
     this.progress = STEP_PROGRESS[next];
     if (next !== 'Finished') void this.reporter.setStep(next, this.progress, also);
+  }
+
+  /** A progress callback for the work of `step`, over that step's span of the stage table. */
+  withinStep(step: ProgressStep): (fraction: number) => void {
+    const { start, end } = STEP_SPANS[step];
+    return this.within(start, end - start);
   }
 
   /** A progress callback for a part of the job spanning `span` points from `start`; progress never goes back. */

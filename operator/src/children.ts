@@ -1,0 +1,140 @@
+// What a MediaJob owns in the cluster: its credentials Secret and its
+// runner Job (built by job-builder.ts). Creates what is missing, and checks
+// that what it finds under those deterministic names is controlled by this
+// MediaJob (an ownerReference with controller=true and the MediaJob's uid,
+// as kubernetes/sample-controller's metav1.IsControlledBy): a Job or Secret
+// of someone else's is never taken over, and the MediaJob fails instead
+// (retrying cannot make the name free). Deciding when to create is the
+// controller's (admission); the Secret goes again when the job finishes.
+import type * as k8s from '@kubernetes/client-node';
+import { isAlreadyExists, isConflict, isNotFound } from '@mediajobs/lib/kube-client';
+import type { Logger } from '@mediajobs/lib/logger';
+import { PermanentError, TemporaryError } from '@mediajobs/lib/reconcile';
+import { jobIdOf, type MediaJob } from '@mediajobs/lib/mediajob/types';
+import type { OperatorConfig } from './config.js';
+import { DestinationUnresolvable, STORAGE_UNREACHABLE_MESSAGE, type JobDestinations } from './destinations.js';
+import { buildCredentialsSecret, buildRunnerJob, credentialsSecretName } from './job-builder.js';
+import { withDefaults } from './job-record.js';
+import type { Kube } from './kube.js';
+
+/** The reason a MediaJob fails with when its runner Job's or Secret's name is taken by an object it does not control. */
+export const NAME_TAKEN_REASON = 'runner_name_taken';
+
+export interface ChildrenDeps {
+  kube: Pick<Kube, 'core' | 'batch'>;
+  cfg: Pick<OperatorConfig, 'RUNNER_ENV' | 'RUNNER_IMAGE' | 'JOB_BACKOFF_LIMIT' | 'JOB_ACTIVE_DEADLINE_SECONDS' | 'JOB_TTL_SECONDS_AFTER_FINISHED'
+    | 'RUNNER_SERVICE_ACCOUNT' | 'RUNNER_RESOURCES'>;
+  destinations: Pick<JobDestinations, 'document' | 'runnerEnv'>;
+  log: Logger;
+}
+
+/** True when `obj` names `mj` as its controller (metav1.IsControlledBy). */
+export function isControlledBy(obj: k8s.KubernetesObject, mj: MediaJob): boolean {
+  const uid = mj.metadata.uid;
+  return !!uid && (obj.metadata?.ownerReferences ?? []).some((r) => r.controller === true && r.uid === uid);
+}
+
+function nameTaken(kind: string, name: string): PermanentError {
+  return new PermanentError(NAME_TAKEN_REASON, `A ${kind} named ${name} already exists and is not controlled by this MediaJob`);
+}
+
+export class RunnerChildren {
+  constructor(private readonly d: ChildrenDeps) {}
+
+  /**
+   * The MediaJob's runner Job, created (with its Secret first) when missing.
+   * Throws PermanentError when the destination cannot be resolved
+   * (storage_unreachable) or a name is taken (NAME_TAKEN_REASON).
+   */
+  async ensure(mj: MediaJob): Promise<k8s.V1Job> {
+    await this.ensureSecret(mj);
+    return this.ensureJob(mj);
+  }
+
+  /** A Job found in the cache under the MediaJob's Job name: its own, or a PermanentError. */
+  owned(job: k8s.V1Job, mj: MediaJob): k8s.V1Job {
+    if (!isControlledBy(job, mj)) throw nameTaken('Job', job.metadata!.name!);
+    return job;
+  }
+
+  /** The job finished: its credentials go (only its own Secret, and only that one, by uid). */
+  async removeCredentials(mj: MediaJob): Promise<void> {
+    const name = credentialsSecretName(mj);
+    const namespace = mj.metadata.namespace!;
+    let secret: k8s.V1Secret;
+    try {
+      secret = await this.d.kube.core.readNamespacedSecret({ name, namespace });
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw err;
+    }
+    if (!isControlledBy(secret, mj)) return;
+    try {
+      await this.d.kube.core.deleteNamespacedSecret({ name, namespace, body: { preconditions: { uid: secret.metadata!.uid! } } });
+    } catch (err) {
+      // Gone already, or replaced since it was read: either way not ours to delete any more.
+      if (!isNotFound(err) && !isConflict(err)) throw err;
+    }
+  }
+
+  private async ensureSecret(mj: MediaJob): Promise<void> {
+    const namespace = mj.metadata.namespace!;
+    const body = buildCredentialsSecret(mj, await this.destinationDocument(mj));
+    try {
+      await this.d.kube.core.createNamespacedSecret({ namespace, body });
+      return;
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw err;
+    }
+    // Mounting someone else's Secret would hand this job's runner their credentials.
+    const existing = await this.readExisting('Secret', () => this.d.kube.core.readNamespacedSecret({ name: body.metadata!.name!, namespace }));
+    if (!isControlledBy(existing, mj)) throw nameTaken('Secret', body.metadata!.name!);
+  }
+
+  private async ensureJob(mj: MediaJob): Promise<k8s.V1Job> {
+    const { cfg, kube } = this.d;
+    const namespace = mj.metadata.namespace!;
+    // The storage endpoints come last: the runner must upload where the operator signs and the gateway probed.
+    const body = buildRunnerJob(withDefaults(mj), {
+      image: cfg.RUNNER_IMAGE,
+      backoffLimit: cfg.JOB_BACKOFF_LIMIT,
+      activeDeadlineSeconds: cfg.JOB_ACTIVE_DEADLINE_SECONDS,
+      ttlSecondsAfterFinished: cfg.JOB_TTL_SECONDS_AFTER_FINISHED,
+      serviceAccountName: cfg.RUNNER_SERVICE_ACCOUNT,
+      resources: cfg.RUNNER_RESOURCES,
+      extraEnv: { ...cfg.RUNNER_ENV, ...this.d.destinations.runnerEnv() },
+    });
+    const name = body.metadata!.name!;
+    try {
+      const job = await kube.batch.createNamespacedJob({ namespace, body });
+      this.d.log.info({ jobId: jobIdOf(mj), job: name }, 'runner job created');
+      return job;
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw err;
+    }
+    // Made by an earlier pass (the cache had not shown it yet), or by someone else.
+    const existing = await this.readExisting('Job', () => kube.batch.readNamespacedJob({ name, namespace }));
+    if (!isControlledBy(existing, mj)) throw nameTaken('Job', name);
+    return existing;
+  }
+
+  /** The object a create found in the way; gone again by now means: try the pass again. */
+  private async readExisting<T>(kind: string, read: () => Promise<T>): Promise<T> {
+    try {
+      return await read();
+    } catch (err) {
+      if (isNotFound(err)) throw new TemporaryError(`the ${kind} in the way went away`, undefined, { cause: err });
+      throw err;
+    }
+  }
+
+  private async destinationDocument(mj: MediaJob): Promise<Record<string, unknown>> {
+    try {
+      return await this.d.destinations.document(mj);
+    } catch (err) {
+      // Never delivered elsewhere: the job ends here, before any download.
+      if (err instanceof DestinationUnresolvable) throw new PermanentError('storage_unreachable', STORAGE_UNREACHABLE_MESSAGE, { cause: err });
+      throw err;
+    }
+  }
+}

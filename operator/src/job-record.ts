@@ -1,0 +1,110 @@
+// A MediaJob's record in Postgres (the API's read model, ADR 0002): jobs
+// applied with kubectl are recorded for the key their spec names, every
+// status the operator settles on is mirrored into the row with the webhook
+// events it announces (webhook-events.ts builds them, db.ts writes both in
+// one transaction), and a completed job's download URLs are signed for its
+// job_completed webhook. Owns the per-MediaJob memory of what is recorded
+// and what was last mirrored; the status itself is status.ts's.
+import type pg from 'pg';
+import { normaliseSpecOptions } from '@mediajobs/lib/job-options';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
+import { PermanentError } from '@mediajobs/lib/reconcile';
+import type { SecretBox } from '@mediajobs/lib/secret-box';
+import { jobIdOf, type MediaJob, type MediaJobResult, type MediaJobStatus } from '@mediajobs/lib/mediajob/types';
+import { OperatorDb } from './db.js';
+import { JobDestinations, type DownloadUrls } from './destinations.js';
+import { transitionEvents } from './webhook-events.js';
+
+/** What the operator needs from managed storage. */
+export interface ManagedStorageAccess {
+  /** Presigned download URL (24 h) of a delivered object. */
+  presign(key: string): Promise<string>;
+  /** The destination document the runner gets in its credentials Secret. */
+  destination(): Record<string, unknown>;
+}
+
+/** A kubectl-applied MediaJob whose spec.owner.apiKeyId is not an active key: it fails, and is never run. */
+export const INVALID_OWNER = { reason: 'invalid_owner', message: 'spec.owner.apiKeyId does not name an active API key' } as const;
+
+export interface JobRecordDeps {
+  pool: pg.Pool;
+  box: SecretBox;
+  storage: ManagedStorageAccess;
+  destinations: JobDestinations;
+  log: Logger;
+}
+
+/**
+ * A kubectl-applied MediaJob with the gateway's defaults and corrections
+ * (format, audio bitrate and codec rules the CRD cannot express); gateway
+ * specs (with jobId) are normalised already.
+ */
+export function withDefaults(mj: MediaJob): MediaJob {
+  if (mj.spec.jobId) return mj;
+  return { ...mj, spec: { ...mj.spec, ...normaliseSpecOptions(mj.spec) } };
+}
+
+export class JobRecord {
+  private readonly db: OperatorDb;
+  /**
+   * Per MediaJob key, the job id known to be in Postgres, and what was last
+   * mirrored there (to skip no-op writes). Keyed by MediaJob, so both are
+   * dropped when it goes, and a long-running operator holds only live jobs.
+   */
+  private readonly recorded = new Map<string, string>();
+  private readonly synced = new Map<string, string>();
+
+  constructor(private readonly d: JobRecordDeps) {
+    this.db = new OperatorDb(d.pool);
+  }
+
+  /**
+   * Make sure Postgres has the job: gateway-made jobs already do; kubectl
+   * manifests are recorded here. Throws PermanentError (INVALID_OWNER) when
+   * the owner key the manifest names does not exist or is revoked.
+   */
+  async ensureRecorded(key: string, mj: MediaJob): Promise<void> {
+    const jobId = jobIdOf(mj);
+    if (this.recorded.get(key) === jobId) return;
+    if (!(await this.db.findJob(jobId))) {
+      const webhook = mj.spec.webhookUrl ? this.d.box.seal(mj.spec.webhookUrl) : null;
+      if (!(await this.db.insertFromManifest(jobId, withDefaults(mj), webhook))) {
+        throw new PermanentError(INVALID_OWNER.reason, INVALID_OWNER.message);
+      }
+    }
+    this.recorded.set(key, jobId);
+  }
+
+  /** Mirror status into Postgres; the first write of each transition also queues its webhooks. */
+  async sync(key: string, mj: MediaJob, s: MediaJobStatus): Promise<void> {
+    const jobId = jobIdOf(mj);
+    const fingerprint = JSON.stringify([jobId, s.status, s.step, s.progress, s.error, s.result?.storageKey]);
+    if (this.synced.get(key) === fingerprint || !s.status) return;
+    const urls = s.status === 'Completed' ? await this.presignResult(mj, s.result) : {};
+    await this.db.syncStatus(jobId, s, (old, row) => transitionEvents(old, s, row, mj, urls));
+    this.synced.set(key, fingerprint);
+  }
+
+  /** The MediaJob went: forget what was known about it. */
+  forget(key: string): void {
+    this.recorded.delete(key);
+    this.synced.delete(key);
+  }
+
+  /**
+   * Download URLs of a completed job's files, signed where they were
+   * delivered: managed storage, or the job's own destination (which also
+   * seals them into the row for GET /jobs/{id}). A URL that cannot be signed
+   * is left out: the webhook then carries null (spec), and GET /jobs/{id}
+   * signs managed files again.
+   */
+  private async presignResult(mj: MediaJob, result: MediaJobResult | undefined): Promise<DownloadUrls> {
+    const failed = (err: unknown) => {
+      this.d.log.warn({ jobId: jobIdOf(mj), err: errFields(err) }, 'presigning a result URL failed');
+      return undefined;
+    };
+    if (!JobDestinations.isManaged(mj)) return this.d.destinations.presignOwn(mj, result).catch((err: unknown) => failed(err) ?? {});
+    const sign = async (key: string | undefined) => (key ? this.d.storage.presign(key).catch(failed) : undefined);
+    return { s3Url: await sign(result?.storageKey), subtitleUrl: await sign(result?.subtitleKey), thumbnailUrl: await sign(result?.thumbnailKey) };
+  }
+}
