@@ -1,9 +1,9 @@
 // Gateway settings, read once at start through lib's config loader.
 import { z } from 'zod';
-import { commonSchema, envInt, loadConfig, managedStorageSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
+import { commonSchema, envInt, loadConfig, managedStorageSchema, outboundSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
 import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
 
-export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(storageEndpointsSchema).merge(mediaInfoSchema).extend({
+export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(storageEndpointsSchema).merge(mediaInfoSchema).merge(outboundSchema).extend({
   DATABASE_URL: z.string().min(1),
   PORT: envInt(0, 65535).default(8080),
   HOST: z.string().default('0.0.0.0'),

@@ -222,6 +222,13 @@ describe('api-gateway: POST /metadata and POST /is-short', function () {
         expect([r.status, r.body], url).to.deep.equal([400, { error: "Invalid field 'url': local and link-local addresses are not allowed" }]);
       }
     });
+
+    it('private networks and IPv4 inside IPv6: 400 as well (the outbound-address policy)', async () => {
+      for (const url of ['http://10.1.2.3/x.mp4', 'http://192.168.1.20/x.mp4', 'http://[fd00::1]/x.mp4', 'http://[::ffff:127.0.0.1]/x.mp4', 'http://[64:ff9b::a9fe:a9fe]/']) {
+        const r = await metadata(url);
+        expect([r.status, r.body], url).to.deep.equal([400, { error: "Invalid field 'url': local and link-local addresses are not allowed" }]);
+      }
+    });
   });
 
   describe('side effects', () => {

@@ -2,6 +2,7 @@
 // environment through a zod schema, so a bad value fails at start with the
 // variable's name instead of deep inside a request.
 import { z } from 'zod';
+import { parseAllowedNetworks } from './outbound.js';
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -119,3 +120,19 @@ export function storageEndpoints(config: StorageEndpointsConfig): {
   };
   return { ...(Object.keys(gcs).length ? { gcs } : {}), ...(Object.keys(drive).length ? { drive } : {}) };
 }
+
+/**
+ * The allowance of the outbound-address policy (lib/src/outbound.ts): networks
+ * the service may contact for users although they are refused by default
+ * (loopback, private ranges). Comma-separated CIDRs; empty in production,
+ * `127.0.0.0/8,::1/128` in local mode and the tests for their emulators.
+ * Link-local and cloud metadata addresses cannot be allowed.
+ */
+export const outboundSchema = z.object({
+  OUTBOUND_ALLOWED_CIDRS: z.string().default('').transform((text, ctx) => {
+    const parsed = parseAllowedNetworks(text);
+    if (parsed.ok) return parsed.networks;
+    ctx.addIssue({ code: 'custom', message: parsed.error });
+    return z.NEVER;
+  }),
+});

@@ -3,6 +3,7 @@
 // other platforms and non-video pages that are refused, and the `url` field.
 import { expect } from 'chai';
 import { ACCEPTED_FORMS, metadataUrl, parsePlatformVideoUrl, platformUrlError, readUrlField } from '../src/media-info/platform-url.js';
+import { OutboundPolicy } from '../src/outbound.js';
 import { ACCEPTED, ID, NOT_VIDEOS, OTHER_PLATFORMS, WATCH } from './media-info-fixtures.js';
 
 describe('media-info: accepted URLs', () => {
@@ -41,7 +42,7 @@ describe('media-info: accepted URLs', () => {
 
   describe('/metadata URLs', () => {
     it('takes any http(s) URL as given', () => {
-      for (const url of ['https://vimeo.com/76979871', 'http://media.example/path/clip.mp4?token=a%20b', 'https://10.1.2.3/internal.mp4', 'http://[2001:db8::1]/v.mp4', 'http://[::ffff:8.8.8.8]/v.mp4']) {
+      for (const url of ['https://vimeo.com/76979871', 'http://media.example/path/clip.mp4?token=a%20b', 'https://198.51.100.7/internal.mp4', 'http://[2001:db8::1]/v.mp4', 'http://[::ffff:8.8.8.8]/v.mp4']) {
         expect(metadataUrl(url)).to.deep.equal({ ok: true, url });
       }
     });
@@ -53,11 +54,21 @@ describe('media-info: accepted URLs', () => {
       'http://localhost:8080/', 'http://127.0.0.1/video.mp4', 'http://127.1.2.3/', 'http://2130706433/', 'http://0x7f.1/',
       'http://169.254.169.254/latest/meta-data/', 'http://[::1]/', 'http://[fe80::1]/', 'http://[::ffff:127.0.0.1]/', 'http://[::ffff:169.254.169.254]/', 'http://0.0.0.0/',
       'http://api.localhost/',
+      // private networks too, since the one outbound-address policy (lib/src/outbound.ts)
+      'https://10.1.2.3/internal.mp4', 'http://192.168.0.10/', 'http://[fd00::1]/', 'http://[64:ff9b::7f00:1]/',
     ]) {
       it(`refuses a local address: ${url}`, () => {
         expect(metadataUrl(url)).to.deep.equal({ ok: false, error: "Invalid field 'url': local and link-local addresses are not allowed" });
       });
     }
+    it('takes what the operator\'s allowance opens, never link-local', () => {
+      const policy = new OutboundPolicy({ allowed: ['127.0.0.0/8', '::1/128', '10.0.0.0/8'] });
+      for (const url of ['http://127.0.0.1:8080/v.mp4', 'http://localhost:8080/v.mp4', 'https://10.1.2.3/internal.mp4']) {
+        expect(metadataUrl(url, policy)).to.deep.equal({ ok: true, url });
+      }
+      expect(metadataUrl('http://169.254.169.254/latest/meta-data/', policy))
+        .to.deep.equal({ ok: false, error: "Invalid field 'url': local and link-local addresses are not allowed" });
+    });
     for (const url of ['file:///etc/passwd', 'ytsearch:cats', 'data:text/html,hi', 'javascript:alert(1)']) {
       it(`refuses a non-http(s) URL: ${url}`, () => {
         expect(metadataUrl(url)).to.deep.equal({ ok: false, error: "Invalid field 'url': must be an http or https URL" });

@@ -3,6 +3,7 @@
 // credential) and the sealed document that only the operator opens. Saved
 // destinations (rule 9) are resolved by the job insert itself (db/jobs.ts).
 import { STORAGE_PROVIDERS, type Destination, type StorageProviderName } from '@mediajobs/lib/mediajob/types';
+import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import { SAVED_ONLY_PROVIDERS, parseDestination } from '@mediajobs/lib/storage/index';
 import { StorageError } from '@mediajobs/lib/storage/types';
@@ -23,24 +24,36 @@ export type JobDestinationResult = { ok: true; value: JobDestination } | { ok: f
 const invalid = (reason: string): JobDestinationResult => ({ ok: false, error: `Invalid storage configuration: ${reason}` });
 
 /**
- * Hosts an endpoint may never name: link-local addresses are where cloud
- * instance metadata (and its credentials) answer, and an endpoint is a
- * request the gateway makes on the client's behalf. Literal addresses only;
- * see the README's note on endpoints.
+ * Endpoints checked without the gateway's policy keep the rule they had
+ * before the one policy existed: refused only where no allowance reaches
+ * (link-local, cloud metadata). Until app.ts hands its policy to every
+ * caller (issue 12 wiring); then this goes and `policy` is required.
  */
-export function isForbiddenEndpoint(endpoint: unknown): boolean {
+const UNTIL_WIRED = new OutboundPolicy({ allowed: ['0.0.0.0/0', '::/0'] });
+
+/**
+ * Whether a storage endpoint names a host the outbound-address policy
+ * refuses: an endpoint is a request the gateway (probe) and the runner
+ * (upload) make on the client's behalf. Literal hosts only; a name is
+ * resolved by the storage SDK when it connects (see the README's note on
+ * endpoints). Scheme-less endpoints (`oss-cn-hangzhou.aliyuncs.com`) are
+ * read as https.
+ */
+export function isForbiddenEndpoint(endpoint: unknown, policy: OutboundPolicy = UNTIL_WIRED): boolean {
   if (typeof endpoint !== 'string') return false;
-  let host: string;
+  let url: URL;
   try {
-    host = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(endpoint) ? endpoint : `https://${endpoint}`).hostname.toLowerCase();
+    url = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(endpoint) ? endpoint : `https://${endpoint}`);
   } catch {
     return false; // lib's constructor reports an unparsable endpoint
   }
-  return /^169\.254\./.test(host) || /^\[fe[89ab][0-9a-f]:/.test(host) || host === '[::ffff:a9fe:a9fe]';
+  return !policy.checkUrl(url).ok;
 }
 
 export interface JobDestinationDeps {
   secretBox: SecretBox;
+  /** The gateway's outbound-address policy (OUTBOUND_ALLOWED_CIDRS) for the endpoint. */
+  outbound?: OutboundPolicy;
   probes: ProbeCache;
   providerSettings?: ProviderSettings;
 }
@@ -59,7 +72,7 @@ export async function inlineDestination(deps: JobDestinationDeps, storage: Recor
   let document: Record<string, unknown>;
   try {
     document = destinationDocument(provider as StorageProviderName, storage);
-    if (isForbiddenEndpoint(document.endpoint)) return invalid('invalid_endpoint');
+    if (isForbiddenEndpoint(document.endpoint, deps.outbound)) return invalid('invalid_endpoint');
     parseDestination(document);
   } catch (err) {
     if (err instanceof FieldError || err instanceof StorageError) return invalid(err.reason);

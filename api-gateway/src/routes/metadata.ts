@@ -1,16 +1,22 @@
 // POST /metadata: what yt-dlp knows about a URL, without downloading it.
-// Accepts any http(s) URL but local and link-local addresses (see
-// metadataUrl in lib/src/media-info/platform-url.ts and the README).
-// No job, no usage row, no cache.
+// Accepts any http(s) URL whose host the outbound-address policy lets the
+// service contact (see metadataUrl in lib/src/media-info/platform-url.ts,
+// lib/src/outbound.ts and the README). No job, no usage row, no cache.
 import { Router } from 'express';
 import { assessMetadata, failureStatus, FAILURES, metadataUrl, readUrlField } from '@mediajobs/lib/media-info/index';
+import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { requireApiKey } from '../auth.js';
 import { sendError } from '../http-errors.js';
 import { jsonBody, lookupForRequest, lookupHeaders, type MediaInfoRouteDeps } from './media-info-http.js';
 
 const FAILED = 'Failed to extract metadata';
 
-export function metadataRouter(deps: MediaInfoRouteDeps): Router {
+export interface MetadataRouteDeps extends MediaInfoRouteDeps {
+  /** The gateway's outbound-address policy (OUTBOUND_ALLOWED_CIDRS); default: no allowance. */
+  outbound?: OutboundPolicy;
+}
+
+export function metadataRouter(deps: MetadataRouteDeps): Router {
   const router = Router();
   const mapped = deps.mediaInfo.options.urlMap.size;
   if (mapped) deps.logger.warn({ entries: mapped }, 'MEDIA_INFO_URL_MAP is set: lookups of these URLs read other URLs (a test seam)');
@@ -18,7 +24,7 @@ export function metadataRouter(deps: MediaInfoRouteDeps): Router {
   router.post('/metadata', requireApiKey(deps.keyCache), ...jsonBody, async (req, res) => {
     const field = readUrlField(req.body);
     if (!field.ok) return sendError(res, 400, field.error);
-    const target = metadataUrl(field.url);
+    const target = metadataUrl(field.url, deps.outbound);
     if (!target.ok) return sendError(res, 400, target.error);
 
     const result = await lookupForRequest(deps, '/metadata', target.url, assessMetadata, res);

@@ -27,6 +27,8 @@
 // sees playlist (`list=`) or other page parameters, and one video has one
 // key in the URL map test seam whatever form the client sent.
 
+import { DEFAULT_OUTBOUND_POLICY, urlFieldError, type OutboundPolicy } from '../outbound.js';
+
 export const VIDEO_ID = /^[0-9A-Za-z_-]{11}$/;
 
 export type VideoUrlForm = 'watch' | 'short-link' | 'shorts' | 'embed' | 'v' | 'live';
@@ -171,32 +173,22 @@ export function platformUrlError(reason: Exclude<PlatformUrlResult, { ok: true }
   }
 }
 
-// Hosts /metadata refuses as literals: loopback, link-local (which includes
-// the cloud metadata address 169.254.169.254) and unspecified. No public
-// media lives there, and asking the gateway to read them is only ever a
-// probe of the gateway's own network. Names that resolve to such addresses,
-// and redirects to them, are not caught here: that needs egress policy (see
-// the README).
-const LOCAL_HOSTNAME = /^(?:localhost|localhost\.localdomain|.*\.localhost)$/;
-const LOCAL_IPV4 = /^(?:127\.|169\.254\.|0\.)/;
-// WHATWG writes IPv4-mapped addresses in hex: ::ffff:127.0.0.1 is [::ffff:7f00:1].
-const LOCAL_IPV6 = /^\[(?:::1?|fe[89ab][0-9a-f]:.*|::ffff:(?:7f[0-9a-f]{2}|a9fe|0{1,4}):.*)\]$/;
-
 export type MetadataUrlResult = { ok: true; url: string } | { ok: false; error: string };
 
 /**
  * The URL /metadata hands to yt-dlp: any http(s) URL (yt-dlp's extractors,
- * then its generic one, decide whether there is media), except local
- * addresses. A video URL of the supported platform is reduced to its
+ * then its generic one, decide whether there is media) whose host the
+ * outbound-address policy lets the service contact (lib/src/outbound.ts;
+ * literal hosts only: yt-dlp resolves names and follows redirects itself,
+ * see the README). A video URL of the supported platform is reduced to its
  * canonical watch URL like on /is-short, so a `list=` parameter never turns
  * the lookup into a playlist.
  */
-export function metadataUrl(input: string): MetadataUrlResult {
+export function metadataUrl(input: string, policy: OutboundPolicy = DEFAULT_OUTBOUND_POLICY): MetadataUrlResult {
   const u = parseHttpUrl(input);
   if (!u) return { ok: false, error: "Invalid field 'url': must be an http or https URL" };
-  if (LOCAL_HOSTNAME.test(u.hostname) || LOCAL_IPV4.test(u.hostname) || LOCAL_IPV6.test(u.hostname)) {
-    return { ok: false, error: "Invalid field 'url': local and link-local addresses are not allowed" };
-  }
+  const refused = urlFieldError(policy, 'url', u);
+  if (refused) return { ok: false, error: refused };
   const platform = parsePlatformVideoUrl(input);
   return { ok: true, url: platform.ok ? platform.video.canonicalUrl : input };
 }
