@@ -77,6 +77,37 @@ function parseOptions(args: string[]) {
   }
 }
 
+type Options = ReturnType<typeof parseOptions>['values'];
+
+/** create-key: the limits checked and converted to the stored units; the key printed once. */
+async function createKey(values: Options, name: string, pool: pg.Pool, out: (line: string) => void): Promise<void> {
+  const maxResolution = values['max-resolution'];
+  if (maxResolution !== undefined && !(MAX_RESOLUTIONS as readonly string[]).includes(maxResolution)) {
+    throw new UsageError(`--max-resolution must be one of ${MAX_RESOLUTIONS.join(', ')}`);
+  }
+  const storageGb = positive('storage-limit-gb', values['storage-limit-gb']);
+  const durationS = positive('max-duration-seconds', values['max-duration-seconds']);
+  const filesizeMb = positive('max-filesize-mb', values['max-filesize-mb']);
+  if (values.key !== undefined && values.key.length < 16) throw new UsageError('--key must be at least 16 characters');
+  const org = uuidOption('org', values.org);
+  const created = await createApiKey(pool, {
+    name,
+    ...(org && { organizationId: org }),
+    ...(storageGb !== undefined && { storageLimitBytes: Math.round(storageGb * GB) }),
+    ...(maxResolution !== undefined && { maxResolution }),
+    ...(durationS !== undefined && { maxDurationSeconds: Math.round(durationS) }),
+    ...(filesizeMb !== undefined && { maxFilesizeBytes: Math.round(filesizeMb * MB) }),
+    ...(values.key !== undefined && { key: values.key }),
+  });
+  if (!created.created) {
+    out(`api key ${created.id} already exists`);
+    return;
+  }
+  out(`api key id: ${created.id}`);
+  out(`api key:    ${created.key}`);
+  if (values.key === undefined) out('store it now: it is not shown again');
+}
+
 /** Run one command; output lines go to `out`. Exported for tests and the local-mode launcher. */
 export async function runAdmin(argv: string[], pool: pg.Pool, out: (line: string) => void): Promise<void> {
   const [command, ...rest] = argv;
@@ -93,34 +124,9 @@ export async function runAdmin(argv: string[], pool: pg.Pool, out: (line: string
       out(`organization ${id}`);
       return;
     }
-    case 'create-key': {
-      const maxResolution = values['max-resolution'];
-      if (maxResolution !== undefined && !(MAX_RESOLUTIONS as readonly string[]).includes(maxResolution)) {
-        throw new UsageError(`--max-resolution must be one of ${MAX_RESOLUTIONS.join(', ')}`);
-      }
-      const storageGb = positive('storage-limit-gb', values['storage-limit-gb']);
-      const durationS = positive('max-duration-seconds', values['max-duration-seconds']);
-      const filesizeMb = positive('max-filesize-mb', values['max-filesize-mb']);
-      if (values.key !== undefined && values.key.length < 16) throw new UsageError('--key must be at least 16 characters');
-      const org = uuidOption('org', values.org);
-      const created = await createApiKey(pool, {
-        name: need('name'),
-        ...(org && { organizationId: org }),
-        ...(storageGb !== undefined && { storageLimitBytes: Math.round(storageGb * GB) }),
-        ...(maxResolution !== undefined && { maxResolution }),
-        ...(durationS !== undefined && { maxDurationSeconds: Math.round(durationS) }),
-        ...(filesizeMb !== undefined && { maxFilesizeBytes: Math.round(filesizeMb * MB) }),
-        ...(values.key !== undefined && { key: values.key }),
-      });
-      if (!created.created) {
-        out(`api key ${created.id} already exists`);
-        return;
-      }
-      out(`api key id: ${created.id}`);
-      out(`api key:    ${created.key}`);
-      if (values.key === undefined) out('store it now: it is not shown again');
+    case 'create-key':
+      await createKey(values, need('name'), pool, out);
       return;
-    }
     case 'revoke-key': {
       const id = uuidOption('id', need('id'))!;
       if (!(await revokeApiKey(pool, id))) throw new Error(`no api key ${id}`);

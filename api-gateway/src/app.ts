@@ -1,13 +1,13 @@
 // The express application, built from injected parts so tests and the
 // benchmark run it against real Postgres with a real or fake submitter.
-import express, { type NextFunction, type Request, type Response } from 'express';
+import express from 'express';
 import type { Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor } from '@mediajobs/lib/media-info/index';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
-import { ApiKeyCache, cachedKeyLookup, requireApiKey } from './auth.js';
+import { ApiKeyCache, MISSING_KEY, cachedKeyLookup, requireApiKey } from './auth.js';
 import { migrationsApplied } from './db/migrate.js';
-import { sendError } from './http-errors.js';
+import { HttpError, errorResponder, notFound } from './http-errors.js';
 import { requestLogger } from './request-log.js';
 import { filesRouter } from './routes/files.js';
 import { isShortRouter } from './routes/is-short.js';
@@ -51,16 +51,19 @@ export interface AppDeps {
   mediaInfo?: MediaInfoExtractor;
 }
 
-/** body-parser's error types, mapped to the gateway's JSON errors. */
-const BODY_ERRORS: Record<string, [number, string]> = {
-  'entity.parse.failed': [400, 'Invalid JSON body'],
-  'entity.too.large': [413, 'Request body too large'],
-  'charset.unsupported': [415, 'Unsupported charset; send UTF-8 JSON'],
-  'encoding.unsupported': [415, 'Unsupported Content-Encoding'],
-  'request.aborted': [400, 'Request aborted'],
-  'request.size.invalid': [400, 'Request body size does not match Content-Length'],
-  'stream.encoding.set': [500, 'Internal server error'],
-};
+/**
+ * Every path that needs an API key, by prefix (the path and everything under
+ * it), with the spec's message for a request without one: authentication
+ * runs before routing and body parsing, so an unknown path or method under a
+ * prefix is a 401 without a key too. /files, /drive-files (the URL is the
+ * credential), /healthz and /readyz stay open.
+ */
+const AUTHENTICATED: readonly (readonly [prefix: string, missingKey: string])[] = [
+  ['/jobs', MISSING_KEY],
+  ['/user', MISSING_KEY],
+  ['/metadata', MISSING_KEY],
+  ['/is-short', 'Missing API key'],
+];
 
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
@@ -81,24 +84,23 @@ export function createApp(deps: AppDeps): express.Express {
     res.json({ status: 'ok' });
   });
   app.get('/readyz', async (_req, res) => {
-    if (shuttingDown()) return sendError(res, 503, 'Shutting down');
-    try {
-      if (!(await migrationsApplied(deps.pool))) return sendError(res, 503, 'Database migrations not applied');
-    } catch {
-      return sendError(res, 503, 'Database unreachable');
-    }
+    if (shuttingDown()) throw new HttpError(503, 'Shutting down');
+    const applied = await migrationsApplied(deps.pool).catch(() => {
+      throw new HttpError(503, 'Database unreachable');
+    });
+    if (!applied) throw new HttpError(503, 'Database migrations not applied');
     res.json({ status: 'ready' });
   });
 
-  if (deps.files) app.use(filesRouter({ ...deps.files, logger: log }));
+  if (deps.files) app.use(filesRouter(deps.files));
 
-  app.use('/jobs', requireApiKey(keyCache));
+  for (const [prefix, missingKey] of AUTHENTICATED) app.use(prefix, requireApiKey(keyCache, missingKey));
   const probeTimeoutMs = deps.storage?.probeTimeoutMs ?? 15_000;
   const providerSettings = deps.storage?.providerSettings ?? {};
   const probes = deps.storage?.probes ?? new ProbeCache((doc) => probeDestination(doc, probeTimeoutMs, providerSettings));
   app.use(jobsRouter({ ...deps, probes, providerSettings }));
   app.use(userStorageRouter({
-    pool: deps.pool, logger: log, secretBox: deps.secretBox, probeTimeoutMs, providerSettings, auth: requireApiKey(keyCache),
+    pool: deps.pool, logger: log, secretBox: deps.secretBox, probeTimeoutMs, providerSettings,
     ...(deps.storage?.vault && { vault: deps.storage.vault }),
   }));
   if (deps.storage?.driveDownloadSecret) {
@@ -111,25 +113,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(metadataRouter(mediaInfo));
   app.use(isShortRouter(mediaInfo));
 
-  app.use((_req: Request, res: Response) => sendError(res, 404, 'Not found'));
-
-  // Express 5 routes rejected promises here too. Client mistakes keep their
-  // 4xx; anything else is a 500 whose details go to the log, not the client.
-  app.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
-    if (res.headersSent) {
-      next(err);
-      return;
-    }
-    const e = err as { type?: string; status?: number; statusCode?: number; expose?: boolean; message?: string };
-    const mapped = e.type ? BODY_ERRORS[e.type] : undefined;
-    if (mapped) return sendError(res, mapped[0], mapped[1]);
-    const status = e.status ?? e.statusCode;
-    if (typeof status === 'number' && status >= 400 && status < 500) {
-      return sendError(res, status, status === 400 ? 'Bad request' : status === 404 ? 'Not found' : 'Request refused');
-    }
-    log.error({ err: { message: e.message, type: e.type }, method: req.method, path: req.path }, 'unhandled error');
-    sendError(res, 500, 'Internal server error');
-  });
+  app.use(notFound);
+  app.use(errorResponder(log));
 
   return app;
 }

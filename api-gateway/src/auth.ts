@@ -6,7 +6,7 @@
 // with a bad key does not reach Postgres on every request.
 import type { NextFunction, Request, Response } from 'express';
 import { findApiKeyByHash, hashApiKey, type ApiKeyRecord } from './db/api-keys.js';
-import { sendError } from './http-errors.js';
+import { HttpError } from './http-errors.js';
 
 export type KeyLookup = (keyHash: string) => Promise<ApiKeyRecord | undefined>;
 
@@ -72,22 +72,23 @@ export function cachedKeyLookup(pool: Parameters<typeof findApiKeyByHash>[0]): K
   return (keyHash) => findApiKeyByHash(pool, keyHash);
 }
 
-/** Express middleware: 401 with the spec's exact messages, else res.locals.principal. */
-export function requireApiKey(cache: ApiKeyCache) {
-  return (req: Request, res: Response, next: NextFunction): void => {
+/** The spec's 401 answers: a request without a key, and one whose key is unknown or revoked. */
+export const MISSING_KEY = 'Missing x-api-key header';
+export const INVALID_KEY = 'Invalid API Key';
+
+/**
+ * Express middleware: a 401 HttpError with the spec's messages, else
+ * res.locals.principal. `missingMessage`: the spec words it differently for
+ * POST /is-short. Mounted once per authenticated path prefix in app.ts.
+ */
+export function requireApiKey(cache: ApiKeyCache, missingMessage = MISSING_KEY) {
+  return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     const header = req.headers['x-api-key'];
     const key = Array.isArray(header) ? header[0] : header;
-    if (key === undefined || key === '') {
-      sendError(res, 401, 'Missing x-api-key header');
-      return;
-    }
-    cache.get(hashApiKey(key)).then((record) => {
-      if (!record || record.revoked) {
-        sendError(res, 401, 'Invalid API Key');
-        return;
-      }
-      res.locals.principal = { apiKeyId: record.id, organizationId: record.organizationId, key: record };
-      next();
-    }, next);
+    if (key === undefined || key === '') throw new HttpError(401, missingMessage);
+    const record = await cache.get(hashApiKey(key));
+    if (!record || record.revoked) throw new HttpError(401, INVALID_KEY);
+    res.locals.principal = { apiKeyId: record.id, organizationId: record.organizationId, key: record };
+    next();
   };
 }

@@ -1,13 +1,95 @@
-// Every error the gateway sends is {"error": "..."}; the helpers keep it so.
-import type { Response } from 'express';
+// The gateway's one error path. Every error answer is {"error": "..."} (plus
+// the spec's extra fields where it has them), sent from one place: handlers
+// and validators throw an HttpError (or pass it to next()), and the error
+// middleware here turns it, body-parser's errors and anything unexpected
+// into the answer. Express 5 hands a rejected handler promise to that
+// middleware too, so async handlers need no wrapper. An unexpected error is a
+// 500 with the route's generic message; its details go to the log, through
+// errFields, never to the client.
+import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 
+/** An answer already decided: status, the spec's message, and the spec's extra fields. */
 export class HttpError extends Error {
-  constructor(readonly status: number, message: string, readonly extra: Record<string, unknown> = {}) {
-    super(message);
+  constructor(readonly status: number, message: string, readonly extra: Record<string, unknown> = {}, options?: ErrorOptions) {
+    super(message, options);
     this.name = 'HttpError';
   }
 }
 
+declare module 'express-serve-static-core' {
+  interface Locals {
+    /** The spec's words for an unexpected failure of this route (see failsWith). */
+    failureMessage?: string;
+  }
+}
+
+const INTERNAL = 'Internal server error';
+
+/**
+ * Route middleware naming what an unexpected failure of the route answers,
+ * where the spec words it (GET /jobs: `Database query failed`); without it
+ * the answer is `Internal server error`.
+ */
+export function failsWith(message: string): RequestHandler {
+  return (_req, res, next) => {
+    res.locals.failureMessage = message;
+    next();
+  };
+}
+
+/** Writes an error answer. Prefer throwing HttpError; this is for the error middleware and routes not moved yet. */
 export function sendError(res: Response, status: number, message: string, extra: Record<string, unknown> = {}): void {
   res.status(status).json({ error: message, ...extra });
 }
+
+/** body-parser's error types (its `type` field), as the gateway answers them. */
+const BODY_ERRORS: Readonly<Record<string, readonly [number, string]>> = {
+  'entity.parse.failed': [400, 'Invalid JSON body'],
+  'entity.too.large': [413, 'Request body too large'],
+  'charset.unsupported': [415, 'Unsupported charset; send UTF-8 JSON'],
+  'encoding.unsupported': [415, 'Unsupported Content-Encoding'],
+  'request.aborted': [400, 'Request aborted'],
+  'request.size.invalid': [400, 'Request body size does not match Content-Length'],
+  'stream.encoding.set': [500, INTERNAL],
+};
+
+/** A client mistake reported by express or a library (an undecodable path: 400) keeps its 4xx, in fixed words. */
+function clientErrorMessage(status: number): string {
+  return status === 400 ? 'Bad request' : status === 404 ? 'Not found' : 'Request refused';
+}
+
+/** The answer for an error thrown by a handler or middleware, and whether it is to be logged as a failure. */
+function answerFor(err: unknown, res: Response): { status: number; message: string; extra?: Record<string, unknown>; log?: unknown } {
+  if (err instanceof HttpError) {
+    // A cause is a failure the handler turned into this answer: the cause is logged, the answer stays as decided.
+    return { status: err.status, message: err.message, extra: err.extra, ...(err.cause !== undefined && { log: err.cause }) };
+  }
+  const e = err as { type?: unknown; status?: unknown; statusCode?: unknown } | null;
+  const body = typeof e?.type === 'string' ? BODY_ERRORS[e.type] : undefined;
+  if (body) return { status: body[0], message: body[1], ...(body[0] >= 500 && { log: err }) };
+  const status = e?.status ?? e?.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) return { status, message: clientErrorMessage(status) };
+  return { status: 500, message: res.locals.failureMessage ?? INTERNAL, log: err };
+}
+
+/** The error middleware: mounted last, after notFound. */
+export function errorResponder(log: Logger): ErrorRequestHandler {
+  return (err: unknown, req: Request, res: Response, next: NextFunction) => {
+    // Mid-stream (a file download): express's own handler ends the connection.
+    if (res.headersSent) {
+      next(err);
+      return;
+    }
+    const answer = answerFor(err, res);
+    if (answer.log !== undefined) {
+      log.error({ err: errFields(answer.log), method: req.method, path: req.path, status: answer.status }, 'request failed');
+    }
+    sendError(res, answer.status, answer.message, answer.extra);
+  };
+}
+
+/** Every path and method no route took. */
+export const notFound: RequestHandler = () => {
+  throw new HttpError(404, 'Not found');
+};

@@ -3,7 +3,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { storageEndpoints } from '@mediajobs/lib/config';
-import { createLogger, type Logger } from '@mediajobs/lib/logger';
+import { createLogger, errFields, type Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor, mediaInfoOptions } from '@mediajobs/lib/media-info/index';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { createManagedStorage } from '@mediajobs/lib/storage/index';
@@ -40,7 +40,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   });
   const pool = createPool(config.DATABASE_URL, config.PG_POOL_MAX);
   // An idle client erroring (Postgres restart) must not crash the process; the pool replaces it.
-  pool.on('error', (err) => logger.warn({ error: err.message }, 'idle Postgres connection failed'));
+  pool.on('error', (err) => logger.warn({ err: errFields(err) }, 'idle Postgres connection failed'));
 
   try {
     const applied = await migrate(pool);
@@ -88,17 +88,25 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   const url = `http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${port}`;
   logger.info({ url, namespace: config.MEDIAJOBS_NAMESPACE, managedStorage: config.MANAGED_STORAGE }, 'api-gateway listening');
 
+  return { server, pool, url, close: gracefulClose(server, pool, logger, config.SHUTDOWN_TIMEOUT_MS, () => (shuttingDown = true)) };
+}
+
+/**
+ * Stop accepting, let in-flight requests finish (up to `timeoutMs`), then
+ * close the pool; calling it again returns the same promise.
+ */
+function gracefulClose(server: Server, pool: pg.Pool, logger: Logger, timeoutMs: number, markShuttingDown: () => void): () => Promise<void> {
   let closing: Promise<void> | undefined;
-  const close = () => {
+  return () => {
     closing ??= (async () => {
-      shuttingDown = true;
+      markShuttingDown();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // close() drops only the connections idle at that moment; a keep-alive
       // connection whose request finishes later would hold the server open,
       // so idle ones are swept until the last in-flight request is done.
       server.closeIdleConnections();
       const sweep = setInterval(() => server.closeIdleConnections(), 50);
-      const force = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
+      const force = setTimeout(() => server.closeAllConnections(), timeoutMs);
       await closed;
       clearInterval(sweep);
       clearTimeout(force);
@@ -107,5 +115,4 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     })();
     return closing;
   };
-  return { server, pool, url, close };
 }

@@ -4,7 +4,8 @@
 // The gateway only writes and deletes them; the operator reads them when it
 // prepares a job (lib/src/saved-destinations.ts is the shared contract).
 import * as k8s from '@kubernetes/client-node';
-import { keepAliveTransport, makeKubeClient } from '@mediajobs/lib/kube-client';
+import { apiStatus, isAlreadyExists, isNotFound, keepAliveTransport, loadKubeConfig, makeKubeClient } from '@mediajobs/lib/kube-client';
+import { errFields } from '@mediajobs/lib/logger';
 import type { StorageProviderName } from '@mediajobs/lib/mediajob/types';
 import {
   COMPONENT_DESTINATION, DESTINATION_DATA_KEY, LABEL_COMPONENT, LABEL_OWNER_ID, LABEL_OWNER_KIND, LABEL_PROVIDER,
@@ -16,12 +17,26 @@ export interface Owner {
   id: string;
 }
 
-/** The secret store could not be used; the endpoints answer 503 naming the provider. */
+/**
+ * The secret store could not be used; the endpoints answer 503 naming the
+ * provider. Carries what errFields shows of the cause (the API server's
+ * status and Status reason, or the socket's code), so a caller's
+ * `errFields(err)` says why, and nothing of an API server's body, which may
+ * echo the Secret it refused.
+ */
 export class VaultUnavailableError extends Error {
-  constructor(readonly status: number | undefined) {
-    // Only the status: an API server's error body may echo the Secret it refused.
+  readonly status: number | undefined;
+  readonly code: string | undefined;
+  readonly reason: string | undefined;
+
+  constructor(cause: unknown) {
+    const status = apiStatus(cause);
     super(`secret store unavailable${status ? ` (HTTP ${status})` : ''}`);
     this.name = 'VaultUnavailableError';
+    const fields = errFields(cause);
+    this.status = status;
+    this.code = typeof fields.code === 'string' ? fields.code : undefined;
+    this.reason = typeof fields.reason === 'string' ? fields.reason : undefined;
   }
 }
 
@@ -42,10 +57,7 @@ export class KubeSecretVault implements DestinationVault {
   }
 
   static fromKubeconfig(path: string | undefined, namespace: string, timeoutMs?: number): KubeSecretVault {
-    const kc = new k8s.KubeConfig();
-    if (path) kc.loadFromFile(path);
-    else kc.loadFromDefault();
-    return new KubeSecretVault(kc, namespace, timeoutMs);
+    return new KubeSecretVault(loadKubeConfig(path), namespace, timeoutMs);
   }
 
   async put(owner: Owner, provider: StorageProviderName, document: Record<string, unknown>): Promise<string> {
@@ -71,14 +83,14 @@ export class KubeSecretVault implements DestinationVault {
       await this.core.createNamespacedSecret({ namespace: this.namespace, body });
       return name;
     } catch (err) {
-      if (status(err) !== 409) throw new VaultUnavailableError(status(err));
+      if (!isAlreadyExists(err)) throw new VaultUnavailableError(err);
     }
     // Saved before: replace it whole (an unconditional update; the last save wins).
     try {
       await this.core.replaceNamespacedSecret({ name, namespace: this.namespace, body });
       return name;
     } catch (err) {
-      throw new VaultUnavailableError(status(err));
+      throw new VaultUnavailableError(err);
     }
   }
 
@@ -87,8 +99,8 @@ export class KubeSecretVault implements DestinationVault {
     try {
       secret = await this.core.readNamespacedSecret({ name, namespace: this.namespace });
     } catch (err) {
-      if (status(err) === 404) return undefined;
-      throw new VaultUnavailableError(status(err));
+      if (isNotFound(err)) return undefined;
+      throw new VaultUnavailableError(err);
     }
     const data = secret.data?.[DESTINATION_DATA_KEY];
     if (!data) return undefined;
@@ -104,11 +116,7 @@ export class KubeSecretVault implements DestinationVault {
     try {
       await this.core.deleteNamespacedSecret({ name: destinationSecretName(owner.kind, owner.id, provider), namespace: this.namespace });
     } catch (err) {
-      if (status(err) !== 404) throw new VaultUnavailableError(status(err));
+      if (!isNotFound(err)) throw new VaultUnavailableError(err);
     }
   }
-}
-
-function status(err: unknown): number | undefined {
-  return err instanceof k8s.ApiException ? err.code : undefined;
 }

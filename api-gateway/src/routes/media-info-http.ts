@@ -1,13 +1,14 @@
 // What POST /metadata and POST /is-short share: the JSON-only body, the
 // lookup tied to the client's connection, and one log line per lookup.
-import { json, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import type { RequestHandler, Response } from 'express';
 import type { Logger } from '@mediajobs/lib/logger';
 import type { Assess, FailureCategory, LookupResult, MediaInfoExtractor } from '@mediajobs/lib/media-info/index';
 import type { ApiKeyCache } from '../auth.js';
-import { sendError } from '../http-errors.js';
+import { acceptJson } from '../json-body.js';
 
 export interface MediaInfoRouteDeps {
   logger: Logger;
+  /** Only for routes/metadata.ts's own requireApiKey; app.ts authenticates /metadata and /is-short. */
   keyCache: ApiKeyCache;
   mediaInfo: MediaInfoExtractor;
 }
@@ -16,13 +17,7 @@ export interface MediaInfoRouteDeps {
 const MAX_BODY_BYTES = 16 * 1024;
 
 /** Only JSON bodies, checked before anything is read. */
-export const jsonBody: RequestHandler[] = [
-  (req: Request, res: Response, next: NextFunction) => {
-    if (req.is('application/json')) next();
-    else sendError(res, 415, 'Content-Type must be application/json');
-  },
-  json({ limit: MAX_BODY_BYTES, strict: true }),
-];
+export const jsonBody: RequestHandler[] = acceptJson(MAX_BODY_BYTES);
 
 /**
  * Run a lookup for this request. The yt-dlp process is killed as soon as the

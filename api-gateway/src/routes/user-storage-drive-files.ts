@@ -8,15 +8,17 @@
 // destination the job was resolved to, read at download time, so removing
 // the destination also ends its download URLs.
 import { Router, type Request, type Response } from 'express';
-import type { Logger } from '@mediajobs/lib/logger';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 import type { Destination } from '@mediajobs/lib/mediajob/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
-import { DRIVE_DOWNLOAD_PATH, createProvider, decodeKeyPath, isDriveProvider, verifyDriveDownload } from '@mediajobs/lib/storage/index';
+import {
+  DRIVE_DOWNLOAD_PATH, createProvider, decodeKeyPath, isDriveProvider, verifyDriveDownload, type DriveDownload,
+} from '@mediajobs/lib/storage/index';
 import { StorageError } from '@mediajobs/lib/storage/types';
 import type pg from 'pg';
 import type { ProviderSettings } from '../destinations/probe.js';
 import type { DestinationVault } from '../destinations/vault.js';
-import { sendError } from '../http-errors.js';
+import { HttpError } from '../http-errors.js';
 import { isUuid } from '../ids.js';
 
 export interface DriveFilesDeps {
@@ -37,6 +39,35 @@ function disposition(name: string): string {
   return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
 }
 
+/** The job id and key a signed URL names; 403 for a URL whose signature is missing, expired or forged. */
+function signedFile(req: Request, secret: string): { ref: string; key: string } {
+  // The still percent-encoded path: the signature covers the key as the provider encoded it.
+  const raw = req.path.slice(DRIVE_DOWNLOAD_PATH.length);
+  const slash = raw.indexOf('/');
+  const expires = one(req.query.expires);
+  const sig = one(req.query.sig);
+  const forged = new HttpError(403, 'Invalid download URL signature');
+  if (slash <= 0 || expires === undefined || sig === undefined) throw forged;
+  let ref: string;
+  let key: string;
+  try {
+    ref = decodeURIComponent(raw.slice(0, slash));
+    key = decodeKeyPath(raw.slice(slash + 1));
+  } catch {
+    throw forged;
+  }
+  if (/^\d{1,12}$/.test(expires) && Number(expires) * 1000 <= Date.now()) throw new HttpError(403, 'Download URL has expired');
+  if (!verifyDriveDownload(ref, key, expires, sig, secret) || !isUuid(ref)) throw forged;
+  return { ref, key };
+}
+
+/** What a failed Drive read answers: the file is gone (404), Drive refuses or is unreachable (502), else a 500. */
+function downloadError(err: unknown): HttpError {
+  if (err instanceof StorageError && err.code === 'not_found') return new HttpError(404, 'File not found');
+  if (err instanceof StorageError && (err.code === 'unreachable' || err.code === 'auth')) return new HttpError(502, 'Storage destination unavailable');
+  return new HttpError(500, 'Internal server error');
+}
+
 export function driveFilesRouter(deps: DriveFilesDeps): Router {
   const router = Router();
   const log = deps.logger;
@@ -53,46 +84,35 @@ export function driveFilesRouter(deps: DriveFilesDeps): Router {
     return deps.vault?.read(row.secret_name!);
   }
 
-  router.get(`${DRIVE_DOWNLOAD_PATH}*path`, async (req: Request, res: Response) => {
-    // The still percent-encoded path: the signature covers the key as the provider encoded it.
-    const raw = req.path.slice(DRIVE_DOWNLOAD_PATH.length);
-    const slash = raw.indexOf('/');
-    const expires = one(req.query.expires);
-    const sig = one(req.query.sig);
-    if (slash <= 0 || expires === undefined || sig === undefined) return sendError(res, 403, 'Invalid download URL signature');
-    let ref: string;
-    let key: string;
-    try {
-      ref = decodeURIComponent(raw.slice(0, slash));
-      key = decodeKeyPath(raw.slice(slash + 1));
-    } catch {
-      return sendError(res, 403, 'Invalid download URL signature');
-    }
-    if (/^\d{1,12}$/.test(expires) && Number(expires) * 1000 <= Date.now()) return sendError(res, 403, 'Download URL has expired');
-    if (!verifyDriveDownload(ref, key, expires, sig, deps.secret) || !isUuid(ref)) return sendError(res, 403, 'Invalid download URL signature');
+  /** The file, opened on Drive with the destination's credentials; 404 when the destination is gone. */
+  async function openFile(ref: string, key: string, range: string | undefined): Promise<DriveDownload> {
+    const document = await destinationOf(ref.toLowerCase());
+    if (!document) throw new HttpError(404, 'File not found');
+    const provider = await createProvider(document, deps.providerSettings);
+    if (!isDriveProvider(provider)) throw new HttpError(404, 'File not found');
+    return provider.openDownload(key, range ? { range } : {});
+  }
 
+  router.get(`${DRIVE_DOWNLOAD_PATH}*path`, async (req: Request, res: Response) => {
+    const { ref, key } = signedFile(req, deps.secret);
+    let file: DriveDownload;
     try {
-      const document = await destinationOf(ref.toLowerCase());
-      if (!document) return sendError(res, 404, 'File not found');
-      const provider = await createProvider(document, deps.providerSettings);
-      if (!isDriveProvider(provider)) return sendError(res, 404, 'File not found');
-      const range = one(req.headers.range);
-      const file = await provider.openDownload(key, range ? { range } : {});
-      res.status(file.status);
-      res.setHeader('Content-Type', file.contentType);
-      res.setHeader('Content-Disposition', disposition(file.fileName));
-      res.setHeader('Accept-Ranges', 'bytes');
-      if (file.contentLength !== undefined) res.setHeader('Content-Length', String(file.contentLength));
-      if (file.contentRange !== undefined) res.setHeader('Content-Range', file.contentRange);
-      file.body.on('error', () => res.destroy());
-      file.body.pipe(res);
+      file = await openFile(ref, key, one(req.headers.range));
     } catch (err) {
-      if (err instanceof StorageError && err.code === 'not_found') return sendError(res, 404, 'File not found');
-      // The reason token only: the destination's folder ids and the account stay out of the log.
-      log.warn({ jobId: ref, reason: err instanceof StorageError ? err.reason : (err as Error).name }, 'drive download failed');
-      if (err instanceof StorageError && (err.code === 'unreachable' || err.code === 'auth')) return sendError(res, 502, 'Storage destination unavailable');
-      return sendError(res, 500, 'Internal server error');
+      if (err instanceof HttpError) throw err;
+      const answer = downloadError(err);
+      // Logged here, as a warning: Drive's refusals are the destination's trouble, not the gateway's.
+      if (answer.status !== 404) log.warn({ jobId: ref, err: errFields(err) }, 'drive download failed');
+      throw answer;
     }
+    res.status(file.status);
+    res.setHeader('Content-Type', file.contentType);
+    res.setHeader('Content-Disposition', disposition(file.fileName));
+    res.setHeader('Accept-Ranges', 'bytes');
+    if (file.contentLength !== undefined) res.setHeader('Content-Length', String(file.contentLength));
+    if (file.contentRange !== undefined) res.setHeader('Content-Range', file.contentRange);
+    file.body.on('error', () => res.destroy());
+    file.body.pipe(res);
   });
   return router;
 }

@@ -4,22 +4,22 @@
 // delete of verify_credentials.txt) before anything is stored; credentials
 // go to the vault (a Kubernetes Secret, source `keyvault`) or, with the
 // vault disabled and for /user/bucket, sealed into Postgres (`legacy`).
-// Nothing here ever answers or logs a credential.
-import { Router, json, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import type { Logger } from '@mediajobs/lib/logger';
+// The checks are in user-storage-checks.ts; every refusal is an HttpError
+// answered by the error middleware. Nothing here ever answers or logs a
+// credential.
+import { Router, type RequestHandler } from 'express';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { STORAGE_PROVIDERS, type StorageProviderName } from '@mediajobs/lib/mediajob/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
-import { DRIVE_REASON_TEXT, parseDestination } from '@mediajobs/lib/storage/index';
-import { StorageError } from '@mediajobs/lib/storage/types';
 import type pg from 'pg';
-import type { Principal } from '../auth.js';
-import { FieldError, PROVIDER_FIELDS, destinationDocument, publicConfig, type SavedVia } from '../destinations/fields.js';
-import { isForbiddenEndpoint } from '../destinations/job-destination.js';
-import { DestinationCheckError, probeDestination, verifyBucketListing, type ProviderSettings } from '../destinations/probe.js';
-import { deleteDestinations, findDestinations, isOrgAdmin, saveDestination, type SavedDestination } from '../destinations/store.js';
-import { VaultUnavailableError, type DestinationVault, type Owner } from '../destinations/vault.js';
-import { sendError } from '../http-errors.js';
+import { PROVIDER_FIELDS, publicConfig, type SavedVia } from '../destinations/fields.js';
+import type { ProviderSettings } from '../destinations/probe.js';
+import { deleteDestinations, findDestinations, saveDestination, type SavedDestination } from '../destinations/store.js';
+import type { DestinationVault, Owner } from '../destinations/vault.js';
+import { acceptJson, bodyObject } from '../json-body.js';
+import { ownerOf, parseDefault, unavailable, verifiedBucket, verifiedDestination } from './user-storage-checks.js';
 
+/** Authentication is app.ts's (every /user path needs a key); these are the handlers behind it. */
 export interface UserStorageDeps {
   pool: pg.Pool;
   logger: Logger;
@@ -29,215 +29,135 @@ export interface UserStorageDeps {
   /** Budget of one live verification (probe or listing). */
   probeTimeoutMs: number;
   providerSettings?: ProviderSettings;
-  /** x-api-key authentication for these routes. */
-  auth: RequestHandler;
 }
 
-const BUCKET_FIELDS = ['endpoint', 'bucket', 'region', 'access_key', 'secret_key'] as const;
-
-/** A 4xx/503 decided while handling; carried to the route's one error exit. */
-class Refusal extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message);
-  }
-}
-
-const unavailable = (provider: StorageProviderName) =>
-  new Refusal(503, `${PROVIDER_FIELDS[provider].label} storage configuration is temporarily unavailable`);
-
-function principal(res: Response): Principal {
-  return res.locals.principal!;
-}
-
-function requireJson(req: Request, res: Response, next: NextFunction): void {
-  if (req.is('application/json')) next();
-  else sendError(res, 415, 'Content-Type must be application/json');
-}
-
-function requireObject(req: Request): Record<string, unknown> {
-  const b: unknown = req.body;
-  if (typeof b !== 'object' || b === null || Array.isArray(b)) throw new Refusal(400, 'Request body must be a JSON object');
-  return b as Record<string, unknown>;
-}
-
-/**
- * Whose destination a request manages: the key's own, or with
- * `?owner=organization` its organization's, which only an organization
- * admin key may change or read.
- */
-async function ownerOf(req: Request, res: Response, pool: pg.Pool): Promise<Owner> {
-  const p = principal(res);
-  const q = req.query.owner;
-  if (q === undefined || q === 'key') return { kind: 'api_key', id: p.apiKeyId };
-  if (q !== 'organization') throw new Refusal(400, "Invalid query parameter 'owner': must be 'key' or 'organization'");
-  if (!p.organizationId) throw new Refusal(400, 'This API key belongs to no organization');
-  if (!(await isOrgAdmin(pool, p.apiKeyId))) {
-    throw new Refusal(403, "Only an organization admin key can manage the organization's storage destinations");
-  }
-  return { kind: 'organization', id: p.organizationId };
-}
-
-/**
- * The spec's messages for a configuration that fails its checks. GCS has
- * its own wording for service account problems, Drive for every problem
- * before the probe; everything else is `Credential validation failed`.
- */
-function credentialMessage(provider: StorageProviderName, err: FieldError | StorageError | DestinationCheckError): string {
-  if (provider === 'drive' && !(err instanceof DestinationCheckError && err.stage === 'probe')) {
-    return err instanceof FieldError && err.serviceAccountMessage ? 'Invalid configuration: invalid service account JSON' : `Invalid configuration: ${err.reason}`;
-  }
-  if (err instanceof FieldError && err.serviceAccountMessage) return err.serviceAccountMessage;
-  // Drive's reasons have the spec's wording (`insufficient permissions on folder`); the
-  // other providers' reasons are the backend's own codes (`AuthenticationFailed`, `NoSuchBucket`).
-  const reason = provider === 'drive' ? DRIVE_REASON_TEXT[err.reason] ?? err.reason : err.reason;
-  return `Credential validation failed: ${reason}`;
-}
-
-/** Steps 1 and 2 of the spec's verification: fields and format, then lib's shape check. Throws Refusal. */
-function checkedDocument(provider: StorageProviderName, body: Record<string, unknown>, message: (e: FieldError | StorageError) => string) {
-  try {
-    const document = destinationDocument(provider, body);
-    if (isForbiddenEndpoint(document.endpoint)) throw new FieldError('invalid_endpoint');
-    parseDestination(document);
-    return document;
-  } catch (err) {
-    if (err instanceof FieldError || err instanceof StorageError) throw new Refusal(400, message(err));
-    throw err;
-  }
-}
-
-function parseDefault(body: Record<string, unknown>): boolean | undefined {
-  const v = body.default;
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'boolean') throw new Refusal(400, "Invalid field 'default': must be a boolean (true or false)");
-  return v;
-}
+const MAX_BODY_BYTES = 64 * 1024;
 
 export function userStorageRouter(deps: UserStorageDeps): Router {
   const router = Router();
-  const log = deps.logger;
-  const body = [requireJson, json({ limit: 64 * 1024, strict: true })];
+  const body = acceptJson(MAX_BODY_BYTES);
+  for (const provider of STORAGE_PROVIDERS) {
+    const path = `/user/${provider}`;
+    router.post(path, ...body, saveProvider(deps, provider));
+    router.get(path, showProvider(deps, provider));
+    router.delete(path, removeProvider(deps, provider));
+  }
+  // Deprecated: an S3 bucket on the key record (`legacy`), verified by listing.
+  router.post('/user/bucket', ...body, saveBucket(deps));
+  router.delete('/user/bucket', removeBucket(deps));
+  return router;
+}
 
-  /** Run a handler; Refusals become their status and message, anything else a logged 500. */
-  const handle = (what: string, fn: (req: Request, res: Response) => Promise<void>) => async (req: Request, res: Response) => {
-    try {
-      await fn(req, res);
-    } catch (err) {
-      if (err instanceof Refusal) return sendError(res, err.status, err.message);
-      // Only the error's name and code: a driver or SDK message may quote the statement's values.
-      log.error({ err: { name: (err as Error).name, code: (err as { code?: unknown }).code }, what }, 'storage configuration request failed');
-      sendError(res, 500, 'Internal server error');
+/** POST /user/<provider>: verify (fields, shape, live probe), then store; nothing is stored unless all passed. */
+function saveProvider(deps: UserStorageDeps, provider: StorageProviderName): RequestHandler {
+  const label = PROVIDER_FIELDS[provider].label;
+  const container = PROVIDER_FIELDS[provider].container;
+  return async (req, res) => {
+    const owner = await ownerOf(req, res, deps.pool);
+    const b = bodyObject(req);
+    const isDefault = parseDefault(b);
+    const document = await verifiedDestination(provider, b, deps.probeTimeoutMs, deps.providerSettings);
+    const saved = await store(deps, { owner, provider, document, isDefault, savedVia: 'user_provider' });
+    deps.logger.info({ provider, owner: owner.kind, source: saved.source }, 'storage destination saved');
+    const prefix = typeof document.folder_prefix === 'string' ? document.folder_prefix : undefined;
+    if (provider === 'drive') {
+      res.json({ message: 'Drive storage configured successfully', provider, folder_id: document.folder_id ?? '', folder_prefix: prefix ?? null });
+      return;
     }
+    res.json({
+      message: `${label} storage configured successfully`, provider, container_or_bucket: document[container],
+      ...(prefix !== undefined && { folder_prefix: prefix }),
+    });
   };
+}
 
-  /** Store a verified destination in the vault (or sealed, with the vault disabled). Throws Refusal(503). */
-  const store = async (owner: Owner, provider: StorageProviderName, document: Record<string, unknown>, isDefault: boolean | undefined,
-    savedVia: SavedVia, forceLegacy = false): Promise<SavedDestination> => {
-    const config = publicConfig(document, savedVia);
+/** GET /user/<provider>: the destination jobs would use, never a credential. */
+function showProvider(deps: UserStorageDeps, provider: StorageProviderName): RequestHandler {
+  return async (req, res) => {
+    const owner = await ownerOf(req, res, deps.pool);
+    let rows: SavedDestination[];
     try {
-      if (deps.vault && !forceLegacy) {
-        const secretName = await deps.vault.put(owner, provider, document);
-        return await saveDestination(deps.pool, { owner, provider, source: 'keyvault', config, secretName, isDefault });
-      }
-      const credentialsEnc = deps.secretBox.seal(JSON.stringify(document));
-      return await saveDestination(deps.pool, { owner, provider, source: 'legacy', config, credentialsEnc, isDefault });
+      rows = await findDestinations(deps.pool, owner, provider);
     } catch (err) {
-      log.warn({ provider, owner: owner.kind, err: err instanceof VaultUnavailableError ? err.message : (err as Error).name }, 'saving a storage destination failed');
+      deps.logger.warn({ provider, owner: owner.kind, err: errFields(err) }, 'reading a storage destination failed');
       throw unavailable(provider);
     }
+    // keyvault first: when both exist it is the one jobs use, so the one shown.
+    const d = rows[0];
+    res.json(d ? describeDestination(d) : { configured: false });
   };
+}
 
-  for (const provider of STORAGE_PROVIDERS) {
-    const f = PROVIDER_FIELDS[provider];
-    const path = `/user/${provider}`;
-
-    router.post(path, deps.auth, ...body, handle(`POST ${path}`, async (req, res) => {
-      const owner = await ownerOf(req, res, deps.pool);
-      const b = requireObject(req);
-      const isDefault = parseDefault(b);
-      const document = checkedDocument(provider, b, (e) => credentialMessage(provider, e));
-      try {
-        // Steps 2-4: build the client, upload and delete verify_credentials.txt.
-        await probeDestination(document, deps.probeTimeoutMs, deps.providerSettings);
-      } catch (err) {
-        if (err instanceof DestinationCheckError) throw new Refusal(400, credentialMessage(provider, err));
-        throw err;
-      }
-      const saved = await store(owner, provider, document, isDefault, 'user_provider');
-      log.info({ provider, owner: owner.kind, source: saved.source }, 'storage destination saved');
-      const prefix = typeof document.folder_prefix === 'string' ? document.folder_prefix : undefined;
-      if (provider === 'drive') {
-        res.json({ message: 'Drive storage configured successfully', provider, folder_id: document.folder_id ?? '', folder_prefix: prefix ?? null });
-        return;
-      }
-      res.json({
-        message: `${f.label} storage configured successfully`, provider, container_or_bucket: document[f.container],
-        ...(prefix !== undefined && { folder_prefix: prefix }),
-      });
-    }));
-
-    router.get(path, deps.auth, handle(`GET ${path}`, async (req, res) => {
-      const owner = await ownerOf(req, res, deps.pool);
-      let rows: SavedDestination[];
-      try {
-        rows = await findDestinations(deps.pool, owner, provider);
-      } catch {
-        throw unavailable(provider);
-      }
-      // keyvault first: when both exist it is the one jobs use, so the one shown.
-      const d = rows[0];
-      if (!d) {
-        res.json({ configured: false });
-        return;
-      }
-      res.json(describeDestination(d));
-    }));
-
-    router.delete(path, deps.auth, handle(`DELETE ${path}`, async (req, res) => {
-      const owner = await ownerOf(req, res, deps.pool);
-      let removed: SavedDestination[];
-      try {
-        // The Secret first: if it cannot be deleted, the configuration stays whole and the client retries.
-        await deps.vault?.remove(owner, provider);
-        removed = await deleteDestinations(deps.pool, owner, provider);
-      } catch (err) {
-        log.warn({ provider, owner: owner.kind, err: (err as Error).name }, 'removing a storage destination failed');
-        throw unavailable(provider);
-      }
-      log.info({ provider, owner: owner.kind, removed: removed.length }, 'storage destination removed');
-      res.json({ message: `${f.label} storage configuration removed`, provider, removed: removed.length > 0 });
-    }));
-  }
-
-  // Deprecated: an S3 bucket on the key record (`legacy`), verified by listing.
-  router.post('/user/bucket', deps.auth, ...body, handle('POST /user/bucket', async (req, res) => {
+/** DELETE /user/<provider>: both sources, the Secret first; deleting nothing is not an error. */
+function removeProvider(deps: UserStorageDeps, provider: StorageProviderName): RequestHandler {
+  const label = PROVIDER_FIELDS[provider].label;
+  return async (req, res) => {
     const owner = await ownerOf(req, res, deps.pool);
-    const b = requireObject(req);
-    const only: Record<string, unknown> = {};
-    for (const k of BUCKET_FIELDS) only[k] = b[k];
-    const document = checkedDocument('s3', only, (e) => `Verification failed: ${e.reason}`);
+    let removed: SavedDestination[];
     try {
-      await verifyBucketListing(document, deps.probeTimeoutMs);
+      // The Secret first: if it cannot be deleted, the configuration stays whole and the client retries.
+      await deps.vault?.remove(owner, provider);
+      removed = await deleteDestinations(deps.pool, owner, provider);
     } catch (err) {
-      if (err instanceof DestinationCheckError) throw new Refusal(400, `Verification failed: ${err.reason}`);
-      throw err;
+      deps.logger.warn({ provider, owner: owner.kind, err: errFields(err) }, 'removing a storage destination failed');
+      throw unavailable(provider);
     }
-    await store(owner, 's3', document, undefined, 'user_bucket', true);
-    log.info({ provider: 's3', owner: owner.kind, source: 'legacy' }, 'custom bucket saved');
-    res.json({ message: 'Custom bucket configured successfully' });
-  }));
+    deps.logger.info({ provider, owner: owner.kind, removed: removed.length }, 'storage destination removed');
+    res.json({ message: `${label} storage configuration removed`, provider, removed: removed.length > 0 });
+  };
+}
 
-  router.delete('/user/bucket', deps.auth, handle('DELETE /user/bucket', async (req, res) => {
+/** POST /user/bucket (deprecated): the five S3 fields, verified by listing, always stored sealed (`legacy`). */
+function saveBucket(deps: UserStorageDeps): RequestHandler {
+  return async (req, res) => {
+    const owner = await ownerOf(req, res, deps.pool);
+    const document = await verifiedBucket(bodyObject(req), deps.probeTimeoutMs);
+    await store(deps, { owner, provider: 's3', document, isDefault: undefined, savedVia: 'user_bucket', forceLegacy: true });
+    deps.logger.info({ provider: 's3', owner: owner.kind, source: 'legacy' }, 'custom bucket saved');
+    res.json({ message: 'Custom bucket configured successfully' });
+  };
+}
+
+/** DELETE /user/bucket (deprecated): only the `legacy` s3 configuration, what POST /user/bucket made. */
+function removeBucket(deps: UserStorageDeps): RequestHandler {
+  return async (req, res) => {
     const owner = await ownerOf(req, res, deps.pool);
     try {
       await deleteDestinations(deps.pool, owner, 's3', 'legacy');
-    } catch {
+    } catch (err) {
+      deps.logger.warn({ provider: 's3', owner: owner.kind, err: errFields(err) }, 'removing a custom bucket failed');
       throw unavailable('s3');
     }
     res.json({ message: 'Custom bucket removed; files already in it are untouched' });
-  }));
+  };
+}
 
-  return router;
+interface Verified {
+  owner: Owner;
+  provider: StorageProviderName;
+  /** The destination document, credentials included. */
+  document: Record<string, unknown>;
+  isDefault: boolean | undefined;
+  savedVia: SavedVia;
+  /** Seal into Postgres even with the vault enabled (/user/bucket). */
+  forceLegacy?: boolean;
+}
+
+/** Store a verified destination in the vault (or sealed, with the vault disabled); 503 naming the provider when that fails. */
+async function store(deps: UserStorageDeps, v: Verified): Promise<SavedDestination> {
+  const { owner, provider, document, isDefault } = v;
+  const config = publicConfig(document, v.savedVia);
+  try {
+    if (deps.vault && !v.forceLegacy) {
+      const secretName = await deps.vault.put(owner, provider, document);
+      return await saveDestination(deps.pool, { owner, provider, source: 'keyvault', config, secretName, isDefault });
+    }
+    const credentialsEnc = deps.secretBox.seal(JSON.stringify(document));
+    return await saveDestination(deps.pool, { owner, provider, source: 'legacy', config, credentialsEnc, isDefault });
+  } catch (err) {
+    deps.logger.warn({ provider, owner: owner.kind, err: errFields(err) }, 'saving a storage destination failed');
+    throw unavailable(provider);
+  }
 }
 
 /** GET /user/<provider>: the spec's fields for the source that wins, never a credential. */

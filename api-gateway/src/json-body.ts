@@ -1,0 +1,26 @@
+// Request bodies: JSON only, of a bounded size, and an object where the
+// routes expect one. Parse errors reach the error middleware (http-errors.ts)
+// as body-parser's typed errors and are answered there.
+import { json, type Request, type RequestHandler } from 'express';
+import { HttpError } from './http-errors.js';
+
+/**
+ * `Content-Type: application/json` (415 otherwise, checked before anything is
+ * read), then express.json: strict (an object or array), at most `limitBytes`.
+ */
+export function acceptJson(limitBytes: number): RequestHandler[] {
+  return [
+    (req, _res, next) => {
+      if (req.is('application/json')) next();
+      else next(new HttpError(415, 'Content-Type must be application/json'));
+    },
+    json({ limit: limitBytes, strict: true }),
+  ];
+}
+
+/** The parsed body as an object; 400 for an array or anything else. */
+export function bodyObject(req: Request): Record<string, unknown> {
+  const b: unknown = req.body;
+  if (typeof b !== 'object' || b === null || Array.isArray(b)) throw new HttpError(400, 'Request body must be a JSON object');
+  return b as Record<string, unknown>;
+}
