@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import type pg from 'pg';
 import {
   forgetInlineCredentials, getJob, inlineCredentials, insertFromManifest, jobInserter, legacyDestination, listJobs,
-  saveResultUrls, strandedPending, syncStatus, type JobRow, type NewJob,
+  resolvedDestination, saveResultUrls, strandedPending, syncStatus, type JobRow, type NewJob,
 } from '../src/db/jobs.js';
 import { eventId, OUTBOX_CHANNEL, type OutboxEvent } from '../src/db/outbox.js';
 import type { MediaJob, MediaJobOptions, MediaJobStatus } from '../src/mediajob/types.js';
@@ -251,6 +251,23 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
       expect(await legacyDestination(pool, j.id)).to.deep.equal({ owner_kind: 'api_key', owner_id: key, credentials_enc: 'sealed-legacy' });
       await pool.query('DELETE FROM storage_destinations WHERE id = $1', [legacy]);
       expect(await legacyDestination(pool, j.id)).to.equal(undefined);
+    });
+
+    it('finds the saved destination row of a provider a job was resolved to (Drive file URLs), and nothing once it is gone', async () => {
+      const key = await insertApiKey(pool);
+      const saved = (await pool.query<{ id: string }>(
+        `INSERT INTO storage_destinations (owner_kind, owner_id, provider, source, config, secret_name)
+         VALUES ('api_key', $1, 'drive', 'keyvault', '{}', 'mj-dest-key-x-drive') RETURNING id`, [key])).rows[0]!.id;
+      const j = newJob(key, { kind: 'saved', organizationId: null, provider: 'drive' });
+      await insertJob(pool, j);
+      const destination = { type: 'saved', provider: 'drive', secretName: 'mj-dest-key-x-drive' };
+      expect(await resolvedDestination(pool, j.id, 'drive')).to.deep.equal({
+        destination, source: 'keyvault', secret_name: 'mj-dest-key-x-drive', credentials_enc: null,
+      });
+      expect(await resolvedDestination(pool, j.id, 'gcs')).to.deep.include({ destination, source: null });
+      await pool.query('DELETE FROM storage_destinations WHERE id = $1', [saved]);
+      expect(await resolvedDestination(pool, j.id, 'drive')).to.deep.include({ destination, source: null });
+      expect(await resolvedDestination(pool, randomUUID(), 'drive')).to.equal(undefined);
     });
   });
 });

@@ -90,6 +90,15 @@ export interface LegacyDestination {
   credentials_enc: string;
 }
 
+/** A job's recorded destination and, when it still exists, the saved destination row of one provider it was resolved to. */
+export interface ResolvedDestination {
+  destination: Destination | null;
+  /** Null when the job has no such row (another provider, never saved, or deleted since). */
+  source: 'keyvault' | 'legacy' | null;
+  secret_name: string | null;
+  credentials_enc: string | null;
+}
+
 /**
  * Rule 9 of POST /jobs as SQL, from the owner of storage_destinations
  * (api-gateway/src/destinations/store.ts): given the placeholders of the key
@@ -325,5 +334,14 @@ export async function legacyDestination(pool: pg.Pool, jobId: string): Promise<L
     `SELECT d.owner_kind, d.owner_id, d.credentials_enc FROM jobs j
        JOIN storage_destinations d ON d.id = j.destination_id AND d.source = 'legacy'
       WHERE j.id = $1`, [jobId]);
+  return r.rows[0];
+}
+
+/** For the gateway's Drive file URLs: the job's destination and its saved `provider` row; undefined for an unknown job. */
+export async function resolvedDestination(pool: pg.Pool, jobId: string, provider: StorageProviderName): Promise<ResolvedDestination | undefined> {
+  const r = await pool.query<ResolvedDestination>(
+    `SELECT j.destination, d.source, d.secret_name, d.credentials_enc FROM jobs j
+       LEFT JOIN storage_destinations d ON d.id = j.destination_id AND d.provider = $2
+      WHERE j.id = $1`, [jobId, provider]);
   return r.rows[0];
 }
