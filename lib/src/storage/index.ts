@@ -38,18 +38,31 @@ export type { GcsStorageOptions, GcsStorageProvider } from './gcs.js';
 
 export type ManagedStorageConfig = z.infer<typeof managedStorageSchema>;
 
-/** Managed storage as configured (local disk in local mode, an S3-compatible bucket in production). */
+/**
+ * Managed storage as configured (local disk in local mode, an S3-compatible
+ * bucket in production), for the services that hand out its download URLs
+ * (gateway, operator): local storage requires FILE_URL_SECRET.
+ */
 export async function createManagedStorage(config: ManagedStorageConfig): Promise<StorageProvider> {
+  return managedStorage(config, true);
+}
+
+/**
+ * `signs`: the process presigns download URLs. A runner does not (it only
+ * uploads, stages and deletes), and its document carries no FILE_URL_SECRET
+ * (docs/adr/0012), so for it local storage is built without one.
+ */
+async function managedStorage(config: ManagedStorageConfig, signs: boolean): Promise<StorageProvider> {
   const fail = (reason: string, msg: string): never => {
     throw new StorageError('invalid_config', reason, `managed: ${msg}`, { provider: 'managed' });
   };
   if (config.MANAGED_STORAGE === 'local') {
-    if (!config.FILE_URL_SECRET) fail('missing_secret', 'FILE_URL_SECRET is required for local managed storage');
+    if (signs && !config.FILE_URL_SECRET) fail('missing_secret', 'FILE_URL_SECRET is required for local managed storage');
     return new LocalStorageProvider({
       name: 'managed',
       dir: config.MANAGED_STORAGE_DIR,
       publicBaseUrl: config.PUBLIC_BASE_URL,
-      secret: config.FILE_URL_SECRET as string,
+      ...(config.FILE_URL_SECRET ? { secret: config.FILE_URL_SECRET } : {}),
     });
   }
   if (!config.MANAGED_S3_BUCKET) fail('missing_bucket', 'MANAGED_S3_BUCKET is required when MANAGED_STORAGE=s3');
@@ -71,9 +84,24 @@ export async function createManagedStorage(config: ManagedStorageConfig): Promis
 
 const optionalText = z.string().nullish();
 
-/** `{ "provider": "managed" }`: the service's own storage, configured by the environment. */
+/**
+ * `{ "provider": "managed" }`: the service's own storage, configured by the
+ * environment (for a runner: the document's `managed` settings, which
+ * runner-image/src/destination.ts lays over its env). With `grant`, a
+ * runner's upload grant for managed storage on S3: uploads go through the
+ * gateway at `url` with the job-scoped `token`, and the runner holds no
+ * bucket credentials (granted.ts, docs/adr/0012).
+ */
 export const managedDestinationSchema = z.object({
   provider: z.literal('managed'),
+  grant: z.object({
+    url: z.string().refine((v) => {
+      if (!URL.canParse(v)) return false;
+      const u = new URL(v);
+      return (u.protocol === 'https:' || u.protocol === 'http:') && !u.username && !u.password;
+    }),
+    token: z.string().min(1).max(512),
+  }).optional(),
 });
 
 /**
@@ -230,6 +258,10 @@ export async function createProvider(destination: unknown, opts: CreateProviderO
   const dest = parseDestination(destination);
   if (dest.provider === 'managed') {
     if (opts.managed) return opts.managed;
+    if (dest.grant) {
+      const { GrantedUploadProvider } = await import('./granted.js');
+      return new GrantedUploadProvider({ name: 'managed', url: dest.grant.url, token: dest.grant.token });
+    }
     let config: ManagedStorageConfig;
     try {
       config = loadConfig(managedStorageSchema, opts.env ?? process.env);
@@ -238,7 +270,7 @@ export async function createProvider(destination: unknown, opts: CreateProviderO
       const detail = err instanceof ConfigError ? err.message : 'invalid configuration';
       throw new StorageError('invalid_config', 'managed_config', `managed: ${detail}`, { provider: 'managed' });
     }
-    return createManagedStorage(config);
+    return managedStorage(config, false);
   }
   if (dest.provider === 'oss') {
     const { OssStorageProvider } = await import('./oss.js');

@@ -29,8 +29,13 @@ export interface LocalStorageOptions {
   dir: string;
   /** Base URL the gateway is reached at (PUBLIC_BASE_URL); may carry a path when behind a proxy. */
   publicBaseUrl: string;
-  /** HMAC key of download URLs (FILE_URL_SECRET). */
-  secret: string;
+  /**
+   * HMAC key of download URLs (FILE_URL_SECRET). Absent for a process that
+   * only writes (the runner: it uploads, stages and deletes, and must not
+   * hold the key that signs every download URL; docs/adr/0012); presign()
+   * then fails.
+   */
+  secret?: string;
   /** Provider name reported in errors; `managed` by default. */
   name?: string;
 }
@@ -185,11 +190,12 @@ export class LocalStorageProvider implements StorageProvider {
   // Private field: keeps the URL-signing key (FILE_URL_SECRET) out of
   // JSON.stringify and util.inspect of the provider, as the other providers
   // keep their credentials.
-  readonly #secret: string;
+  readonly #secret: string | undefined;
 
   constructor(opts: LocalStorageOptions) {
     this.name = opts.name ?? 'managed';
-    if (!opts.secret || opts.secret.length < 16) {
+    // Absent is a writer's provider (see `secret`); given, it must be usable.
+    if (opts.secret !== undefined && opts.secret.length < 16) {
       throw new StorageError('invalid_config', 'missing_secret', `${this.name}: FILE_URL_SECRET of at least 16 characters is required`, {
         provider: this.name,
       });
@@ -339,6 +345,11 @@ export class LocalStorageProvider implements StorageProvider {
   async presign(key: string, expiresSeconds: number): Promise<string> {
     assertValidKey(key);
     assertExpiry(expiresSeconds, this.name);
+    if (this.#secret === undefined) {
+      throw new StorageError('invalid_config', 'no_signing_key', `${this.name}: this process holds no FILE_URL_SECRET and cannot sign download URLs`, {
+        provider: this.name,
+      });
+    }
     const expires = Math.floor(Date.now() / 1000) + expiresSeconds;
     const sig = signFileUrl(key, expires, this.#secret);
     return `${this.baseUrl}/files/${encodeKeyPath(key)}?expires=${expires}&sig=${sig}`;

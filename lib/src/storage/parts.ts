@@ -37,6 +37,22 @@ export interface MultipartOptions {
   maxParts: number;
 }
 
+const MiB = 1024 * 1024;
+
+/**
+ * S3's part sizes, for every uploader writing to an S3 bucket (the s3
+ * provider, and the runner's upload-grant provider, granted.ts).
+ * `min`: S3's minimum for every part but the last. `preferred`: the minimum,
+ * as rclone uses: 4 in flight plus the one being filled keep 25 MiB of
+ * buffers, which with node's own ~70 MiB and its garbage keeps the uploader
+ * under its 150 MB budget (issue 5; docs/adr/0006); bigger parts were not
+ * faster against s3rver. 10,000 of them allow ~48 GiB, and bigger files get
+ * bigger parts. `unknownSize`: a stream of unknown length may hold up to
+ * 10,000 parts: 16 MiB parts allow ~156 GiB, while 4 in flight (plus the one
+ * being filled) keep the buffers at 80 MiB.
+ */
+export const S3_PARTS = { min: 5 * MiB, preferred: 5 * MiB, unknownSize: 16 * MiB, maxParts: 10_000 } as const;
+
 /**
  * The part size of one upload: the provider's configured `fixed` size when
  * it has one; else `preferred`, grown just enough for a declared `size` to

@@ -16,7 +16,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Readable } from 'node:stream';
-import { MultipartUpload, choosePartSize, type MultipartBackend } from './parts.js';
+import { MultipartUpload, S3_PARTS, choosePartSize, type CompletedPart, type MultipartBackend } from './parts.js';
 import {
   NETWORK_ERROR_CODES,
   STORAGE_ERROR_TEXT,
@@ -59,19 +59,9 @@ export interface S3StorageOptions {
   socketTimeoutMs?: number;
 }
 
-const MiB = 1024 * 1024;
-const MIN_PART = 5 * MiB; // S3's minimum for every part but the last
-// The minimum, as rclone uses: 4 in flight plus the one being filled keep
-// 25 MiB of buffers, which with node's own ~70 MiB and its garbage keeps the
-// uploader under its 150 MB budget (issue 5; docs/adr/0006); bigger parts
-// were not faster against s3rver. 10,000 of them allow ~48 GiB, and bigger
-// files get bigger parts.
-const DEFAULT_PART = MIN_PART;
-// A stream of unknown length may hold up to 10,000 parts: 16 MiB parts
-// allow ~156 GiB, while 4 in flight (plus the one being filled) keep the
-// buffers at 80 MiB.
-const UNKNOWN_SIZE_PART = 16 * MiB;
-const MAX_PARTS = 10_000;
+// S3's part sizes (parts.ts S3_PARTS), shared with the upload-grant provider,
+// whose parts go to the same bucket.
+const { min: MIN_PART, preferred: DEFAULT_PART, unknownSize: UNKNOWN_SIZE_PART, maxParts: MAX_PARTS } = S3_PARTS;
 const MAX_PRESIGN_SECONDS = 604_800; // SigV4 presigned URLs live at most 7 days
 
 // Service error names (the XML <Code>) → our codes. Anything unlisted falls
@@ -339,6 +329,86 @@ export class S3StorageProvider implements StorageProvider {
       const mapped = mapS3Error(err, this.name);
       if (mapped.reason === 'NoSuchKey') return; // already gone: delete is idempotent
       throw mapped;
+    }
+  }
+
+  /*
+   * Uploads brokered for another process (upload grants: the gateway, with
+   * managed storage's credentials, for a runner that has none; see
+   * upload-grants.ts and docs/adr/0012). Apart from upload(): the runner
+   * sends the parts itself, to URLs signed here one part at a time.
+   */
+
+  /** The object's user metadata (x-amz-meta-*), or undefined when nothing is stored at `key`. Other failures throw mapped. */
+  async headObject(key: string): Promise<{ metadata: Record<string, string> } | undefined> {
+    assertValidKey(key);
+    try {
+      const head = await this.#client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
+      return { metadata: head.Metadata ?? {} };
+    } catch (err) {
+      const mapped = mapS3Error(err, this.name);
+      if (mapped.code === 'not_found') return undefined;
+      throw mapped;
+    }
+  }
+
+  /** Begin a multipart upload of `key` whose object will carry `metadata`; returns the upload id. */
+  async createMultipartUpload(key: string, opts: { contentType?: string; metadata: Record<string, string> }): Promise<string> {
+    assertValidKey(key);
+    let UploadId: string | undefined;
+    try {
+      ({ UploadId } = await this.#client.send(
+        new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key, ContentType: opts.contentType, Metadata: opts.metadata }),
+      ));
+    } catch (err) {
+      throw mapS3Error(err, this.name);
+    }
+    if (!UploadId) throw new StorageError('failed', 'no_upload_id', `${this.name}: CreateMultipartUpload returned no upload id`, { provider: this.name });
+    return UploadId;
+  }
+
+  /** A URL the holder PUTs one part's bytes to, for `expiresSeconds`; the answer's ETag header is the part's. */
+  async presignUploadPart(key: string, uploadId: string, partNumber: number, expiresSeconds: number): Promise<string> {
+    assertValidKey(key);
+    assertExpiry(expiresSeconds, this.name, MAX_PRESIGN_SECONDS);
+    if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PARTS) {
+      throw new StorageError('invalid_config', 'invalid_part_number', `${this.name}: part number must be 1..${MAX_PARTS}`, { provider: this.name });
+    }
+    try {
+      return await getSignedUrl(
+        this.#client,
+        new UploadPartCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumber: partNumber }),
+        { expiresIn: expiresSeconds },
+      );
+    } catch (err) {
+      throw mapS3Error(err, this.name);
+    }
+  }
+
+  /** Join the parts (ascending) into the object. */
+  async completeMultipartUpload(key: string, uploadId: string, parts: CompletedPart[]): Promise<void> {
+    assertValidKey(key);
+    try {
+      await this.#client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: this.bucket,
+          Key: key,
+          UploadId: uploadId,
+          MultipartUpload: { Parts: parts.map((p) => ({ PartNumber: p.number, ETag: p.etag })) },
+        }),
+      );
+    } catch (err) {
+      throw mapS3Error(err, this.name);
+    }
+  }
+
+  /** Discard an unfinished upload and its parts. */
+  async abortMultipartUpload(key: string, uploadId: string): Promise<void> {
+    assertValidKey(key);
+    try {
+      await this.#client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }));
+    } catch (err) {
+      throw mapS3Error(err, this.name);
     }
   }
 

@@ -1,0 +1,309 @@
+// Upload grants: how a runner writes to managed storage on S3 without
+// holding its credentials (docs/adr/0012-runner-upload-grants.md). This
+// module owns the grant's wire format on both ends: the job-scoped token the
+// operator mints into the runner's Secret, the requests a runner sends the
+// gateway (granted.ts is that client), and the gateway's side of them
+// (UploadGrantBroker), which checks the token, the job and the key and then
+// makes the bucket calls with managed storage's credentials. HTTP is left to
+// the gateway's router (api-gateway/src/routes/upload-grants.ts); the jobs
+// table to whoever the router is given `isJobActive` by.
+//
+// No provider SDK is imported here (the operator mints tokens; the runner
+// reads the paths): the bucket is reached through GrantStore, which
+// S3StorageProvider implements.
+import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
+import { SecretBox } from '../secret-box.js';
+import type { CompletedPart } from './parts.js';
+import { S3_PARTS } from './parts.js';
+import { StorageError, assertValidKey, isStorageError, type StorageErrorCode } from './types.js';
+
+/** Where the gateway answers grant requests; each operation is `POST <path>/<op>` with a JSON body. */
+export const UPLOAD_GRANT_PATH = '/internal/upload-grants';
+
+/** The operations, each a POST: `check` (the grant works), `begin`, `part`, `complete`, `abort` an upload, `delete` an object. */
+export const GRANT_OPS = ['check', 'begin', 'part', 'complete', 'abort', 'delete'] as const;
+export type GrantOp = (typeof GRANT_OPS)[number];
+
+/** The user metadata (x-amz-meta-mediajobs-job) naming the job whose upload created an object: delete checks it. */
+export const JOB_METADATA = 'mediajobs-job';
+
+/** How long a part's upload URL is valid: one part's PUT, retries included, with room for a slow link. */
+export const PART_URL_SECONDS = 900;
+
+/** HKDF label of the grant key: a key of its own, never SECRET_KEYS' AES key itself. */
+const GRANT_KEY_LABEL = 'mediajobs upload grant';
+
+const JOB_ID = /^[A-Za-z0-9-]{1,64}$/;
+
+/* ------------------------------------------------------------------ */
+/* Tokens                                                               */
+/* ------------------------------------------------------------------ */
+
+/** Why a token was refused; `expired` is said only of a token that was genuine. */
+export type TokenCheck = { ok: true; jobId: string; expiresAt: number; kid: string } | { ok: false; why: 'missing' | 'malformed' | 'forged' | 'expired' };
+
+/**
+ * The grant keys, derived from SECRET_KEYS (which the gateway and the
+ * operator both hold): one per key id, so a token minted before a key
+ * rotation still verifies while its key is listed. Tokens are
+ * `<jobId>.<expires unix s>.<kid>.<base64url HMAC-SHA256 of what precedes>`;
+ * the MAC key is HKDF-SHA256 of the key with the label above.
+ */
+export class UploadGrantKeys {
+  // Private fields: the keys stay out of JSON.stringify and util.inspect.
+  readonly #keys = new Map<string, Buffer>();
+  readonly #current: string;
+
+  /** `secretKeys`: the SECRET_KEYS spec; SecretBox's rules (and errors) apply. The first key mints. */
+  constructor(secretKeys: string) {
+    new SecretBox(secretKeys); // validates the spec with the box's own messages
+    const entries = secretKeys.split(',').map((s) => s.trim()).filter(Boolean);
+    for (const entry of entries) {
+      const at = entry.indexOf(':');
+      const key = Buffer.from(entry.slice(at + 1), 'base64');
+      this.#keys.set(entry.slice(0, at), Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), GRANT_KEY_LABEL, 32)));
+    }
+    this.#current = entries[0]!.slice(0, entries[0]!.indexOf(':'));
+  }
+
+  /** A token for `jobId` valid until `expiresAt` (unix seconds). */
+  mint(jobId: string, expiresAt: number): string {
+    if (!JOB_ID.test(jobId)) throw new Error('upload grant: a job id is letters, digits and dashes');
+    if (!Number.isSafeInteger(expiresAt) || expiresAt <= 0) throw new Error('upload grant: expiry must be unix seconds');
+    const claims = `${jobId}.${expiresAt}.${this.#current}`;
+    return `${claims}.${this.#mac(this.#current, claims)}`;
+  }
+
+  /** Check a token: constant-time MAC comparison, then the expiry against `nowMs`. */
+  verify(token: string | undefined, nowMs: number = Date.now()): TokenCheck {
+    if (!token) return { ok: false, why: 'missing' };
+    const parts = token.split('.');
+    if (parts.length !== 4) return { ok: false, why: 'malformed' };
+    const [jobId, expires, kid, mac] = parts as [string, string, string, string];
+    if (!JOB_ID.test(jobId) || !/^\d{1,12}$/.test(expires) || !/^[A-Za-z0-9_-]{43}$/.test(mac)) return { ok: false, why: 'malformed' };
+    if (!this.#keys.has(kid) || !this.#same(this.#mac(kid, `${jobId}.${expires}.${kid}`), mac)) return { ok: false, why: 'forged' };
+    const expiresAt = Number(expires);
+    if (nowMs >= expiresAt * 1000) return { ok: false, why: 'expired' };
+    return { ok: true, jobId, expiresAt, kid };
+  }
+
+  /**
+   * An upload id as the runner holds it: bound to the job and the key it
+   * was begun for, so a runner can send parts, complete or abort only an
+   * upload its own `begin` returned, whatever upload ids it learns.
+   */
+  sealUpload(kid: string, jobId: string, key: string, uploadId: string): string {
+    const id = Buffer.from(uploadId).toString('base64url');
+    return `${id}.${this.#mac(kid, `upload\n${jobId}\n${key}\n${uploadId}`)}`;
+  }
+
+  /** The upload id inside a sealed one, or undefined when it was not sealed for this job and key. */
+  openUpload(kid: string, jobId: string, key: string, sealed: string): string | undefined {
+    const [id, mac, extra] = sealed.split('.');
+    if (!id || !mac || extra !== undefined || !/^[A-Za-z0-9_-]+$/.test(id) || !this.#keys.has(kid)) return undefined;
+    const uploadId = Buffer.from(id, 'base64url').toString();
+    return this.#same(this.#mac(kid, `upload\n${jobId}\n${key}\n${uploadId}`), mac) ? uploadId : undefined;
+  }
+
+  #mac(kid: string, text: string): string {
+    return createHmac('sha256', this.#keys.get(kid)!).update(text).digest('base64url');
+  }
+
+  #same(expected: string, given: string): boolean {
+    const a = Buffer.from(expected);
+    const b = Buffer.from(given);
+    return a.length === b.length && timingSafeEqual(a, b);
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Answers                                                              */
+/* ------------------------------------------------------------------ */
+
+/**
+ * A refusal or failure as the gateway answers it: HTTP status, `{error}`
+ * with fixed words, and the StorageError code and reason the runner raises
+ * for it (granted.ts), so its classification (storage_unreachable, a taken
+ * key tried again under another name) works as with any provider.
+ */
+export class GrantError extends Error {
+  constructor(readonly status: number, readonly code: StorageErrorCode, readonly reason: string, message: string) {
+    super(message);
+    this.name = 'GrantError';
+  }
+}
+
+const STORAGE_STATUS: Record<StorageErrorCode, number> = {
+  conflict: 409,
+  not_found: 404,
+  invalid_config: 400,
+  // The bucket refusing managed storage's own credentials, or out of reach: the gateway's failure, not the runner's.
+  auth: 502,
+  unreachable: 502,
+  failed: 502,
+};
+
+/** Any error of a grant request as its answer; anything but a GrantError or StorageError is a 500. */
+export function grantErrorOf(err: unknown): GrantError {
+  if (err instanceof GrantError) return err;
+  if (isStorageError(err)) {
+    const status = STORAGE_STATUS[err.code];
+    return new GrantError(status, err.code, err.reason, status === 502 ? 'Managed storage failed' : err.code === 'conflict' ? 'An object already exists at this key' : err.code === 'not_found' ? 'No such object or upload' : 'Invalid object key');
+  }
+  return new GrantError(500, 'failed', 'internal_error', 'Internal server error');
+}
+
+const refused = (status: number, reason: string, message: string) => new GrantError(status, 'auth', reason, message);
+
+const TOKEN_ANSWERS: Record<Exclude<TokenCheck, { ok: true }>['why'], GrantError> = {
+  missing: refused(401, 'grant_missing', 'Missing upload grant'),
+  malformed: refused(401, 'grant_invalid', 'Invalid upload grant'),
+  forged: refused(401, 'grant_invalid', 'Invalid upload grant'),
+  expired: refused(401, 'grant_expired', 'Upload grant has expired'),
+};
+
+/* ------------------------------------------------------------------ */
+/* The gateway's side                                                   */
+/* ------------------------------------------------------------------ */
+
+/** The bucket calls the broker makes (S3StorageProvider's brokered-upload methods). Errors are StorageErrors. */
+export interface GrantStore {
+  headObject(key: string): Promise<{ metadata: Record<string, string> } | undefined>;
+  createMultipartUpload(key: string, opts: { contentType?: string; metadata: Record<string, string> }): Promise<string>;
+  presignUploadPart(key: string, uploadId: string, partNumber: number, expiresSeconds: number): Promise<string>;
+  completeMultipartUpload(key: string, uploadId: string, parts: CompletedPart[]): Promise<void>;
+  abortMultipartUpload(key: string, uploadId: string): Promise<void>;
+  delete(key: string): Promise<void>;
+}
+
+export interface UploadGrantBrokerOptions {
+  store: GrantStore;
+  keys: UploadGrantKeys;
+  /** True while the job's row exists and is not terminal: a finished job's grant writes nothing more. */
+  isJobActive(jobId: string): Promise<boolean>;
+  /**
+   * What every granted key starts with: managed storage's key layout
+   * (destinationKeyLayout: base folder `videos`, no prefix). Default `videos/`.
+   */
+  keyPrefix?: string;
+  /** Lifetime of a part's URL; default PART_URL_SECONDS. */
+  partUrlSeconds?: number;
+}
+
+const key = z.string().min(1).max(1024);
+const upload = z.string().min(1).max(4096);
+const BODIES = {
+  check: z.object({}),
+  begin: z.object({ key, contentType: z.string().max(255).regex(/^[\x21-\x7e][\x20-\x7e]*$/).optional() }),
+  part: z.object({ key, upload, partNumber: z.number().int().min(1).max(S3_PARTS.maxParts) }),
+  complete: z.object({
+    key, upload,
+    parts: z.array(z.object({ number: z.number().int().min(1).max(S3_PARTS.maxParts), etag: z.string().min(1).max(256) })).min(1).max(S3_PARTS.maxParts),
+  }),
+  abort: z.object({ key, upload }),
+  delete: z.object({ key }),
+} as const satisfies Record<GrantOp, z.ZodType>;
+
+/**
+ * The gateway's side of a grant: every request names its token; the job
+ * must still be running, the key must be a managed-storage key, and an
+ * upload id must be one this job's `begin` sealed. Objects are created only
+ * where none is (HEAD before begin and again before complete: a lookup, as
+ * the s3 provider's refuseExisting, with its race window), carry the job
+ * id in their metadata, and only an object carrying this job's id is
+ * deleted.
+ */
+export class UploadGrantBroker {
+  readonly #o: Required<UploadGrantBrokerOptions>;
+
+  constructor(opts: UploadGrantBrokerOptions) {
+    this.#o = { keyPrefix: 'videos/', partUrlSeconds: PART_URL_SECONDS, ...opts };
+  }
+
+  /** Answer one request: the value to send as JSON, or undefined for 204. Throws GrantError or StorageError (grantErrorOf). */
+  async handle(op: string, token: string | undefined, body: unknown): Promise<Record<string, unknown> | undefined> {
+    if (!(GRANT_OPS as readonly string[]).includes(op)) throw new GrantError(404, 'failed', 'unknown_operation', 'Not found');
+    const checked = this.#o.keys.verify(token);
+    if (!checked.ok) throw TOKEN_ANSWERS[checked.why];
+    const parsed = BODIES[op as GrantOp].safeParse(body ?? {});
+    if (!parsed.success) throw new GrantError(400, 'invalid_config', 'invalid_request', 'Invalid upload grant request');
+    if (!(await this.#o.isJobActive(checked.jobId))) throw refused(403, 'job_not_running', 'The job is not running');
+    const req = parsed.data as Record<string, unknown>;
+    if (typeof req.key === 'string') this.#checkKey(req.key);
+    const grant = { jobId: checked.jobId, kid: checked.kid };
+    switch (op as GrantOp) {
+      case 'check': return undefined;
+      case 'begin': return this.#begin(grant, req as z.infer<typeof BODIES.begin>);
+      case 'part': return this.#part(grant, req as z.infer<typeof BODIES.part>);
+      case 'complete': return this.#complete(grant, req as z.infer<typeof BODIES.complete>);
+      case 'abort': return this.#abort(grant, req as z.infer<typeof BODIES.abort>);
+      case 'delete': return this.#delete(grant, req as z.infer<typeof BODIES.delete>);
+    }
+  }
+
+  #checkKey(k: string): void {
+    assertValidKey(k); // StorageError invalid_config → 400
+    if (!k.startsWith(this.#o.keyPrefix)) throw refused(403, 'key_outside_layout', 'The key is outside managed storage');
+  }
+
+  async #refuseExisting(k: string): Promise<void> {
+    let found: { metadata: Record<string, string> } | undefined;
+    try {
+      found = await this.#o.store.headObject(k);
+    } catch (err) {
+      // As refuseExisting in s3.ts: without s3:ListBucket a missing key answers 403.
+      if (isStorageError(err) && err.code === 'auth') return;
+      throw err;
+    }
+    if (found) throw new StorageError('conflict', 'KeyExists', 'managed: an object already exists at this key', { provider: 'managed' });
+  }
+
+  #uploadId(grant: Grant, k: string, sealed: string): string {
+    const id = this.#o.keys.openUpload(grant.kid, grant.jobId, k, sealed);
+    if (id === undefined) throw refused(403, 'upload_not_granted', 'The upload was not begun by this job');
+    return id;
+  }
+
+  async #begin(grant: Grant, req: z.infer<typeof BODIES.begin>): Promise<Record<string, unknown>> {
+    await this.#refuseExisting(req.key);
+    const id = await this.#o.store.createMultipartUpload(req.key, {
+      ...(req.contentType ? { contentType: req.contentType } : {}),
+      metadata: { [JOB_METADATA]: grant.jobId },
+    });
+    return { upload: this.#o.keys.sealUpload(grant.kid, grant.jobId, req.key, id) };
+  }
+
+  async #part(grant: Grant, req: z.infer<typeof BODIES.part>): Promise<Record<string, unknown>> {
+    const id = this.#uploadId(grant, req.key, req.upload);
+    return { url: await this.#o.store.presignUploadPart(req.key, id, req.partNumber, this.#o.partUrlSeconds) };
+  }
+
+  async #complete(grant: Grant, req: z.infer<typeof BODIES.complete>): Promise<undefined> {
+    const id = this.#uploadId(grant, req.key, req.upload);
+    const numbers = req.parts.map((p) => p.number);
+    if (numbers.some((n, i) => i > 0 && n <= numbers[i - 1]!)) throw new GrantError(400, 'invalid_config', 'invalid_request', 'Invalid upload grant request');
+    // Again: an object stored under the key since begin (another job's) is kept, never replaced.
+    await this.#refuseExisting(req.key);
+    await this.#o.store.completeMultipartUpload(req.key, id, req.parts);
+    return undefined;
+  }
+
+  async #abort(grant: Grant, req: z.infer<typeof BODIES.abort>): Promise<undefined> {
+    await this.#o.store.abortMultipartUpload(req.key, this.#uploadId(grant, req.key, req.upload));
+    return undefined;
+  }
+
+  async #delete(grant: Grant, req: z.infer<typeof BODIES.delete>): Promise<undefined> {
+    const found = await this.#o.store.headObject(req.key);
+    if (!found) return undefined; // already gone: delete is idempotent
+    if (found.metadata[JOB_METADATA] !== grant.jobId) throw refused(403, 'not_this_jobs_object', 'The object was not stored by this job');
+    await this.#o.store.delete(req.key);
+    return undefined;
+  }
+}
+
+interface Grant {
+  jobId: string;
+  kid: string;
+}
