@@ -2,7 +2,7 @@
 // (Kubernetes) or SIGINT (Ctrl-C), handing the Lease back so a standby
 // replica takes over at once.
 import { ConfigError } from '@mediajobs/lib/config';
-import { createLogger } from '@mediajobs/lib/logger';
+import { createLogger, errFields } from '@mediajobs/lib/logger';
 import { loadOperatorConfig } from './config.js';
 import { managedStorageAccess } from './managed-storage.js';
 import { startOperator } from './operator.js';
@@ -20,7 +20,7 @@ async function main(): Promise<void> {
       stopping = true;
       log.info({ signal }, 'shutting down');
       operator.stop().then(() => process.exit(0), (err: unknown) => {
-        log.error({ err: String(err) }, 'shutdown failed');
+        log.error({ err: errFields(err) }, 'shutdown failed');
         process.exit(1);
       });
     });
@@ -29,6 +29,6 @@ async function main(): Promise<void> {
 
 main().catch((err: unknown) => {
   if (err instanceof ConfigError) log.fatal(err.message);
-  else log.fatal({ err: String(err) }, 'operator failed to start');
+  else log.fatal({ err: errFields(err) }, 'operator failed to start');
   process.exit(1);
 });

@@ -2,7 +2,7 @@
 // delivery and sweeper running only while this replica holds the Lease.
 import { hostname } from 'node:os';
 import pg from 'pg';
-import { createLogger, type Logger } from '@mediajobs/lib/logger';
+import { createLogger, errFields, type Logger } from '@mediajobs/lib/logger';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { renewDeadlineSeconds, type OperatorConfig } from './config.js';
 import { MediaJobController } from './controller.js';
@@ -32,7 +32,7 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   const pool = deps.pool ?? new pg.Pool({ connectionString: cfg.DATABASE_URL, max: cfg.RECONCILE_CONCURRENCY + 4 });
   const ownPool = !deps.pool;
   // An idle client failing (Postgres restarting or stopping first) must not crash the process; the pool replaces it.
-  pool.on('error', (err) => log.warn({ err: err.message }, 'idle Postgres connection failed'));
+  pool.on('error', (err) => log.warn({ err: errFields(err) }, 'idle Postgres connection failed'));
   const kube = makeKube(cfg.KUBECONFIG);
   const controller = new MediaJobController({ kube, pool, box, storage: deps.storage, log, cfg });
   const outbox = new OutboxDispatcher(pool, box, log, {

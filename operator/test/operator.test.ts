@@ -1,9 +1,12 @@
 // The operator on the local cluster with real Postgres: MediaJobs become
 // runner Jobs (here a scripted runner process speaking the runner protocol),
-// status and the jobs row follow, webhooks go out once per transition, the
-// global cap holds, a restart mid-job creates nothing twice, and stranded
+// status and the jobs row follow, webhooks go out once per transition, a
+// job that cannot run (unknown owner, unresolvable destination, its runner
+// Job's name taken) fails once without a runner, the global cap holds and
+// admits in order, a restart mid-job creates nothing twice, and stranded
 // rows get their MediaJob.
 import { expect } from 'chai';
+import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +19,7 @@ import { startTestCluster, eventually, type TestCluster } from '../../local-clus
 import { tsxCommand } from '../../test/support/tsx.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
 import { DEFAULT_RUNNER_RESOURCES, loadOperatorConfig } from '../src/config.js';
+import { runnerJobName } from '../src/job-builder.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
 
 const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
@@ -50,6 +54,7 @@ describe('operator on the local cluster', function () {
   let custom: k8s.CustomObjectsApi;
   let batch: k8s.BatchV1Api;
   let core: k8s.CoreV1Api;
+  let kc: k8s.KubeConfig;
   let apiKeyId: string;
   let receiver: Awaited<ReturnType<typeof webhookReceiver>>;
   let operator: OperatorHandle | undefined;
@@ -77,7 +82,7 @@ describe('operator on the local cluster', function () {
     db = await createTestDatabase();
     apiKeyId = await insertApiKey(db.pool);
     receiver = await webhookReceiver();
-    const kc = new k8s.KubeConfig();
+    kc = new k8s.KubeConfig();
     kc.loadFromFile(tc.cluster.kubeconfigPath);
     custom = kc.makeApiClient(k8s.CustomObjectsApi);
     batch = kc.makeApiClient(k8s.BatchV1Api);
@@ -163,12 +168,69 @@ describe('operator on the local cluster', function () {
     await eventually(async () => get('orphan').then(() => false, (err: unknown) => err instanceof k8s.ApiException && err.code === 404), 15_000);
   });
 
+  it('fails a MediaJob whose destination cannot be resolved before any runner starts, announcing it once', async () => {
+    operator = await start();
+    await create(mediaJob('no-dest', 'http://scripted.invalid/complete', {
+      webhookUrl: receiver.url, destination: { type: 'saved', provider: 's3', secretName: 'mj-dest-key-gone-s3' },
+    }));
+    await eventually(async () => (await statusOf('no-dest')) === 'Failed');
+    const mj = await get('no-dest');
+    expect(mj.status).to.include({
+      status: 'Failed', step: 'Queued', errorType: 'error', reason: 'storage_unreachable', error: 'The storage destination is unreachable or rejected the credentials',
+    });
+    expect(mj.status!.conditions!.find((c) => c.type === 'Succeeded')).to.include({ status: 'False', reason: 'Failed' });
+    expect(await eventually(async () => {
+      const x = await row(mj.metadata.uid!);
+      return x?.status === 'Failed' ? x : undefined;
+    })).to.include({ reason: 'storage_unreachable', error_type: 'error' });
+    await eventually(() => receiver.hooks.some((h) => h.body.job_id === mj.metadata.uid && h.body.type === 'job_failed'));
+    expect((await batch.listNamespacedJob({ namespace: 'default', labelSelector: 'mediajobs.io/mediajob=no-dest' })).items).to.deep.equal([]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(receiver.hooks.filter((h) => h.body.job_id === mj.metadata.uid).map((h) => h.body.type)).to.deep.equal(['job_processing', 'job_failed']);
+  });
+
+  it('fails a MediaJob whose runner Job name is taken by a Job it does not control, and leaves that Job alone', async () => {
+    operator = await start();
+    const jobId = randomUUID();
+    const mj = mediaJob('name-taken', 'http://scripted.invalid/complete', { webhookUrl: receiver.url, jobId });
+    const jobName = runnerJobName(mj);
+    await batch.createNamespacedJob({ namespace: 'default', body: {
+      apiVersion: 'batch/v1', kind: 'Job', metadata: { name: jobName, labels: { app: 'someone-else' } },
+      spec: { suspend: true, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'someone-else:1' }] } } },
+    } });
+    try {
+      await create(mj);
+      await eventually(async () => (await statusOf('name-taken')) === 'Failed');
+      expect((await get('name-taken')).status).to.include({
+        reason: 'runner_name_taken', error: `A Job named ${jobName} already exists and is not controlled by this MediaJob`,
+      });
+      const theirs = await batch.readNamespacedJob({ name: jobName, namespace: 'default' });
+      expect(theirs.metadata!.ownerReferences ?? [], 'not adopted').to.deep.equal([]);
+      expect(theirs.spec!.suspend).to.equal(true);
+      // The credentials Secret made just before goes with the failure, as for any finished job.
+      await eventually(async () => core.readNamespacedSecret({ name: `${jobName}-credentials`, namespace: 'default' })
+        .then(() => false, (err: unknown) => err instanceof k8s.ApiException && err.code === 404), 10_000);
+      await eventually(() => receiver.hooks.some((h) => h.body.job_id === jobId && h.body.type === 'job_failed'));
+      expect(await row(jobId)).to.include({ status: 'Failed', reason: 'runner_name_taken' });
+    } finally {
+      await batch.deleteNamespacedJob({ name: jobName, namespace: 'default' });
+    }
+  });
+
   it('keeps at most MAX_RUNNING_JOBS runner Jobs active and admits the rest in order', async () => {
     // No periodic re-check within the test: each admission must come from the wake-up of a finishing job.
     operator = await start({ MAX_RUNNING_JOBS: '1', ADMISSION_RECHECK_SECONDS: '3600' });
     // Created in reverse name order, mostly within one second: creation timestamps tie, and the
     // tie-break (by name) must be the same when a slot frees as when a job asks for one.
     const names = ['cap-c', 'cap-b', 'cap-a'];
+    // The order runner Jobs were created in, from a watch (events come in resourceVersion order):
+    // timestamps, at one-second resolution, would tie and let a wrong order pass.
+    const admitted: string[] = [];
+    const watching = await new k8s.Watch(kc).watch('/apis/batch/v1/namespaces/default/jobs', { labelSelector: 'app.kubernetes.io/managed-by=mediajobs-operator' },
+      (type: string, job: k8s.V1Job) => {
+        const name = job.metadata?.labels?.['mediajobs.io/mediajob'];
+        if (type === 'ADDED' && name?.startsWith('cap-') && !admitted.includes(name)) admitted.push(name);
+      }, () => undefined);
     for (const n of names) await create(mediaJob(n, 'http://scripted.invalid/complete?sleepMs=400'));
     let maxActive = 0;
     await eventually(async () => {
@@ -179,14 +241,14 @@ describe('operator on the local cluster', function () {
       const done = await Promise.all(names.map(statusOf));
       return done.every((s) => s === 'Completed');
     }, 90_000, 25);
+    watching.abort();
     expect(maxActive).to.equal(1);
     // The first to ask found the slot free; the two that waited then go oldest first (same second: by name).
-    const got = await Promise.all(names.map(get));
-    const finishedAt = (mj: MediaJob) => Date.parse(mj.status!.finishTime!);
-    const [, ...waited] = [...got].sort((a, b) => finishedAt(a) - finishedAt(b));
+    expect(admitted).to.have.members(names);
+    const [, ...waited] = await Promise.all(admitted.map(get));
     const fifo = [...waited].sort((a, b) => Date.parse(a.metadata.creationTimestamp!) - Date.parse(b.metadata.creationTimestamp!)
       || (a.metadata.name! < b.metadata.name! ? -1 : 1));
-    expect(finishedAt(fifo[0]!)).to.be.at.most(finishedAt(fifo[1]!));
+    expect(admitted.slice(1)).to.deep.equal(fifo.map((mj) => mj.metadata.name));
   });
 
   it('survives a restart mid-job: one runner Job, one terminal webhook', async () => {

@@ -1,0 +1,154 @@
+// A MediaJob's children (credentials Secret, runner Job) against a fake API
+// server: what is missing is created, what this MediaJob controls is taken
+// as its own, and an object of the same name that it does not control is
+// never adopted: the MediaJob fails for good with a reason that says why.
+import { expect } from 'chai';
+import * as k8s from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { PermanentError, TemporaryError } from '@mediajobs/lib/reconcile';
+import type { MediaJob } from '@mediajobs/lib/mediajob/types';
+import { NAME_TAKEN_REASON, RunnerChildren, isControlledBy, type ChildrenDeps } from '../src/children.js';
+import { DestinationUnresolvable, STORAGE_UNREACHABLE_MESSAGE } from '../src/destinations.js';
+import { credentialsSecretName, runnerJobName } from '../src/job-builder.js';
+
+const UID = '11111111-2222-4333-8444-555555555555';
+
+const mj: MediaJob = {
+  apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob',
+  metadata: { name: 'clip', namespace: 'default', uid: UID },
+  spec: {
+    jobId: '0b7c0f5e-1111-4222-8333-944445555666', owner: { apiKeyId: 'k' }, url: 'http://m/a.mp4', format: 'mp4', videoCodec: 'copy',
+    audioBitrate: '192k', videoQuality: 23, maxResolution: 'best', audioOnly: false, downloadSubtitles: false, downloadThumbnail: false,
+    liveRecording: false, liveFromStart: false, waitForVideo: false, enableProgressWebhook: false, destination: { type: 'managed' },
+  },
+};
+
+const apiError = (code: number, reason: string) => new k8s.ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, code }), {});
+const ownedBy = (uid: string, controller = true) => [{ apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob', name: 'clip', uid, controller }];
+
+/** An API server holding Secrets and Jobs by name, recording what was asked of it. */
+function fakeApi(existing: { secrets?: k8s.V1Secret[]; jobs?: k8s.V1Job[] } = {}) {
+  const secrets = new Map((existing.secrets ?? []).map((s) => [s.metadata!.name!, s]));
+  const jobs = new Map((existing.jobs ?? []).map((j) => [j.metadata!.name!, j]));
+  const calls: string[] = [];
+  const create = <T extends k8s.KubernetesObject>(store: Map<string, T>, kind: string) => async ({ body }: { body: T }) => {
+    calls.push(`create ${kind}`);
+    if (store.has(body.metadata!.name!)) throw apiError(409, 'AlreadyExists');
+    const made = { ...body, metadata: { ...body.metadata, uid: `uid-${kind}` } };
+    store.set(body.metadata!.name!, made);
+    return made;
+  };
+  const read = <T>(store: Map<string, T>, kind: string) => async ({ name }: { name: string }) => {
+    calls.push(`read ${kind}`);
+    const o = store.get(name);
+    if (!o) throw apiError(404, 'NotFound');
+    return o;
+  };
+  const core = {
+    createNamespacedSecret: create(secrets, 'Secret'),
+    readNamespacedSecret: read(secrets, 'Secret'),
+    deleteNamespacedSecret: async ({ name, body }: { name: string; body?: k8s.V1DeleteOptions }) => {
+      calls.push(`delete Secret uid=${body?.preconditions?.uid}`);
+      secrets.delete(name);
+    },
+  } as unknown as k8s.CoreV1Api;
+  const batch = { createNamespacedJob: create(jobs, 'Job'), readNamespacedJob: read(jobs, 'Job') } as unknown as k8s.BatchV1Api;
+  return { secrets, jobs, calls, kube: { core, batch } };
+}
+
+function children(api: ReturnType<typeof fakeApi>, document: ChildrenDeps['destinations']['document'] = async () => ({ provider: 'managed' })) {
+  return new RunnerChildren({
+    kube: api.kube,
+    cfg: {
+      RUNNER_ENV: {}, RUNNER_IMAGE: 'mediajobs/runner:test', JOB_BACKOFF_LIMIT: 0, JOB_ACTIVE_DEADLINE_SECONDS: 60, JOB_TTL_SECONDS_AFTER_FINISHED: 60,
+      RUNNER_SERVICE_ACCOUNT: undefined, RUNNER_RESOURCES: undefined,
+    } as unknown as ChildrenDeps['cfg'],
+    destinations: { document, runnerEnv: () => ({}) },
+    log: pino({ level: 'silent' }),
+  });
+}
+
+async function rejection(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('runner children of a MediaJob', () => {
+  it('creates the credentials Secret and then the Job, both controlled by the MediaJob', async () => {
+    const api = fakeApi();
+    const job = await children(api).ensure(mj);
+    expect(api.calls).to.deep.equal(['create Secret', 'create Job']);
+    expect(job.metadata!.name).to.equal(runnerJobName(mj));
+    expect(isControlledBy(job, mj)).to.equal(true);
+    expect(isControlledBy(api.secrets.get(credentialsSecretName(mj))!, mj)).to.equal(true);
+  });
+
+  it('takes over a Job and Secret it made in an earlier pass (AlreadyExists, controlled by this MediaJob)', async () => {
+    const mine = { metadata: { name: runnerJobName(mj), namespace: 'default', ownerReferences: ownedBy(UID) }, spec: { template: {} } };
+    const api = fakeApi({
+      secrets: [{ metadata: { name: credentialsSecretName(mj), namespace: 'default', ownerReferences: ownedBy(UID) } }],
+      jobs: [mine],
+    });
+    const job = await children(api).ensure(mj);
+    expect(job).to.equal(mine);
+    expect(api.calls).to.deep.equal(['create Secret', 'read Secret', 'create Job', 'read Job']);
+  });
+
+  it('fails for good, without adopting it, when the Job name is taken by a Job this MediaJob does not control', async () => {
+    for (const ownerReferences of [undefined, ownedBy('another-uid'), ownedBy(UID, false)]) {
+      const api = fakeApi({ jobs: [{ metadata: { name: runnerJobName(mj), namespace: 'default', ownerReferences }, spec: { template: {} } }] });
+      const err = await rejection(children(api).ensure(mj));
+      expect(err, JSON.stringify(ownerReferences)).to.be.instanceOf(PermanentError);
+      expect(err).to.include({ reason: NAME_TAKEN_REASON, message: `A Job named ${runnerJobName(mj)} already exists and is not controlled by this MediaJob` });
+    }
+  });
+
+  it('refuses a cached Job it does not control as well', () => {
+    const c = children(fakeApi());
+    const foreign = { metadata: { name: runnerJobName(mj), ownerReferences: ownedBy('another-uid') } };
+    expect(() => c.owned(foreign, mj)).to.throw(PermanentError).with.property('reason', NAME_TAKEN_REASON);
+    const mine = { metadata: { name: runnerJobName(mj), ownerReferences: ownedBy(UID) } };
+    expect(c.owned(mine, mj)).to.equal(mine);
+  });
+
+  it('never mounts a Secret of someone else\'s: the MediaJob fails and no Job is created', async () => {
+    const api = fakeApi({ secrets: [{ metadata: { name: credentialsSecretName(mj), namespace: 'default' }, data: { 'destination.json': 'e30=' } }] });
+    const err = await rejection(children(api).ensure(mj));
+    expect(err).to.be.instanceOf(PermanentError).and.include({ reason: NAME_TAKEN_REASON });
+    expect(api.calls).to.not.include('create Job');
+  });
+
+  it('an unresolvable destination is a permanent storage_unreachable failure; other errors stay temporary', async () => {
+    const api = fakeApi();
+    const err = await rejection(children(api, async () => { throw new DestinationUnresolvable('secret_not_found'); }).ensure(mj));
+    expect(err).to.be.instanceOf(PermanentError).and.include({ reason: 'storage_unreachable', message: STORAGE_UNREACHABLE_MESSAGE });
+    expect((err as PermanentError).cause).to.be.instanceOf(DestinationUnresolvable);
+    expect(api.calls).to.deep.equal([]);
+    const flaky = await rejection(children(api, async () => { throw apiError(500, 'InternalError'); }).ensure(mj));
+    expect(flaky).to.not.be.instanceOf(PermanentError);
+  });
+
+  it('a Job in the way that is gone when read means: try the pass again', async () => {
+    const api = fakeApi();
+    api.kube.batch.createNamespacedJob = (async () => { throw apiError(409, 'AlreadyExists'); }) as never;
+    const err = await rejection(children(api).ensure(mj));
+    expect(err).to.be.instanceOf(TemporaryError);
+  });
+
+  it('removes only its own credentials Secret when the job finishes, by uid', async () => {
+    const api = fakeApi({ secrets: [{ metadata: { name: credentialsSecretName(mj), uid: 'secret-uid', ownerReferences: ownedBy(UID) } }] });
+    await children(api).removeCredentials(mj);
+    expect(api.calls).to.deep.equal(['read Secret', 'delete Secret uid=secret-uid']);
+    await children(api).removeCredentials(mj);
+    expect(api.calls.slice(2)).to.deep.equal(['read Secret']);
+
+    const foreign = fakeApi({ secrets: [{ metadata: { name: credentialsSecretName(mj), uid: 'x', ownerReferences: ownedBy('another-uid') } }] });
+    await children(foreign).removeCredentials(mj);
+    expect(foreign.calls).to.deep.equal(['read Secret']);
+    expect(foreign.secrets.size).to.equal(1);
+  });
+});
