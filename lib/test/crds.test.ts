@@ -4,13 +4,16 @@
 // defaults and rejects bad manifests naming the field. Also the Helm chart's
 // static checks (Helm itself is not installed on these machines).
 import { expect } from 'chai';
+import { z } from 'zod';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { startTestCluster, type TestCluster } from '../../local-cluster/test/support.js';
 import { allCrds, type SchemaNode } from '../src/mediajob/crd-source.js';
 import { generatedFiles, REPO_ROOT, staleFiles } from '../src/mediajob/generate-crds.js';
-import { FORMATS, MAX_RESOLUTIONS } from '../src/mediajob/types.js';
+import {
+  FORMATS, MAX_RESOLUTIONS, mediaBatchSpecSchema, mediaBatchStatusSchema, mediaJobSpecSchema, mediaJobStatusSchema,
+} from '../src/mediajob/types.js';
 
 const CRDS_DIR = join(REPO_ROOT, 'crds');
 const EXAMPLES_DIR = join(CRDS_DIR, 'examples');
@@ -123,6 +126,77 @@ describe('CRDs: source of truth and generated YAML', () => {
     const url = nodeAt(spec, 'url');
     for (const ok of ['https://a.example/v?x=1', 'HTTP://A.EXAMPLE/', 'https:a.example/v', 'https://a.example/a b']) expect(matches(url, ok), ok).to.equal(true);
     for (const bad of ['file:///etc/passwd', 'ytsearch:cats', 'ftp://a.example/v']) expect(matches(url, bad), bad).to.equal(false);
+  });
+});
+
+/** What the CRD and the zod schemas of types.ts must agree on, one line per schema node. */
+interface Agreed {
+  type?: string;
+  enum?: unknown[];
+  default?: unknown;
+  minimum?: number;
+  maximum?: number;
+  required?: string[];
+}
+
+/**
+ * A JSON Schema tree (the CRD's, or zod's rendering of a types.ts schema) as
+ * path → what must agree. Strings' patterns and lengths, formats and
+ * descriptions are the CRD's alone; zod's integers carry the safe-integer
+ * range when they have no bound of their own, which is no bound.
+ */
+function agreed(node: SchemaNode | Record<string, unknown>, path: string, out: Record<string, Agreed> = {}): Record<string, Agreed> {
+  const n = node as SchemaNode;
+  const a: Agreed = { type: n.type };
+  // Sorted: zod keeps its values as object keys, which put "144" before "best".
+  if (n.enum) a.enum = [...n.enum].sort();
+  if (n.default !== undefined) a.default = n.default;
+  if (n.minimum !== undefined && n.minimum !== Number.MIN_SAFE_INTEGER) a.minimum = n.minimum;
+  if (n.maximum !== undefined && n.maximum !== Number.MAX_SAFE_INTEGER) a.maximum = n.maximum;
+  if (n.required?.length) a.required = [...n.required].sort();
+  out[path] = a;
+  for (const [key, child] of Object.entries(n.properties ?? {})) agreed(child, `${path}.${key}`, out);
+  if (n.items) agreed(n.items, `${path}[]`, out);
+  return out;
+}
+
+/** Each path where the two disagree, with both sides. */
+function differences(crd: Record<string, Agreed>, ts: Record<string, Agreed>): string[] {
+  const paths = [...new Set([...Object.keys(crd), ...Object.keys(ts)])].sort();
+  return paths
+    .filter((p) => JSON.stringify(crd[p]) !== JSON.stringify(ts[p]))
+    .map((p) => `${p}: CRD ${JSON.stringify(crd[p]) ?? 'absent'}, types.ts ${JSON.stringify(ts[p]) ?? 'absent'}`);
+}
+
+describe('CRDs and the TypeScript types: one set of fields', () => {
+  // io 'input': a field with a default is not required, as in the CRD (the apiserver fills it in).
+  const asJsonSchema = (schema: z.ZodType) => z.toJSONSchema(schema, { io: 'input' }) as Record<string, unknown>;
+  const cases = [
+    ['mediajob.yaml', 'spec', mediaJobSpecSchema],
+    ['mediajob.yaml', 'status', mediaJobStatusSchema],
+    ['mediabatch.yaml', 'spec', mediaBatchSpecSchema],
+    ['mediabatch.yaml', 'status', mediaBatchStatusSchema],
+  ] as const;
+  for (const [file, part, schema] of cases) {
+    it(`${file} ${part}: names, types, enums, required fields, defaults and numeric bounds match types.ts`, () => {
+      const crd = agreed(nodeAt(schemaOf(file), part), part);
+      expect(Object.keys(crd).length, 'nodes compared').to.be.greaterThan(8);
+      expect(differences(crd, agreed(asJsonSchema(schema), part))).to.deep.equal([]);
+    });
+  }
+
+  it('would notice a field, a type, an enum value, a required field or a default that differs', () => {
+    const crd = agreed(nodeAt(schemaOf('mediajob.yaml'), 'spec'), 'spec');
+    const drifted = mediaJobSpecSchema.extend({
+      extra: z.string().optional(),
+      maxDuration: z.string().optional(),
+      format: z.enum([...FORMATS, 'avi']).optional(),
+      webhookUrl: z.string(),
+      videoQuality: z.number().int().min(0).max(51).default(20),
+    });
+    expect(differences(crd, agreed(asJsonSchema(drifted), 'spec')).map((d) => d.slice(0, d.indexOf(':')))).to.deep.equal([
+      'spec', 'spec.extra', 'spec.format', 'spec.maxDuration', 'spec.videoQuality',
+    ]);
   });
 });
 

@@ -12,10 +12,16 @@
 // (x-kubernetes-validations): the local cluster rejects it, so cross-field
 // rules (clipEnd > clipStart, drive not inline) are enforced by the gateway
 // and the operator's normalisation and only documented here.
+//
+// The field names, types, enums, required fields, defaults and numeric bounds
+// are also those of the zod schemas in types.ts, which the TypeScript types
+// come from; lib/test/crds.test.ts compares the two field by field. What only
+// the CRD has: descriptions, string patterns and lengths, formats, list types.
 import {
   AUDIO_BITRATES, AUDIO_CODECS, BATCH_KINDS, BATCH_STATUSES, CONDITION_STATUSES, DESTINATION_TYPES,
-  ERROR_TYPES, FORMATS, GROUP, JOB_STATUSES, JOB_STEPS, MAX_RESOLUTIONS, MEDIABATCH_PLURAL, MEDIAJOB_CONDITION_TYPES,
-  MEDIAJOB_PLURAL, QUALITY_PRESETS, STORAGE_PROVIDERS, VERSION, VIDEO_CODECS,
+  DEFAULT_VIDEO_QUALITY, ERROR_TYPES, FORMATS, GROUP, JOB_STATUSES, JOB_STEPS, MAX_DURATION_SECONDS, MAX_RESOLUTIONS,
+  MAX_VIDEO_QUALITY, MEDIABATCH_PLURAL, MEDIAJOB_CONDITION_TYPES, MEDIAJOB_PLURAL, QUALITY_PRESETS, STORAGE_PROVIDERS, VERSION,
+  VIDEO_CODECS,
   type BatchEpisode, type BatchOptions, type Condition, type Destination, type MediaBatchSpec, type MediaBatchStatus,
   type MediaJobResult, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
 } from './types.js';
@@ -85,7 +91,7 @@ const list = (description: string, items: SchemaNode, extra: Extra = {}): Schema
 /**
  * An object node whose properties are exactly the keys of T: adding a field to
  * the TypeScript type without documenting it in the schema (or the reverse)
- * does not compile, which keeps types.ts and the CRD in step.
+ * does not compile; crds.test.ts checks the rest of each field.
  */
 function obj<T>(
   description: string,
@@ -165,7 +171,7 @@ function optionProperties(): { [K in keyof Required<MediaJobSpecOptions>]: Schem
     videoQuality: int(
       'Constant rate factor (CRF) of re-encoded video (API "video_quality"), 0 to 51, lower is better. Used only when '
       + 'videoCodec is not copy; qualityPreset overrides it. Default 23.',
-      { minimum: 0, maximum: 51, default: 23 },
+      { minimum: 0, maximum: MAX_VIDEO_QUALITY, default: DEFAULT_VIDEO_QUALITY },
     ),
     qualityPreset: oneOf(
       `Named quality level (API "quality_preset"): ${list2(QUALITY_PRESETS)}. Overrides videoQuality when set.`,
@@ -226,7 +232,7 @@ function optionProperties(): { [K in keyof Required<MediaJobSpecOptions>]: Schem
     ),
     maxDuration: int(
       'Maximum recording length in seconds (API "max_duration"), a safety cap for live streams.',
-      { format: 'int32', minimum: 1, maximum: 2_147_483_647 },
+      { format: 'int32', minimum: 1, maximum: MAX_DURATION_SECONDS },
     ),
     waitForVideo: bool(
       'Wait for a scheduled or upcoming stream to start instead of failing (API "wait_for_video"). Default false.',

@@ -1,6 +1,9 @@
-// The MediaJob and MediaBatch custom resources as TypeScript types (mediajobs.io/v1alpha1).
-// The CRD's OpenAPI schema (crd-source.ts) is the source of truth for
-// validation and documentation; these types mirror it for code.
+// The MediaJob and MediaBatch custom resources (mediajobs.io/v1alpha1): their
+// names, enumerations, and the zod schemas of spec and status that their
+// TypeScript types come from. The CRD (crd-source.ts) documents and validates
+// the same fields for the apiserver; see "The custom resources' spec and
+// status" below for how the two are kept equal.
+import { z } from 'zod';
 
 export const GROUP = 'mediajobs.io';
 export const VERSION = 'v1alpha1';
@@ -42,102 +45,176 @@ export type ConditionStatus = (typeof CONDITION_STATUSES)[number];
 export type BatchStatus = (typeof BATCH_STATUSES)[number];
 export type BatchKind = (typeof BATCH_KINDS)[number];
 
+/** videoQuality's default and range: libx264's CRF scale, whose own default is 23. */
+export const DEFAULT_VIDEO_QUALITY = 23;
+export const MAX_VIDEO_QUALITY = 51;
+/** maxDuration's bound: the CRD's int32. */
+export const MAX_DURATION_SECONDS = 2_147_483_647;
+
 export const TERMINAL_STATUSES: readonly JobStatus[] = ['Completed', 'Failed', 'Warning', 'Skipped', 'Cancelled', 'CancelledByAdmin'];
 
-export interface Destination {
-  /** managed storage, a saved destination of the key/organization, or inline credentials of the request. */
-  type: DestinationType;
-  provider?: StorageProviderName;
-  /** Secret (in the service namespace) holding the credentials, for saved/inline destinations. */
-  secretName?: string;
-}
+// ---------------------------------------------------------------------------
+// The custom resources' spec and status, as zod schemas. They are the one
+// source of the TypeScript types below (z.output: what a stored object holds
+// once the apiserver applied the CRD's defaults) and of the defaults the
+// gateway and the runner apply themselves (job-options.ts
+// normaliseSpecOptions), so a default is written once for every path a spec
+// takes. The CRD (crd-source.ts) keeps what only it needs: the
+// documentation, string patterns and lengths; lib/test/crds.test.ts walks
+// both field by field (names, types, enums, required, defaults, numeric
+// bounds) and fails on any difference. Generating one from the other was
+// the alternative: it would need zod to carry RE2 patterns, list types and
+// descriptions in the CRD's own key order, which is more machinery than the
+// duplication it saves.
 
-/** The normalised options of one job: defaults applied, rule-4 corrections done. */
-export interface MediaJobOptions {
-  url: string;
-  format: Format;
-  videoCodec: VideoCodec;
-  audioCodec?: AudioCodec;
-  audioBitrate: AudioBitrate;
-  videoQuality: number;
-  qualityPreset?: QualityPreset;
-  maxResolution: MaxResolution;
-  filename?: string;
-  folder?: string;
-  audioOnly: boolean;
-  downloadSubtitles: boolean;
-  downloadThumbnail: boolean;
-  clipStart?: string;
-  clipEnd?: string;
-  liveRecording: boolean;
-  liveFromStart: boolean;
-  maxDuration?: number;
-  waitForVideo: boolean;
-  enableProgressWebhook: boolean;
-}
+/** Where a job or batch delivers its files. */
+export const destinationSchema = z.object({
+  /** managed storage, a saved destination of the key/organization, or inline credentials of the request. */
+  type: z.enum(DESTINATION_TYPES).default('managed'),
+  provider: z.enum(STORAGE_PROVIDERS).optional(),
+  /** Secret (in the service namespace) holding the credentials, for saved/inline destinations. */
+  secretName: z.string().optional(),
+});
+
+const ownerSchema = z.object({ apiKeyId: z.string() });
 
 /**
- * The options as a MediaJob stores them. The gateway always writes normalised
- * options, but a manifest applied with kubectl may leave out `format` and
- * `audioBitrate`: their defaults depend on other fields (rule 5: m4a when
- * audioOnly; rule 4: a given bitrate without a codec selects aac), so the CRD
- * cannot fill them in and normalisation must see whether they were given.
+ * The POST /jobs options as a MediaJob stores them, with the defaults the
+ * CRD applies. `format` and `audioBitrate` have none: their defaults depend
+ * on other fields (rule 5: m4a when audioOnly; rule 4: a given bitrate
+ * without a codec selects aac), so normalisation must see whether they were
+ * given.
  */
-export type MediaJobSpecOptions = Omit<MediaJobOptions, 'format' | 'audioBitrate'> & {
-  format?: Format;
-  audioBitrate?: AudioBitrate;
-};
+export const specOptionsSchema = z.object({
+  url: z.string(),
+  format: z.enum(FORMATS).optional(),
+  videoCodec: z.enum(VIDEO_CODECS).default('copy'),
+  audioCodec: z.enum(AUDIO_CODECS).optional(),
+  audioBitrate: z.enum(AUDIO_BITRATES).optional(),
+  videoQuality: z.number().int().min(0).max(MAX_VIDEO_QUALITY).default(DEFAULT_VIDEO_QUALITY),
+  qualityPreset: z.enum(QUALITY_PRESETS).optional(),
+  maxResolution: z.enum(MAX_RESOLUTIONS).default('best'),
+  filename: z.string().optional(),
+  folder: z.string().optional(),
+  audioOnly: z.boolean().default(false),
+  downloadSubtitles: z.boolean().default(false),
+  downloadThumbnail: z.boolean().default(false),
+  clipStart: z.string().optional(),
+  clipEnd: z.string().optional(),
+  liveRecording: z.boolean().default(false),
+  liveFromStart: z.boolean().default(false),
+  maxDuration: z.number().int().min(1).max(MAX_DURATION_SECONDS).optional(),
+  waitForVideo: z.boolean().default(false),
+  enableProgressWebhook: z.boolean().default(false),
+});
 
-export interface MediaJobSpec extends MediaJobSpecOptions {
-  jobId?: string;
-  owner: { apiKeyId: string };
-  webhookUrl?: string;
-  destination: Destination;
-  batchId?: string;
+export const mediaJobSpecSchema = specOptionsSchema.extend({
+  /** Set by the gateway; absent for kubectl manifests (the operator then uses metadata.uid). */
+  jobId: z.string().optional(),
+  owner: ownerSchema,
+  webhookUrl: z.string().optional(),
+  destination: destinationSchema.default({ type: 'managed' }),
+  batchId: z.string().optional(),
   /**
    * Set by the operator's batch controller on the episode jobs of a show: the only
    * jobs for which downloadThumbnail produces a thumbnail (spec rule 6). Not an
    * API field; for every other job downloadThumbnail is accepted and ignored.
    */
-  showEpisode?: boolean;
-}
+  showEpisode: z.boolean().optional(),
+});
 
-export interface MediaJobResult {
-  storageKey: string;
-  fileSize: number;
-  actualQuality?: string;
-  format?: string;
-  title?: string;
-  description?: string;
-  releaseDate?: string;
-  subtitleKey?: string;
-  thumbnailKey?: string;
-}
+export const mediaJobResultSchema = z.object({
+  storageKey: z.string(),
+  fileSize: z.number().int().min(0).optional(),
+  actualQuality: z.string().optional(),
+  format: z.string().optional(),
+  title: z.string().optional(),
+  description: z.string().optional(),
+  releaseDate: z.string().optional(),
+  subtitleKey: z.string().optional(),
+  thumbnailKey: z.string().optional(),
+});
 
-export interface Condition {
-  type: string;
-  status: ConditionStatus;
-  reason: string;
-  message: string;
-  lastTransitionTime: string;
-  observedGeneration?: number;
-}
+export const conditionSchema = z.object({
+  type: z.string(),
+  status: z.enum(CONDITION_STATUSES),
+  reason: z.string(),
+  message: z.string(),
+  lastTransitionTime: z.string(),
+  observedGeneration: z.number().int().min(0).optional(),
+});
 
-export interface MediaJobStatus {
-  jobId?: string;
-  status?: JobStatus;
-  step?: JobStep;
-  progress?: number;
-  result?: MediaJobResult;
-  error?: string;
-  errorType?: ErrorType;
-  reason?: string;
-  jobName?: string;
-  startTime?: string;
-  finishTime?: string;
-  observedGeneration?: number;
-  conditions?: Condition[];
-}
+export const mediaJobStatusSchema = z.object({
+  jobId: z.string().optional(),
+  status: z.enum(JOB_STATUSES).optional(),
+  step: z.enum(JOB_STEPS).optional(),
+  progress: z.number().int().min(0).max(100).optional(),
+  result: mediaJobResultSchema.optional(),
+  error: z.string().optional(),
+  errorType: z.enum(ERROR_TYPES).optional(),
+  reason: z.string().optional(),
+  jobName: z.string().optional(),
+  startTime: z.string().optional(),
+  finishTime: z.string().optional(),
+  observedGeneration: z.number().int().min(0).optional(),
+  conditions: z.array(conditionSchema).optional(),
+});
+
+/** Encoding options a batch shares with its episodes; url, filename and folder are per episode or per batch. */
+export const batchOptionsSchema = specOptionsSchema.omit({ url: true, filename: true, folder: true });
+
+export const batchEpisodeSchema = z.object({
+  jobId: z.string().optional(),
+  url: z.string(),
+  title: z.string().optional(),
+  description: z.string().optional(),
+  releaseDate: z.string().optional(),
+  filename: z.string().optional(),
+});
+
+export const mediaBatchSpecSchema = z.object({
+  batchId: z.string().optional(),
+  showUrl: z.string(),
+  kind: z.enum(BATCH_KINDS).optional(),
+  owner: ownerSchema,
+  folder: z.string().optional(),
+  paused: z.boolean().default(false),
+  webhookUrl: z.string().optional(),
+  destination: destinationSchema.default({ type: 'managed' }),
+  // prefault: the CRD's default {} is filled in further by each option's own default, as the apiserver does.
+  options: batchOptionsSchema.prefault({}),
+  episodes: z.array(batchEpisodeSchema).optional(),
+});
+
+export const mediaBatchStatusSchema = z.object({
+  batchId: z.string().optional(),
+  status: z.enum(BATCH_STATUSES).optional(),
+  totalEpisodes: z.number().int().min(0).optional(),
+  completedEpisodes: z.number().int().min(0).optional(),
+  failedEpisodes: z.number().int().min(0).optional(),
+  skippedEpisodes: z.number().int().min(0).optional(),
+  episodeJobs: z.array(z.string()).optional(),
+  observedGeneration: z.number().int().min(0).optional(),
+  conditions: z.array(conditionSchema).optional(),
+});
+
+export type Destination = z.output<typeof destinationSchema>;
+/** The options as a MediaJob stores them: a manifest applied with kubectl may leave out `format` and `audioBitrate`. */
+export type MediaJobSpecOptions = z.output<typeof specOptionsSchema>;
+/** The options as a client may write them, before any default. */
+export type MediaJobSpecOptionsInput = z.input<typeof specOptionsSchema>;
+/** The normalised options of one job: defaults applied, rule-4 corrections done. */
+export type MediaJobOptions = Omit<MediaJobSpecOptions, 'format' | 'audioBitrate'> & { format: Format; audioBitrate: AudioBitrate };
+export type MediaJobSpec = z.output<typeof mediaJobSpecSchema>;
+/** A spec whose options are normalised, as the gateway and the operator hand it on (the runner's MEDIAJOB_SPEC). */
+export type NormalisedMediaJobSpec = MediaJobSpec & MediaJobOptions;
+export type MediaJobResult = z.output<typeof mediaJobResultSchema>;
+export type Condition = z.output<typeof conditionSchema>;
+export type MediaJobStatus = z.output<typeof mediaJobStatusSchema>;
+export type BatchOptions = z.output<typeof batchOptionsSchema>;
+export type BatchEpisode = z.output<typeof batchEpisodeSchema>;
+export type MediaBatchSpec = z.output<typeof mediaBatchSpecSchema>;
+export type MediaBatchStatus = z.output<typeof mediaBatchStatusSchema>;
 
 /** The part of ObjectMeta this project reads and writes. */
 export interface ObjectMeta {
@@ -159,43 +236,6 @@ export interface MediaJob {
   metadata: ObjectMeta;
   spec: MediaJobSpec;
   status?: MediaJobStatus;
-}
-
-/** Encoding options a batch shares with its episodes; url, filename and folder are per episode or per batch. */
-export type BatchOptions = Omit<MediaJobSpecOptions, 'url' | 'filename' | 'folder'>;
-
-export interface BatchEpisode {
-  jobId?: string;
-  url: string;
-  title?: string;
-  description?: string;
-  releaseDate?: string;
-  filename?: string;
-}
-
-export interface MediaBatchSpec {
-  batchId?: string;
-  showUrl: string;
-  kind?: BatchKind;
-  owner: { apiKeyId: string };
-  folder?: string;
-  paused: boolean;
-  webhookUrl?: string;
-  destination: Destination;
-  options: BatchOptions;
-  episodes?: BatchEpisode[];
-}
-
-export interface MediaBatchStatus {
-  batchId?: string;
-  status?: BatchStatus;
-  totalEpisodes?: number;
-  completedEpisodes?: number;
-  failedEpisodes?: number;
-  skippedEpisodes?: number;
-  episodeJobs?: string[];
-  observedGeneration?: number;
-  conditions?: Condition[];
 }
 
 export interface MediaBatch {
