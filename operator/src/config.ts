@@ -58,6 +58,18 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(sto
   WEBHOOK_BACKOFF_MS: envInt(1).default(2_000),
   /** Pending jobs rows whose MediaJob never appeared are re-submitted after this. */
   SWEEP_AFTER_SECONDS: envInt(1).default(20),
+  /**
+   * The gateway's address as runner pods reach it, for upload grants
+   * (managed storage on S3: runners upload through the gateway's
+   * /internal/upload-grants and hold no bucket credentials; docs/adr/0012).
+   * Default PUBLIC_BASE_URL; in a cluster, the gateway's Service
+   * (http://<release>-gateway.<namespace>.svc), so runner traffic stays inside.
+   */
+  UPLOAD_GRANT_URL: z.string().refine((v) => {
+    if (!URL.canParse(v)) return false;
+    const u = new URL(v);
+    return (u.protocol === 'https:' || u.protocol === 'http:') && !u.username && !u.password;
+  }, 'must be an http(s) URL without credentials').optional(),
   /** Extra env for runner pods, JSON object of strings (e.g. proxy settings). */
   RUNNER_ENV: envJson(z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'), z.string())).optional(),
   /** The runner container's resources, JSON `{"requests": {...}, "limits": {...}}` (cpu, memory, ephemeral-storage). */

@@ -41,6 +41,8 @@ export async function resolveDestination(
   }
   const dest = parseDestination(raw);
   // Managed storage settings come in the Secret's document (the operator puts them there), never in the pod's env.
+  // They hold no key that signs download URLs and no bucket credentials: local disk is written directly, S3
+  // through the document's upload grant (lib/src/storage/granted.ts, docs/adr/0012).
   const managed = (raw as { managed?: Record<string, string> }).managed;
   const provider = await createProvider(raw, { ...storageEndpoints(endpoints), env: managed ? { ...env, ...managed } : env });
   return { provider, ...destinationKeyLayout(dest) };

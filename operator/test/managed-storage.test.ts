@@ -1,0 +1,67 @@
+// The managed-storage document a runner gets in its per-job Secret
+// (operator/src/managed-storage.ts, docs/adr/0012): never FILE_URL_SECRET,
+// never the bucket's keys; on S3 an upload grant for its job alone.
+import { expect } from 'chai';
+import { resolve } from 'node:path';
+import { ConfigError } from '@mediajobs/lib/config';
+import { SecretBox } from '@mediajobs/lib/secret-box';
+import { UploadGrantKeys } from '@mediajobs/lib/storage/upload-grants';
+import { loadOperatorConfig } from '../src/config.js';
+import { GRANT_MARGIN_SECONDS, runnerDocuments } from '../src/managed-storage.js';
+
+const JOB = '0b7c0f5e-1111-4222-8333-944445555666';
+const NOW_MS = 1_780_000_000_000;
+const SECRET_KEYS = SecretBox.generateSpec('op');
+const BUCKET_SECRET = 'bucket-secret-key-0123456789';
+const FILE_URL_SECRET = 'file-url-secret-0123456789abcdef';
+
+const config = (env: Record<string, string>) => loadOperatorConfig({
+  DATABASE_URL: 'postgres://x', SECRET_KEYS, FILE_URL_SECRET, PUBLIC_BASE_URL: 'https://media.example.test', ...env,
+});
+const s3 = {
+  MANAGED_STORAGE: 's3', MANAGED_S3_ENDPOINT: 'http://minio.test:9000', MANAGED_S3_BUCKET: 'media',
+  MANAGED_S3_ACCESS_KEY: 'bucket-access-key', MANAGED_S3_SECRET_KEY: BUCKET_SECRET,
+};
+
+describe('operator: the runner\'s managed storage document', () => {
+  it('on local disk: the storage directory, and no FILE_URL_SECRET', () => {
+    const doc = runnerDocuments(config({ MANAGED_STORAGE: 'local', MANAGED_STORAGE_DIR: '.local/store' }))(JOB);
+    expect(doc).to.deep.equal({ provider: 'managed', managed: { MANAGED_STORAGE: 'local', MANAGED_STORAGE_DIR: resolve('.local/store') } });
+    expect(JSON.stringify(doc)).not.to.include(FILE_URL_SECRET);
+  });
+
+  it('on S3: an upload grant for this job until its deadline plus the margin, and none of the bucket\'s settings or keys', () => {
+    const cfg = config({ ...s3, JOB_ACTIVE_DEADLINE_SECONDS: '7200', UPLOAD_GRANT_URL: 'http://mediajobs-gateway.media.svc' });
+    const doc = runnerDocuments(cfg, () => NOW_MS)(JOB) as { grant: { url: string; token: string } };
+    expect(doc).to.deep.equal({ provider: 'managed', managed: { MANAGED_STORAGE: 's3' }, grant: { url: 'http://mediajobs-gateway.media.svc', token: doc.grant.token } });
+    for (const secret of [BUCKET_SECRET, 'bucket-access-key', FILE_URL_SECRET, 'minio.test']) expect(JSON.stringify(doc)).not.to.include(secret);
+    // The gateway, holding the same SECRET_KEYS, accepts it for this job only, until then.
+    const expiresAt = NOW_MS / 1000 + 7200 + GRANT_MARGIN_SECONDS;
+    expect(new UploadGrantKeys(SECRET_KEYS).verify(doc.grant.token, NOW_MS)).to.deep.equal({ ok: true, jobId: JOB, expiresAt, kid: 'op' });
+    expect(new UploadGrantKeys(SECRET_KEYS).verify(doc.grant.token, expiresAt * 1000)).to.deep.equal({ ok: false, why: 'expired' });
+  });
+
+  it('grants at PUBLIC_BASE_URL unless UPLOAD_GRANT_URL says otherwise', () => {
+    const doc = runnerDocuments(config(s3))(JOB) as { grant: { url: string } };
+    expect(doc.grant.url).to.equal('https://media.example.test');
+  });
+
+  it('needs SECRET_KEYS on S3, checked at start', () => {
+    const { SECRET_KEYS: _none, ...cfg } = config(s3);
+    expect(() => runnerDocuments(cfg)).to.throw(/SECRET_KEYS is required/);
+  });
+
+  it('UPLOAD_GRANT_URL is an http(s) URL without credentials; an error names the variable, not the value', () => {
+    for (const bad of ['http://user:pw@gw.test', 'ftp://gw.test', 'gw']) {
+      let err: unknown;
+      try {
+        config({ ...s3, UPLOAD_GRANT_URL: bad });
+      } catch (e) {
+        err = e;
+      }
+      expect(err, bad).to.be.instanceOf(ConfigError);
+      expect((err as Error).message).to.include('UPLOAD_GRANT_URL');
+      expect((err as Error).message).not.to.include(bad);
+    }
+  });
+});
