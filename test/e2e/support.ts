@@ -71,6 +71,7 @@ export async function startService(opts: ServiceOptions = {}): Promise<Service> 
     LEASE_DURATION_SECONDS: '2',
     LEASE_RENEW_SECONDS: '1',
     WEBHOOK_BACKOFF_MS: '200',
+    OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8,::1/128', // media servers and storage emulators listen on loopback
     ...opts.storageEnv,
     ...opts.operatorEnv,
   };
