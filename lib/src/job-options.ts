@@ -1,15 +1,27 @@
-// Validation and normalisation of a POST /jobs body into MediaJobOptions.
-// The gateway runs this before anything touches Postgres or the cluster, so
-// every client mistake becomes one 400 whose message names the field; what
-// comes out is the normalised form the MediaJob spec carries (defaults
-// applied, rule-4 corrections done, an unknown `format` already `mp4`). A
-// MediaJob applied with kubectl skips the gateway: the CRD's schema checks it
-// then, and the runner checks the fields it acts on (runner-image config.ts).
+// Job options: the one normalisation of a MediaJob spec's options, and the
+// validation of the POST /jobs body that feeds it.
+//
+// Options reach normalisation three ways, and every one goes through
+// normaliseSpecOptions:
+// - a POST /jobs body: parseJobRequest validates it first, before anything
+//   touches Postgres or the cluster, so every client mistake becomes one 400
+//   whose message names the field;
+// - a MediaJob applied with kubectl: the CRD's schema validated it; the
+//   operator normalises it before it records the job or starts a runner;
+// - the runner's MEDIAJOB_SPEC, already normalised by the gateway or the
+//   operator: the runner validates the fields it acts on (runner-image
+//   config.ts) and normalises again, which changes nothing but fills what a
+//   hand-written spec leaves out.
+// The defaults that need no other field are specOptionsSchema's (types.ts,
+// equal to the CRD's); those that depend on other fields and the rule-4
+// corrections are here. What comes out is the form the MediaJob spec carries:
+// defaults applied, rule-4 corrections done, an unknown `format` already `mp4`.
 import { z } from 'zod';
 import {
-  AUDIO_BITRATES, AUDIO_CODECS, FORMATS, MAX_RESOLUTIONS, QUALITY_PRESETS, STORAGE_PROVIDERS, VIDEO_CODECS,
-  type AudioCodec, type Format, type MediaJobOptions, type MediaJobSpecOptions, type QualityPreset, type StorageProviderName,
-  type VideoCodec,
+  AUDIO_BITRATES, AUDIO_CODECS, FORMATS, MAX_DURATION_SECONDS, MAX_RESOLUTIONS, MAX_VIDEO_QUALITY, QUALITY_PRESETS,
+  STORAGE_PROVIDERS, VIDEO_CODECS, specOptionsSchema,
+  type AudioBitrate, type AudioCodec, type Format, type MediaJobOptions, type MediaJobSpecOptionsInput, type QualityPreset,
+  type StorageProviderName, type VideoCodec,
 } from './mediajob/types.js';
 
 /**
@@ -28,15 +40,12 @@ export const QUALITY_PRESET_CRF: Readonly<Record<QualityPreset, number>> = {
   lowest: 32,
 };
 
-export const DEFAULT_VIDEO_QUALITY = 23;
-/** video_quality's range is libx264's CRF scale, 0 to this. */
-export const MAX_VIDEO_QUALITY = 51;
+/** When audio is re-encoded and no audio_bitrate was given. */
+export const DEFAULT_AUDIO_BITRATE: AudioBitrate = '192k';
 export const MAX_FILENAME_LENGTH = 255;
 export const MAX_FOLDER_LENGTH = 200;
 /** Source and webhook addresses longer than this are refused rather than stored. */
 export const MAX_URL_LENGTH = 4096;
-/** The CRD's int32 bound for maxDuration. */
-export const MAX_DURATION_SECONDS = 2_147_483_647;
 
 /** What the gateway needs from a POST /jobs body beyond the job options. */
 export interface JobRequest {
@@ -211,38 +220,29 @@ export function correctCodecs(
   return { videoCodec: video, audioCodec: audio };
 }
 
-function normalise(b: Body): JobRequest {
-  const audioOnly = b.audio_only ?? false;
-  const format: Format = b.format ?? (audioOnly ? 'm4a' : 'mp4');
-  const { videoCodec, audioCodec } = correctCodecs(format, b.video_codec ?? 'copy', b.audio_codec, b.audio_bitrate !== undefined);
-  const options: MediaJobOptions = {
-    url: b.url,
-    format,
-    videoCodec,
-    ...(audioCodec !== undefined && { audioCodec }),
-    audioBitrate: b.audio_bitrate ?? '192k',
-    videoQuality: b.quality_preset !== undefined ? QUALITY_PRESET_CRF[b.quality_preset] : (b.video_quality ?? DEFAULT_VIDEO_QUALITY),
-    ...(b.quality_preset !== undefined && { qualityPreset: b.quality_preset }),
-    maxResolution: b.max_resolution ?? 'best',
-    ...(b.filename !== undefined && { filename: b.filename }),
-    ...(b.folder !== undefined && { folder: b.folder }),
-    audioOnly,
-    downloadSubtitles: b.download_subtitles ?? false,
-    downloadThumbnail: b.download_thumbnail ?? false,
-    ...(b.clip_start !== undefined && { clipStart: b.clip_start }),
-    ...(b.clip_end !== undefined && { clipEnd: b.clip_end }),
-    liveRecording: b.live_recording ?? false,
-    liveFromStart: b.live_from_start ?? false,
-    ...(b.max_duration !== undefined && { maxDuration: b.max_duration }),
-    waitForVideo: b.wait_for_video ?? false,
-    enableProgressWebhook: b.enable_progress_webhook ?? false,
-  };
+/** The options a body gave, camelCase as the spec has them; what it left out stays out, for normalisation to see. */
+function givenOptions(b: Body): MediaJobSpecOptionsInput {
   return {
-    options,
-    ...(b.webhook_url !== undefined && { webhookUrl: b.webhook_url }),
-    ...(b.storage !== undefined && { storage: b.storage }),
-    ...(b.storage_provider !== undefined && { storageProvider: b.storage_provider }),
-    paused: b.paused ?? false,
+    url: b.url,
+    format: b.format,
+    videoCodec: b.video_codec,
+    audioCodec: b.audio_codec,
+    audioBitrate: b.audio_bitrate,
+    videoQuality: b.video_quality,
+    qualityPreset: b.quality_preset,
+    maxResolution: b.max_resolution,
+    filename: b.filename,
+    folder: b.folder,
+    audioOnly: b.audio_only,
+    downloadSubtitles: b.download_subtitles,
+    downloadThumbnail: b.download_thumbnail,
+    clipStart: b.clip_start,
+    clipEnd: b.clip_end,
+    liveRecording: b.live_recording,
+    liveFromStart: b.live_from_start,
+    maxDuration: b.max_duration,
+    waitForVideo: b.wait_for_video,
+    enableProgressWebhook: b.enable_progress_webhook,
   };
 }
 
@@ -271,38 +271,52 @@ export function parseJobRequest(body: unknown): JobRequestResult {
   if (b.storage !== undefined && b.storage_provider !== undefined) {
     return { ok: false, error: 'storage_and_storage_provider_are_exclusive' };
   }
-  return { ok: true, request: normalise(b) };
+  return {
+    ok: true,
+    request: {
+      options: normaliseSpecOptions(givenOptions(b)),
+      ...(b.webhook_url !== undefined && { webhookUrl: b.webhook_url }),
+      ...(b.storage !== undefined && { storage: b.storage }),
+      ...(b.storage_provider !== undefined && { storageProvider: b.storage_provider }),
+      paused: b.paused ?? false,
+    },
+  };
 }
 
 /**
- * The same defaults and rule-4 corrections for the options of a MediaJob
- * applied with kubectl, whose spec may leave out `format` and `audioBitrate`
- * (the CRD cannot default them: they depend on other fields). Only for specs
- * the gateway did not write (no `jobId`): a gateway spec is already
- * normalised and always carries `audioBitrate`, which this would read as
- * "given" and so turn an absent audio codec into aac.
+ * Who wrote a spec. A client's (a POST /jobs body, a kubectl manifest) says
+ * by leaving `audioBitrate` out that it chose none, so a bitrate without a
+ * codec selects aac (rule 4). The service's (what the gateway or the operator
+ * normalised, as the runner reads it) always carries a bitrate, the default
+ * included, so its presence chooses nothing: normalising it again changes
+ * nothing.
  */
-export function normaliseSpecOptions(spec: MediaJobSpecOptions): MediaJobOptions {
-  const audioOnly = spec.audioOnly ?? false;
-  const format: Format = spec.format !== undefined && (FORMATS as readonly string[]).includes(spec.format)
-    ? spec.format
-    : (spec.format === undefined && audioOnly ? 'm4a' : 'mp4');
-  const { videoCodec, audioCodec } = correctCodecs(format, spec.videoCodec ?? 'copy', spec.audioCodec, spec.audioBitrate !== undefined);
-  const { qualityPreset } = spec;
-  return {
-    ...spec,
+export type SpecAuthor = 'client' | 'service';
+
+/**
+ * The normalised options of a MediaJob spec: the schema's defaults, then the
+ * ones that depend on other fields (format: rule 5; audioBitrate), the
+ * preset's CRF (a preset overrides videoQuality) and the rule-4 corrections.
+ * `spec` may be a whole spec: only its options are read and returned. It
+ * must be valid for specOptionsSchema (the gateway, the CRD or the runner's
+ * guard checked it); anything else throws.
+ */
+export function normaliseSpecOptions(spec: MediaJobSpecOptionsInput, author: SpecAuthor = 'client'): MediaJobOptions {
+  const s = specOptionsSchema.parse(spec);
+  const format: Format = s.format ?? (s.audioOnly ? 'm4a' : 'mp4');
+  const bitrateChosen = author === 'client' && s.audioBitrate !== undefined;
+  const { videoCodec, audioCodec } = correctCodecs(format, s.videoCodec, s.audioCodec, bitrateChosen);
+  return definedOnly({
+    ...s,
     format,
     videoCodec,
-    ...(audioCodec !== undefined && { audioCodec }),
-    audioBitrate: spec.audioBitrate ?? '192k',
-    videoQuality: qualityPreset !== undefined ? QUALITY_PRESET_CRF[qualityPreset] : (spec.videoQuality ?? DEFAULT_VIDEO_QUALITY),
-    maxResolution: spec.maxResolution ?? 'best',
-    audioOnly,
-    downloadSubtitles: spec.downloadSubtitles ?? false,
-    downloadThumbnail: spec.downloadThumbnail ?? false,
-    liveRecording: spec.liveRecording ?? false,
-    liveFromStart: spec.liveFromStart ?? false,
-    waitForVideo: spec.waitForVideo ?? false,
-    enableProgressWebhook: spec.enableProgressWebhook ?? false,
-  };
+    audioCodec,
+    audioBitrate: s.audioBitrate ?? DEFAULT_AUDIO_BITRATE,
+    videoQuality: s.qualityPreset !== undefined ? QUALITY_PRESET_CRF[s.qualityPreset] : s.videoQuality,
+  });
+}
+
+/** Absent stays absent, not a key holding undefined, so the object compares equal to its own JSON. */
+function definedOnly<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
 }

@@ -3,7 +3,7 @@
 // defaults and the rule-4 codec corrections.
 import { expect } from 'chai';
 import { QUALITY_PRESET_CRF, normaliseSpecOptions, parseClipTime, parseJobRequest, type JobRequest } from '../src/job-options.js';
-import type { MediaJobSpecOptions } from '../src/mediajob/types.js';
+import type { MediaJobSpecOptions, MediaJobSpecOptionsInput } from '../src/mediajob/types.js';
 
 const URL_OK = 'https://media.example/watch?v=abc';
 
@@ -276,6 +276,45 @@ describe('job options (POST /jobs body)', () => {
     });
     it('leaves an absent audio codec absent when no bitrate was given', () => {
       expect(normaliseSpecOptions(base)).not.to.have.property('audioCodec');
+    });
+  });
+  describe('one normalisation for the gateway, the operator and the runner', () => {
+    const bodies: Record<string, unknown>[] = [
+      {}, { audio_only: true }, { audio_bitrate: '64k' }, { format: 'webm', video_codec: 'h264', audio_codec: 'aac' },
+      { quality_preset: 'low', video_quality: 10 }, { format: 'mp3' }, { format: 'MKV', max_resolution: 720 },
+      { clip_start: 1.5, clip_end: '0:04', filename: 'My Clip', folder: 'shows/s1', max_duration: 30, live_recording: true },
+    ];
+    it('what the gateway wrote reaches the runner unchanged (normalising a normalised spec changes nothing)', () => {
+      for (const body of bodies) {
+        const written = ok(body).options;
+        expect(normaliseSpecOptions(written, 'service'), JSON.stringify(body)).to.deep.equal(written);
+      }
+    });
+    it('the default bitrate the gateway writes is no choice: audio stays copy with fallback, where a client\'s bitrate selects aac', () => {
+      const written = ok({}).options;
+      expect(normaliseSpecOptions(written, 'service')).not.to.have.property('audioCodec');
+      expect(normaliseSpecOptions({ url: URL_OK, audioBitrate: '192k' }, 'client')).to.include({ audioCodec: 'aac' });
+    });
+    it('a kubectl manifest the operator normalised reaches the runner unchanged', () => {
+      const manifests: MediaJobSpecOptionsInput[] = [
+        { url: URL_OK }, { url: URL_OK, audioBitrate: '128k' }, { url: URL_OK, audioOnly: true, qualityPreset: 'highest' },
+        { url: URL_OK, format: 'ogg', audioCodec: 'aac' },
+      ];
+      for (const manifest of manifests) {
+        const once = normaliseSpecOptions(manifest);
+        expect(normaliseSpecOptions(once, 'service'), JSON.stringify(manifest)).to.deep.equal(once);
+      }
+    });
+    it('fills what the apiserver fills: a manifest before and after the CRD\'s defaults normalises alike', () => {
+      const defaulted = {
+        url: URL_OK, videoCodec: 'copy', videoQuality: 23, maxResolution: 'best', audioOnly: false, downloadSubtitles: false,
+        downloadThumbnail: false, liveRecording: false, liveFromStart: false, waitForVideo: false, enableProgressWebhook: false,
+      } as const;
+      expect(normaliseSpecOptions({ url: URL_OK })).to.deep.equal(normaliseSpecOptions(defaulted));
+    });
+    it('throws on options the CRD would refuse rather than guessing', () => {
+      expect(() => normaliseSpecOptions({ url: URL_OK, videoQuality: 60 })).to.throw();
+      expect(() => normaliseSpecOptions({ url: URL_OK, format: 'avi' as never })).to.throw();
     });
   });
 });

@@ -2,9 +2,8 @@
 // through the shared config loader, and the job spec it carries.
 import { z } from 'zod';
 import { commonSchema, envInt, loadConfig, storageEndpointsSchema } from '@mediajobs/lib/config';
-import {
-  AUDIO_BITRATES, AUDIO_CODECS, FORMATS, MAX_RESOLUTIONS, QUALITY_PRESETS, VIDEO_CODECS, type MediaJobSpec,
-} from '@mediajobs/lib/mediajob/types';
+import { MAX_FILENAME_LENGTH, MAX_FOLDER_LENGTH, normaliseSpecOptions } from '@mediajobs/lib/job-options';
+import { specOptionsSchema, type NormalisedMediaJobSpec } from '@mediajobs/lib/mediajob/types';
 
 // storageEndpointsSchema: the GCS/Drive endpoints the operator forwards; a bad value fails here, at start.
 export const runnerEnvSchema = commonSchema.merge(storageEndpointsSchema).extend({
@@ -52,32 +51,29 @@ export function loadRunnerEnv(env: NodeJS.ProcessEnv = process.env): RunnerEnv {
 const httpUrl = z.string().url().refine((u) => /^https?:$/i.test(new URL(u).protocol), 'must be an http(s) URL');
 
 /**
- * The fields the runner acts on. The gateway and the CRD have validated the
- * spec already; this is the runner's own guard (a kubectl-made MediaJob may
- * leave out what the CRD does not default), and it refuses anything but
- * http(s) sources so a spec can never make yt-dlp read local files.
+ * The runner's own guard over the fields it acts on: the options' types,
+ * enums and bounds (lib's specOptionsSchema, the CRD's), http(s) sources
+ * only, so a spec can never make yt-dlp read local files, and names that fit
+ * the gateway's limits. The gateway and the CRD have checked the spec
+ * already; this is for a spec that reached the runner some other way.
  */
-const specSchema = z.looseObject({
+const specSchema = specOptionsSchema.extend({
   url: httpUrl,
-  format: z.enum(FORMATS).optional(),
-  videoCodec: z.enum(VIDEO_CODECS).default('copy'),
-  audioCodec: z.enum(AUDIO_CODECS).optional(),
-  audioBitrate: z.enum(AUDIO_BITRATES).optional(),
-  videoQuality: z.number().int().min(0).max(51).default(23),
-  qualityPreset: z.enum(QUALITY_PRESETS).optional(),
-  maxResolution: z.enum(MAX_RESOLUTIONS).default('best'),
-  filename: z.string().max(255).optional(),
-  folder: z.string().max(200).optional(),
-  audioOnly: z.boolean().default(false),
+  filename: z.string().max(MAX_FILENAME_LENGTH).optional(),
+  folder: z.string().max(MAX_FOLDER_LENGTH).optional(),
   jobId: z.string().optional(),
-});
+}).loose();
 
 export class SpecError extends Error {
   override readonly name = 'SpecError';
 }
 
-/** Parse MEDIAJOB_SPEC; throws SpecError naming the field (never echoing the value). */
-export function parseSpec(json: string): MediaJobSpec {
+/**
+ * Parse MEDIAJOB_SPEC; throws SpecError naming the field (never echoing the
+ * value). The options come back normalised by lib's one normalisation, so
+ * nothing downstream (plan.ts) applies a default of its own.
+ */
+export function parseSpec(json: string): NormalisedMediaJobSpec {
   let raw: unknown;
   try {
     raw = JSON.parse(json);
@@ -89,5 +85,6 @@ export function parseSpec(json: string): MediaJobSpec {
     const fields = [...new Set(result.error.issues.map((i) => i.path.join('.') || '(spec)'))];
     throw new SpecError(`MEDIAJOB_SPEC: invalid ${fields.join(', ')}`);
   }
-  return result.data as unknown as MediaJobSpec;
+  // The gateway or the operator wrote the spec: its bitrate is no client's choice (SpecAuthor).
+  return { ...result.data, ...normaliseSpecOptions(result.data, 'service') } as NormalisedMediaJobSpec;
 }

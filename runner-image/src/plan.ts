@@ -1,9 +1,13 @@
 // What to fetch and how to mux it, decided from the job spec and yt-dlp's
 // probe. Pure functions: the pipeline runs what these return, and every
 // format, codec and resolution rule of the spec lives here, where tables of
-// cases can test it without a download.
-import { DEFAULT_VIDEO_QUALITY, MAX_VIDEO_QUALITY, QUALITY_PRESET_CRF, parseClipTime } from '@mediajobs/lib/job-options';
-import { AUDIO_FORMATS, type Format, type MediaJobSpec } from '@mediajobs/lib/mediajob/types';
+// cases can test it without a download. The spec's options arrive normalised
+// (config.ts parseSpec, through lib's normaliseSpecOptions): defaults, the
+// preset's CRF and rule 4 are applied already, and nothing here re-defaults.
+import { parseClipTime } from '@mediajobs/lib/job-options';
+import {
+  AUDIO_FORMATS, DEFAULT_VIDEO_QUALITY, MAX_VIDEO_QUALITY, type Format, type MediaJobOptions,
+} from '@mediajobs/lib/mediajob/types';
 
 /** The slice of yt-dlp's info JSON (`-J`) the runner reads. */
 export interface YtDlpFormat {
@@ -100,9 +104,9 @@ const CONTAINERS: Record<Format, Omit<Container, 'format' | 'audioOnly'>> = {
   opus: { ext: 'opus', muxer: 'opus', contentType: 'audio/ogg', muxerArgs: [], streamable: true },
 };
 
-/** The output container of a job: the spec's format, or the spec's default when a kubectl manifest left it out. */
-export function containerFor(spec: Pick<MediaJobSpec, 'format' | 'audioOnly'>): Container {
-  const format: Format = spec.format ?? (spec.audioOnly ? 'm4a' : 'mp4');
+/** The output container of a job's format; every audio format is audio-only, whatever audioOnly says. */
+export function containerFor(spec: Pick<MediaJobOptions, 'format' | 'audioOnly'>): Container {
+  const { format } = spec;
   const audioOnly = spec.audioOnly || (AUDIO_FORMATS as readonly string[]).includes(format);
   return { format, audioOnly, ...CONTAINERS[format] };
 }
@@ -237,16 +241,8 @@ export interface CodecPlan {
   audio?: StreamPlan;
 }
 
-type CodecSpec = Pick<MediaJobSpec, 'videoCodec' | 'audioCodec' | 'audioBitrate' | 'videoQuality' | 'qualityPreset'>;
-
-/**
- * The CRF a job asks for, on the API's scale, which is libx264's (spec:
- * video_quality 0–51, default 23): the preset's when given (it overrides
- * videoQuality), else videoQuality.
- */
-export function crfOf(spec: Pick<MediaJobSpec, 'videoQuality' | 'qualityPreset'>): number {
-  return spec.qualityPreset ? QUALITY_PRESET_CRF[spec.qualityPreset] : (spec.videoQuality ?? DEFAULT_VIDEO_QUALITY);
-}
+/** videoQuality is the CRF on the API's scale, libx264's (normalisation already put a preset's CRF there). */
+type CodecSpec = Pick<MediaJobOptions, 'videoCodec' | 'audioCodec' | 'audioBitrate' | 'videoQuality'>;
 
 // Each encoder's CRF scale, as three anchors the API's scale maps onto: 0
 // (the best its constant-quality mode does), the value that looks like
@@ -289,7 +285,7 @@ export function codecPlan(spec: CodecSpec, container: Container, source: StreamC
   const plan: CodecPlan = {};
   const { format } = container;
   if (source.video && !container.audioOnly) {
-    const asked = spec.videoCodec ?? 'copy';
+    const asked = spec.videoCodec;
     let target: VideoTarget | undefined;
     if (asked !== 'copy') {
       target = fits(VIDEO_OK[format], VIDEO_CODEC_NAME[asked]) ? asked : videoFallback(format);
@@ -301,7 +297,7 @@ export function codecPlan(spec: CodecSpec, container: Container, source: StreamC
     }
     if (!target) plan.video = { copy: true, codec: source.video };
     else {
-      const args = [...ENCODER_ARGS[target], '-crf', String(encoderCrf(target, crfOf(spec)))];
+      const args = [...ENCODER_ARGS[target], '-crf', String(encoderCrf(target, spec.videoQuality))];
       // Apple players only take HEVC in MP4/MOV under the hvc1 sample entry (ffmpeg writes hev1 by default).
       if (target === 'h265' && (format === 'mp4' || format === 'mov')) args.push('-tag:v', 'hvc1');
       plan.video = { copy: false, codec: VIDEO_CODEC_NAME[target], args };
@@ -313,7 +309,7 @@ export function codecPlan(spec: CodecSpec, container: Container, source: StreamC
     if (asked && asked !== 'copy') target = fits(AUDIO_OK[format], AUDIO_CODEC_NAME[asked]) ? asked : AUDIO_FALLBACK[format];
     else if (!fits(AUDIO_OK[format], source.audio)) target = AUDIO_FALLBACK[format];
     plan.audio = target
-      ? { copy: false, codec: AUDIO_CODEC_NAME[target], args: ['-c:a', AUDIO_ENCODERS[target], '-b:a', spec.audioBitrate ?? '192k'] }
+      ? { copy: false, codec: AUDIO_CODEC_NAME[target], args: ['-c:a', AUDIO_ENCODERS[target], '-b:a', spec.audioBitrate] }
       : { copy: true, codec: source.audio };
   }
   return plan;
@@ -379,7 +375,7 @@ function pickBy(pool: YtDlpFormat[], rate: (f: YtDlpFormat) => number | undefine
   return want === 'highest' ? sorted[sorted.length - 1] : sorted[0];
 }
 
-type ChoiceSpec = Pick<MediaJobSpec, 'maxResolution' | 'videoCodec' | 'audioCodec'>;
+type ChoiceSpec = Pick<MediaJobOptions, 'maxResolution' | 'videoCodec' | 'audioCodec'>;
 
 /**
  * Rule 3 on the video formats: `best` takes the largest shorter side,
@@ -391,7 +387,7 @@ type ChoiceSpec = Pick<MediaJobSpec, 'maxResolution' | 'videoCodec' | 'audioCode
  */
 function chooseVideo(candidates: YtDlpFormat[], spec: ChoiceSpec, container: Container): YtDlpFormat | undefined {
   if (!candidates.length) return undefined;
-  const res = spec.maxResolution ?? 'best';
+  const res = spec.maxResolution;
   let pool = candidates;
   const sized = candidates.filter((f) => shortSide(f) !== undefined);
   // Formats of unknown size cannot be compared; when some sizes are known, those decide.
@@ -403,7 +399,7 @@ function chooseVideo(candidates: YtDlpFormat[], spec: ChoiceSpec, container: Con
     else side = [...sides].reverse().find((s) => s <= Number(res)) ?? sides[0]!;
     pool = sized.filter((f) => shortSide(f) === side);
   }
-  if ((spec.videoCodec ?? 'copy') === 'copy') {
+  if (spec.videoCodec === 'copy') {
     const fitting = pool.filter((f) => fits(VIDEO_OK[container.format], ffmpegCodecName(f.vcodec)));
     if (fitting.length) pool = fitting;
   }
@@ -430,7 +426,7 @@ function chooseAudio(all: YtDlpFormat[], spec: ChoiceSpec, container: Container)
   const ok = AUDIO_OK[container.format];
   const codec = (f: YtDlpFormat) => ffmpegCodecName(f.acodec);
   const fitting = candidates.filter((f) => fits(ok, codec(f)));
-  const res = spec.maxResolution ?? 'best';
+  const res = spec.maxResolution;
   if (spec.audioCodec === undefined && (res === '144' || res === 'lowest')) {
     const aac = fits(ok, 'aac') ? candidates.filter((f) => codec(f) === 'aac') : [];
     return pickBy(aac.length ? aac : fitting.length ? fitting : candidates, audioRate, 'lowest');
@@ -522,9 +518,9 @@ export interface Clip {
  * validated the times already (formats, end > start); a time the runner
  * cannot read is ignored rather than guessed.
  */
-export function clipOf(spec: Pick<MediaJobSpec, 'clipStart' | 'clipEnd'>): Clip | undefined {
-  const start = spec.clipStart !== undefined ? parseClipTime(String(spec.clipStart)) : undefined;
-  const end = spec.clipEnd !== undefined ? parseClipTime(String(spec.clipEnd)) : undefined;
+export function clipOf(spec: Pick<MediaJobOptions, 'clipStart' | 'clipEnd'>): Clip | undefined {
+  const start = spec.clipStart !== undefined ? parseClipTime(spec.clipStart) : undefined;
+  const end = spec.clipEnd !== undefined ? parseClipTime(spec.clipEnd) : undefined;
   const clip: Clip = { start: start ?? 0, ...(end !== undefined ? { end } : {}) };
   if (clip.start === 0 && clip.end === undefined) return undefined;
   if (clip.end !== undefined && clip.end <= clip.start) return undefined;

@@ -10,6 +10,7 @@ import { pipeline } from 'node:stream/promises';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { FORMATS, type Format, type MediaJobSpec } from '@mediajobs/lib/mediajob/types';
+import { parseSpec } from '../src/config.js';
 import { ffprobe, keyframeAt, mux, muxPlan, muxToStream, PIPE_OUTPUT, planMux, type MuxInput, type MuxPlan } from '../src/ffmpeg.js';
 import { containerFor, type Clip } from '../src/plan.js';
 
@@ -50,7 +51,8 @@ async function runTo(plan: MuxPlan, file: string): Promise<void> {
   }
 }
 
-const spec = (o: Partial<MediaJobSpec> = {}) => ({ videoCodec: 'copy' as const, audioBitrate: '128k' as const, videoQuality: 30, ...o });
+/** A spec as muxPlan gets it in the pod: through parseSpec, so normalised (a preset's CRF in videoQuality). */
+const spec = (o: Partial<MediaJobSpec> = {}) => parseSpec(JSON.stringify({ url: 'https://media.example/v', videoCodec: 'copy', audioBitrate: '128k', videoQuality: 30, ...o }));
 
 /** Run at most `n` at once: ffmpeg runs are CPU-bound and the machine is shared. */
 async function limited<T>(n: number, jobs: (() => Promise<T>)[]): Promise<T[]> {

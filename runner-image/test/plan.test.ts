@@ -5,6 +5,7 @@
 import { expect } from 'chai';
 import { FORMATS, VIDEO_CODECS, AUDIO_CODECS, type Format, type MaxResolution, type MediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { QUALITY_PRESET_CRF } from '@mediajobs/lib/job-options';
+import { parseSpec } from '../src/config.js';
 import { muxPlan, PIPE_OUTPUT, type Probed } from '../src/ffmpeg.js';
 import {
   AUDIO_OK, VIDEO_OK, chooseFormats, clipOf, codecPlan, containerFor, encoderCrf, ffmpegCodecName, formatsToMeasure, shortSide, withMeasurements,
@@ -49,6 +50,8 @@ const youtube: YtDlpFormat[] = [
   { format_id: '399', vcodec: 'av01.0.08M.08', acodec: 'none', width: 1920, height: 1080, tbr: 2200 },
 ];
 
+/** A spec as the plan gets it in the pod: through parseSpec, so normalised (defaults, the preset's CRF). */
+const parsed = (o: Partial<MediaJobSpec> = {}) => parseSpec(JSON.stringify({ url: 'https://media.example/v', ...o }));
 const job = (o: Partial<MediaJobSpec> = {}) => ({ maxResolution: 'best' as MaxResolution, videoCodec: 'copy' as const, ...o });
 const ids = (formats: readonly YtDlpFormat[], spec: Partial<MediaJobSpec> = {}, format: Format = 'mp4', audioOnly = false) =>
   chooseFormats(formats, job(spec), containerFor({ format, audioOnly }))?.formats.map((f) => f.format_id);
@@ -68,8 +71,8 @@ describe('runner plan: formats, codecs, clips', () => {
 
   describe('containers', () => {
     it('defaults to mp4, or m4a for audio-only manifests that leave format out; audio formats are audio-only', () => {
-      expect(containerFor({ audioOnly: false })).to.include({ format: 'mp4', ext: 'mp4', muxer: 'mp4', contentType: 'video/mp4', audioOnly: false });
-      expect(containerFor({ audioOnly: true })).to.include({ format: 'm4a', muxer: 'ipod', audioOnly: true });
+      expect(containerFor(parsed({ audioOnly: false }))).to.include({ format: 'mp4', ext: 'mp4', muxer: 'mp4', contentType: 'video/mp4', audioOnly: false });
+      expect(containerFor(parsed({ audioOnly: true }))).to.include({ format: 'm4a', muxer: 'ipod', audioOnly: true });
       for (const f of ['mp3', 'ogg', 'opus', 'm4a'] as const) expect(containerFor({ format: f, audioOnly: false }).audioOnly, f).to.equal(true);
     });
 
@@ -126,9 +129,9 @@ describe('runner plan: formats, codecs, clips', () => {
 
     it('a plain file (codecs and size unknown) is taken as it is, for video and audio', () => {
       const plain: YtDlpFormat[] = [{ format_id: 'mp4', ext: 'mp4' }];
-      const choice = chooseFormats(plain, job({ maxResolution: '144' }), containerFor({ audioOnly: false }));
+      const choice = chooseFormats(plain, job({ maxResolution: '144' }), containerFor(parsed({ audioOnly: false })));
       expect(choice).to.deep.equal({ formats: plain, audioFrom: 'mp4' });
-      expect(chooseFormats(plain, job(), containerFor({ audioOnly: true }))).to.deep.equal({ formats: plain, audioFrom: 'mp4' });
+      expect(chooseFormats(plain, job(), containerFor(parsed({ audioOnly: true })))).to.deep.equal({ formats: plain, audioFrom: 'mp4' });
     });
 
     it('an audio-only source in a video job delivers its audio', () => {
@@ -254,7 +257,7 @@ describe('runner plan: formats, codecs, clips', () => {
   describe('CRF and bitrate: only when encoding', () => {
     const mp4 = containerFor({ format: 'mp4', audioOnly: false });
     const args = (o: Partial<MediaJobSpec>, source = { video: 'h264', audio: 'aac' }, reencodeVideo = false) => {
-      const p = codecPlan({ videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, ...o }, mp4, source, { reencodeVideo });
+      const p = codecPlan(parsed({ videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, ...o }), mp4, source, { reencodeVideo });
       return [...(p.video && !p.video.copy ? p.video.args : ['copy']), '|', ...(p.audio && !p.audio.copy ? p.audio.args : ['copy'])].join(' ');
     };
     it('copy ignores video_quality and audio_bitrate', () => {
@@ -282,7 +285,7 @@ describe('runner plan: formats, codecs, clips', () => {
         const qualityPreset = preset as MediaJobSpec['qualityPreset'];
         expect(args({ videoCodec: 'h265', videoQuality: 40, qualityPreset }), preset)
           .to.equal(`-c:v libx265 -preset veryfast -x265-params log-level=error -crf ${crfs.h265} -tag:v hvc1 | copy`);
-        const webm = codecPlan({ videoCodec: 'vp9', audioBitrate: '192k', videoQuality: 40, qualityPreset }, containerFor({ format: 'webm', audioOnly: false }), { video: 'h264' });
+        const webm = codecPlan(parsed({ format: 'webm', videoCodec: 'vp9', audioBitrate: '192k', videoQuality: 40, qualityPreset }), containerFor({ format: 'webm', audioOnly: false }), { video: 'h264' });
         expect((webm.video as { args: string[] }).args.join(' '), preset)
           .to.equal(`-c:v libvpx-vp9 -deadline good -cpu-used 4 -row-mt 1 -b:v 0 -crf ${crfs.vp9}`);
       }
@@ -349,7 +352,7 @@ describe('runner plan: formats, codecs, clips', () => {
 
     it('cover art is not video; an audio-only job without audio has nothing to deliver', () => {
       const cover: Probed = { streams: [{ index: 0, codec_type: 'video', codec_name: 'mjpeg', disposition: { attached_pic: 1 } }, { index: 1, codec_type: 'audio', codec_name: 'aac' }] };
-      const m4a = containerFor({ audioOnly: true });
+      const m4a = containerFor(parsed({ audioOnly: true }));
       expect(muxPlan([{ path: '/w/a.m4a', probed: cover }], '/w/o.m4a', m4a, spec)!.args.join(' ')).to.contain('-map 0:1 -c:a copy -f ipod');
       expect(muxPlan([{ path: '/w/v.mp4', probed: video }], '/w/o.m4a', m4a, spec)).to.equal(undefined);
     });

@@ -4,7 +4,9 @@
 import { expect } from 'chai';
 import { pino } from 'pino';
 import { parseSpec, SpecError } from '../src/config.js';
+import { parseJobRequest } from '@mediajobs/lib/job-options';
 import { redactUrls } from '@mediajobs/lib/logger';
+import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
 import { actualQuality, releaseDateOf } from '../src/plan.js';
 import { readsDirectly, sourceInputArgs, transportIsDefault } from '../src/source-read.js';
 import { MAX_TERMINATION_MESSAGE_BYTES, StatusReporter, terminationMessage, type RunnerStatusPatch } from '../src/report.js';
@@ -80,6 +82,26 @@ describe('runner: planning and reporting', () => {
       } catch (err) {
         expect((err as Error).message).to.contain('format').and.not.contain('avi-secret');
       }
+    });
+
+    it('hands on the spec the gateway wrote as it is: defaults, a preset\'s CRF, copy-with-fallback audio at the default bitrate', () => {
+      for (const body of [{}, { quality_preset: 'low', video_quality: 10, video_codec: 'h264' }, { audio_only: true }, { format: 'webm', audio_bitrate: '64k' }]) {
+        const request = parseJobRequest({ url: 'https://example.com/v', ...body });
+        if (!request.ok) throw new Error(request.error);
+        const { spec } = buildMediaJob({ jobId: 'j', apiKeyId: 'k', namespace: 'n', options: request.request.options });
+        expect(parseSpec(JSON.stringify(spec)), JSON.stringify(body)).to.deep.equal(spec);
+      }
+    });
+
+    it('normalises what a hand-written spec leaves out as the gateway would (format by audioOnly, bitrate, preset)', () => {
+      const s = parseSpec(JSON.stringify({ url: 'https://example.com/v', audioOnly: true, qualityPreset: 'high', videoQuality: 40 }));
+      expect(s).to.include({ format: 'm4a', audioBitrate: '192k', videoQuality: 20, maxResolution: 'best' });
+      expect(s).not.to.have.property('audioCodec');
+    });
+
+    it('checks every option it acts on against the CRD\'s types and bounds, naming the fields', () => {
+      expect(() => parseSpec(JSON.stringify({ url: 'https://example.com/v', maxDuration: 0, downloadSubtitles: 'yes', clipStart: 5 })))
+        .to.throw(SpecError, 'MEDIAJOB_SPEC: invalid downloadSubtitles, clipStart, maxDuration');
     });
   });
 
