@@ -1,34 +1,25 @@
 // Creating the MediaJob custom resource of a new job. The row in Postgres
 // is the source of truth; if this create fails the job stays Pending and the
 // operator's sweeper creates the resource later, so a submit error never
-// fails the request.
+// fails the request. The route builds the MediaJob (lib's buildMediaJob, the
+// sweeper's builder too, so a job re-submitted from its row is identical) and
+// this creates exactly that object.
 
 import * as k8s from '@kubernetes/client-node';
-import { keepAliveTransport, makeKubeClient } from '@mediajobs/lib/kube-client';
-import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
-import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob, type MediaJobOptions, type MediaJobSpec } from '@mediajobs/lib/mediajob/types';
+import { isAlreadyExists, keepAliveTransport, loadKubeConfig, makeKubeClient } from '@mediajobs/lib/kube-client';
+import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob } from '@mediajobs/lib/mediajob/types';
 
 export interface JobSubmitter {
-  /** Create the MediaJob named `id`; resolves when it exists (AlreadyExists counts as success). */
-  submit(spec: MediaJobSpec, id: string): Promise<void>;
-}
-
-/**
- * The resource for a spec, through lib's one MediaJob builder (shared with
- * the operator's sweeper, so a job re-submitted from its row is identical).
- */
-export function mediaJobManifest(spec: MediaJobSpec, name: string, namespace: string): MediaJob {
-  // The gateway only submits normalised specs; a spec without these two was
-  // not normalised, and re-deriving them here would be guessing.
-  if (spec.format === undefined || spec.audioBitrate === undefined) throw new Error('MediaJob spec is not normalised (format/audioBitrate missing)');
-  const options: MediaJobOptions = { ...spec, format: spec.format, audioBitrate: spec.audioBitrate };
-  return buildMediaJob({
-    jobId: name, apiKeyId: spec.owner.apiKeyId, namespace, options, destination: spec.destination,
-    ...(spec.batchId !== undefined && { batchId: spec.batchId }),
-  });
+  /** Create this MediaJob; resolves when it exists (AlreadyExists counts as success). */
+  submit(mj: MediaJob): Promise<void>;
 }
 
 export interface KubeSubmitterOptions {
+  /**
+   * The namespace the gateway's MediaJobs live in. A MediaJob for another is
+   * refused: the job row names this one, and the sweeper would create a
+   * second copy there.
+   */
   namespace: string;
   /** Keep-alive sockets to the API server. */
   maxSockets?: number;
@@ -45,18 +36,19 @@ export class KubeJobSubmitter implements JobSubmitter {
   }
 
   static fromKubeconfig(path: string | undefined, opts: KubeSubmitterOptions): KubeJobSubmitter {
-    const kc = new k8s.KubeConfig();
-    if (path) kc.loadFromFile(path);
-    else kc.loadFromDefault();
-    return new KubeJobSubmitter(kc, opts);
+    return new KubeJobSubmitter(loadKubeConfig(path), opts);
   }
 
-  async submit(spec: MediaJobSpec, id: string): Promise<void> {
-    const body = mediaJobManifest(spec, id, this.opts.namespace);
+  async submit(mj: MediaJob): Promise<void> {
+    const { namespace } = mj.metadata;
+    if (namespace !== this.opts.namespace) {
+      throw new Error(`MediaJob ${mj.metadata.name ?? '(unnamed)'} is for namespace ${namespace ?? '(none)'}, not ${this.opts.namespace}`);
+    }
     try {
-      await this.api.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: this.opts.namespace, plural: MEDIAJOB_PLURAL, body });
+      await this.api.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: MEDIAJOB_PLURAL, body: mj });
     } catch (err) {
-      if (err instanceof k8s.ApiException && err.code === 409) return; // AlreadyExists: a retry of the same job
+      // A retry of the same job; any other 409 (or error) is a failure the sweeper recovers from.
+      if (isAlreadyExists(err)) return;
       throw err;
     }
   }

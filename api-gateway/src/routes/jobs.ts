@@ -1,8 +1,7 @@
 // POST /jobs, GET /jobs, GET /jobs/{id}.
 import { Router, json, type NextFunction, type Request, type Response } from 'express';
-import * as k8s from '@kubernetes/client-node';
 import { parseJobRequest } from '@mediajobs/lib/job-options';
-import type { Logger } from '@mediajobs/lib/logger';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
 import type { Destination, JobStatus } from '@mediajobs/lib/mediajob/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
@@ -45,20 +44,6 @@ function principal(res: Response): Principal {
 function requireJson(req: Request, res: Response, next: NextFunction): void {
   if (req.is('application/json')) next();
   else sendError(res, 415, 'Content-Type must be application/json');
-}
-
-/** What a failed MediaJob create is logged as: status and reason, never the response body (it may echo the spec). */
-function submitFailure(err: unknown): Record<string, unknown> {
-  if (err instanceof k8s.ApiException) {
-    let reason: unknown;
-    try {
-      reason = (typeof err.body === 'string' ? JSON.parse(err.body) : err.body)?.reason;
-    } catch {
-      reason = undefined;
-    }
-    return { code: err.code, reason };
-  }
-  return { error: err instanceof Error ? `${err.name}: ${err.message}` : String(err) };
 }
 
 type QueryValue = string | string[] | undefined;
@@ -126,13 +111,13 @@ export function jobsRouter(deps: JobsRouteDeps): Router {
       return;
     }
 
-    const { spec } = buildMediaJob({ jobId: id, apiKeyId, namespace: deps.namespace, options: request.options, destination });
     try {
-      await deps.submitter.submit(spec, id);
+      await deps.submitter.submit(buildMediaJob({ jobId: id, apiKeyId, namespace: deps.namespace, options: request.options, destination }));
     } catch (err) {
       // The row is committed and Pending: the operator's sweeper creates the
-      // MediaJob from it, so the client still gets its job.
-      log.warn({ jobId: id, ...submitFailure(err) }, 'MediaJob create failed; left to the operator sweeper');
+      // MediaJob from it, so the client still gets its job. errFields keeps
+      // the status and reason, never the response body (it may echo the spec).
+      log.warn({ jobId: id, err: errFields(err) }, 'MediaJob create failed; left to the operator sweeper');
     }
     res.status(201).location(`/jobs/${id}`).json({ job_id: id });
   });
