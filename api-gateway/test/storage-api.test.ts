@@ -38,11 +38,11 @@ function newS3Key(): { accessKey: string; secretKey: string } {
 const SRC = 'https://media.example/watch?v=storage';
 
 class ForwardingSubmitter implements JobSubmitter {
-  readonly calls: { spec: Parameters<JobSubmitter['submit']>[0]; id: string }[] = [];
+  readonly calls: { spec: MediaJob['spec']; id: string }[] = [];
   constructor(private readonly next: JobSubmitter) {}
-  async submit(spec: Parameters<JobSubmitter['submit']>[0], id: string): Promise<void> {
-    this.calls.push({ spec, id });
-    await this.next.submit(spec, id);
+  async submit(mj: MediaJob): Promise<void> {
+    this.calls.push({ spec: mj.spec, id: mj.metadata.name! });
+    await this.next.submit(mj);
   }
 }
 
