@@ -13,7 +13,7 @@ import { Readable } from 'node:stream';
 import { inspect } from 'node:util';
 import { createLogger } from '@mediajobs/lib/logger';
 import { SecretBox } from '@mediajobs/lib/secret-box';
-import { createProvider, type StorageProvider } from '@mediajobs/lib/storage/index';
+import { createProvider, createUploadGrantBroker, type StorageProvider } from '@mediajobs/lib/storage/index';
 import { S3StorageProvider } from '@mediajobs/lib/storage/s3';
 import { JOB_METADATA, UPLOAD_GRANT_PATH, UploadGrantBroker, UploadGrantKeys } from '@mediajobs/lib/storage/upload-grants';
 import { uploadGrantsRouter } from '../src/routes/upload-grants.js';
@@ -303,6 +303,26 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
     } finally {
       await down.close();
       unreachable.destroy();
+    }
+  });
+
+  it("is built from the gateway's managed storage settings on S3, and not at all for local storage", async () => {
+    const settings = {
+      MANAGED_STORAGE: 's3' as const, MANAGED_STORAGE_DIR: '.local/storage', PUBLIC_BASE_URL: 'http://127.0.0.1:8080',
+      MANAGED_S3_ENDPOINT: s3.endpoint, MANAGED_S3_BUCKET: BUCKET, MANAGED_S3_REGION: 'us-east-1', MANAGED_S3_FORCE_PATH_STYLE: true,
+      MANAGED_S3_ACCESS_KEY: s3.accessKeyId, MANAGED_S3_SECRET_KEY: s3.secretAccessKey, SECRET_KEYS: SecretBox.generateSpec('gw'),
+    };
+    expect(await createUploadGrantBroker({ ...settings, MANAGED_STORAGE: 'local' }, async () => true)).to.equal(undefined);
+    const broker = await createUploadGrantBroker(settings, async (id) => id === JOB);
+    const built = await gateway(broker!);
+    try {
+      // The operator mints with the same SECRET_KEYS.
+      const token = new UploadGrantKeys(settings.SECRET_KEYS).mint(JOB, inAnHour());
+      await (await runner(JOB, token, built.url)).upload('videos/configured.mp4', Readable.from([Buffer.from('configured')]));
+      expect((await read('videos/configured.mp4'))?.toString()).to.equal('configured');
+      expect(built.ops).to.deep.equal(['begin', 'part', 'complete']);
+    } finally {
+      await built.close();
     }
   });
 

@@ -15,6 +15,8 @@ import { ConfigError, loadConfig, managedStorageSchema } from '../config.js';
 import type { DriveDownloadUrlOptions } from './drive-links.js';
 import { LocalStorageProvider } from './managed-local.js';
 import { StorageError, type StorageProvider } from './types.js';
+import { UploadGrantBroker, UploadGrantKeys } from './upload-grants.js';
+import type { S3StorageProvider } from './s3.js';
 
 export * from './types.js';
 export { LocalStorageProvider, decodeKeyPath, encodeKeyPath, resolveFile, signFileUrl, verifySignedFileUrl } from './managed-local.js';
@@ -65,11 +67,31 @@ async function managedStorage(config: ManagedStorageConfig, signs: boolean): Pro
       ...(config.FILE_URL_SECRET ? { secret: config.FILE_URL_SECRET } : {}),
     });
   }
-  if (!config.MANAGED_S3_BUCKET) fail('missing_bucket', 'MANAGED_S3_BUCKET is required when MANAGED_STORAGE=s3');
+  return managedS3(config);
+}
+
+/**
+ * The gateway's side of runners' upload grants (docs/adr/0012): a broker
+ * over managed storage on S3, with its credentials, and grant keys from
+ * SECRET_KEYS. Undefined for local managed storage, which runners write
+ * themselves.
+ */
+export async function createUploadGrantBroker(
+  config: ManagedStorageConfig & { SECRET_KEYS: string },
+  isJobActive: (jobId: string) => Promise<boolean>,
+): Promise<UploadGrantBroker | undefined> {
+  if (config.MANAGED_STORAGE !== 's3') return undefined;
+  return new UploadGrantBroker({ store: await managedS3(config), keys: new UploadGrantKeys(config.SECRET_KEYS), isJobActive });
+}
+
+async function managedS3(config: ManagedStorageConfig): Promise<S3StorageProvider> {
+  if (!config.MANAGED_S3_BUCKET) {
+    throw new StorageError('invalid_config', 'missing_bucket', 'managed: MANAGED_S3_BUCKET is required when MANAGED_STORAGE=s3', { provider: 'managed' });
+  }
   const { S3StorageProvider } = await import('./s3.js');
   return new S3StorageProvider({
     name: 'managed',
-    bucket: config.MANAGED_S3_BUCKET as string,
+    bucket: config.MANAGED_S3_BUCKET,
     region: config.MANAGED_S3_REGION,
     forcePathStyle: config.MANAGED_S3_FORCE_PATH_STYLE,
     ...(config.MANAGED_S3_ENDPOINT ? { endpoint: config.MANAGED_S3_ENDPOINT } : {}),
