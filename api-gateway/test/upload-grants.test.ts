@@ -216,6 +216,18 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
     const err = await caught((await runner(finished)).upload('videos/refused.mp4', Readable.from([Buffer.from('x')])));
     expect([err.code, err.reason]).to.deep.equal(['auth', 'job_not_running']);
     expect(await read('videos/refused.mp4')).to.equal(undefined);
+
+    // A job cancelled mid-upload: nothing more goes in, but its runner may still abort what it began.
+    const cancelled = '44444444-5555-4666-8777-888888888888';
+    const token = keys.mint(cancelled, inAnHour());
+    running.add(cancelled);
+    const begun = await post('begin', token, { key: 'videos/cancelled.mp4' });
+    running.delete(cancelled);
+    const upload = begun.body!.upload as string;
+    expect((await post('part', token, { key: 'videos/cancelled.mp4', upload, partNumber: 1 })).status).to.equal(403);
+    expect((await post('complete', token, { key: 'videos/cancelled.mp4', upload, parts: [{ number: 1, etag: '"e"' }] })).status).to.equal(403);
+    // s3rver answers AbortMultipartUpload with 405: the grant let it through to the bucket.
+    expect(await post('abort', token, { key: 'videos/cancelled.mp4', upload })).to.deep.include({ status: 502, body: { error: 'Managed storage failed', code: 'failed', reason: 'MethodNotAllowed' } });
     await (await runner(JOB)).probe();
     expect(gw.ops.at(-1)).to.equal('check');
   });

@@ -207,7 +207,7 @@ const BODIES = {
 
 /**
  * The gateway's side of a grant: every request names its token; the job
- * must still be running, the key must be a managed-storage key, and an
+ * must still be running (except to abort), the key must be a managed-storage key, and an
  * upload id must be one this job's `begin` sealed. Objects are created only
  * where none is (HEAD before begin and again before complete: a lookup, as
  * the s3 provider's refuseExisting, with its race window), carry the job
@@ -228,7 +228,9 @@ export class UploadGrantBroker {
     if (!checked.ok) throw TOKEN_ANSWERS[checked.why];
     const parsed = BODIES[op as GrantOp].safeParse(body ?? {});
     if (!parsed.success) throw new GrantError(400, 'invalid_config', 'invalid_request', 'Invalid upload grant request');
-    if (!(await this.#o.isJobActive(checked.jobId))) throw refused(403, 'job_not_running', 'The job is not running');
+    // Abort only discards an unfinished upload of this job's own (the id is sealed to it), and a runner
+    // whose job was cancelled mid-upload must still be able to, or its parts stay billed.
+    if (op !== 'abort' && !(await this.#o.isJobActive(checked.jobId))) throw refused(403, 'job_not_running', 'The job is not running');
     const req = parsed.data as Record<string, unknown>;
     if (typeof req.key === 'string') this.#checkKey(req.key);
     const grant = { jobId: checked.jobId, kid: checked.kid };
