@@ -99,12 +99,19 @@ export class JobRecord {
    * signs managed files again.
    */
   private async presignResult(mj: MediaJob, result: MediaJobResult | undefined): Promise<DownloadUrls> {
-    const failed = (err: unknown) => {
+    const unsigned = (err: unknown) => {
       this.d.log.warn({ jobId: jobIdOf(mj), err: errFields(err) }, 'presigning a result URL failed');
       return undefined;
     };
-    if (!JobDestinations.isManaged(mj)) return this.d.destinations.presignOwn(mj, result).catch((err: unknown) => failed(err) ?? {});
-    const sign = async (key: string | undefined) => (key ? this.d.storage.presign(key).catch(failed) : undefined);
+    if (!JobDestinations.isManaged(mj)) {
+      try {
+        return await this.d.destinations.presignOwn(mj, result);
+      } catch (err) {
+        unsigned(err);
+        return {};
+      }
+    }
+    const sign = async (key: string | undefined) => (key ? this.d.storage.presign(key).catch(unsigned) : undefined);
     return { s3Url: await sign(result?.storageKey), subtitleUrl: await sign(result?.subtitleKey), thumbnailUrl: await sign(result?.thumbnailKey) };
   }
 }
