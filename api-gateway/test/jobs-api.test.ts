@@ -145,8 +145,8 @@ describe('api-gateway: REST API', function () {
       const r = await post({ url: SRC });
       const id = (r.body as { job_id: string }).job_id;
       const submitter = new KubeJobSubmitter(tc.kc, { namespace: 'default' });
-      const cr = await getCr(id);
-      await submitter.submit(cr.spec, id);
+      const { apiVersion, kind, metadata: { name, namespace, labels }, spec } = await getCr(id);
+      await submitter.submit({ apiVersion, kind, metadata: { name, namespace, labels }, spec });
     });
 
     it('answers 201 and logs a warning when the MediaJob cannot be created (the sweeper takes over)', async () => {

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { LocalCluster } from '@mediajobs/local-cluster';
 import { createLogger, type Logger } from '@mediajobs/lib/logger';
+import type { MediaJob, MediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import pg from 'pg';
 import { createApp, type AppDeps } from '../src/app.js';
@@ -37,11 +38,11 @@ export function captureLogger(level = 'debug'): { logger: Logger; lines: string[
 }
 
 export class RecordingSubmitter implements JobSubmitter {
-  calls: { spec: Parameters<JobSubmitter['submit']>[0]; id: string }[] = [];
+  calls: { mj: MediaJob; spec: MediaJobSpec; id: string }[] = [];
   fail: Error | undefined;
   delayMs = 0;
-  async submit(spec: Parameters<JobSubmitter['submit']>[0], id: string): Promise<void> {
-    this.calls.push({ spec, id });
+  async submit(mj: MediaJob): Promise<void> {
+    this.calls.push({ mj, spec: mj.spec, id: mj.metadata.name! });
     if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
     if (this.fail) throw this.fail;
   }

@@ -9,7 +9,7 @@ import { rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
-import type { MediaJobSpec, RunnerReport } from '@mediajobs/lib/mediajob/types';
+import type { NormalisedMediaJobSpec, RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { isStorageError } from '@mediajobs/lib/storage/index';
 import type { RunResult } from './child.js';
 import { classification, classifyFfmpeg, classifyUpload, type Classification } from './classify.js';
@@ -22,7 +22,7 @@ import { expectedOf, inspectFile, inspectStream, wrongDelivery, type Expected, t
 const fdatasync = promisify(fdatasyncCallback);
 
 export interface DeliveryContext {
-  spec: MediaJobSpec;
+  spec: NormalisedMediaJobSpec;
   container: Container;
   clip?: Clip;
   tools: { ffmpeg: string; ffprobe: string; threads?: number };

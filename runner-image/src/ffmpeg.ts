@@ -2,7 +2,7 @@
 // container, not the media, so it runs at disk speed. Streamable containers
 // go from ffmpeg's stdout straight into the upload.
 import { PassThrough, type Readable, type Writable } from 'node:stream';
-import type { MediaJobSpec } from '@mediajobs/lib/mediajob/types';
+import type { MediaJobOptions } from '@mediajobs/lib/mediajob/types';
 import { runProcess, type RunResult } from './child.js';
 import { codecPlan, codecPlanArgs, type Clip, type CodecPlan, type Container, type MeasuredAudio, type YtDlpFormat } from './plan.js';
 
@@ -160,7 +160,7 @@ const secs = (n: number) => n.toFixed(3);
  * would otherwise keep. Copied video is only ever cut at a keyframe (see
  * planMux), so it needs no such rule.
  */
-export function muxPlan(inputs: MuxInput[], output: string, container: Container, spec: Pick<MediaJobSpec, 'videoCodec' | 'audioCodec' | 'audioBitrate' | 'videoQuality' | 'qualityPreset'>, opts: MuxOptions = {}): MuxPlan | undefined {
+export function muxPlan(inputs: MuxInput[], output: string, container: Container, spec: Pick<MediaJobOptions, 'videoCodec' | 'audioCodec' | 'audioBitrate' | 'videoQuality'>, opts: MuxOptions = {}): MuxPlan | undefined {
   let video: MuxPlan['video'];
   let audio: MuxPlan['audio'];
   for (const input of inputs) {

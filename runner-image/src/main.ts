@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ConfigError } from '@mediajobs/lib/config';
 import { createLogger, errFields } from '@mediajobs/lib/logger';
-import { RUNNER_EXIT, type MediaJobSpec, type RunnerReport } from '@mediajobs/lib/mediajob/types';
+import { RUNNER_EXIT, type NormalisedMediaJobSpec, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { cpuBudget, killAllChildren, liveChildren } from './child.js';
 import { classification } from './classify.js';
 import { loadRunnerEnv, parseSpec, SpecError, type RunnerEnv } from './config.js';
@@ -70,7 +70,7 @@ async function main(): Promise<number> {
   process.once('SIGINT', onSignal);
 
   let env: RunnerEnv;
-  let spec: MediaJobSpec;
+  let spec: NormalisedMediaJobSpec;
   try {
     env = loadRunnerEnv();
     spec = parseSpec(env.MEDIAJOB_SPEC);

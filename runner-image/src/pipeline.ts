@@ -6,7 +6,7 @@
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '@mediajobs/lib/logger';
-import type { MediaJobSpec, RunnerReport } from '@mediajobs/lib/mediajob/types';
+import type { NormalisedMediaJobSpec, RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { classification, classifyFfmpeg, classifyYtDlp } from './classify.js';
 import { deliver, type Delivery, type DeliveryContext } from './deliver.js';
 import type { ResolvedDestination } from './destination.js';
@@ -40,7 +40,7 @@ export interface Tools {
 }
 
 export interface JobContext {
-  spec: MediaJobSpec;
+  spec: NormalisedMediaJobSpec;
   jobId: string;
   /** This job's private scratch directory; the caller removes it. */
   workDir: string;
@@ -269,7 +269,7 @@ function optional<K extends string, V>(key: K, value: V | undefined): Partial<Re
  * rules choose among tracks by exactly those.
  */
 async function chooseJobFormats(
-  formats: readonly YtDlpFormat[], spec: MediaJobSpec, container: Container, tools: Tools, logger: Logger, signal?: AbortSignal,
+  formats: readonly YtDlpFormat[], spec: NormalisedMediaJobSpec, container: Container, tools: Tools, logger: Logger, signal?: AbortSignal,
 ): Promise<FormatChoice | undefined> {
   const unknown = formatsToMeasure(formats);
   const measured = new Map<string, MeasuredAudio>();

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { pino } from 'pino';
-import type { MaxResolution, MediaJobSpec } from '@mediajobs/lib/mediajob/types';
+import type { MaxResolution, NormalisedMediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { LocalStorageProvider } from '@mediajobs/lib/storage/index';
 import type { RunResult } from '../src/child.js';
 import { runJob } from '../src/pipeline.js';
@@ -264,7 +264,7 @@ describe('runner: live streams', () => {
       n++;
       const store = join(scratch, 'store');
       const workDir = join(scratch, `work-${n}`);
-      const spec: MediaJobSpec = {
+      const spec: NormalisedMediaJobSpec = {
         url: stream.url, owner: { apiKeyId: '6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f' }, destination: { type: 'managed' },
         format: 'mp4', videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, maxResolution, maxDuration: 2,
         audioOnly: false, downloadSubtitles: false, downloadThumbnail: false, liveRecording: false, liveFromStart: false,
