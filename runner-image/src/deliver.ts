@@ -73,7 +73,7 @@ export async function deliver(ctx: DeliveryContext, inputs: MuxInput[], reading:
     return failed(classification(container.audioOnly && !hasAudio ? 'unavailable' : 'processing_failed'), { why: 'no usable stream' });
   }
   logger.info({ video: plan.codecs.video, audio: plan.codecs.audio, clip, streaming: plan.streaming, reading }, 'muxing');
-  const pass: Pass = { ctx, plan, expected: expectedOf(plan, container), reading, failed, onProgress: reading ? steps.within(0, 33) : steps.within(33, 33) };
+  const pass: Pass = { ctx, plan, expected: expectedOf(plan, container), reading, failed, onProgress: reading ? steps.withinStep('Downloading') : steps.withinStep('Muxing') };
   return plan.streaming ? deliverStreamed(pass) : deliverFile(pass, output);
 }
 
@@ -159,7 +159,7 @@ async function deliverFile(pass: Pass, output: string): Promise<Delivery> {
   if (why) return failed(classification('output_unverified'), { why, verifyMs: Math.round(written.ms ?? 0) }, true);
 
   ctx.steps.enter('Uploading');
-  const uploaded = await uploadJobFile(ctx.destination, { ...ctx.target, file: output, onProgress: ctx.steps.within(66, 33) });
+  const uploaded = await uploadJobFile(ctx.destination, { ...ctx.target, file: output, onProgress: ctx.steps.withinStep('Uploading') });
   if (!uploaded.ok) return failed(classifyUpload(uploaded.error, { localReadFailed: uploaded.localReadFailed }), { err: errFields(uploaded.error) });
   await rm(ctx.outDir, { recursive: true, force: true });
   return verified(pass, uploaded, Promise.resolve(written));

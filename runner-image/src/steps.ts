@@ -40,7 +40,7 @@ export class JobSteps {
   }
 
   /** A progress callback for a part of the job spanning `span` points from `start`; progress never goes back. */
-  within(start: number, span: number): (fraction: number) => void {
+  private within(start: number, span: number): (fraction: number) => void {
     return (fraction) => {
       this.progress = Math.max(this.progress, Math.floor(start + span * Math.min(1, Math.max(0, fraction))));
       this.reporter.setProgress(this.progress);
