@@ -11,7 +11,7 @@ import { createManagedStorage } from '@mediajobs/lib/storage/index';
 import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
 import { UploadGrantKeys } from '@mediajobs/lib/storage/upload-grants';
 import type { OperatorConfig } from './config.js';
-import type { ManagedStorageAccess } from './controller.js';
+import type { ManagedStorageAccess } from './job-record.js';
 
 /**
  * A grant outlives the runner Job's active deadline by this much: the
@@ -22,8 +22,7 @@ import type { ManagedStorageAccess } from './controller.js';
 export const GRANT_MARGIN_SECONDS = 3600;
 
 type Settings = Pick<OperatorConfig,
-  | 'MANAGED_STORAGE' | 'MANAGED_STORAGE_DIR' | 'PUBLIC_BASE_URL' | 'UPLOAD_GRANT_URL' | 'JOB_ACTIVE_DEADLINE_SECONDS' | 'SECRET_KEYS'
-  | 'MANAGED_S3_ENDPOINT' | 'MANAGED_S3_BUCKET' | 'MANAGED_S3_REGION' | 'MANAGED_S3_FORCE_PATH_STYLE' | 'MANAGED_S3_ACCESS_KEY' | 'MANAGED_S3_SECRET_KEY'>;
+  'MANAGED_STORAGE' | 'MANAGED_STORAGE_DIR' | 'PUBLIC_BASE_URL' | 'UPLOAD_GRANT_URL' | 'JOB_ACTIVE_DEADLINE_SECONDS' | 'SECRET_KEYS'>;
 
 export async function managedStorageAccess(cfg: OperatorConfig): Promise<ManagedStorageAccess> {
   const provider = await createManagedStorage(cfg);
@@ -37,7 +36,7 @@ export async function managedStorageAccess(cfg: OperatorConfig): Promise<Managed
  * The managed-storage document of a job's runner, by job id. Checks at
  * start what minting needs (SECRET_KEYS with S3).
  */
-export function runnerDocuments(cfg: Settings, now: () => number = Date.now): (jobId?: string) => Record<string, unknown> {
+export function runnerDocuments(cfg: Settings, now: () => number = Date.now): (jobId: string) => Record<string, unknown> {
   if (cfg.MANAGED_STORAGE === 'local') {
     // The runner writes the directory itself (stage(): ffmpeg's stdout is the stored file); it signs no URL.
     const local = { provider: 'managed', managed: { MANAGED_STORAGE: 'local', MANAGED_STORAGE_DIR: resolve(cfg.MANAGED_STORAGE_DIR) } };
@@ -47,26 +46,7 @@ export function runnerDocuments(cfg: Settings, now: () => number = Date.now): (j
   const keys = new UploadGrantKeys(cfg.SECRET_KEYS);
   const url = cfg.UPLOAD_GRANT_URL ?? cfg.PUBLIC_BASE_URL;
   return (jobId) => {
-    if (jobId === undefined) return legacyS3Document(cfg);
     const expiresAt = Math.floor(now() / 1000) + cfg.JOB_ACTIVE_DEADLINE_SECONDS + GRANT_MARGIN_SECONDS;
     return { provider: 'managed', managed: { MANAGED_STORAGE: 's3' }, grant: { url, token: keys.mint(jobId, expiresAt) } };
   };
-}
-
-/**
- * TRANSITIONAL, until the controller passes the job id (ManagedStorageAccess.destination(jobId)):
- * the bucket's settings and keys, as runners got them before upload grants. Delete with the wiring.
- */
-function legacyS3Document(cfg: Settings): Record<string, unknown> {
-  const settings: Record<string, string> = {
-    MANAGED_STORAGE: 's3',
-    MANAGED_S3_REGION: cfg.MANAGED_S3_REGION,
-    MANAGED_S3_FORCE_PATH_STYLE: String(cfg.MANAGED_S3_FORCE_PATH_STYLE),
-  };
-  const optional = {
-    MANAGED_S3_ENDPOINT: cfg.MANAGED_S3_ENDPOINT, MANAGED_S3_BUCKET: cfg.MANAGED_S3_BUCKET,
-    MANAGED_S3_ACCESS_KEY: cfg.MANAGED_S3_ACCESS_KEY, MANAGED_S3_SECRET_KEY: cfg.MANAGED_S3_SECRET_KEY,
-  };
-  for (const [k, v] of Object.entries(optional)) if (v) settings[k] = v;
-  return { provider: 'managed', managed: settings };
 }
