@@ -3,12 +3,15 @@
 import express from 'express';
 import type { Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor } from '@mediajobs/lib/media-info/index';
+import { DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
+import type { UploadGrantBroker } from '@mediajobs/lib/storage/upload-grants';
 import type pg from 'pg';
 import { ApiKeyCache, MISSING_KEY, cachedKeyLookup, requireApiKey } from './auth.js';
 import { migrationsApplied } from './db/migrate.js';
 import { HttpError, errorResponder, notFound } from './http-errors.js';
 import { requestLogger } from './request-log.js';
+import { uploadGrantsRouter } from './routes/upload-grants.js';
 import { filesRouter } from './routes/files.js';
 import { isShortRouter } from './routes/is-short.js';
 import { jobsRouter } from './routes/jobs.js';
@@ -30,6 +33,8 @@ export interface AppDeps {
   presign: (key: string) => Promise<string>;
   /** Serve /files/* from this directory (local managed storage); absent with S3. */
   files?: { dir: string; secret: string };
+  /** Upload grants for runners on managed S3 (ADR 0012); absent with local managed storage. */
+  uploadGrants?: Pick<UploadGrantBroker, 'handle'>;
   /** Defaults to a 10 s cache over the api_keys table. */
   keyCache?: ApiKeyCache;
   /** True once SIGTERM arrived: /readyz fails and connections are not kept alive. */
@@ -49,6 +54,8 @@ export interface AppDeps {
   };
   /** yt-dlp lookups of POST /metadata and POST /is-short; defaults to yt-dlp on PATH with the spec's bounds. */
   mediaInfo?: MediaInfoExtractor;
+  /** Which addresses may be contacted for users (source and /metadata URLs, storage endpoints); default: no allowance. */
+  outbound?: OutboundPolicy;
 }
 
 /**
@@ -56,7 +63,8 @@ export interface AppDeps {
  * it), with the spec's message for a request without one: authentication
  * runs before routing and body parsing, so an unknown path or method under a
  * prefix is a 401 without a key too. /files, /drive-files (the URL is the
- * credential), /healthz and /readyz stay open.
+ * credential), /internal/upload-grants (a runner's job-scoped token is the
+ * credential, ADR 0012), /healthz and /readyz stay open.
  */
 const AUTHENTICATED: readonly (readonly [prefix: string, missingKey: string])[] = [
   ['/jobs', MISSING_KEY],
@@ -93,14 +101,16 @@ export function createApp(deps: AppDeps): express.Express {
   });
 
   if (deps.files) app.use(filesRouter(deps.files));
+  if (deps.uploadGrants) app.use(uploadGrantsRouter({ broker: deps.uploadGrants, logger: log }));
 
   for (const [prefix, missingKey] of AUTHENTICATED) app.use(prefix, requireApiKey(keyCache, missingKey));
   const probeTimeoutMs = deps.storage?.probeTimeoutMs ?? 15_000;
   const providerSettings = deps.storage?.providerSettings ?? {};
   const probes = deps.storage?.probes ?? new ProbeCache((doc) => probeDestination(doc, probeTimeoutMs, providerSettings));
-  app.use(jobsRouter({ ...deps, probes, providerSettings }));
+  const outbound = deps.outbound ?? DEFAULT_OUTBOUND_POLICY;
+  app.use(jobsRouter({ ...deps, probes, providerSettings, outbound }));
   app.use(userStorageRouter({
-    pool: deps.pool, logger: log, secretBox: deps.secretBox, probeTimeoutMs, providerSettings,
+    pool: deps.pool, logger: log, secretBox: deps.secretBox, probeTimeoutMs, providerSettings, outbound,
     ...(deps.storage?.vault && { vault: deps.storage.vault }),
   }));
   if (deps.storage?.driveDownloadSecret) {
@@ -109,8 +119,8 @@ export function createApp(deps: AppDeps): express.Express {
       ...(deps.storage.vault && { vault: deps.storage.vault }),
     }));
   }
-  const mediaInfo = { logger: log, keyCache, mediaInfo: deps.mediaInfo ?? new MediaInfoExtractor() };
-  app.use(metadataRouter(mediaInfo));
+  const mediaInfo = { logger: log, mediaInfo: deps.mediaInfo ?? new MediaInfoExtractor() };
+  app.use(metadataRouter({ ...mediaInfo, outbound }));
   app.use(isShortRouter(mediaInfo));
 
   app.use(notFound);

@@ -5,8 +5,10 @@ import type { AddressInfo } from 'node:net';
 import { storageEndpoints } from '@mediajobs/lib/config';
 import { createLogger, errFields, type Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor, mediaInfoOptions } from '@mediajobs/lib/media-info/index';
+import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { SecretBox } from '@mediajobs/lib/secret-box';
-import { createManagedStorage } from '@mediajobs/lib/storage/index';
+import { isJobActive } from '@mediajobs/lib/db/jobs';
+import { createManagedStorage, createUploadGrantBroker } from '@mediajobs/lib/storage/index';
 import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
 import type pg from 'pg';
 import { createApp } from './app.js';
@@ -50,6 +52,9 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     throw err;
   }
 
+  // Runners on managed S3 upload through grants answered here (ADR 0012); none for local storage.
+  const uploadGrants = await createUploadGrantBroker(config, (jobId) => isJobActive(pool, jobId));
+
   let shuttingDown = false;
   const app = createApp({
     pool,
@@ -64,6 +69,8 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     keyCache: new ApiKeyCache(cachedKeyLookup(pool), config.AUTH_CACHE_TTL_MS, config.AUTH_CACHE_MAX_ENTRIES),
     isShuttingDown: () => shuttingDown,
     mediaInfo: new MediaInfoExtractor(mediaInfoOptions(config)),
+    outbound: new OutboundPolicy({ allowed: config.OUTBOUND_ALLOWED_CIDRS }),
+    ...(uploadGrants && { uploadGrants }),
     storage: {
       probeTimeoutMs: config.STORAGE_PROBE_TIMEOUT_MS,
       providerSettings: storageEndpoints(config),

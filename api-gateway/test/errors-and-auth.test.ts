@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
+import { UPLOAD_GRANT_PATH } from '@mediajobs/lib/storage/upload-grants';
 import express, { type Express } from 'express';
 import { ApiKeyCache } from '../src/auth.js';
 import { HttpError, errorResponder, failsWith, notFound } from '../src/http-errors.js';
@@ -31,7 +32,7 @@ function appRoutes(app: Express): [string, string][] {
 }
 
 /** Routes whose URL is the credential (a signature), and the probes: no API key. */
-const PUBLIC = new Set(['GET /healthz', 'GET /readyz', 'GET /files/*key', 'GET /drive-files/*path']);
+const PUBLIC = new Set(['GET /healthz', 'GET /readyz', 'GET /files/*key', 'GET /drive-files/*path', `POST ${UPLOAD_GRANT_PATH}/:op`]);
 
 /** The spec's missing-key message: its own wording on POST /is-short. */
 const missingMessage = (path: string) => (path === '/is-short' ? 'Missing API key' : 'Missing x-api-key header');
@@ -52,6 +53,8 @@ describe('api-gateway: one error path, one authentication', function () {
       submitter: new RecordingSubmitter(),
       files: { dir, secret: 'test-file-url-secret-0123456789' },
       storage: { driveDownloadSecret: 'test-file-url-secret-0123456789' },
+      // Its token is the credential (ADR 0012); a broker that answers nothing is enough to mount the route.
+      uploadGrants: { handle: () => Promise.resolve(undefined) },
     });
     routes = appRoutes(gw.server.listeners('request')[0] as Express);
   });

@@ -212,6 +212,11 @@ describe('api-gateway: REST API', function () {
       [{ storage: { provider: 's3' }, storage_provider: 's3' }, 'storage_and_storage_provider_are_exclusive'],
       [{ storage_provider: 's3' }, 'storage_provider_not_configured'],
       [{ storage: { provider: 's3', bucket: 'b' } }, 'Invalid storage configuration: endpoint_required'],
+      // The outbound-address policy (lib/src/outbound.ts); the test gateway allows only loopback.
+      [{ url: 'http://169.254.169.254/latest/meta-data/' }, "Invalid field 'url': local and link-local addresses are not allowed"],
+      [{ url: 'http://[::ffff:a9fe:a9fe]/' }, "Invalid field 'url': local and link-local addresses are not allowed"],
+      [{ url: 'https://10.1.2.3/internal.mp4' }, "Invalid field 'url': local and link-local addresses are not allowed"],
+      [{ storage: { provider: 's3', endpoint: 'http://10.0.0.5:9000', bucket: 'b', region: 'us-east-1', access_key: 'a', secret_key: 's' } }, 'Invalid storage configuration: invalid_endpoint'],
     ];
     for (const [body, message] of cases) {
       it(`${JSON.stringify(body).slice(0, 80)} → 400 ${message}`, async () => {

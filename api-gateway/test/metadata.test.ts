@@ -12,6 +12,7 @@ import { expect } from 'chai';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { MediaInfoExtractor } from '@mediajobs/lib/media-info/index';
+import { DEFAULT_OUTBOUND_POLICY } from '@mediajobs/lib/outbound';
 import { startMediaServer, unreachableUrl, type MediaServer } from '../../test/support/media.js';
 import {
   ACCEPTED, INFO_LIVE, INFO_LIVE_NO_DIMENSIONS, INFO_SHORT, INFO_UPCOMING, NOT_VIDEOS, OTHER_PLATFORMS,
@@ -60,7 +61,8 @@ describe('api-gateway: POST /metadata and POST /is-short', function () {
       ...ACCEPTED.map(([, , id]): [string, string] => [`${WATCH}${id}`, verticalUrl]),
     ]);
     submitter = new RecordingSubmitter();
-    gw = await startTestGateway({ submitter, mediaInfo: new MediaInfoExtractor({ urlMap }) });
+    // Production's policy, not the test support's loopback allowance: local URLs are refused here.
+    gw = await startTestGateway({ submitter, mediaInfo: new MediaInfoExtractor({ urlMap }), outbound: DEFAULT_OUTBOUND_POLICY });
   });
 
   after(async () => {

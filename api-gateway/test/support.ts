@@ -9,6 +9,7 @@ import * as k8s from '@kubernetes/client-node';
 import { LocalCluster } from '@mediajobs/local-cluster';
 import { createLogger, type Logger } from '@mediajobs/lib/logger';
 import type { MediaJob, MediaJobSpec } from '@mediajobs/lib/mediajob/types';
+import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import pg from 'pg';
 import { createApp, type AppDeps } from '../src/app.js';
@@ -73,6 +74,7 @@ export async function startTestGateway(deps: Partial<AppDeps> & { submitter: Job
     namespace: 'default',
     presign: async (key) => `https://storage.example/${key}?signed=1`,
     keyCache,
+    outbound: new OutboundPolicy({ allowed: ['127.0.0.0/8', '::1/128'] }), // storage emulators and media servers on loopback
     ...deps,
   });
   const server = createServer(app);

@@ -3,7 +3,7 @@
 // credential) and the sealed document that only the operator opens. Saved
 // destinations (rule 9) are resolved by the job insert itself (db/jobs.ts).
 import { STORAGE_PROVIDERS, type Destination, type StorageProviderName } from '@mediajobs/lib/mediajob/types';
-import { OutboundPolicy } from '@mediajobs/lib/outbound';
+import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import { SAVED_ONLY_PROVIDERS, parseDestination } from '@mediajobs/lib/storage/index';
 import { StorageError } from '@mediajobs/lib/storage/types';
@@ -24,14 +24,6 @@ export type JobDestinationResult = { ok: true; value: JobDestination } | { ok: f
 const invalid = (reason: string): JobDestinationResult => ({ ok: false, error: `Invalid storage configuration: ${reason}` });
 
 /**
- * Endpoints checked without the gateway's policy keep the rule they had
- * before the one policy existed: refused only where no allowance reaches
- * (link-local, cloud metadata). Until app.ts hands its policy to every
- * caller (issue 12 wiring); then this goes and `policy` is required.
- */
-const UNTIL_WIRED = new OutboundPolicy({ allowed: ['0.0.0.0/0', '::/0'] });
-
-/**
  * Whether a storage endpoint names a host the outbound-address policy
  * refuses: an endpoint is a request the gateway (probe) and the runner
  * (upload) make on the client's behalf. Literal hosts only; a name is
@@ -39,7 +31,7 @@ const UNTIL_WIRED = new OutboundPolicy({ allowed: ['0.0.0.0/0', '::/0'] });
  * endpoints). Scheme-less endpoints (`oss-cn-hangzhou.aliyuncs.com`) are
  * read as https.
  */
-export function isForbiddenEndpoint(endpoint: unknown, policy: OutboundPolicy = UNTIL_WIRED): boolean {
+export function isForbiddenEndpoint(endpoint: unknown, policy: OutboundPolicy): boolean {
   if (typeof endpoint !== 'string') return false;
   let url: URL;
   try {
@@ -53,7 +45,7 @@ export function isForbiddenEndpoint(endpoint: unknown, policy: OutboundPolicy = 
 export interface JobDestinationDeps {
   secretBox: SecretBox;
   /** The gateway's outbound-address policy (OUTBOUND_ALLOWED_CIDRS) for the endpoint. */
-  outbound?: OutboundPolicy;
+  outbound: OutboundPolicy;
   probes: ProbeCache;
   providerSettings?: ProviderSettings;
 }

@@ -1,17 +1,19 @@
 // POST /jobs, GET /jobs, GET /jobs/{id}.
-import { Router, json, type NextFunction, type Request, type Response } from 'express';
+import { Router, type RequestHandler, type Response } from 'express';
 import { parseJobRequest } from '@mediajobs/lib/job-options';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
-import type { Destination, JobStatus } from '@mediajobs/lib/mediajob/types';
+import { urlFieldError, type OutboundPolicy } from '@mediajobs/lib/outbound';
+import type { JobStatus } from '@mediajobs/lib/mediajob/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
 import type { Principal } from '../auth.js';
 import { getJob, insertJob, listJobs, type JobDetail } from '../db/jobs.js';
 import { inlineDestination, type JobDestination } from '../destinations/job-destination.js';
 import type { ProbeCache, ProviderSettings } from '../destinations/probe.js';
-import { sendError } from '../http-errors.js';
+import { HttpError, failsWith } from '../http-errors.js';
 import { isUuid, uuidv7 } from '../ids.js';
+import { acceptJson } from '../json-body.js';
 import type { JobSubmitter } from '../submitter.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -34,82 +36,78 @@ export interface JobsRouteDeps {
   /** Successful probes of inline storage, 5 minutes per credential set. */
   probes: ProbeCache;
   providerSettings?: ProviderSettings;
+  /** Which source URLs and storage endpoints may be contacted. */
+  outbound: OutboundPolicy;
 }
 
 function principal(res: Response): Principal {
   return res.locals.principal!;
 }
 
-/** Only JSON bodies; checked before parsing so nothing else is read. */
-function requireJson(req: Request, res: Response, next: NextFunction): void {
-  if (req.is('application/json')) next();
-  else sendError(res, 415, 'Content-Type must be application/json');
-}
-
 type QueryValue = string | string[] | undefined;
 
-function queryInt(name: string, raw: unknown, def: number, min: number, max: number): number | string {
+/** An integer query parameter in [min, max]; 400 naming it otherwise. */
+function queryInt(name: string, raw: QueryValue, def: number, min: number, max: number): number {
   if (raw === undefined) return def;
-  const message = `Invalid query parameter '${name}': must be an integer from ${min} to ${max}`;
-  if (typeof raw !== 'string' || !/^\d{1,15}$/.test(raw)) return Array.isArray(raw) ? `Invalid query parameter '${name}': must be given once` : message;
-  const n = Number(raw);
-  return n < min || n > max ? message : n;
+  if (Array.isArray(raw)) throw new HttpError(400, `Invalid query parameter '${name}': must be given once`);
+  const n = /^\d{1,15}$/.test(raw) ? Number(raw) : NaN;
+  if (!(n >= min && n <= max)) throw new HttpError(400, `Invalid query parameter '${name}': must be an integer from ${min} to ${max}`);
+  return n;
 }
 
+/** The status filter's lower-case form (case-insensitive); 400 for anything else. */
+function statusFilter(raw: QueryValue): JobStatus | undefined {
+  if (raw === undefined) return undefined;
+  const status = typeof raw === 'string' ? STATUS_FILTER[raw.toLowerCase()] : undefined;
+  if (status === undefined) {
+    throw new HttpError(400, "Invalid query parameter 'status': must be one of 'pending', 'processing', 'completed', 'failed', 'warning'");
+  }
+  return status;
+}
+
+// Authentication is app.ts's (every /jobs path needs a key); an unexpected
+// failure answers the route's failsWith message and is logged by the error
+// middleware (http-errors.ts).
 export function jobsRouter(deps: JobsRouteDeps): Router {
   const router = Router();
-  const log = deps.logger;
+  router.post('/jobs', ...acceptJson(MAX_BODY_BYTES), failsWith('Failed to create job'), createJob(deps));
+  router.get('/jobs', failsWith('Database query failed'), listJobsOfKey(deps));
+  router.get('/jobs/:id', failsWith('Database query failed'), showJob(deps));
+  return router;
+}
 
-  router.post('/jobs', requireJson, json({ limit: MAX_BODY_BYTES, strict: true }), async (req, res) => {
+/** POST /jobs: validate, decide the destination once, insert the row, then create the MediaJob. */
+function createJob(deps: JobsRouteDeps): RequestHandler {
+  return async (req, res) => {
     const parsed = parseJobRequest(req.body);
-    if (!parsed.ok) {
-      sendError(res, 400, parsed.error);
-      return;
-    }
+    if (!parsed.ok) throw new HttpError(400, parsed.error);
     const request = parsed.request;
+    const refusedSource = urlFieldError(deps.outbound, 'url', request.options.url);
+    if (refusedSource) throw new HttpError(400, refusedSource);
     const { apiKeyId, organizationId } = principal(res);
     // Inline storage (checked and probed), else rule 9, else managed storage.
     // Decided once, here: the job never falls back to another destination later.
     let inline: JobDestination | undefined;
     if (request.storage !== undefined) {
-      try {
-        const checked = await inlineDestination(deps, request.storage);
-        if (!checked.ok) {
-          sendError(res, 400, checked.error);
-          return;
-        }
-        inline = checked.value;
-      } catch (err) {
-        log.error({ err: { name: (err as Error).name, code: (err as { code?: string }).code } }, 'inline storage check failed');
-        sendError(res, 500, 'Failed to create job');
-        return;
-      }
+      const checked = await inlineDestination(deps, request.storage);
+      if (!checked.ok) throw new HttpError(400, checked.error);
+      inline = checked.value;
     }
 
     const id = uuidv7();
-    let destination: Destination | undefined;
-    try {
-      destination = await insertJob(deps.pool, {
-        id,
-        apiKeyId,
-        url: request.options.url,
-        options: request.options,
-        webhookUrlEnc: request.webhookUrl === undefined ? null : deps.secretBox.seal(request.webhookUrl),
-        crNamespace: deps.namespace,
-        crName: id,
-        target: inline
-          ? { kind: 'inline', ...inline }
-          : { kind: 'saved', organizationId, ...(request.storageProvider !== undefined && { provider: request.storageProvider }) },
-      });
-    } catch (err) {
-      log.error({ err: { message: (err as Error).message, code: (err as { code?: string }).code } }, 'job insert failed');
-      sendError(res, 500, 'Failed to create job');
-      return;
-    }
-    if (!destination) {
-      sendError(res, 400, 'storage_provider_not_configured');
-      return;
-    }
+    const destination = await insertJob(deps.pool, {
+      id,
+      apiKeyId,
+      url: request.options.url,
+      options: request.options,
+      webhookUrlEnc: request.webhookUrl === undefined ? null : deps.secretBox.seal(request.webhookUrl),
+      crNamespace: deps.namespace,
+      crName: id,
+      target: inline
+        ? { kind: 'inline', ...inline }
+        : { kind: 'saved', organizationId, ...(request.storageProvider !== undefined && { provider: request.storageProvider }) },
+    });
+    if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
 
     try {
       await deps.submitter.submit(buildMediaJob({ jobId: id, apiKeyId, namespace: deps.namespace, options: request.options, destination }));
@@ -117,49 +115,32 @@ export function jobsRouter(deps: JobsRouteDeps): Router {
       // The row is committed and Pending: the operator's sweeper creates the
       // MediaJob from it, so the client still gets its job. errFields keeps
       // the status and reason, never the response body (it may echo the spec).
-      log.warn({ jobId: id, err: errFields(err) }, 'MediaJob create failed; left to the operator sweeper');
+      deps.logger.warn({ jobId: id, err: errFields(err) }, 'MediaJob create failed; left to the operator sweeper');
     }
     res.status(201).location(`/jobs/${id}`).json({ job_id: id });
-  });
+  };
+}
 
-  router.get('/jobs', async (req, res) => {
+/** GET /jobs: the key's jobs, newest first, one page. */
+function listJobsOfKey(deps: JobsRouteDeps): RequestHandler {
+  return async (req, res) => {
     const q = req.query as Record<string, QueryValue>;
     const limit = queryInt('limit', q.limit, DEFAULT_LIMIT, 1, MAX_LIMIT);
-    if (typeof limit === 'string') return sendError(res, 400, limit);
     const offset = queryInt('offset', q.offset, 0, 0, Number.MAX_SAFE_INTEGER);
-    if (typeof offset === 'string') return sendError(res, 400, offset);
-    let status: JobStatus | undefined;
-    if (q.status !== undefined) {
-      status = typeof q.status === 'string' ? STATUS_FILTER[q.status.toLowerCase()] : undefined;
-      if (status === undefined) {
-        return sendError(res, 400, "Invalid query parameter 'status': must be one of 'pending', 'processing', 'completed', 'failed', 'warning'");
-      }
-    }
-    let page;
-    try {
-      page = await listJobs(deps.pool, principal(res).apiKeyId, { limit, offset, ...(status && { status }) });
-    } catch (err) {
-      log.error({ err: { message: (err as Error).message } }, 'job list query failed');
-      return sendError(res, 500, 'Database query failed');
-    }
+    const status = statusFilter(q.status);
+    const page = await listJobs(deps.pool, principal(res).apiKeyId, { limit, offset, ...(status && { status }) });
     res.json({ jobs: page.jobs, total: page.total, limit, offset });
-  });
+  };
+}
 
-  router.get('/jobs/:id', async (req, res) => {
-    const id = req.params.id;
-    if (!isUuid(id)) return sendError(res, 404, 'Job not found');
-    let job: JobDetail | undefined;
-    try {
-      job = await getJob(deps.pool, principal(res).apiKeyId, id.toLowerCase());
-    } catch (err) {
-      log.error({ err: { message: (err as Error).message } }, 'job read failed');
-      return sendError(res, 500, 'Database query failed');
-    }
-    if (!job) return sendError(res, 404, 'Job not found');
-    res.json(await jobResponse(job, deps, log));
-  });
-
-  return router;
+/** GET /jobs/{id}: one job of the key; another key's, an unknown and a malformed id are all 404. */
+function showJob(deps: JobsRouteDeps): RequestHandler {
+  return async (req, res) => {
+    const id = String(req.params.id);
+    const job = isUuid(id) ? await getJob(deps.pool, principal(res).apiKeyId, id.toLowerCase()) : undefined;
+    if (!job) throw new HttpError(404, 'Job not found');
+    res.json(await jobResponse(job, deps, deps.logger));
+  };
 }
 
 /** A presigned URL, or null when signing failed (the spec's contract for s3_url). */
@@ -167,7 +148,7 @@ async function signed(presign: (key: string) => Promise<string>, key: string, lo
   try {
     return await presign(key);
   } catch (err) {
-    log.warn({ jobId, error: (err as Error).message }, 'presigning a download URL failed');
+    log.warn({ jobId, err: errFields(err) }, 'presigning a download URL failed');
     return null;
   }
 }
@@ -184,7 +165,7 @@ function ownStorageUrls(job: JobDetail, box: SecretBox, log: Logger): { s3Url: s
     const u = JSON.parse(box.open(job.result_urls_enc)) as { s3Url?: string; subtitleUrl?: string; thumbnailUrl?: string };
     return { s3Url: u.s3Url ?? null, subtitleUrl: u.subtitleUrl ?? null, thumbnailUrl: u.thumbnailUrl ?? null };
   } catch (err) {
-    log.warn({ jobId: job.id, error: (err as Error).name }, 'sealed download URLs could not be opened');
+    log.warn({ jobId: job.id, err: errFields(err) }, 'sealed download URLs could not be opened');
     return none;
   }
 }

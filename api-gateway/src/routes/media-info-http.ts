@@ -3,13 +3,10 @@
 import type { RequestHandler, Response } from 'express';
 import type { Logger } from '@mediajobs/lib/logger';
 import type { Assess, FailureCategory, LookupResult, MediaInfoExtractor } from '@mediajobs/lib/media-info/index';
-import type { ApiKeyCache } from '../auth.js';
 import { acceptJson } from '../json-body.js';
 
 export interface MediaInfoRouteDeps {
   logger: Logger;
-  /** Only for routes/metadata.ts's own requireApiKey; app.ts authenticates /metadata and /is-short. */
-  keyCache: ApiKeyCache;
   mediaInfo: MediaInfoExtractor;
 }
 

@@ -5,8 +5,7 @@
 import { Router } from 'express';
 import { assessMetadata, failureStatus, FAILURES, metadataUrl, readUrlField } from '@mediajobs/lib/media-info/index';
 import type { OutboundPolicy } from '@mediajobs/lib/outbound';
-import { requireApiKey } from '../auth.js';
-import { sendError } from '../http-errors.js';
+import { HttpError } from '../http-errors.js';
 import { jsonBody, lookupForRequest, lookupHeaders, type MediaInfoRouteDeps } from './media-info-http.js';
 
 const FAILED = 'Failed to extract metadata';
@@ -21,17 +20,17 @@ export function metadataRouter(deps: MetadataRouteDeps): Router {
   const mapped = deps.mediaInfo.options.urlMap.size;
   if (mapped) deps.logger.warn({ entries: mapped }, 'MEDIA_INFO_URL_MAP is set: lookups of these URLs read other URLs (a test seam)');
 
-  router.post('/metadata', requireApiKey(deps.keyCache), ...jsonBody, async (req, res) => {
+  router.post('/metadata', ...jsonBody, async (req, res) => {
     const field = readUrlField(req.body);
-    if (!field.ok) return sendError(res, 400, field.error);
+    if (!field.ok) throw new HttpError(400, field.error);
     const target = metadataUrl(field.url, deps.outbound);
-    if (!target.ok) return sendError(res, 400, target.error);
+    if (!target.ok) throw new HttpError(400, target.error);
 
     const result = await lookupForRequest(deps, '/metadata', target.url, assessMetadata, res);
     if (!result) return;
     lookupHeaders(res, result.ok ? undefined : result.failure);
     if (!result.ok) {
-      return sendError(res, failureStatus(result.failure), FAILED, { details: FAILURES[result.failure].message });
+      throw new HttpError(failureStatus(result.failure), FAILED, { details: FAILURES[result.failure].message });
     }
     const m = result.value;
     res.json({

@@ -5,6 +5,7 @@
 // message. The endpoints themselves are in user-storage.ts.
 import type { Request, Response } from 'express';
 import type { StorageProviderName } from '@mediajobs/lib/mediajob/types';
+import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { DRIVE_REASON_TEXT, parseDestination } from '@mediajobs/lib/storage/index';
 import { StorageError } from '@mediajobs/lib/storage/types';
 import type pg from 'pg';
@@ -61,10 +62,12 @@ function credentialMessage(provider: StorageProviderName, err: FieldError | Stor
 }
 
 /** Steps 1 and 2 of the spec's verification: fields and format, then lib's shape check. No network call. */
-function checkedDocument(provider: StorageProviderName, body: Record<string, unknown>, message: (e: FieldError | StorageError) => string) {
+function checkedDocument(
+  provider: StorageProviderName, body: Record<string, unknown>, outbound: OutboundPolicy, message: (e: FieldError | StorageError) => string,
+) {
   try {
     const document = destinationDocument(provider, body);
-    if (isForbiddenEndpoint(document.endpoint)) throw new FieldError('invalid_endpoint');
+    if (isForbiddenEndpoint(document.endpoint, outbound)) throw new FieldError('invalid_endpoint');
     parseDestination(document);
     return document;
   } catch (err) {
@@ -89,9 +92,9 @@ async function live(check: Promise<void>, message: (e: DestinationCheckError) =>
  * Returns the destination document (credentials included) to be stored.
  */
 export async function verifiedDestination(
-  provider: StorageProviderName, body: Record<string, unknown>, timeoutMs: number, settings?: ProviderSettings,
+  provider: StorageProviderName, body: Record<string, unknown>, outbound: OutboundPolicy, timeoutMs: number, settings?: ProviderSettings,
 ): Promise<Record<string, unknown>> {
-  const document = checkedDocument(provider, body, (e) => credentialMessage(provider, e));
+  const document = checkedDocument(provider, body, outbound, (e) => credentialMessage(provider, e));
   await live(probeDestination(document, timeoutMs, settings), (e) => credentialMessage(provider, e));
   return document;
 }
@@ -99,10 +102,10 @@ export async function verifiedDestination(
 const BUCKET_FIELDS = ['endpoint', 'bucket', 'region', 'access_key', 'secret_key'] as const;
 
 /** The deprecated POST /user/bucket's verification: its five fields only, then a listing of the bucket. */
-export async function verifiedBucket(body: Record<string, unknown>, timeoutMs: number): Promise<Record<string, unknown>> {
+export async function verifiedBucket(body: Record<string, unknown>, outbound: OutboundPolicy, timeoutMs: number): Promise<Record<string, unknown>> {
   const only: Record<string, unknown> = {};
   for (const k of BUCKET_FIELDS) only[k] = body[k];
-  const document = checkedDocument('s3', only, (e) => `Verification failed: ${e.reason}`);
+  const document = checkedDocument('s3', only, outbound, (e) => `Verification failed: ${e.reason}`);
   await live(verifyBucketListing(document, timeoutMs), (e) => `Verification failed: ${e.reason}`);
   return document;
 }

@@ -10,6 +10,7 @@
 import { Router, type RequestHandler } from 'express';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { STORAGE_PROVIDERS, type StorageProviderName } from '@mediajobs/lib/mediajob/types';
+import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
 import { PROVIDER_FIELDS, publicConfig, type SavedVia } from '../destinations/fields.js';
@@ -29,6 +30,8 @@ export interface UserStorageDeps {
   /** Budget of one live verification (probe or listing). */
   probeTimeoutMs: number;
   providerSettings?: ProviderSettings;
+  /** Which storage endpoints may be contacted (OUTBOUND_ALLOWED_CIDRS). */
+  outbound: OutboundPolicy;
 }
 
 const MAX_BODY_BYTES = 64 * 1024;
@@ -56,7 +59,7 @@ function saveProvider(deps: UserStorageDeps, provider: StorageProviderName): Req
     const owner = await ownerOf(req, res, deps.pool);
     const b = bodyObject(req);
     const isDefault = parseDefault(b);
-    const document = await verifiedDestination(provider, b, deps.probeTimeoutMs, deps.providerSettings);
+    const document = await verifiedDestination(provider, b, deps.outbound, deps.probeTimeoutMs, deps.providerSettings);
     const saved = await store(deps, { owner, provider, document, isDefault, savedVia: 'user_provider' });
     deps.logger.info({ provider, owner: owner.kind, source: saved.source }, 'storage destination saved');
     const prefix = typeof document.folder_prefix === 'string' ? document.folder_prefix : undefined;
@@ -111,7 +114,7 @@ function removeProvider(deps: UserStorageDeps, provider: StorageProviderName): R
 function saveBucket(deps: UserStorageDeps): RequestHandler {
   return async (req, res) => {
     const owner = await ownerOf(req, res, deps.pool);
-    const document = await verifiedBucket(bodyObject(req), deps.probeTimeoutMs);
+    const document = await verifiedBucket(bodyObject(req), deps.outbound, deps.probeTimeoutMs);
     await store(deps, { owner, provider: 's3', document, isDefault: undefined, savedVia: 'user_bucket', forceLegacy: true });
     deps.logger.info({ provider: 's3', owner: owner.kind, source: 'legacy' }, 'custom bucket saved');
     res.json({ message: 'Custom bucket configured successfully' });

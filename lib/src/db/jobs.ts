@@ -266,6 +266,12 @@ export async function findJob(pool: pg.Pool, id: string): Promise<JobRow | undef
   return r.rows[0];
 }
 
+/** True while the job exists and has not ended: what an upload grant is honoured for (ADR 0012). */
+export async function isJobActive(pool: pg.Pool, id: string): Promise<boolean> {
+  const row = await findJob(pool, id);
+  return !!row && !TERMINAL_STATUSES.includes(row.status as JobStatus);
+}
+
 /** Pending rows whose MediaJob should exist by now (the gateway could not create it), oldest first. */
 export async function strandedPending(pool: pg.Pool, olderThanSeconds: number, limit = 200): Promise<StrandedJob[]> {
   const r = await pool.query<StrandedJob>(
