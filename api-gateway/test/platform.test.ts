@@ -14,7 +14,7 @@ import { runAdmin, UsageError } from '../src/admin.js';
 import { ApiKeyCache } from '../src/auth.js';
 import { loadGatewayConfig } from '../src/config.js';
 import { findApiKeyByHash, hashApiKey, type ApiKeyRecord } from '../src/db/api-keys.js';
-import { GET_JOB, LIST_JOBS, LIST_JOBS_BY_STATUS, TOTAL_JOBS } from '../src/db/jobs.js';
+import { GET_JOB, LIST_JOBS, LIST_JOBS_BY_STATUS, TOTAL_JOBS } from '@mediajobs/lib/db/jobs';
 import { loadMigrations, migrate, migrationsApplied } from '../src/db/migrate.js';
 import { createPool } from '../src/db/pool.js';
 import { uuidv7 } from '../src/ids.js';

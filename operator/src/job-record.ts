@@ -1,9 +1,9 @@
 // A MediaJob's record in Postgres (the API's read model, ADR 0002): jobs
 // applied with kubectl are recorded for the key their spec names, every
 // status the operator settles on is mirrored into the row with the webhook
-// events it announces (webhook-events.ts builds them, db.ts writes both in
-// one transaction), and a completed job's download URLs are signed for its
-// job_completed webhook. Owns the per-MediaJob memory of what is recorded
+// events it announces (webhook-events.ts builds them, lib/src/db/jobs.ts
+// writes both in one transaction), and a completed job's download URLs are
+// signed for its job_completed webhook. Owns the per-MediaJob memory of what is recorded
 // and what was last mirrored; the status itself is status.ts's.
 import type pg from 'pg';
 import { normaliseSpecOptions } from '@mediajobs/lib/job-options';
@@ -11,7 +11,7 @@ import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { PermanentError } from '@mediajobs/lib/reconcile';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import { jobIdOf, type MediaJob, type MediaJobResult, type MediaJobStatus } from '@mediajobs/lib/mediajob/types';
-import { OperatorDb } from './db.js';
+import { findJob, insertFromManifest, syncStatus } from '@mediajobs/lib/db/jobs';
 import { JobDestinations, type DownloadUrls } from './destinations.js';
 import { transitionEvents } from './webhook-events.js';
 
@@ -45,7 +45,6 @@ export function withDefaults(mj: MediaJob): MediaJob {
 }
 
 export class JobRecord {
-  private readonly db: OperatorDb;
   /**
    * Per MediaJob key, the job id known to be in Postgres, and what was last
    * mirrored there (to skip no-op writes). Keyed by MediaJob, so both are
@@ -55,7 +54,6 @@ export class JobRecord {
   private readonly synced = new Map<string, string>();
 
   constructor(private readonly d: JobRecordDeps) {
-    this.db = new OperatorDb(d.pool);
   }
 
   /**
@@ -66,9 +64,9 @@ export class JobRecord {
   async ensureRecorded(key: string, mj: MediaJob): Promise<void> {
     const jobId = jobIdOf(mj);
     if (this.recorded.get(key) === jobId) return;
-    if (!(await this.db.findJob(jobId))) {
+    if (!(await findJob(this.d.pool, jobId))) {
       const webhook = mj.spec.webhookUrl ? this.d.box.seal(mj.spec.webhookUrl) : null;
-      if (!(await this.db.insertFromManifest(jobId, withDefaults(mj), webhook))) {
+      if (!(await insertFromManifest(this.d.pool, jobId, withDefaults(mj), webhook))) {
         throw new PermanentError(INVALID_OWNER.reason, INVALID_OWNER.message);
       }
     }
@@ -81,7 +79,7 @@ export class JobRecord {
     const fingerprint = JSON.stringify([jobId, s.status, s.step, s.progress, s.error, s.result?.storageKey]);
     if (this.synced.get(key) === fingerprint || !s.status) return;
     const urls = s.status === 'Completed' ? await this.presignResult(mj, s.result) : {};
-    await this.db.syncStatus(jobId, s, (old, row) => transitionEvents(old, s, row, mj, urls));
+    await syncStatus(this.d.pool, jobId, s, (old, row) => transitionEvents(old, s, row, mj, urls));
     this.synced.set(key, fingerprint);
   }
 

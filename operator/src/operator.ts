@@ -7,7 +7,7 @@ import { SecretBox } from '@mediajobs/lib/secret-box';
 import { renewDeadlineSeconds, type OperatorConfig } from './config.js';
 import { MediaJobController } from './controller.js';
 import type { ManagedStorageAccess } from './job-record.js';
-import { OperatorDb } from './db.js';
+import { strandedPending } from '@mediajobs/lib/db/jobs';
 import { makeKube } from './kube.js';
 import { LeaderElector } from './leader.js';
 import { OutboxDispatcher } from './outbox.js';
@@ -38,7 +38,7 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   const outbox = new OutboxDispatcher(pool, box, log, {
     timeoutMs: cfg.WEBHOOK_TIMEOUT_MS, attempts: cfg.WEBHOOK_ATTEMPTS, backoffMs: cfg.WEBHOOK_BACKOFF_MS,
   });
-  const sweeper = new Sweeper(new OperatorDb(pool), kube.custom, (ns, name) => controller.hasMediaJob(ns, name), log, cfg.SWEEP_AFTER_SECONDS);
+  const sweeper = new Sweeper({ strandedPending: (olderThan) => strandedPending(pool, olderThan) }, kube.custom, (ns, name) => controller.hasMediaJob(ns, name), log, cfg.SWEEP_AFTER_SECONDS);
 
   await controller.startInformers();
   let leading = false;

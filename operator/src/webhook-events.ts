@@ -2,8 +2,9 @@
 // events (job_processing, job_completed, job_failed, job_skipped) and the
 // progress stages of jobs that asked for them (enable_progress_webhook).
 // Pure: given the row's old status and the status being mirrored, the
-// events to write to the outbox in the same transaction (operator/src/db.ts
-// writes them, operator/src/outbox.ts delivers them). The stage figures are
+// events to write to the outbox in the same transaction (lib/src/db/jobs.ts
+// syncStatus writes them through lib/src/db/outbox.ts; operator/src/outbox.ts
+// delivers them). The stage figures are
 // the table shared with the runner (lib/src/mediajob/progress-stages.ts).
 //
 // Progress: every time the operator mirrors a status it queues the stages
@@ -16,7 +17,8 @@
 import type { DownloadUrls } from './destinations.js';
 import type { MediaJob, MediaJobStatus } from '@mediajobs/lib/mediajob/types';
 import { PROGRESS_STAGES, stagesReachedAt } from '@mediajobs/lib/mediajob/progress-stages';
-import type { JobRow, OutboxEvent } from './db.js';
+import type { JobRow } from '@mediajobs/lib/db/jobs';
+import type { OutboxEvent } from '@mediajobs/lib/db/outbox';
 
 export { PROGRESS_STAGES, type ProgressStage } from '@mediajobs/lib/mediajob/progress-stages';
 

@@ -6,10 +6,12 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
+import type pg from 'pg';
 import { pino } from 'pino';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import type { MediaJob, MediaJobStatus } from '@mediajobs/lib/mediajob/types';
-import { OperatorDb, eventId, type JobRow } from '../src/db.js';
+import { syncStatus, type JobRow } from '@mediajobs/lib/db/jobs';
+import { eventId } from '@mediajobs/lib/db/outbox';
 import { OutboxDispatcher } from '../src/outbox.js';
 import { PROGRESS_STAGES, eventsFor, progressEvents, stagesReached, withProgressEvents } from '../src/webhook-events.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
@@ -101,11 +103,11 @@ describe('operator: progress webhooks', () => {
       return id;
     }
 
-    const sync = (odb: OperatorDb, id: string, s: MediaJobStatus) =>
-      odb.syncStatus(id, s, (old, r) => withProgressEvents(eventsFor(old, s, r, { spec: {} } as MediaJob, {}), s, r, mj(true)));
+    const sync = (pool: pg.Pool, id: string, s: MediaJobStatus) =>
+      syncStatus(pool, id, s, (old, r) => withProgressEvents(eventsFor(old, s, r, { spec: {} } as MediaJob, {}), s, r, mj(true)));
 
     it('writes each stage once, however often a status is seen, in stage order', async () => {
-      const odb = new OperatorDb(db.pool);
+      const odb = db.pool;
       const id = await jobRow();
       await sync(odb, id, { status: 'Processing', step: 'Downloading', progress: 0 });
       await sync(odb, id, { status: 'Processing', step: 'Downloading', progress: 20 });
@@ -120,7 +122,7 @@ describe('operator: progress webhooks', () => {
     });
 
     it('delivers a job\'s events in order even when one needs a retry', async () => {
-      const odb = new OperatorDb(db.pool);
+      const odb = db.pool;
       const id = await jobRow();
       failFirst = 'muxing';
       received.length = 0;

@@ -5,7 +5,7 @@ import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import type { MediaJob, MediaJobStatus } from '@mediajobs/lib/mediajob/types';
 import { WAIT_FOR_POD, deriveStatus, statusChanged, type Observed } from '../src/status.js';
 import { eventsFor } from '../src/webhook-events.js';
-import { eventId } from '../src/db.js';
+import { eventId } from '@mediajobs/lib/db/outbox';
 import { buildRunnerJob, runnerJobName } from '../src/job-builder.js';
 import { DEFAULT_RUNNER_RESOURCES, loadOperatorConfig } from '../src/config.js';
 import { ConfigError } from '@mediajobs/lib/config';

@@ -1,7 +1,7 @@
 // Inline `storage` on POST /jobs: the spec's three checks (shape, backend
 // construction, live probe), then the MediaJob's `destination` (never a
 // credential) and the sealed document that only the operator opens. Saved
-// destinations (rule 9) are resolved by the job insert itself (db/jobs.ts).
+// destinations (rule 9) are resolved by the job insert itself (lib/src/db/jobs.ts, jobInserter).
 import { STORAGE_PROVIDERS, type Destination, type StorageProviderName } from '@mediajobs/lib/mediajob/types';
 import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';

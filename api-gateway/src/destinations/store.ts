@@ -95,7 +95,7 @@ export async function deleteDestinations(
   return r.rows.map(fromRow);
 }
 
-// Rule 9 as SQL, placed into POST /jobs' insert (db/jobs.ts) so that a job
+// Rule 9 as SQL, placed into POST /jobs' insert (lib/src/db/jobs.ts jobInserter, bound in routes/jobs.ts) so that a job
 // costs one round trip however its destination is found. The arguments are
 // the placeholders of the key id, its organization id and the provider.
 

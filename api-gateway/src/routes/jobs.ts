@@ -8,13 +8,17 @@ import type { JobStatus } from '@mediajobs/lib/mediajob/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
 import type { Principal } from '../auth.js';
-import { getJob, insertJob, listJobs, type JobDetail } from '../db/jobs.js';
+import { getJob, jobInserter, listJobs, type JobDetail } from '@mediajobs/lib/db/jobs';
+import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
 import { inlineDestination, type JobDestination } from '../destinations/job-destination.js';
 import type { ProbeCache, ProviderSettings } from '../destinations/probe.js';
 import { HttpError, failsWith } from '../http-errors.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { acceptJson } from '../json-body.js';
 import type { JobSubmitter } from '../submitter.js';
+
+/** POST /jobs' insert, with rule 9 (the key's or organization's saved destination, store.ts) inside the statement. */
+const insertJob = jobInserter({ byDefault: resolveDefaultSql, byProvider: resolveByProviderSql });
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 export const DEFAULT_LIMIT = 20;

@@ -9,7 +9,7 @@
 // the destination also ends its download URLs.
 import { Router, type Request, type Response } from 'express';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
-import type { Destination } from '@mediajobs/lib/mediajob/types';
+import { resolvedDestination } from '@mediajobs/lib/db/jobs';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import {
   DRIVE_DOWNLOAD_PATH, createProvider, decodeKeyPath, isDriveProvider, verifyDriveDownload, type DriveDownload,
@@ -74,11 +74,7 @@ export function driveFilesRouter(deps: DriveFilesDeps): Router {
 
   /** The job's saved Drive destination document, or undefined when it no longer exists. */
   async function destinationOf(jobId: string): Promise<Record<string, unknown> | undefined> {
-    const r = await deps.pool.query<{ destination: Destination | null; source: string | null; secret_name: string | null; credentials_enc: string | null }>(
-      `SELECT j.destination, d.source, d.secret_name, d.credentials_enc FROM jobs j
-         LEFT JOIN storage_destinations d ON d.id = j.destination_id AND d.provider = 'drive'
-        WHERE j.id = $1`, [jobId]);
-    const row = r.rows[0];
+    const row = await resolvedDestination(deps.pool, jobId, 'drive');
     if (!row || row.destination?.provider !== 'drive' || !row.source) return undefined;
     if (row.source === 'legacy') return JSON.parse(deps.secretBox.open(row.credentials_enc!)) as Record<string, unknown>;
     return deps.vault?.read(row.secret_name!);

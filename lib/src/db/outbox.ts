@@ -3,8 +3,8 @@
 // transaction that changes the job row (lib/src/db/jobs.ts syncStatus), the
 // NOTIFY that wakes the dispatcher, and the dispatcher's claim and outcome
 // writes. The delivery loop, the HTTP POST and LISTEN stay in
-// operator/src/outbox.ts; which events a transition has is the controller's
-// (operator/src/controller.ts, operator/src/progress.ts).
+// operator/src/outbox.ts; which events a transition has is
+// operator/src/webhook-events.ts's.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 
