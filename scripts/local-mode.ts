@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import pg from 'pg';
 import { parse as parseYaml } from 'yaml';
-import { createLogger } from '@mediajobs/lib/logger';
+import { createLogger, errFields } from '@mediajobs/lib/logger';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { LocalCluster } from '@mediajobs/local-cluster';
 import { loadGatewayConfig } from '../api-gateway/src/config.js';
@@ -166,7 +166,7 @@ let exiting: Promise<never> | undefined;
 function stopAndExit(code: number): Promise<never> {
   exiting ??= (async () => {
     for (const stop of stops.splice(0).reverse()) {
-      await stop().catch((err: unknown) => log.warn({ err: String(err) }, 'stop failed'));
+      await stop().catch((err: unknown) => log.warn({ err: errFields(err) }, 'stop failed'));
     }
     process.exit(code);
   })();

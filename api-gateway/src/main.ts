@@ -1,7 +1,7 @@
 // The gateway process: load configuration, start, and stop cleanly on
 // SIGTERM (Kubernetes) or SIGINT (Ctrl-C).
 import { ConfigError } from '@mediajobs/lib/config';
-import { createLogger } from '@mediajobs/lib/logger';
+import { createLogger, errFields } from '@mediajobs/lib/logger';
 import { loadGatewayConfig } from './config.js';
 import { startGateway } from './server.js';
 
@@ -19,7 +19,7 @@ async function main(): Promise<void> {
       stopping = true;
       logger.info({ signal }, 'shutting down');
       gateway.close().then(() => process.exit(0), (err: unknown) => {
-        logger.error({ error: (err as Error).message }, 'shutdown failed');
+        logger.error({ err: errFields(err) }, 'shutdown failed');
         process.exit(1);
       });
     });
@@ -28,6 +28,6 @@ async function main(): Promise<void> {
 
 main().catch((err: unknown) => {
   if (err instanceof ConfigError) logger.fatal(err.message);
-  else logger.fatal({ error: (err as Error).message }, 'api-gateway failed to start');
+  else logger.fatal({ err: errFields(err) }, 'api-gateway failed to start');
   process.exit(1);
 });
