@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type pg from 'pg';
 import {
-  claimDueEvents, eventId, markDelivered, markFailed, queueEvents, scheduleRetry, type OutboxEvent,
+  claimDueEvents, eventId, markDelivered, markFailed, queueBatchEvents, queueEvents, scheduleRetry, type OutboxEvent,
 } from '../src/db/outbox.js';
 import { withTransaction } from '../src/pg-client.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/postgres.js';
@@ -84,5 +84,26 @@ describe('lib: the outbox table (real PostgreSQL)', function () {
     expect(await row(eventId(b, 'job_failed'))).to.include({ last_error: 'HTTP 502' });
     expect(await row(eventId(c, 'job_failed'))).to.include({ last_error: 'interrupted' });
     expect(await claimDueEvents(pool, { batch: 16, leaseSeconds: 0 })).to.deep.equal([]);
+  });
+
+  it('holds a batch\'s event back until every older event of its episodes is delivered or given up, episodes still in parallel', async () => {
+    const [batch, e1, e2, lone] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    const claim = async () => (await claimDueEvents(pool, { batch: 16, leaseSeconds: 60 })).map((e) => [e.event_id, e.id] as const);
+    await withTransaction(pool, (c) => queueEvents(c, e1, 'sealed-target', [{ type: 'job_completed', payload: {} }], batch));
+    await withTransaction(pool, async (c) => {
+      await queueEvents(c, e2, 'sealed-target', [{ type: 'job_failed', payload: {} }], batch);
+      await queueBatchEvents(c, batch, 'sealed-target', [{ type: 'batch_completed', payload: { batch_id: batch } }]);
+    });
+    await queue(lone, [{ type: 'job_failed', payload: {} }]);
+    const first = new Map(await claim());
+    expect([...first.keys()]).to.have.members([eventId(e1, 'job_completed'), eventId(e2, 'job_failed'), eventId(lone, 'job_failed')]);
+    await markDelivered(pool, first.get(eventId(e1, 'job_completed'))!);
+    expect(await claim()).to.deep.equal([]);
+    await markFailed(pool, first.get(eventId(e2, 'job_failed'))!, 'HTTP 500');
+    expect((await claim()).map(([id]) => id)).to.deep.equal([eventId(batch, 'batch_completed')]);
+    // Queued once, whatever replays the batch's end.
+    await withTransaction(pool, (c) => queueBatchEvents(c, batch, 'sealed-target', [{ type: 'batch_completed', payload: {} }]));
+    const stored = await pool.query('SELECT job_id, batch_id, payload FROM outbox WHERE event_id = $1', [eventId(batch, 'batch_completed')]);
+    expect(stored.rows).to.deep.equal([{ job_id: null, batch_id: batch, payload: { batch_id: batch, event_id: eventId(batch, 'batch_completed') } }]);
   });
 });

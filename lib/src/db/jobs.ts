@@ -4,14 +4,20 @@
 // kubectl-applied jobs, mirrors MediaJob status into the row (its webhook
 // events go to the outbox in the same transaction, ./outbox.ts), finds
 // stranded Pending rows, and keeps the sealed columns (storage_enc,
-// result_urls_enc). Left to others: the schema (api-gateway migrations),
-// rule 9's choice of a saved destination (the storage_destinations owner's
-// SQL, embedded in the insert through SavedDestinationSql), and the outbox.
+// result_urls_enc). A batch's episodes are ordinary rows with a batch_id:
+// their statements are here, run inside the transactions of ./batches.ts,
+// and an episode's first terminal status is rolled up into its batch by
+// syncStatus (./batches.ts rollUpEpisode). The two modules import each other
+// and neither uses the other's exports while it loads. Left to others: the
+// schema (api-gateway migrations), rule 9's choice of a saved destination
+// (the storage_destinations owner's SQL, embedded in the insert through
+// SavedDestinationSql), the batches table and the outbox.
 import { randomInt } from 'node:crypto';
 import type pg from 'pg';
 import type { Destination, JobStatus, MediaJob, MediaJobOptions, MediaJobStatus, StorageProviderName } from '../mediajob/types.js';
 import { TERMINAL_STATUSES } from '../mediajob/types.js';
 import { withTransaction } from '../pg-client.js';
+import { rollUpEpisode, type EpisodeInfo } from './batches.js';
 import { queueEvents, type OutboxEvent } from './outbox.js';
 
 /** Shards of a key's job total: concurrent inserts of one key do not queue on one row lock (ADR 0002). */
@@ -112,14 +118,22 @@ export interface SavedDestinationSql {
 
 // ---- Inserts: the row and its counter shard in one statement ----
 
-// One builder for both inserts (gateway and manifest): the increment reads
-// the CTE `job`, so it happens exactly when a row was written. A
-// data-modifying CTE runs whether or not the outer query reads it.
-const countJob = (shard: string) => `counted AS (
+// One builder for every insert (gateway, manifest, a batch's episodes): the
+// increment reads the CTE `job`, so it adds exactly the rows written. A
+// data-modifying CTE runs whether or not the outer query reads it. Counted
+// per key in one row: ON CONFLICT may touch a shard only once per statement.
+const countJobs = (shard: string) => `counted AS (
   INSERT INTO job_counters (api_key_id, shard, count)
-  SELECT api_key_id, ${shard}, 1 FROM job
-  ON CONFLICT (api_key_id, shard) DO UPDATE SET count = job_counters.count + 1
+  SELECT api_key_id, ${shard}, count(*) FROM job GROUP BY api_key_id
+  ON CONFLICT (api_key_id, shard) DO UPDATE SET count = job_counters.count + EXCLUDED.count
 )`;
+
+/**
+ * The `destination` a job gets from rule 9's row aliased `dest` (null when
+ * none matched: managed storage). Shared by the job insert and a batch's.
+ */
+export const savedDestinationJson = (dest: string) => `CASE WHEN ${dest}.id IS NULL THEN '{"type":"managed"}'::jsonb
+              ELSE jsonb_strip_nulls(jsonb_build_object('type', 'saved', 'provider', ${dest}.provider, 'secretName', ${dest}.secret_name)) END`;
 
 // The job row and its counter increment in one statement, hence one
 // implicit transaction and one round trip: the total can never disagree
@@ -135,7 +149,7 @@ WITH job AS (
   INSERT INTO jobs (${INSERT_COLUMNS})
   VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7, $9, NULL, $10)
   RETURNING api_key_id, destination
-), ${countJob('$8')}
+), ${countJobs('$8')}
 SELECT destination FROM job`;
 
 const insertJobSaved = (resolve: string) => `
@@ -143,13 +157,12 @@ WITH dest AS (${resolve}),
 job AS (
   INSERT INTO jobs (${INSERT_COLUMNS})
   SELECT $1, $2, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7,
-         CASE WHEN dest.id IS NULL THEN '{"type":"managed"}'::jsonb
-              ELSE jsonb_strip_nulls(jsonb_build_object('type', 'saved', 'provider', dest.provider, 'secretName', dest.secret_name)) END,
+         ${savedDestinationJson('dest')},
          dest.id, NULL
     FROM (VALUES (1)) one LEFT JOIN dest ON true
    WHERE $10::text IS NULL OR dest.id IS NOT NULL
   RETURNING api_key_id, destination
-), ${countJob('$8')}
+), ${countJobs('$8')}
 SELECT destination FROM job`;
 
 /** The gateway's insert of a new Pending job. */
@@ -192,7 +205,7 @@ WITH job AS (
   FROM api_keys k WHERE k.id = $2 AND k.revoked_at IS NULL
   ON CONFLICT (id) DO NOTHING
   RETURNING api_key_id
-), ${countJob('$9')}
+), ${countJobs('$9')}
 SELECT count(*)::int AS inserted FROM job`;
 
 /**
@@ -212,6 +225,104 @@ export async function insertFromManifest(pool: pg.Pool, id: string, mj: MediaJob
   // same id (a leader handing over) commits after this statement's snapshot
   // was taken, so only ON CONFLICT, not a read in the same statement, sees it.
   return (await findJob(pool, id)) !== undefined;
+}
+
+// ---- A batch's episode rows (statements run in ./batches.ts's transactions) ----
+
+/** What every episode row of a batch shares: whose it is, where it delivers, its webhook. */
+export interface EpisodeRowsCommon {
+  batchId: string;
+  apiKeyId: string;
+  webhookUrlEnc: string | null;
+  destination: Destination;
+  /** The saved destination row rule 9 chose, as for a single job. */
+  destinationId: string | null;
+  /** Inline credentials, sealed; each episode row holds them until it ends. */
+  storageEnc: string | null;
+}
+
+/** One episode row: its job id, its options (url, filename and folder included), and what the feed said about it. */
+export interface EpisodeRowInput {
+  id: string;
+  options: MediaJobOptions;
+  info?: EpisodeInfo;
+}
+
+/** An episode whose MediaJob the batch controller is to create. */
+export interface EpisodeToCreate {
+  id: string;
+  api_key_id: string;
+  options: MediaJobOptions;
+  info: EpisodeInfo | null;
+  batch_index: number;
+  destination: Destination | null;
+}
+
+// Every episode in one statement, from one JSON array parameter (500
+// episodes are one round trip, not 500), counted on one shard of the key.
+// batch_index is the position in that array. cr_name stays NULL until the
+// batch controller has created the episode's MediaJob.
+const INSERT_EPISODES = `
+WITH job AS (
+  INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name,
+                    destination, destination_id, storage_enc, batch_id, batch_index, episode)
+  SELECT (e.doc->>'id')::uuid, $1, e.doc->'options'->>'url', 'Pending', 'Queued', 0, e.doc->'options', $2, NULL, NULL,
+         $3, $4, $5, $6, (e.ord - 1)::int, e.doc->'info'
+    FROM jsonb_array_elements($7::jsonb) WITH ORDINALITY AS e(doc, ord)
+  RETURNING api_key_id
+), ${countJobs('$8')}
+SELECT count(*)::int AS inserted FROM job`;
+
+/** Write a batch's episode rows, each counted as one job of the key; returns how many were written. */
+export async function insertEpisodes(client: pg.ClientBase, common: EpisodeRowsCommon, episodes: readonly EpisodeRowInput[]): Promise<number> {
+  const docs = episodes.map((e) => ({ id: e.id, options: e.options, ...(e.info && { info: e.info }) }));
+  const r = await client.query<{ inserted: number }>(INSERT_EPISODES, [
+    common.apiKeyId, common.webhookUrlEnc, JSON.stringify(common.destination), common.destinationId, common.storageEnc,
+    common.batchId, JSON.stringify(docs), randomInt(COUNTER_SHARDS)]);
+  return r.rows[0]!.inserted;
+}
+
+/**
+ * Set the filename of episodes of `batchId`; returns the ids renamed. Job ids
+ * are compared as text, so one that is not a UUID is simply not found.
+ */
+export async function setEpisodeFilenames(
+  client: pg.ClientBase, batchId: string, renames: readonly { jobId: string; filename: string }[],
+): Promise<Set<string>> {
+  const r = await client.query<{ id: string }>(
+    `UPDATE jobs j SET options = jsonb_set(j.options, '{filename}', to_jsonb(r.filename)), updated_at = now()
+       FROM jsonb_to_recordset($2::jsonb) AS r(job_id text, filename text)
+      WHERE j.batch_id = $1 AND j.id::text = lower(r.job_id)
+     RETURNING j.id`,
+    [batchId, JSON.stringify(renames.map((x) => ({ job_id: x.jobId, filename: x.filename })))]);
+  return new Set(r.rows.map((x) => x.id));
+}
+
+/** SQL of a batch's episode job ids in episode order, read from jobs_batch_idx alone; `batchId` is an SQL expression. */
+export const episodeJobIdsSql = (batchId: string) => `ARRAY(SELECT e.id FROM jobs e WHERE e.batch_id = ${batchId} ORDER BY e.batch_index)`;
+
+/** The next Pending episodes of a batch without a MediaJob, in episode order. */
+export async function uncreatedEpisodes(pool: pg.Pool, batchId: string, limit: number): Promise<EpisodeToCreate[]> {
+  const r = await pool.query<EpisodeToCreate>({
+    name: 'mj-uncreated-episodes',
+    text: `SELECT id, api_key_id, options, episode AS info, batch_index, destination FROM jobs
+            WHERE batch_id = $1 AND cr_name IS NULL AND status = 'Pending' ORDER BY batch_index LIMIT $2`,
+    values: [batchId, limit],
+  });
+  return r.rows;
+}
+
+/** The batch controller created these episodes' MediaJobs; returns how many rows it changed (0 for one already marked). */
+export async function markEpisodesCreated(
+  pool: pg.Pool, created: readonly { jobId: string; namespace: string; name: string }[],
+): Promise<number> {
+  if (!created.length) return 0;
+  const r = await pool.query(
+    `UPDATE jobs j SET cr_namespace = c.namespace, cr_name = c.name, updated_at = now()
+       FROM jsonb_to_recordset($1::jsonb) AS c(job_id uuid, namespace text, name text)
+      WHERE j.id = c.job_id AND j.batch_id IS NOT NULL AND j.cr_name IS NULL`,
+    [JSON.stringify(created.map((c) => ({ job_id: c.jobId, namespace: c.namespace, name: c.name })))]);
+  return r.rowCount ?? 0;
 }
 
 // ---- Reads ----
@@ -272,11 +383,16 @@ export async function isJobActive(pool: pg.Pool, id: string): Promise<boolean> {
   return !!row && !TERMINAL_STATUSES.includes(row.status as JobStatus);
 }
 
-/** Pending rows whose MediaJob should exist by now (the gateway could not create it), oldest first. */
+/**
+ * Pending rows whose MediaJob should exist by now (the gateway could not
+ * create it), oldest first. A batch's episodes are never among them: their
+ * MediaJobs are the batch controller's (owned by the MediaBatch, created
+ * only once the batch is processing; see episodesToCreate in ./batches.ts).
+ */
 export async function strandedPending(pool: pg.Pool, olderThanSeconds: number, limit = 200): Promise<StrandedJob[]> {
   const r = await pool.query<StrandedJob>(
     `SELECT ${JOB_ROW_COLUMNS}, cr_namespace, cr_name, created_at, destination FROM jobs
-     WHERE status = 'Pending' AND cr_name IS NOT NULL
+     WHERE status = 'Pending' AND cr_name IS NOT NULL AND batch_id IS NULL
        AND created_at < now() - make_interval(secs => $1) AND created_at > now() - interval '1 hour'
      ORDER BY created_at LIMIT $2`, [olderThanSeconds, limit]);
   return r.rows;
@@ -288,7 +404,9 @@ export async function strandedPending(pool: pg.Pool, olderThanSeconds: number, l
  * Bring the jobs row to `s`. Terminal rows never change again. Returns the
  * status the row had before, or undefined when nothing was updated; events
  * built by `eventsFor(oldStatus)` go to the outbox in the same transaction,
- * and only for a job with a webhook.
+ * and only for a job with a webhook. An episode reaching a terminal status
+ * is counted in its batch in the same transaction (job row locked first,
+ * then the batch row).
  */
 export async function syncStatus(
   pool: pg.Pool, jobId: string, s: MediaJobStatus,
@@ -297,8 +415,8 @@ export async function syncStatus(
   return withTransaction(pool, async (client) => {
     // FOR UPDATE: two writers of one job serialise here, so exactly one sees
     // the old status and queues the transition's events.
-    const cur = await client.query<JobRow & { step: string; progress: number }>(
-      `SELECT ${JOB_ROW_COLUMNS}, step, progress FROM jobs WHERE id = $1 FOR UPDATE`, [jobId]);
+    const cur = await client.query<JobRow & { step: string; progress: number; batch_id: string | null }>(
+      `SELECT ${JOB_ROW_COLUMNS}, step, progress, batch_id FROM jobs WHERE id = $1 FOR UPDATE`, [jobId]);
     const row = cur.rows[0];
     if (!row || TERMINAL_STATUSES.includes(row.status as never)) return undefined;
     const r = s.result;
@@ -311,7 +429,9 @@ export async function syncStatus(
         r?.storageKey ?? null, r?.fileSize ?? null, r?.actualQuality ?? null, r?.title ?? null, r?.description ?? null,
         r?.releaseDate ?? null, r?.subtitleKey ?? null, r?.thumbnailKey ?? null, s.startTime ?? null, s.finishTime ?? null],
     );
-    if (row.webhook_url_enc) await queueEvents(client, jobId, row.webhook_url_enc, eventsFor(row.status, row));
+    if (row.webhook_url_enc) await queueEvents(client, jobId, row.webhook_url_enc, eventsFor(row.status, row), row.batch_id);
+    // The first terminal status of an episode, hence counted once; its batch_completed follows its own events.
+    if (row.batch_id && s.status && TERMINAL_STATUSES.includes(s.status)) await rollUpEpisode(client, row.batch_id, s.status);
     return row.status;
   });
 }

@@ -1,8 +1,8 @@
 // The outbox table: webhook events waiting for delivery. This module owns
 // every statement on it — queueing a transition's events inside the
-// transaction that changes the job row (lib/src/db/jobs.ts syncStatus), the
-// NOTIFY that wakes the dispatcher, and the dispatcher's claim and outcome
-// writes. The delivery loop, the HTTP POST and LISTEN stay in
+// transaction that changes the job row (lib/src/db/jobs.ts syncStatus) or
+// the batch row (lib/src/db/batches.ts, batch_completed), the NOTIFY that
+// wakes the dispatcher, and the dispatcher's claim and outcome writes. The delivery loop, the HTTP POST and LISTEN stay in
 // operator/src/outbox.ts; which events a transition has is
 // operator/src/webhook-events.ts's.
 import { createHash } from 'node:crypto';
@@ -32,12 +32,12 @@ export interface ClaimedEvent {
 export const OUTBOX_CHANNEL = 'mediajobs_outbox';
 
 /**
- * A stable event id per job and event type (a UUID from sha256 of
- * `jobId:seed`): a replayed transition inserts nothing new. Receivers
- * already hold these ids, so the derivation must never change.
+ * A stable event id per job (or batch) and event type (a UUID from sha256 of
+ * `id:seed`): a replayed transition inserts nothing new. Receivers already
+ * hold these ids, so the derivation must never change.
  */
-export function eventId(jobId: string, type: string): string {
-  const h = createHash('sha256').update(`${jobId}:${type}`).digest('hex');
+export function eventId(subjectId: string, type: string): string {
+  const h = createHash('sha256').update(`${subjectId}:${type}`).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
@@ -45,16 +45,32 @@ export function eventId(jobId: string, type: string): string {
  * Queue a transition's events in the caller's transaction (the one that
  * changed the job row), so both commit or neither does; an event already
  * queued (same id) is left as it is. The NOTIFY is delivered on commit.
+ * An episode's events name its batch, so the batch's own events wait for them.
  */
 export async function queueEvents(
-  client: pg.ClientBase, jobId: string, targetEnc: string, events: readonly OutboxEvent[],
+  client: pg.ClientBase, jobId: string, targetEnc: string, events: readonly OutboxEvent[], batchId: string | null = null,
+): Promise<void> {
+  await insertEvents(client, { jobId, batchId, idSeed: jobId }, targetEnc, events);
+}
+
+/**
+ * Queue a batch's events (batch_completed) in the transaction that changed
+ * the batch row; ids come from the batch id, so a batch has each at most once.
+ */
+export async function queueBatchEvents(client: pg.ClientBase, batchId: string, targetEnc: string, events: readonly OutboxEvent[]): Promise<void> {
+  await insertEvents(client, { jobId: null, batchId, idSeed: batchId }, targetEnc, events);
+}
+
+async function insertEvents(
+  client: pg.ClientBase, subject: { jobId: string | null; batchId: string | null; idSeed: string }, targetEnc: string,
+  events: readonly OutboxEvent[],
 ): Promise<void> {
   for (const e of events) {
-    const id = eventId(jobId, e.key ?? e.type);
+    const id = eventId(subject.idSeed, e.key ?? e.type);
     await client.query(
-      `INSERT INTO outbox (event_id, job_id, type, target_enc, payload, attempts, next_attempt_at, created_at)
-       VALUES ($1, $2, $3, $4, $5, 0, now(), now()) ON CONFLICT (event_id) DO NOTHING`,
-      [id, jobId, e.type, targetEnc, JSON.stringify({ ...e.payload, event_id: id })],
+      `INSERT INTO outbox (event_id, job_id, batch_id, type, target_enc, payload, attempts, next_attempt_at, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, 0, now(), now()) ON CONFLICT (event_id) DO NOTHING`,
+      [id, subject.jobId, subject.batchId, e.type, targetEnc, JSON.stringify({ ...e.payload, event_id: id })],
     );
   }
   if (events.length) await client.query(`NOTIFY ${OUTBOX_CHANNEL}`);
@@ -65,7 +81,9 @@ export async function queueEvents(
  * off them meanwhile. Only the oldest open event of each job is due, so a
  * job's events reach the receiver in the order they were written (progress
  * stages, then job_completed) even when one of them needs a retry; jobs
- * still go out in parallel.
+ * still go out in parallel. A batch's own event (no job) is due only when
+ * no older event of the batch is open, its episodes' included: a receiver
+ * hears batch_completed after every episode's job_completed.
  */
 export async function claimDueEvents(pool: pg.Pool, opts: { batch: number; leaseSeconds: number }): Promise<ClaimedEvent[]> {
   const r = await pool.query<ClaimedEvent>(
@@ -73,6 +91,9 @@ export async function claimDueEvents(pool: pg.Pool, opts: { batch: number; lease
      WHERE id IN (SELECT o.id FROM outbox o WHERE o.delivered_at IS NULL AND o.failed_at IS NULL AND o.next_attempt_at <= now()
                     AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.job_id = o.job_id AND p.id < o.id
                                       AND p.delivered_at IS NULL AND p.failed_at IS NULL)
+                    AND (o.job_id IS NOT NULL OR o.batch_id IS NULL
+                         OR NOT EXISTS (SELECT 1 FROM outbox p WHERE p.batch_id = o.batch_id AND p.id < o.id
+                                          AND p.delivered_at IS NULL AND p.failed_at IS NULL))
                   ORDER BY o.id LIMIT $1 FOR UPDATE OF o SKIP LOCKED)
      RETURNING id, event_id, type, target_enc, payload, attempts`,
     [opts.batch, opts.leaseSeconds]);
