@@ -109,6 +109,11 @@ describe('batches: show resolution through the lookup API and the RSS feed', fun
       expect(err).to.include({ code: 'lookup_failed', status: 502, message: 'Podcast lookup failed, please retry', reason: 'lookup: HTTP 503' });
     });
 
+    it('an endpoint path that does not exist (404) is the lookup failing, not a verdict on the show: 502', async () => {
+      const err = await failure(resolveShow('1200361736', { ...options, lookupEndpoint: `${platform.baseUrl}/wrong/path` }));
+      expect(err).to.include({ code: 'lookup_failed', status: 502, reason: 'lookup: HTTP 404' });
+    });
+
     it('the lookup service answering something else than JSON: 502', async () => {
       platform.routes.set('/html/lookup', serve('<html>Sorry</html>', 'text/html'));
       const err = await failure(resolveShow('1', { ...options, lookupEndpoint: `${platform.baseUrl}/html/lookup` }));

@@ -82,10 +82,8 @@ async function fetchStep(step: 'lookup' | 'feed', get: () => Promise<GetResult>)
   } catch (err) {
     if (!(err instanceof GetError)) throw err;
     if (err.failure.kind === 'aborted') throw new BatchSourceError('aborted', `${step}: aborted`);
-    // An unknown show id may also be answered with a 404 by a stricter lookup service.
-    if (step === 'lookup' && err.failure.kind === 'status' && err.failure.status === 404) {
-      throw new BatchSourceError('show_not_found', 'lookup: HTTP 404');
-    }
+    // The API answers an unknown id with 200 and no results; any error status
+    // (a 404 included: a wrong endpoint path) is the lookup failing, not a verdict.
     throw new BatchSourceError(step === 'lookup' ? 'lookup_failed' : 'feed_failed', `${step}: ${describeFailure(err.failure)}`);
   }
 }
