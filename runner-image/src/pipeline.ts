@@ -5,7 +5,7 @@
 // and the check of what was stored, are deliver.ts's.
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Logger } from '@mediajobs/lib/logger';
+import { errFields, redactUrls, type Logger } from '@mediajobs/lib/logger';
 import type { NormalisedMediaJobSpec, RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { classification, classifyFfmpeg, classifyYtDlp } from './classify.js';
 import { deliver, type Delivery, type DeliveryContext } from './deliver.js';
@@ -21,8 +21,7 @@ import { DEFAULT_LIVE_LIMITS, isLiveSource, probeWaitingForVideo, recordLiveSour
 import { deliverSidecars } from './sidecars.js';
 import { clipSections, withHlsFragments, type Section } from './sections.js';
 import { readableInputs, transportIsDefault } from './source-read.js';
-import { redactUrls } from '@mediajobs/lib/logger';
-import { errName, JobSteps, tail, toolDetail } from './steps.js';
+import { JobSteps, tail, toolDetail } from './steps.js';
 import { download, probe, startYtDlp, type DownloadResult, type ProbeResult, type StartedYtDlp, type YtDlpOptions } from './ytdlp.js';
 
 /** How far past a clip's end an MPEG-TS download is copied for the cut: more than any GOP. */
@@ -77,7 +76,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   // A fresh attempt clears whatever an earlier attempt of the pod reported.
   steps.enter('Downloading', { result: null, error: null, errorType: null, reason: null });
   if ('error' in ctx.destination) {
-    return steps.fail(classification('storage_unreachable'), { err: errName(ctx.destination.error) });
+    return steps.fail(classification('storage_unreachable'), { err: errFields(ctx.destination.error) });
   }
   const dlDir = path.join(ctx.workDir, 'download');
   const outDir = path.join(ctx.workDir, 'output');
@@ -119,46 +118,75 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   // Formats on plain HTTP(S) are read by ffmpeg straight from their URLs: one
   // pass that downloads, muxes and uploads (ADR 0007). Anything else, and a
   // pass that fails on its source, is downloaded with yt-dlp first.
-  let delivered: Delivery | undefined;
   const direct = !live && choice ? await readableInputs(choice, tools, signal) : undefined;
-  if (direct) {
-    early?.cancel();
-    logger.info({ formats: formatIds, extractor: info.extractor }, 'downloading');
-    delivered = await deliver(delivery, direct, true);
-    if (!delivered.ok && !delivered.report) {
-      // Still Downloading unless the pass got as far as the upload's tail.
-      if (steps.step !== 'Downloading') steps.enter('Downloading');
-      delivered = undefined;
-    }
-  }
-  if (!delivered) {
-    if (!direct) logger.info({ formats: formatIds, extractor: info.extractor }, 'downloading');
-    const fetched = live
-      ? await recordLiveSource(info, spec, container.audioOnly, dlDir, {
-        bin: tools.ffmpeg, socketTimeoutSeconds: tools.socketTimeoutSeconds, limits: liveLimits, formats: choice?.formats, signal, logger,
-        onProgress: steps.withinStep('Downloading'),
-      }).then((r) => (r.ok ? { ok: true as const, files: r.files, probes: new Map<string, Promise<FfprobeResult>>(), sections: new Map<string, Section>() } : r))
-      : await downloadFormats({
-        ctx, info, infoPath: probed.infoPath, formatIds, clip, dlDir, steps,
-        // The run started with the probe, unless a direct read was tried (and stopped it).
-        started: () => (!direct && early) || startDownloader(ytOpts), restart: () => startDownloader(ytOpts),
-      });
-    if (!fetched.ok) return failYtDlp(fetched);
-
-    // Muxing
-    steps.enter('Muxing');
-    const inputs = await muxInputs(ctx, fetched, { choice, clip, steps });
-    if (!Array.isArray(inputs)) return inputs;
-    delivered = await deliver(delivery, inputs, false);
-  }
+  if (direct) early?.cancel();
+  logger.info({ formats: formatIds, extractor: info.extractor }, 'downloading');
+  const delivered = (direct && (await deliverDirect(delivery, direct))) || await fetchAndDeliver(ctx, delivery, {
+    info, infoPath: probed.infoPath, formatIds, choice, live, clip, liveLimits,
+    // The run started with the probe, unless a direct read was tried (and stopped it).
+    started: () => (!direct && early) || startDownloader(ytOpts), restart: () => startDownloader(ytOpts),
+  }, failYtDlp);
   if (!delivered.ok) return delivered.report!;
-  const { uploaded, plan } = delivered;
   await rm(dlDir, { recursive: true, force: true });
   const sidecars = await deliverSidecars(spec, {
-    infoPath: probed.infoPath, workDir: ctx.workDir, jobId: ctx.jobId, mediaKey: uploaded.result.key, destination: ctx.destination, ytdlp: ytOpts, logger,
+    infoPath: probed.infoPath, workDir: ctx.workDir, jobId: ctx.jobId, mediaKey: delivered.uploaded.result.key, destination: ctx.destination, ytdlp: ytOpts, logger,
   });
-
   steps.enter('Finished');
+  return completedReport(delivered, container, info, sidecars, logger);
+}
+
+/**
+ * The one pass that reads the formats from their URLs. Undefined when it
+ * failed on its source before the upload's tail: the job goes on with a
+ * download, back at Downloading.
+ */
+async function deliverDirect(delivery: DeliveryContext, direct: MuxInput[]): Promise<Delivery | undefined> {
+  const delivered = await deliver(delivery, direct, true);
+  if (delivered.ok || delivered.report) return delivered;
+  if (delivery.steps.step !== 'Downloading') delivery.steps.enter('Downloading');
+  return undefined;
+}
+
+interface FetchPlan {
+  info: YtDlpInfo;
+  infoPath: string;
+  formatIds: string[];
+  choice: FormatChoice | undefined;
+  live: boolean;
+  clip: Clip | undefined;
+  liveLimits: LiveLimits;
+  started: () => StartedYtDlp;
+  restart: () => StartedYtDlp;
+}
+
+/** Download (yt-dlp) or record (a live stream) the formats, then mux and deliver them. */
+async function fetchAndDeliver(
+  ctx: JobContext, delivery: DeliveryContext, f: FetchPlan,
+  failYtDlp: (failure: Extract<ProbeResult | DownloadResult, { ok: false }>) => RunnerReport,
+): Promise<Delivery> {
+  const { spec, tools, logger, signal } = ctx;
+  const { steps, dlDir } = delivery;
+  const fetched = f.live
+    ? await recordLiveSource(f.info, spec, delivery.container.audioOnly, dlDir, {
+      bin: tools.ffmpeg, socketTimeoutSeconds: tools.socketTimeoutSeconds, limits: f.liveLimits, formats: f.choice?.formats, signal, logger,
+      onProgress: steps.withinStep('Downloading'),
+    }).then((r) => (r.ok ? { ok: true as const, files: r.files, probes: new Map<string, Promise<FfprobeResult>>(), sections: new Map<string, Section>() } : r))
+    : await downloadFormats({
+      ctx, info: f.info, infoPath: f.infoPath, formatIds: f.formatIds, clip: f.clip, dlDir, steps, started: f.started, restart: f.restart,
+    });
+  if (!fetched.ok) return { ok: false, report: failYtDlp(fetched) };
+
+  steps.enter('Muxing');
+  const inputs = await muxInputs(ctx, fetched, { choice: f.choice, clip: f.clip, steps });
+  if (!Array.isArray(inputs)) return { ok: false, report: inputs };
+  return deliver(delivery, inputs, false);
+}
+
+/** The report of a delivered job: its file, the frame it has, and what the item says of itself. */
+function completedReport(
+  delivered: Extract<Delivery, { ok: true }>, container: Container, info: YtDlpInfo, sidecars: Awaited<ReturnType<typeof deliverSidecars>>, logger: Logger,
+): RunnerReport {
+  const { uploaded, plan } = delivered;
   const result = {
     storageKey: uploaded.result.key,
     fileSize: uploaded.result.size,

@@ -70,9 +70,3 @@ export function tail(text: string, lines = 8): string {
 export function toolDetail(tool: string, run: RunResult): Record<string, unknown> {
   return { tool, exitCode: run.exitCode, signal: run.signal, stderr: tail(run.stderr) };
 }
-
-/** An error's kind for the log: name, code and reason, never its message (storage and SDK messages can name hosts). */
-export function errName(err: unknown): Record<string, unknown> {
-  const e = err as { name?: unknown; code?: unknown; reason?: unknown } | null;
-  return { name: e?.name, code: e?.code, reason: e?.reason };
-}
