@@ -94,6 +94,12 @@ const filenameField = z
   .refine((s) => !s.includes('/') && !s.includes('\\'), { error: 'must not contain a forward slash or a backslash' })
   .refine((s) => !s.includes('\0'), { error: 'must not contain a null byte' });
 
+/** Why `filename` breaks rule 1 (the message POST /jobs answers), or undefined; for renames of batch episodes. */
+export function filenameProblem(filename: unknown): string | undefined {
+  const r = filenameField.safeParse(filename);
+  return r.success ? undefined : issueMessage(r.error.issues.map((i) => ({ ...i, path: ['filename', ...i.path] })));
+}
+
 // Rule 2: a folder may have sub-folders (inner slashes) but cannot be
 // absolute, climb out, or be blank.
 const folderField = z

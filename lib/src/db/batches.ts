@@ -11,7 +11,7 @@
 // (./outbox.ts), the filename rules (lib/src/job-options.ts), and every HTTP
 // answer (the gateway's batch routes).
 import type pg from 'pg';
-import { parseJobRequest } from '../job-options.js';
+import { filenameProblem } from '../job-options.js';
 import type { BatchKind, BatchStatus, Destination, JobStatus, MediaJobOptions, StorageProviderName } from '../mediajob/types.js';
 import { TERMINAL_STATUSES } from '../mediajob/types.js';
 import { withTransaction } from '../pg-client.js';
@@ -238,14 +238,6 @@ export async function renameEpisodes(pool: pg.Pool, batchId: string, apiKeyId: s
     }
     return { outcome: 'renamed', updated: applied.size, errors: errors.sort((a, b) => a.index - b.index) };
   });
-}
-
-// POST /jobs' `filename` rules from their one owner, job-options.ts (rule 1),
-// asked through its parser until it exports the check on its own.
-const RULE_PROBE_URL = 'https://rename.invalid/';
-function filenameProblem(filename: string): string | undefined {
-  const r = parseJobRequest({ url: RULE_PROBE_URL, filename });
-  return r.ok ? undefined : r.error;
 }
 
 /**
