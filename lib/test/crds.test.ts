@@ -89,7 +89,7 @@ describe('CRDs: source of truth and generated YAML', () => {
     expect(mj!.spec.versions[0]!.additionalPrinterColumns.map((c) => [c.name, c.priority ?? 0]))
       .to.deep.equal([['Status', 0], ['Step', 0], ['Progress', 0], ['Age', 0], ['URL', 1]]);
     expect(mb!.spec.versions[0]!.additionalPrinterColumns.map((c) => c.name))
-      .to.deep.equal(['Status', 'Total', 'Completed', 'Failed', 'Age', 'URL']);
+      .to.deep.equal(['Status', 'Done', 'Failed', 'Age', 'URL']);
   });
 
   it('uses the enums of types.ts and the bounds of the API spec', () => {
@@ -284,9 +284,12 @@ describe('CRDs on the local cluster (real kubectl)', function () {
     expect(wide.rows.find((r) => r.NAME === 'minimal')?.URL).to.equal('https://media.example.com/videos/intro.mp4');
   });
 
-  it('kubectl get mb shows STATUS TOTAL COMPLETED FAILED AGE; the media category lists both kinds', async () => {
+  it('kubectl get mb shows STATUS DONE FAILED AGE (issue 13: Done as 3/10); the media category lists both kinds', async () => {
+    await t.kubectl(['patch', 'mb', 'weekly-show', '--subresource=status', '--type=merge',
+      '-p', JSON.stringify({ status: { status: 'processing', totalEpisodes: 10, completedEpisodes: 2, failedEpisodes: 1, done: '3/10' } })]);
     const batches = parseTable((await t.kubectl(['get', 'mb'])).stdout);
-    expect(batches.header).to.deep.equal(['NAME', 'STATUS', 'TOTAL', 'COMPLETED', 'FAILED', 'AGE']);
+    expect(batches.header).to.deep.equal(['NAME', 'STATUS', 'DONE', 'FAILED', 'AGE']);
+    expect(batches.rows.find((r) => r.NAME === 'weekly-show')).to.include({ STATUS: 'processing', DONE: '3/10', FAILED: '1' });
     const { stdout } = await t.kubectl(['get', 'media']);
     expect(stdout).to.contain('mediajob.mediajobs.io/minimal');
     expect(stdout).to.contain('mediabatch.mediajobs.io/weekly-show');

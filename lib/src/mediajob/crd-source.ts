@@ -20,10 +20,10 @@
 import {
   AUDIO_BITRATES, AUDIO_CODECS, BATCH_KINDS, BATCH_STATUSES, CONDITION_STATUSES, DESTINATION_TYPES,
   DEFAULT_VIDEO_QUALITY, ERROR_TYPES, FORMATS, GROUP, JOB_STATUSES, JOB_STEPS, MAX_DURATION_SECONDS, MAX_RESOLUTIONS,
-  MAX_VIDEO_QUALITY, MEDIABATCH_PLURAL, MEDIAJOB_CONDITION_TYPES, MEDIAJOB_PLURAL, QUALITY_PRESETS, STORAGE_PROVIDERS, VERSION,
+  MAX_VIDEO_QUALITY, MEDIABATCH_CONDITION_TYPES, MEDIABATCH_PLURAL, MEDIAJOB_CONDITION_TYPES, MEDIAJOB_PLURAL, QUALITY_PRESETS, STORAGE_PROVIDERS, VERSION,
   VIDEO_CODECS,
   type BatchEpisode, type BatchOptions, type Condition, type Destination, type MediaBatchSpec, type MediaBatchStatus,
-  type MediaJobResult, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
+  type EpisodeMetadata, type MediaJobResult, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
 } from './types.js';
 
 /** The subset of OpenAPI v3 the CRDs use; `description` is required so no node can go undocumented. */
@@ -398,6 +398,19 @@ function mediaJobSpec(): SchemaNode {
         'Set by the operator on the episode jobs of a show batch; not an API field. downloadThumbnail delivers a '
         + 'thumbnail (thumbnailKey) only for such jobs and is ignored for every other source (rule 6).',
       ),
+      episode: obj<EpisodeMetadata>(
+        'Set by the operator on the episode jobs of a show batch; not an API field. What the show\'s feed says about the '
+        + 'episode: the job reports this title and release date (job_completed "title", "release_date") instead of what '
+        + 'the media file says, no description (null for podcast sources), and downloadThumbnail delivers this artwork.',
+        {
+          title: str('Title of the episode from the feed (API "title").', { maxLength: 4096 }),
+          releaseDate: str('Exact release date of the episode from the feed, ISO 8601 (API "release_date").', { maxLength: 64 }),
+          thumbnailUrl: str(
+            'The episode\'s artwork (else the show\'s) from the feed: the thumbnail downloadThumbnail delivers (rule 6).',
+            { maxLength: 8192, pattern: HTTP_URL },
+          ),
+        },
+      ),
     },
     ['owner', 'url'],
   );
@@ -577,9 +590,10 @@ function mediaBatchStatus(): SchemaNode {
         'Episodes skipped, e.g. audio-only DRM-protected episodes (API "skipped_episodes"); also counted in failedEpisodes.',
         { format: 'int32', minimum: 0 },
       ),
+      done: str('Episodes done out of the total, "<completedEpisodes + failedEpisodes>/<totalEpisodes>" (e.g. 3/10).'),
       episodeJobs: list('Job ids (UUID) of the episode jobs, one per episode (API "episode_jobs").', str('Job id of one episode.')),
       observedGeneration: observedGenerationNode(),
-      conditions: conditionsNode('e.g. Ready'),
+      conditions: conditionsNode(list2(MEDIABATCH_CONDITION_TYPES)),
     },
   );
 }
@@ -590,8 +604,7 @@ export function mediaBatchCrd(): CustomResourceDefinition {
     'MediaBatch', MEDIABATCH_PLURAL, 'mb',
     [
       { name: 'Status', type: 'string', jsonPath: '.status.status', description: 'Batch status (paused, processing, completed, finished).' },
-      { name: 'Total', type: 'integer', jsonPath: '.status.totalEpisodes', description: 'Number of episodes.' },
-      { name: 'Completed', type: 'integer', jsonPath: '.status.completedEpisodes', description: 'Episodes completed.' },
+      { name: 'Done', type: 'string', jsonPath: '.status.done', description: 'Episodes done (completed, failed or skipped) of the total.' },
       { name: 'Failed', type: 'integer', jsonPath: '.status.failedEpisodes', description: 'Episodes failed or skipped.' },
       { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since the batch was created.' },
       { name: 'URL', type: 'string', jsonPath: '.spec.showUrl', description: 'Show or playlist URL.', priority: 1 },

@@ -27,6 +27,11 @@ export const ERROR_TYPES = ['error', 'warning'] as const;
 export const CONDITION_STATUSES = ['True', 'False', 'Unknown'] as const;
 /** Condition types the operator sets on a MediaJob. */
 export const MEDIAJOB_CONDITION_TYPES = ['Admitted', 'Running', 'Succeeded'] as const;
+/**
+ * Condition types the operator sets on a MediaBatch: Accepted (recorded for its owner, its episodes known),
+ * EpisodesCreated (every episode has its MediaJob), Complete (every episode done).
+ */
+export const MEDIABATCH_CONDITION_TYPES = ['Accepted', 'EpisodesCreated', 'Complete'] as const;
 export const BATCH_STATUSES = ['paused', 'processing', 'completed', 'finished'] as const;
 export const BATCH_KINDS = ['show', 'playlist'] as const;
 
@@ -121,6 +126,17 @@ export const mediaJobSpecSchema = specOptionsSchema.extend({
    * API field; for every other job downloadThumbnail is accepted and ignored.
    */
   showEpisode: z.boolean().optional(),
+  /**
+   * Set by the batch controller on a show's episode jobs: what the feed says
+   * about the episode, which the runner reports instead of what yt-dlp reads
+   * from the enclosure file (spec rule 6, job_completed). No description: it
+   * is null for podcast sources.
+   */
+  episode: z.object({
+    title: z.string().optional(),
+    releaseDate: z.string().optional(),
+    thumbnailUrl: z.string().optional(),
+  }).optional(),
 });
 
 export const mediaJobResultSchema = z.object({
@@ -193,6 +209,8 @@ export const mediaBatchStatusSchema = z.object({
   completedEpisodes: z.number().int().min(0).optional(),
   failedEpisodes: z.number().int().min(0).optional(),
   skippedEpisodes: z.number().int().min(0).optional(),
+  /** `<completed + failed>/<total>`, for the Done printer column (one JSONPath per column). */
+  done: z.string().optional(),
   episodeJobs: z.array(z.string()).optional(),
   observedGeneration: z.number().int().min(0).optional(),
   conditions: z.array(conditionSchema).optional(),
@@ -206,6 +224,7 @@ export type MediaJobSpecOptionsInput = z.input<typeof specOptionsSchema>;
 /** The normalised options of one job: defaults applied, rule-4 corrections done. */
 export type MediaJobOptions = Omit<MediaJobSpecOptions, 'format' | 'audioBitrate'> & { format: Format; audioBitrate: AudioBitrate };
 export type MediaJobSpec = z.output<typeof mediaJobSpecSchema>;
+export type EpisodeMetadata = NonNullable<MediaJobSpec['episode']>;
 /** A spec whose options are normalised, as the gateway and the operator hand it on (the runner's MEDIAJOB_SPEC). */
 export type NormalisedMediaJobSpec = MediaJobSpec & MediaJobOptions;
 export type MediaJobResult = z.output<typeof mediaJobResultSchema>;
