@@ -1,6 +1,7 @@
 // The express application, built from injected parts so tests and the
 // benchmark run it against real Postgres with a real or fake submitter.
 import express from 'express';
+import { BatchSources, DEFAULT_MAX_PLAYLIST_SIZE, DEFAULT_PODCAST_LOOKUP_ENDPOINT } from '@mediajobs/lib/batches/index';
 import type { Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor } from '@mediajobs/lib/media-info/index';
 import { DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '@mediajobs/lib/outbound';
@@ -14,13 +15,15 @@ import { requestLogger } from './request-log.js';
 import { uploadGrantsRouter } from './routes/upload-grants.js';
 import { filesRouter } from './routes/files.js';
 import { isShortRouter } from './routes/is-short.js';
+import { batchesRouter } from './routes/batches.js';
+import { bulkRouter } from './routes/bulk.js';
 import { jobsRouter } from './routes/jobs.js';
 import { metadataRouter } from './routes/metadata.js';
 import { userStorageRouter } from './routes/user-storage.js';
 import { driveFilesRouter } from './routes/user-storage-drive-files.js';
 import { ProbeCache, probeDestination, type ProviderSettings } from './destinations/probe.js';
 import type { DestinationVault } from './destinations/vault.js';
-import type { JobSubmitter } from './submitter.js';
+import { isBatchSubmitter, type BatchSubmitter, type JobSubmitter } from './submitter.js';
 
 export interface AppDeps {
   pool: pg.Pool;
@@ -56,6 +59,10 @@ export interface AppDeps {
   mediaInfo?: MediaInfoExtractor;
   /** Which addresses may be contacted for users (source and /metadata URLs, storage endpoints); default: no allowance. */
   outbound?: OutboundPolicy;
+  /** Show and playlist expansion of POST /jobs (issue 13); default: the public lookup API, MAX_PLAYLIST_SIZE 500, `mediaInfo`'s settings. */
+  batchSources?: BatchSources;
+  /** Creates and unpauses MediaBatches; default: `submitter` when it can. */
+  batchSubmitter?: BatchSubmitter;
 }
 
 /**
@@ -68,6 +75,7 @@ export interface AppDeps {
  */
 const AUTHENTICATED: readonly (readonly [prefix: string, missingKey: string])[] = [
   ['/jobs', MISSING_KEY],
+  ['/batch', MISSING_KEY],
   ['/user', MISSING_KEY],
   ['/metadata', MISSING_KEY],
   ['/is-short', 'Missing API key'],
@@ -108,7 +116,15 @@ export function createApp(deps: AppDeps): express.Express {
   const providerSettings = deps.storage?.providerSettings ?? {};
   const probes = deps.storage?.probes ?? new ProbeCache((doc) => probeDestination(doc, probeTimeoutMs, providerSettings));
   const outbound = deps.outbound ?? DEFAULT_OUTBOUND_POLICY;
-  app.use(jobsRouter({ ...deps, probes, providerSettings, outbound }));
+  const mediaInfoExtractor = deps.mediaInfo ?? new MediaInfoExtractor();
+  const batchSources = deps.batchSources ?? new BatchSources({
+    lookupEndpoint: DEFAULT_PODCAST_LOOKUP_ENDPOINT, maxEntries: DEFAULT_MAX_PLAYLIST_SIZE, policy: outbound, mediaInfo: mediaInfoExtractor.options,
+  });
+  const batchSubmitter = deps.batchSubmitter ?? (isBatchSubmitter(deps.submitter) ? deps.submitter : undefined);
+  const batches = { batchSources, ...(batchSubmitter && { batchSubmitter }) };
+  app.use(bulkRouter({ ...deps, outbound }));
+  app.use(jobsRouter({ ...deps, probes, providerSettings, outbound, ...batches }));
+  app.use(batchesRouter({ pool: deps.pool, logger: log, ...batches }));
   app.use(userStorageRouter({
     pool: deps.pool, logger: log, secretBox: deps.secretBox, probeTimeoutMs, providerSettings, outbound,
     ...(deps.storage?.vault && { vault: deps.storage.vault }),
@@ -119,7 +135,7 @@ export function createApp(deps: AppDeps): express.Express {
       ...(deps.storage.vault && { vault: deps.storage.vault }),
     }));
   }
-  const mediaInfo = { logger: log, mediaInfo: deps.mediaInfo ?? new MediaInfoExtractor() };
+  const mediaInfo = { logger: log, mediaInfo: mediaInfoExtractor };
   app.use(metadataRouter({ ...mediaInfo, outbound }));
   app.use(isShortRouter(mediaInfo));
 

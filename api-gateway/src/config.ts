@@ -1,9 +1,11 @@
 // Gateway settings, read once at start through lib's config loader.
 import { z } from 'zod';
 import { commonSchema, envInt, loadConfig, managedStorageSchema, outboundSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
+import { batchSourcesSchema } from '@mediajobs/lib/batches/config';
 import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
 
-export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(storageEndpointsSchema).merge(mediaInfoSchema).merge(outboundSchema).extend({
+export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(storageEndpointsSchema).merge(mediaInfoSchema).merge(outboundSchema)
+  .merge(batchSourcesSchema).extend({
   DATABASE_URL: z.string().min(1),
   PORT: envInt(0, 65535).default(8080),
   HOST: z.string().default('0.0.0.0'),

@@ -3,6 +3,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { storageEndpoints } from '@mediajobs/lib/config';
+import { BatchSources, batchSourcesOptions } from '@mediajobs/lib/batches/index';
 import { createLogger, errFields, type Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor, mediaInfoOptions } from '@mediajobs/lib/media-info/index';
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
@@ -16,7 +17,7 @@ import { ApiKeyCache, cachedKeyLookup } from './auth.js';
 import type { GatewayConfig } from './config.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
-import { KubeJobSubmitter, type JobSubmitter } from './submitter.js';
+import { KubeJobSubmitter, type BatchSubmitter, type JobSubmitter } from './submitter.js';
 import { KubeSecretVault } from './destinations/vault.js';
 
 export interface RunningGateway {
@@ -29,17 +30,22 @@ export interface RunningGateway {
 
 export interface StartOptions {
   logger?: Logger;
-  /** Replaces the Kubernetes submitter (tests). */
+  /** Replaces the Kubernetes submitter (tests); also the MediaBatch submitter when it is one. */
   submitter?: JobSubmitter;
+  /** Replaces the Kubernetes MediaBatch submitter (tests). */
+  batchSubmitter?: BatchSubmitter;
 }
 
 export async function startGateway(config: GatewayConfig, opts: StartOptions = {}): Promise<RunningGateway> {
   const logger = opts.logger ?? createLogger('api-gateway', config.LOG_LEVEL);
   const secretBox = new SecretBox(config.SECRET_KEYS);
   const storage = await createManagedStorage(config);
-  const submitter = opts.submitter ?? KubeJobSubmitter.fromKubeconfig(config.KUBECONFIG, {
+  const kube = opts.submitter && opts.batchSubmitter ? undefined : KubeJobSubmitter.fromKubeconfig(config.KUBECONFIG, {
     namespace: config.MEDIAJOBS_NAMESPACE, timeoutMs: config.KUBE_TIMEOUT_MS,
   });
+  const submitter = opts.submitter ?? kube!;
+  // A test's own job submitter stands for the MediaBatch side too when it is one (createApp's default).
+  const batchSubmitter = opts.batchSubmitter ?? (opts.submitter ? undefined : kube);
   const pool = createPool(config.DATABASE_URL, config.PG_POOL_MAX);
   // An idle client erroring (Postgres restart) must not crash the process; the pool replaces it.
   pool.on('error', (err) => logger.warn({ err: errFields(err) }, 'idle Postgres connection failed'));
@@ -56,6 +62,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   const uploadGrants = await createUploadGrantBroker(config, (jobId) => isJobActive(pool, jobId));
 
   let shuttingDown = false;
+  const outbound = new OutboundPolicy({ allowed: config.OUTBOUND_ALLOWED_CIDRS });
   const app = createApp({
     pool,
     logger,
@@ -69,7 +76,9 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     keyCache: new ApiKeyCache(cachedKeyLookup(pool), config.AUTH_CACHE_TTL_MS, config.AUTH_CACHE_MAX_ENTRIES),
     isShuttingDown: () => shuttingDown,
     mediaInfo: new MediaInfoExtractor(mediaInfoOptions(config)),
-    outbound: new OutboundPolicy({ allowed: config.OUTBOUND_ALLOWED_CIDRS }),
+    outbound,
+    batchSources: new BatchSources(batchSourcesOptions(config, mediaInfoOptions(config), outbound)),
+    ...(batchSubmitter && { batchSubmitter }),
     ...(uploadGrants && { uploadGrants }),
     storage: {
       probeTimeoutMs: config.STORAGE_PROBE_TIMEOUT_MS,

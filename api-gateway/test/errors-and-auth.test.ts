@@ -68,7 +68,8 @@ describe('api-gateway: one error path, one authentication', function () {
     it("the route table is the API's (the walk found every router)", () => {
       const names = routes.map(([m, p]) => `${m} ${p}`);
       expect(names).to.include.members([
-        'POST /jobs', 'GET /jobs', 'GET /jobs/:id', 'POST /metadata', 'POST /is-short',
+        'POST /jobs', 'GET /jobs', 'GET /jobs/:id', 'POST /jobs/bulk', 'POST /metadata', 'POST /is-short',
+        'GET /batch/:id', 'PATCH /batch/:id/jobs', 'POST /batch/:id/start',
         'POST /user/s3', 'GET /user/drive', 'DELETE /user/oss', 'POST /user/bucket', 'DELETE /user/bucket',
         ...PUBLIC,
       ]);
@@ -86,8 +87,8 @@ describe('api-gateway: one error path, one authentication', function () {
         }
         refused.push(`${method} ${path}`);
       }
-      // 3 jobs routes, 3 per provider and 2 for /user/bucket, /metadata and /is-short.
-      expect(refused).to.have.length(3 + 5 * 3 + 2 + 2);
+      // 4 jobs routes (bulk included), 3 batch routes, 3 per provider and 2 for /user/bucket, /metadata and /is-short.
+      expect(refused).to.have.length(4 + 3 + 5 * 3 + 2 + 2);
     });
 
     it('the signed downloads and probes answer without a key', async () => {

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { LocalCluster } from '@mediajobs/local-cluster';
 import { createLogger, type Logger } from '@mediajobs/lib/logger';
-import type { MediaJob, MediaJobSpec } from '@mediajobs/lib/mediajob/types';
+import type { MediaBatch, MediaJob, MediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import pg from 'pg';
@@ -17,7 +17,7 @@ import { ApiKeyCache, cachedKeyLookup } from '../src/auth.js';
 import { createApiKey } from '../src/db/api-keys.js';
 import { migrate } from '../src/db/migrate.js';
 import { createPool } from '../src/db/pool.js';
-import type { JobSubmitter } from '../src/submitter.js';
+import type { BatchSubmitter, JobSubmitter } from '../src/submitter.js';
 
 // One scratch-database helper for the whole repository; the gateway's tests apply migrations themselves.
 import { createTestDatabase as createDatabase, type TestDatabase } from '../../test/support/postgres.js';
@@ -38,13 +38,26 @@ export function captureLogger(level = 'debug'): { logger: Logger; lines: string[
   return { logger, lines, text: () => lines.join('') };
 }
 
-export class RecordingSubmitter implements JobSubmitter {
+export class RecordingSubmitter implements JobSubmitter, BatchSubmitter {
   calls: { mj: MediaJob; spec: MediaJobSpec; id: string }[] = [];
+  /** MediaBatches created, and the batches unpaused (namespace/name). */
+  batches: MediaBatch[] = [];
+  resumed: string[] = [];
   fail: Error | undefined;
   delayMs = 0;
   async submit(mj: MediaJob): Promise<void> {
     this.calls.push({ mj, spec: mj.spec, id: mj.metadata.name! });
     if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
+    if (this.fail) throw this.fail;
+  }
+
+  async submitBatch(mb: MediaBatch): Promise<void> {
+    this.batches.push(mb);
+    if (this.fail) throw this.fail;
+  }
+
+  async resumeBatch(namespace: string, name: string): Promise<void> {
+    this.resumed.push(`${namespace}/${name}`);
     if (this.fail) throw this.fail;
   }
 }

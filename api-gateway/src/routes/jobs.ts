@@ -1,6 +1,8 @@
-// POST /jobs, GET /jobs, GET /jobs/{id}.
+// POST /jobs, GET /jobs, GET /jobs/{id}. A show or genuine playlist URL on
+// POST /jobs becomes a batch (spec rule 8), created by ./batches.ts.
 import { Router, type RequestHandler, type Response } from 'express';
-import { parseJobRequest } from '@mediajobs/lib/job-options';
+import { detectBatchSource } from '@mediajobs/lib/batches/index';
+import { parseJobRequest, type JobRequest } from '@mediajobs/lib/job-options';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
 import { urlFieldError, type OutboundPolicy } from '@mediajobs/lib/outbound';
@@ -8,7 +10,7 @@ import type { JobStatus } from '@mediajobs/lib/mediajob/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
 import type { Principal } from '../auth.js';
-import { getJob, jobInserter, listJobs, type JobDetail } from '@mediajobs/lib/db/jobs';
+import { getJob, jobInserter, listJobs, type JobDetail, type NewJob } from '@mediajobs/lib/db/jobs';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
 import { inlineDestination, type JobDestination } from '../destinations/job-destination.js';
 import type { ProbeCache, ProviderSettings } from '../destinations/probe.js';
@@ -16,6 +18,7 @@ import { HttpError, failsWith } from '../http-errors.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { acceptJson } from '../json-body.js';
 import type { JobSubmitter } from '../submitter.js';
+import { clientGone, createBatch, type BatchCreateDeps } from './batches.js';
 
 /** POST /jobs' insert, with rule 9 (the key's or organization's saved destination, store.ts) inside the statement. */
 const insertJob = jobInserter({ byDefault: resolveDefaultSql, byProvider: resolveByProviderSql });
@@ -29,7 +32,7 @@ const STATUS_FILTER: Record<string, JobStatus> = {
   pending: 'Pending', processing: 'Processing', completed: 'Completed', failed: 'Failed', warning: 'Warning',
 };
 
-export interface JobsRouteDeps {
+export interface JobsRouteDeps extends BatchCreateDeps {
   pool: pg.Pool;
   logger: Logger;
   submitter: JobSubmitter;
@@ -80,7 +83,23 @@ export function jobsRouter(deps: JobsRouteDeps): Router {
   return router;
 }
 
-/** POST /jobs: validate, decide the destination once, insert the row, then create the MediaJob. */
+/**
+ * Where a new job (or every episode of a new batch) delivers: inline storage
+ * (checked and probed; 400 with the reason), else rule 9 over the saved
+ * destinations, else managed storage; the insert resolves rule 9. Decided
+ * once, at creation: a job never falls back to another destination later.
+ */
+async function deliveryTarget(deps: JobsRouteDeps, request: JobRequest, who: Principal): Promise<NewJob['target']> {
+  if (request.storage === undefined) {
+    return { kind: 'saved', organizationId: who.organizationId, ...(request.storageProvider !== undefined && { provider: request.storageProvider }) };
+  }
+  const checked = await inlineDestination(deps, request.storage);
+  if (!checked.ok) throw new HttpError(400, checked.error);
+  const inline: JobDestination = checked.value;
+  return { kind: 'inline', ...inline };
+}
+
+/** POST /jobs: validate, decide the destination once, insert the row, then create the MediaJob (or the batch, rule 8). */
 function createJob(deps: JobsRouteDeps): RequestHandler {
   return async (req, res) => {
     const parsed = parseJobRequest(req.body);
@@ -88,15 +107,15 @@ function createJob(deps: JobsRouteDeps): RequestHandler {
     const request = parsed.request;
     const refusedSource = urlFieldError(deps.outbound, 'url', request.options.url);
     if (refusedSource) throw new HttpError(400, refusedSource);
-    const { apiKeyId, organizationId } = principal(res);
-    // Inline storage (checked and probed), else rule 9, else managed storage.
-    // Decided once, here: the job never falls back to another destination later.
-    let inline: JobDestination | undefined;
-    if (request.storage !== undefined) {
-      const checked = await inlineDestination(deps, request.storage);
-      if (!checked.ok) throw new HttpError(400, checked.error);
-      inline = checked.value;
+    const who = principal(res);
+    const target = await deliveryTarget(deps, request, who);
+    const source = detectBatchSource(request.options.url);
+    if (source.kind !== 'single') {
+      const answer = await createBatch(deps, { request, source, who, target, signal: clientGone(res) });
+      res.status(201).location(`/batch/${answer.batch_id}`).json(answer);
+      return;
     }
+    const { apiKeyId } = who;
 
     const id = uuidv7();
     const destination = await insertJob(deps.pool, {
@@ -107,9 +126,7 @@ function createJob(deps: JobsRouteDeps): RequestHandler {
       webhookUrlEnc: request.webhookUrl === undefined ? null : deps.secretBox.seal(request.webhookUrl),
       crNamespace: deps.namespace,
       crName: id,
-      target: inline
-        ? { kind: 'inline', ...inline }
-        : { kind: 'saved', organizationId, ...(request.storageProvider !== undefined && { provider: request.storageProvider }) },
+      target,
     });
     if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
 

@@ -197,6 +197,55 @@ export function jobInserter(rule9: SavedDestinationSql): InsertJob {
   };
 }
 
+// POST /jobs/bulk: every job of the request in one statement (all or
+// nothing, one round trip for 100 rows), from one JSON array parameter, with
+// rule 9 resolved once for all of them; counted on one shard of the key.
+const insertJobsSaved = (resolve: string) => `
+WITH dest AS (${resolve}),
+job AS (
+  INSERT INTO jobs (${INSERT_COLUMNS})
+  SELECT (e.doc->>'id')::uuid, $1, e.doc->'options'->>'url', 'Pending', 'Queued', 0, e.doc->'options', $2, $3, e.doc->>'id',
+         ${savedDestinationJson('dest')},
+         dest.id, NULL
+    FROM jsonb_array_elements($4::jsonb) AS e(doc) LEFT JOIN dest ON true
+   WHERE $7::text IS NULL OR dest.id IS NOT NULL
+  RETURNING api_key_id, destination
+), ${countJobs('$5')}
+SELECT destination FROM job LIMIT 1`;
+
+/** Jobs of one bulk request: the same key, webhook and destination, each its own id and options. */
+export interface NewJobs {
+  apiKeyId: string;
+  jobs: readonly { id: string; options: MediaJobOptions }[];
+  webhookUrlEnc: string | null;
+  /** Every job's MediaJob is named after its id, in this namespace. */
+  crNamespace: string;
+  organizationId: string | null;
+  provider?: StorageProviderName;
+}
+
+export type InsertJobs = (pool: pg.Pool, jobs: NewJobs) => Promise<Destination | undefined>;
+
+/**
+ * POST /jobs/bulk's insert with rule 9 built in (saved or managed storage
+ * only: a bulk request has no inline storage). Call once per process, as
+ * jobInserter. Returns the destination every job was given, or undefined
+ * when the named `storage_provider` is not configured (nothing written).
+ */
+export function bulkJobInserter(rule9: SavedDestinationSql): InsertJobs {
+  const savedDefault = insertJobsSaved(rule9.byDefault('$1', '$6'));
+  const savedByProvider = insertJobsSaved(rule9.byProvider('$1', '$6', '$7'));
+  return async (pool, n) => {
+    if (!n.jobs.length) throw new RangeError('a bulk insert has at least one job');
+    const values = [n.apiKeyId, n.webhookUrlEnc, n.crNamespace, JSON.stringify(n.jobs.map((j) => ({ id: j.id, options: j.options }))),
+      randomInt(COUNTER_SHARDS), n.organizationId, n.provider ?? null];
+    const r = n.provider === undefined
+      ? await pool.query<{ destination: Destination }>({ name: 'mj-insert-jobs', text: savedDefault, values })
+      : await pool.query<{ destination: Destination }>({ name: 'mj-insert-jobs-provider', text: savedByProvider, values });
+    return r.rows[0]?.destination;
+  };
+}
+
 const INSERT_FROM_MANIFEST = `
 WITH job AS (
   INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name, created_at, updated_at,

@@ -1,7 +1,7 @@
 // The one place a MediaJob is built from a job's normalised options, used by
 // the gateway when a job is accepted and by the operator's sweeper when a
-// job row never got its custom resource.
-import { API_VERSION, type Destination, type MediaJob, type MediaJobOptions } from './types.js';
+// job row never got its custom resource; and the MediaBatch of a batch.
+import { API_VERSION, type BatchKind, type BatchOptions, type Destination, type MediaBatch, type MediaJob, type MediaJobOptions } from './types.js';
 
 export interface BuildMediaJobInput {
   jobId: string;
@@ -27,6 +27,50 @@ export function buildMediaJob(i: BuildMediaJobInput): MediaJob {
       owner: { apiKeyId: i.apiKeyId },
       destination: i.destination ?? { type: 'managed' },
       ...(i.batchId ? { batchId: i.batchId } : {}),
+    },
+  };
+}
+
+export interface BuildMediaBatchInput {
+  batchId: string;
+  apiKeyId: string;
+  namespace: string;
+  kind: BatchKind;
+  showUrl: string;
+  folder?: string;
+  /** Shows only: a playlist batch is never paused. */
+  paused: boolean;
+  /** The normalised options every episode shares (url, filename and folder are left out). */
+  options: BatchOptions;
+  destination?: Destination;
+}
+
+/**
+ * The MediaBatch of a batch the gateway accepted: name = batch id. The
+ * episodes and the webhook URL are not in it: the episode list lives in
+ * Postgres (hundreds of long show notes would not fit an object) and the
+ * webhook URL is a secret, sealed in the batch row only. The operator's batch
+ * controller reads both from the row.
+ */
+export function buildMediaBatch(i: BuildMediaBatchInput): MediaBatch {
+  const { url: _u, filename: _f, folder: _d, ...options } = i.options as BatchOptions & { url?: unknown; filename?: unknown; folder?: unknown };
+  return {
+    apiVersion: API_VERSION,
+    kind: 'MediaBatch',
+    metadata: {
+      name: i.batchId,
+      namespace: i.namespace,
+      labels: { 'mediajobs.io/api-key-id': i.apiKeyId },
+    },
+    spec: {
+      batchId: i.batchId,
+      showUrl: i.showUrl,
+      kind: i.kind,
+      owner: { apiKeyId: i.apiKeyId },
+      ...(i.folder !== undefined && { folder: i.folder }),
+      paused: i.kind === 'show' && i.paused,
+      destination: i.destination ?? { type: 'managed' },
+      options,
     },
   };
 }

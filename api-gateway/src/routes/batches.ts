@@ -1,0 +1,273 @@
+// Batches (issue 13): a show or a genuine playlist URL on POST /jobs made
+// into a batch (createBatch, called by ./jobs.ts), and the batch endpoints
+// GET /batch/{id}, PATCH /batch/{id}/jobs and POST /batch/{id}/start. The
+// batch row and its episode rows are written in one transaction
+// (lib/src/db/batches.ts); the MediaBatch created after it carries neither the
+// episodes nor the webhook URL, and the operator's batch controller creates
+// the episode MediaJobs from the rows. Postgres is the truth: a MediaBatch
+// create or unpause that fails is logged, never answered as a failure.
+import { Router, json, type RequestHandler, type Response } from 'express';
+import {
+  BatchSourceError, type BatchSourceOf, type BatchSources, type ExpandedBatch,
+} from '@mediajobs/lib/batches/index';
+import {
+  getBatch, insertBatch, renameEpisodes, startBatch,
+  type BatchRecord, type BatchRefusal, type BatchTarget, type EpisodeInfo, type EpisodeRename, type NewEpisode,
+} from '@mediajobs/lib/db/batches';
+import type { NewJob } from '@mediajobs/lib/db/jobs';
+import type { JobRequest } from '@mediajobs/lib/job-options';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
+import { buildMediaBatch } from '@mediajobs/lib/mediajob/build';
+import type { MediaBatch } from '@mediajobs/lib/mediajob/types';
+import type { OutboundPolicy } from '@mediajobs/lib/outbound';
+import type { SecretBox } from '@mediajobs/lib/secret-box';
+import type pg from 'pg';
+import type { Principal } from '../auth.js';
+import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
+import { HttpError, failsWith } from '../http-errors.js';
+import { isUuid, uuidv7 } from '../ids.js';
+import { acceptJson, bodyObject } from '../json-body.js';
+import type { BatchSubmitter } from '../submitter.js';
+
+export const NOT_FOUND = 'Batch not found';
+export const NOT_OWNER = 'Batch does not belong to this API key';
+const RENAME_BODY_BYTES = 1024 * 1024;
+
+export interface BatchCreateDeps {
+  pool: pg.Pool;
+  logger: Logger;
+  secretBox: SecretBox;
+  namespace: string;
+  outbound: OutboundPolicy;
+  /** Expands shows (lookup API + RSS feed) and playlists (yt-dlp flat, /metadata's settings). */
+  batchSources: BatchSources;
+  /** Creates and unpauses MediaBatches; absent: batches are only recorded (a batch sweeper must create them). */
+  batchSubmitter?: BatchSubmitter;
+}
+
+export interface NewBatchRequest {
+  request: JobRequest;
+  source: BatchSourceOf<'show'> | BatchSourceOf<'playlist'>;
+  who: Principal;
+  /** The delivery target POST /jobs decided (inline checked and sealed, or rule 9). */
+  target: NewJob['target'];
+  /** Aborted when the client goes away: the expansion stops. */
+  signal?: AbortSignal;
+}
+
+/** An episode entry of the show answer: description and release_date in default mode only (spec: Episode entry). */
+type EpisodeEntry = { job_id: string; url: string; title: string; description?: string | null; release_date?: string | null };
+
+export type BatchCreated =
+  | { batch_id: string; total_episodes: number; paused: boolean; episodes: EpisodeEntry[]; episode_jobs: string[] }
+  | { batch_id: string; total_videos: number; job_ids: string[] };
+
+/** An AbortSignal that fires when the client closes the connection before the answer was sent. */
+export function clientGone(res: Response): AbortSignal {
+  const ac = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) ac.abort();
+  });
+  return ac.signal;
+}
+
+async function expand(deps: BatchCreateDeps, source: NewBatchRequest['source'], signal?: AbortSignal): Promise<ExpandedBatch> {
+  try {
+    return await deps.batchSources.expand(source, signal);
+  } catch (err) {
+    if (!(err instanceof BatchSourceError)) throw err;
+    // A 5xx (the platform, the feed or yt-dlp failing) is logged with its reason; a 4xx is the client's answer only.
+    throw new HttpError(err.status, err.message, {}, err.status >= 500 ? { cause: err } : undefined);
+  }
+}
+
+function episodeInfo(expanded: ExpandedBatch, i: number): EpisodeInfo {
+  if (expanded.kind === 'playlist') {
+    const e = expanded.episodes[i]!;
+    return e.title !== undefined ? { title: e.title } : {};
+  }
+  const e = expanded.episodes[i]!;
+  return {
+    title: e.title,
+    ...(e.description !== undefined && { description: e.description }),
+    ...(e.releaseDate !== undefined && { releaseDate: e.releaseDate }),
+    ...(e.imageUrl !== undefined && { thumbnailUrl: e.imageUrl }),
+  };
+}
+
+/**
+ * POST /jobs with a show or genuine playlist URL (rule 8): expand it (413
+ * over MAX_PLAYLIST_SIZE, a 4xx/502 when unreadable, nothing written), record
+ * the batch and every episode in one transaction, then create the MediaBatch.
+ * Two round trips whatever the size: one transaction, one create.
+ */
+export async function createBatch(deps: BatchCreateDeps, n: NewBatchRequest): Promise<BatchCreated> {
+  const expanded = await expand(deps, n.source, n.signal);
+  // An episode URL is what a runner downloads: held to the policy a single job's `url` is.
+  if (expanded.episodes.some((e) => !deps.outbound.checkUrl(e.url).ok)) {
+    throw new HttpError(400, 'Batch has an episode at a local or link-local address, which is not allowed');
+  }
+  const { apiKeyId } = n.who;
+  const { url: showUrl, filename: _filename, folder, ...options } = n.request.options;
+  const paused = expanded.kind === 'show' && n.request.paused; // rule 7: shows only
+  const batchId = uuidv7();
+  const episodes: NewEpisode[] = expanded.episodes.map((e, i) => ({ id: uuidv7(), url: e.url, info: episodeInfo(expanded, i) }));
+  const target: BatchTarget = n.target.kind === 'inline'
+    ? n.target
+    : { ...n.target, rule9: { byDefault: resolveDefaultSql, byProvider: resolveByProviderSql } };
+
+  const inserted = await insertBatch(deps.pool, {
+    id: batchId, apiKeyId, kind: expanded.kind, showUrl, folder: folder ?? null, paused,
+    webhookUrlEnc: n.request.webhookUrl === undefined ? null : deps.secretBox.seal(n.request.webhookUrl),
+    crNamespace: deps.namespace, crName: batchId, options, target,
+  }, episodes);
+  if (inserted.outcome === 'storage_provider_not_configured') throw new HttpError(400, 'storage_provider_not_configured');
+  if (inserted.outcome !== 'inserted') throw new Error(`insertBatch of a new batch answered ${inserted.outcome}`);
+
+  await submitBatch(deps, buildMediaBatch({
+    batchId, apiKeyId, namespace: deps.namespace, kind: expanded.kind, showUrl, paused, options,
+    ...(folder !== undefined && { folder }), destination: inserted.destination,
+  }));
+
+  const ids = episodes.map((e) => e.id);
+  if (expanded.kind === 'playlist') return { batch_id: batchId, total_videos: ids.length, job_ids: ids };
+  return {
+    batch_id: batchId,
+    total_episodes: ids.length,
+    paused,
+    episodes: expanded.episodes.map((e, i) => ({
+      job_id: ids[i]!, url: e.url, title: e.title,
+      ...(!paused && { description: e.description ?? null, release_date: e.releaseDate ?? null }),
+    })),
+    episode_jobs: ids,
+  };
+}
+
+async function submitBatch(deps: BatchCreateDeps, mb: MediaBatch): Promise<void> {
+  const batchId = mb.spec.batchId;
+  if (!deps.batchSubmitter) {
+    deps.logger.warn({ batchId }, 'no MediaBatch submitter; the batch is recorded and left to the operator');
+    return;
+  }
+  try {
+    await deps.batchSubmitter.submitBatch(mb);
+  } catch (err) {
+    // The rows are committed: the batch exists for the API, and the operator
+    // creates its MediaBatch from the row. errFields: never a response body.
+    deps.logger.warn({ batchId, err: errFields(err) }, 'MediaBatch create failed; left to the operator');
+  }
+}
+
+// ---- GET /batch/{id}, PATCH /batch/{id}/jobs, POST /batch/{id}/start ----
+
+export interface BatchesRouteDeps {
+  pool: pg.Pool;
+  logger: Logger;
+  batchSubmitter?: BatchSubmitter;
+}
+
+function principal(res: Response): Principal {
+  return res.locals.principal!;
+}
+
+/** The batch of the path's id, owned by the caller: 404 when unknown or not a UUID, 401 when another key's. */
+async function ownBatch(deps: BatchesRouteDeps, rawId: unknown, res: Response): Promise<BatchRecord> {
+  const id = String(rawId);
+  const batch = isUuid(id) ? await getBatch(deps.pool, id.toLowerCase()) : undefined;
+  if (!batch) throw new HttpError(404, NOT_FOUND);
+  if (batch.api_key_id !== principal(res).apiKeyId) throw new HttpError(401, NOT_OWNER);
+  return batch;
+}
+
+function refused(r: BatchRefusal, notPaused: (status: string) => string): HttpError {
+  if (r.outcome === 'not_found') return new HttpError(404, NOT_FOUND);
+  if (r.outcome === 'not_owner') return new HttpError(401, NOT_OWNER);
+  return new HttpError(400, notPaused(r.status));
+}
+
+export function batchesRouter(deps: BatchesRouteDeps): Router {
+  const router = Router();
+  router.get('/batch/:id', failsWith('Database query failed'), showBatch(deps));
+  router.patch('/batch/:id/jobs', ...acceptJson(RENAME_BODY_BYTES), failsWith('Failed to rename episodes'), renameBatchJobs(deps));
+  // No body is needed; one sent as JSON is still read, so a malformed one is the usual 400.
+  router.post('/batch/:id/start', json({ limit: '16kb' }), failsWith('Failed to start batch'), startPausedBatch(deps));
+  return router;
+}
+
+/** The Batch record (spec: Batch), plus `kind` and `progress` (integer percent, rounded down). */
+export function batchResponse(b: BatchRecord): Record<string, unknown> {
+  const done = b.completed_episodes + b.failed_episodes;
+  return {
+    id: b.id,
+    kind: b.kind,
+    show_url: b.show_url,
+    status: b.status,
+    folder: b.folder,
+    total_episodes: b.total_episodes,
+    completed_episodes: b.completed_episodes,
+    failed_episodes: b.failed_episodes,
+    skipped_episodes: b.skipped_episodes,
+    progress: b.total_episodes > 0 ? Math.floor((done / b.total_episodes) * 100) : 0,
+    episode_jobs: b.episode_jobs,
+    created_at: b.created_at,
+    finished_at: b.finished_at,
+  };
+}
+
+function showBatch(deps: BatchesRouteDeps): RequestHandler {
+  return async (req, res) => {
+    res.json(batchResponse(await ownBatch(deps, req.params.id, res)));
+  };
+}
+
+/** `renames` of the PATCH body: an array of {job_id, filename} strings; 400 naming the first bad entry. */
+function parseRenames(body: Record<string, unknown>): EpisodeRename[] {
+  const renames = body.renames;
+  if (renames === undefined || renames === null) throw new HttpError(400, "Missing required field 'renames'");
+  if (!Array.isArray(renames)) throw new HttpError(400, "Invalid field 'renames': must be an array");
+  return renames.map((r: unknown, i) => {
+    const entry = r as { job_id?: unknown; filename?: unknown } | null;
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) {
+      throw new HttpError(400, `Invalid field 'renames[${i}]': must be an object with job_id and filename`);
+    }
+    if (typeof entry.job_id !== 'string') throw new HttpError(400, `Invalid field 'renames[${i}].job_id': must be a string`);
+    if (typeof entry.filename !== 'string') throw new HttpError(400, `Invalid field 'renames[${i}].filename': must be a string`);
+    return { jobId: entry.job_id, filename: entry.filename };
+  });
+}
+
+function renameBatchJobs(deps: BatchesRouteDeps): RequestHandler {
+  return async (req, res) => {
+    const id = String(req.params.id);
+    if (!isUuid(id)) throw new HttpError(404, NOT_FOUND);
+    const renames = parseRenames(bodyObject(req));
+    const r = await renameEpisodes(deps.pool, id.toLowerCase(), principal(res).apiKeyId, renames);
+    if (r.outcome !== 'renamed') throw refused(r, () => 'Batch is not paused. Only paused batches can be renamed.');
+    res.json({ updated: r.updated, errors: r.errors.map((e) => e.message) });
+  };
+}
+
+function startPausedBatch(deps: BatchesRouteDeps): RequestHandler {
+  return async (req, res) => {
+    const batch = await ownBatch(deps, req.params.id, res);
+    const r = await startBatch(deps.pool, batch.id, principal(res).apiKeyId);
+    if (r.outcome !== 'started') throw refused(r, (status) => `Batch is not paused (current status: ${status})`);
+    await resume(deps, batch);
+    res.json({ batch_id: batch.id, started_jobs: r.startedJobs, status: 'processing' });
+  };
+}
+
+/**
+ * Unpause the MediaBatch so the batch controller starts creating episode
+ * MediaJobs. The row already says processing and is the truth: a failed
+ * patch is logged, and the controller, which reads the row's status, starts
+ * the episodes anyway.
+ */
+async function resume(deps: BatchesRouteDeps, batch: BatchRecord): Promise<void> {
+  if (!deps.batchSubmitter || !batch.cr_namespace || !batch.cr_name) return;
+  try {
+    await deps.batchSubmitter.resumeBatch(batch.cr_namespace, batch.cr_name);
+  } catch (err) {
+    deps.logger.warn({ batchId: batch.id, err: errFields(err) }, 'MediaBatch unpause failed; the batch row says processing');
+  }
+}

@@ -1,0 +1,146 @@
+// POST /jobs/bulk (issue 13): up to 100 single jobs with shared options, all
+// or nothing. Each URL is validated exactly as POST /jobs validates its `url`
+// (parseJobRequest over the shared options and that URL, the outbound policy,
+// rule 8: no show or playlist); every row is written by one statement; then
+// the MediaJobs are created, a failed create left to the operator's sweeper
+// as for a single job.
+import { Router, type RequestHandler } from 'express';
+import { detectBatchSource } from '@mediajobs/lib/batches/index';
+import { bulkJobInserter } from '@mediajobs/lib/db/jobs';
+import { parseJobRequest, type JobRequest } from '@mediajobs/lib/job-options';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
+import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
+import type { MediaJob } from '@mediajobs/lib/mediajob/types';
+import { urlFieldError, type OutboundPolicy } from '@mediajobs/lib/outbound';
+import type { SecretBox } from '@mediajobs/lib/secret-box';
+import type pg from 'pg';
+import type { Principal } from '../auth.js';
+import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
+import { HttpError, failsWith } from '../http-errors.js';
+import { uuidv7 } from '../ids.js';
+import { acceptJson, bodyObject } from '../json-body.js';
+import type { JobSubmitter } from '../submitter.js';
+
+export const MAX_BULK_URLS = 100;
+/** 100 URLs of up to 4 KiB each, and the shared options. */
+const MAX_BULK_BODY_BYTES = 1024 * 1024;
+/** MediaJob creates in flight at once for one bulk request. */
+const SUBMIT_CONCURRENCY = 16;
+
+const insertJobs = bulkJobInserter({ byDefault: resolveDefaultSql, byProvider: resolveByProviderSql });
+
+/** POST /jobs fields a bulk request may not carry: one URL list, saved or managed storage, and no batches. */
+const NOT_IN_BULK: Readonly<Record<string, string>> = {
+  url: "Invalid field 'url': a bulk request lists its URLs in 'urls'",
+  storage: "Invalid field 'storage': not accepted by POST /jobs/bulk; use a saved destination (storage_provider) or managed storage",
+  paused: "Invalid field 'paused': not accepted by POST /jobs/bulk (it applies to show batches only)",
+};
+
+export const NOT_DIRECT_KEY = 'POST /jobs/bulk needs a direct API key';
+
+export interface BulkRouteDeps {
+  pool: pg.Pool;
+  logger: Logger;
+  submitter: JobSubmitter;
+  secretBox: SecretBox;
+  namespace: string;
+  outbound: OutboundPolicy;
+}
+
+export function bulkRouter(deps: BulkRouteDeps): Router {
+  const router = Router();
+  router.post('/jobs/bulk', ...acceptJson(MAX_BULK_BODY_BYTES), failsWith('Failed to create jobs'), createJobs(deps));
+  return router;
+}
+
+/**
+ * Whether a key may create jobs in bulk (spec: direct API keys only). Every
+ * key the service issues today is a direct key: marketplace users, the only
+ * other kind in the spec, do not exist here yet. When they do, their
+ * principal answers false and they get 403 NOT_DIRECT_KEY.
+ */
+function isDirectKey(_who: Principal): boolean {
+  return true;
+}
+
+/** The `urls` list: 1 to 100 strings; 400 otherwise. */
+function urlList(body: Record<string, unknown>): string[] {
+  const urls = body.urls;
+  if (urls === undefined || urls === null) throw new HttpError(400, "Missing required field 'urls'");
+  if (!Array.isArray(urls) || urls.length < 1 || urls.length > MAX_BULK_URLS) {
+    throw new HttpError(400, `Invalid field 'urls': must be an array of 1 to ${MAX_BULK_URLS} URLs`);
+  }
+  urls.forEach((u, i) => {
+    if (typeof u !== 'string') throw new HttpError(400, `urls[${i}]: must be a string`);
+  });
+  return urls as string[];
+}
+
+/**
+ * Each URL as POST /jobs would take it alone, with the shared options. A
+ * problem with a shared option is the same for every URL and is answered as
+ * POST /jobs words it; a problem with one URL names its index.
+ */
+function parseEach(shared: Record<string, unknown>, urls: readonly string[], outbound: OutboundPolicy): JobRequest[] {
+  return urls.map((url, i) => {
+    const parsed = parseJobRequest({ ...shared, url });
+    if (!parsed.ok) {
+      const aboutUrl = parsed.error.startsWith("Invalid field 'url'") || parsed.error.startsWith("Missing required field 'url'");
+      throw new HttpError(400, aboutUrl ? `urls[${i}]: ${parsed.error}` : parsed.error);
+    }
+    const refused = urlFieldError(outbound, 'url', parsed.request.options.url);
+    if (refused) throw new HttpError(400, `urls[${i}]: ${refused}`);
+    if (detectBatchSource(parsed.request.options.url).kind !== 'single') {
+      throw new HttpError(400, `urls[${i}]: a show or playlist URL cannot be part of a bulk request`);
+    }
+    return parsed.request;
+  });
+}
+
+function createJobs(deps: BulkRouteDeps): RequestHandler {
+  return async (req, res) => {
+    const who: Principal = res.locals.principal!;
+    if (!isDirectKey(who)) throw new HttpError(403, NOT_DIRECT_KEY);
+    const body = bodyObject(req);
+    const urls = urlList(body);
+    for (const [field, message] of Object.entries(NOT_IN_BULK)) {
+      if (body[field] !== undefined && body[field] !== null) throw new HttpError(400, message);
+    }
+    const { urls: _urls, ...shared } = body;
+    const requests = parseEach(shared, urls, deps.outbound);
+    const first = requests[0]!;
+
+    const jobs = requests.map((r) => ({ id: uuidv7(), options: r.options }));
+    const destination = await insertJobs(deps.pool, {
+      apiKeyId: who.apiKeyId,
+      jobs,
+      webhookUrlEnc: first.webhookUrl === undefined ? null : deps.secretBox.seal(first.webhookUrl),
+      crNamespace: deps.namespace,
+      organizationId: who.organizationId,
+      ...(first.storageProvider !== undefined && { provider: first.storageProvider }),
+    });
+    if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
+
+    await submitAll(deps, jobs.map((j) => buildMediaJob({
+      jobId: j.id, apiKeyId: who.apiKeyId, namespace: deps.namespace, options: j.options, destination,
+    })));
+    const ids = jobs.map((j) => j.id);
+    res.status(201).json({ job_ids: ids, count: ids.length });
+  };
+}
+
+/** Create the MediaJobs, a few at a time; a failed create is logged and left to the sweeper (the rows are committed). */
+async function submitAll(deps: BulkRouteDeps, mediaJobs: readonly MediaJob[]): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < mediaJobs.length) {
+      const mj = mediaJobs[next++]!;
+      try {
+        await deps.submitter.submit(mj);
+      } catch (err) {
+        deps.logger.warn({ jobId: mj.metadata.name, err: errFields(err) }, 'MediaJob create failed; left to the operator sweeper');
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(SUBMIT_CONCURRENCY, mediaJobs.length) }, worker));
+}
