@@ -126,6 +126,20 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       expect((await gw.request('GET', '/jobs', { key: key.key })).body).to.deep.include({ total: 3 });
     });
 
+    it('a 500-episode show: accepted in one request, fast, every episode a row', async () => {
+      platform.routes.set('/500.xml', serve(feedOfSize(500, 'https://media.example.org/500')));
+      platform.shows.set('1000000500', lookupResult('1000000500', `${platform.baseUrl}/500.xml`));
+      const started = performance.now();
+      const r = await post({ url: 'https://podcasts.apple.com/podcast/id1000000500' });
+      const ms = performance.now() - started;
+      console.log(`      POST /jobs of a 500-episode show: ${ms.toFixed(0)} ms`);
+      expect(r.status).to.equal(201);
+      expect((r.body as Json).total_episodes).to.equal(500);
+      expect(ms).to.be.below(3000);
+      expect(await written(key.id)).to.deep.equal({ jobs: 500, batches: 1, usage: 500 });
+      expect(submitter.batches).to.have.length(1);
+    });
+
     it('GET /batch/{id}: every Batch field, skipped_episodes and progress', async () => {
       const created = (await post({ url: SHOW_URL })).body as Json;
       const r = await gw.request('GET', `/batch/${created.batch_id as string}`, { key: key.key });
