@@ -1,6 +1,8 @@
 // Operator settings, read once at start through lib's config loader.
 import { z } from 'zod';
-import { commonSchema, ConfigError, envBoolean, envInt, envJson, loadConfig, managedStorageSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
+import { batchSourcesSchema } from '@mediajobs/lib/batches/config';
+import { commonSchema, ConfigError, envBoolean, envInt, envJson, loadConfig, managedStorageSchema, outboundSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
+import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
 
 // A Kubernetes resource quantity: 500m, 2, 1.5, 512Mi, 2Gi, 1G.
 const quantity = z.string().regex(/^\d+(\.\d+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/, 'must be a Kubernetes quantity such as 500m, 2 or 512Mi');
@@ -20,7 +22,11 @@ export const DEFAULT_RUNNER_RESOURCES = { requests: { cpu: '1', memory: '256Mi' 
 
 // storageEndpointsSchema: the operator signs GCS URLs (they name the API
 // host) and forwards the same settings to runner pods (JobDestinations.runnerEnv).
-export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(storageEndpointsSchema).extend({
+// batchSourcesSchema, mediaInfoSchema and outboundSchema: a MediaBatch applied
+// with kubectl is expanded by the operator (batch-record.ts) with the same
+// lookup endpoint, size limit, yt-dlp settings and address policy as the gateway's.
+export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(storageEndpointsSchema)
+  .merge(batchSourcesSchema).merge(mediaInfoSchema).merge(outboundSchema).extend({
   DATABASE_URL: z.string().min(1),
   /** kubeconfig file; unset means in-cluster (or ~/.kube/config). */
   KUBECONFIG: z.string().optional(),
@@ -56,6 +62,16 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(sto
   WEBHOOK_TIMEOUT_MS: envInt(1).default(10_000),
   WEBHOOK_ATTEMPTS: envInt(1, 10).default(3),
   WEBHOOK_BACKOFF_MS: envInt(1).default(2_000),
+  /**
+   * Episode MediaJobs the batch controller creates per second, across all
+   * batches (a token bucket): at the default a 500-episode show has all its
+   * MediaJobs in about ten seconds, without a burst of 500 creations.
+   */
+  BATCH_CREATE_PER_SECOND: envInt(1, 10_000).default(50),
+  /** Most episode MediaJobs created in one pass over a batch (and the bucket's size). */
+  BATCH_CREATE_PAGE: envInt(1, 1000).default(100),
+  /** How often a paused or processing MediaBatch's status is brought up to its batch row (counts, status). */
+  BATCH_STATUS_SECONDS: envInt(1).default(2),
   /** Pending jobs rows whose MediaJob never appeared are re-submitted after this. */
   SWEEP_AFTER_SECONDS: envInt(1).default(20),
   /**

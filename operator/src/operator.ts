@@ -1,9 +1,11 @@
-// The operator process: informers always warm, and the controller, outbox
-// delivery and sweeper running only while this replica holds the Lease.
+// The operator process: informers always warm, and the controllers (MediaJob
+// and MediaBatch), outbox delivery and sweeper running only while this
+// replica holds the Lease.
 import { hostname } from 'node:os';
 import pg from 'pg';
 import { createLogger, errFields, type Logger } from '@mediajobs/lib/logger';
 import { SecretBox } from '@mediajobs/lib/secret-box';
+import { MediaBatchController } from './batch-controller.js';
 import { renewDeadlineSeconds, type OperatorConfig } from './config.js';
 import { MediaJobController } from './controller.js';
 import type { ManagedStorageAccess } from './job-record.js';
@@ -15,6 +17,7 @@ import { Sweeper } from './sweeper.js';
 
 export interface OperatorHandle {
   controller: MediaJobController;
+  batches: MediaBatchController;
   isLeader(): boolean;
   stop(): Promise<void>;
 }
@@ -35,22 +38,25 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   pool.on('error', (err) => log.warn({ err: errFields(err) }, 'idle Postgres connection failed'));
   const kube = makeKube(cfg.KUBECONFIG);
   const controller = new MediaJobController({ kube, pool, box, storage: deps.storage, log, cfg });
+  const batches = new MediaBatchController({ kube, pool, box, log, cfg });
   const outbox = new OutboxDispatcher(pool, box, log, {
     timeoutMs: cfg.WEBHOOK_TIMEOUT_MS, attempts: cfg.WEBHOOK_ATTEMPTS, backoffMs: cfg.WEBHOOK_BACKOFF_MS,
   });
   const sweeper = new Sweeper({ strandedPending: (olderThan) => strandedPending(pool, olderThan) }, kube.custom, (ns, name) => controller.hasMediaJob(ns, name), log, cfg.SWEEP_AFTER_SECONDS);
 
-  await controller.startInformers();
+  await Promise.all([controller.startInformers(), batches.startInformers()]);
   let leading = false;
   const lead = async () => {
     leading = true;
     controller.activate();
+    batches.activate();
     await outbox.start();
     sweeper.start();
   };
   const unlead = async () => {
     leading = false;
     controller.deactivate();
+    batches.deactivate();
     sweeper.stop();
     await outbox.stop();
   };
@@ -75,12 +81,13 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
 
   return {
     controller,
+    batches,
     isLeader: () => leading,
     async stop() {
       if (elector) await elector.stop();
       else await unlead();
-      await controller.stop();
-      await controller.stopInformers();
+      await Promise.all([controller.stop(), batches.stop()]);
+      await Promise.all([controller.stopInformers(), batches.stopInformers()]);
       if (ownPool) await pool.end();
     },
   };
