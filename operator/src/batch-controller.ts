@@ -119,7 +119,9 @@ export class MediaBatchController {
     const mb = this.current(key);
     if (!mb || rejectedForGeneration(mb)) return DONE;
     const row = await this.row(mb);
-    const heldBySpec = mb.spec.paused && row.status === 'processing';
+    // The row is the truth of a gateway batch (POST /batch/{id}/start moves it
+    // and then unpauses the MediaBatch, which may fail); a manifest's spec is its own.
+    const heldBySpec = !mb.spec.batchId && mb.spec.paused && row.status === 'processing';
     let page: PageResult | undefined;
     if (row.status === 'processing' && !heldBySpec) page = await createEpisodePage({ custom: this.d.kube.custom, pool: this.d.pool, rate: this.rate }, mb, row.id, row.kind);
     const creating = !page ? 'paused' : page.more ? 'more' : 'done';

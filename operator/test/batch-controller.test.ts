@@ -172,15 +172,50 @@ describe('MediaBatch controller on the local cluster', function () {
     await new Promise((r) => setTimeout(r, 1500));
     expect(await episodeJobs(id)).to.have.length(0);
 
-    // POST /batch/{id}/start: the row moves, and the MediaBatch's spec says so too.
+    // POST /batch/{id}/start moves the row, the truth of a gateway batch: its
+    // episodes start even if unpausing the MediaBatch's spec did not happen.
     expect(await startBatch(db.pool, id, apiKeyId)).to.deep.equal({ outcome: 'started', startedJobs: 3 });
-    await new Promise((r) => setTimeout(r, 1500));
-    expect(await episodeJobs(id), 'spec.paused still holds it').to.have.length(0);
-    await custom.patchNamespacedCustomObject({
-      group: GROUP, version: VERSION, namespace: 'default', plural: MEDIABATCH_PLURAL, name: id, body: { spec: { paused: false } },
-    }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
     await eventually(async () => (await episodeJobs(id)).length === 3, 10_000);
     await eventually(async () => (await getMb(id)).status?.status === 'completed', 60_000);
+  });
+
+  it('holds a paused MediaBatch applied with kubectl, with its own episode list, until its spec unpauses it', async () => {
+    operator = await start();
+    const renamed = randomUUID();
+    await createMb({
+      apiVersion: API_VERSION, kind: 'MediaBatch', metadata: { name: 'listed', namespace: 'default' },
+      spec: {
+        showUrl: 'https://podcasts.apple.com/us/podcast/listed/id4000004', owner: { apiKeyId }, paused: true,
+        episodes: [
+          { url: 'http://scripted.invalid/complete?sleepMs=50&n=1', title: 'One', releaseDate: '2024-01-01T00:00:00.000Z', jobId: renamed, filename: 'one-renamed' },
+          { url: 'http://scripted.invalid/fail?n=2', title: 'Two' },
+        ],
+      } as MediaBatch['spec'],
+    });
+    const uid = (await getMb('listed')).metadata.uid!;
+    const row = await eventually(async () => getBatch(db.pool, uid));
+    // The listed episodes, not the feed: the lookup API was never asked.
+    expect(row).to.deep.include({ status: 'paused', kind: 'show', total_episodes: 2 });
+    expect(row.episode_jobs[0]).to.equal(renamed);
+    expect(platform.requests.some((r) => r.includes('4000004'))).to.equal(false);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await episodeJobs('listed')).to.have.length(0);
+    expect((await getMb('listed')).status).to.include({ status: 'paused', done: '0/2' });
+
+    await custom.patchNamespacedCustomObject({
+      group: GROUP, version: VERSION, namespace: 'default', plural: MEDIABATCH_PLURAL, name: 'listed', body: { spec: { paused: false } },
+    }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+    const mjs = await eventually(async () => {
+      const x = await episodeJobs('listed');
+      return x.length === 2 ? x : undefined;
+    }, 10_000);
+    expect(mjs.find((mj) => mj.metadata.name === renamed)!.spec).to.deep.include({ filename: 'one-renamed', episode: { title: 'One', releaseDate: '2024-01-01T00:00:00.000Z' } });
+    const s = await eventually(async () => {
+      const x = (await getMb('listed')).status;
+      return x?.status === 'finished' ? x : undefined;
+    }, 60_000);
+    expect(s).to.include({ done: '2/2', completedEpisodes: 1, failedEpisodes: 1, skippedEpisodes: 0 });
+    expect(s.conditions!.find((c) => c.type === 'Complete')).to.include({ status: 'True', reason: 'Finished', message: '2 episodes done: 1 completed, 1 failed' });
   });
 
   it('records a MediaBatch applied with kubectl for its owner, from the show\'s feed, and runs it', async () => {
