@@ -10,7 +10,9 @@ import { BatchSources } from '@mediajobs/lib/batches/index';
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { EXAMPLE_FEED, FEED_MEDIA } from '../../lib/test/batches-fixtures.js';
 import { buildFeed, feedOfSize, lookupResult, serve, startFakePlatform, type FakePlatform } from '../../lib/test/batches-support.js';
-import { RecordingSubmitter, startTestGateway, type TestGateway } from './support.js';
+import { GROUP, MEDIABATCH_PLURAL, VERSION, type MediaBatch } from '@mediajobs/lib/mediajob/types';
+import { KubeJobSubmitter } from '../src/submitter.js';
+import { RecordingSubmitter, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
 
 type Json = Record<string, unknown>;
 
@@ -363,6 +365,48 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       expect((await bulk({ urls: urls(2), paused: true })).body).to.deep.include({ error: "Invalid field 'paused': not accepted by POST /jobs/bulk (it applies to show batches only)" });
       expect((await bulk({ urls: urls(2), storage_provider: 'gcs' })).body).to.deep.equal({ error: 'storage_provider_not_configured' });
       expect(await written(key.id)).to.deep.equal({ jobs: 0, batches: 0, usage: 0 });
+    });
+  });
+
+  describe('against an API server with the MediaBatch CRD', () => {
+    let tc: TestCluster;
+    let kgw: TestGateway;
+
+    before(async () => {
+      tc = await startClusterWithCrd({ mediaBatch: true });
+      kgw = await startTestGateway({
+        submitter: new KubeJobSubmitter(tc.kc, { namespace: 'default', timeoutMs: 5_000 }),
+        batchSources: new BatchSources({
+          lookupEndpoint: platform.lookupEndpoint, maxEntries: 500, policy: new OutboundPolicy({ allowed: ['127.0.0.0/8'] }), mediaInfo: {},
+        }),
+      });
+    });
+
+    after(async () => {
+      await kgw?.stop();
+      await tc?.stop();
+    });
+
+    const read = async (name: string) => (await tc.custom.getNamespacedCustomObject({
+      group: GROUP, version: VERSION, namespace: 'default', plural: MEDIABATCH_PLURAL, name,
+    })) as MediaBatch;
+
+    it('the MediaBatch is accepted by the CRD; start unpauses it with a merge patch; a second create is AlreadyExists', async () => {
+      const k = await kgw.newKey('cluster');
+      const r = await kgw.request('POST', '/jobs', { key: k.key, body: { url: SHOW_URL, paused: true, folder: 'pods', format: 'mp3', webhook_url: 'https://hooks.example.com/x' } });
+      expect(r.status).to.equal(201);
+      const id = (r.body as Json).batch_id as string;
+      const stored = await read(id);
+      expect(stored.spec).to.deep.include({ batchId: id, showUrl: SHOW_URL, kind: 'show', owner: { apiKeyId: k.id }, folder: 'pods', paused: true });
+      expect(stored.spec.options).to.include({ format: 'mp3' });
+      expect(stored.spec).not.to.have.any.keys('webhookUrl', 'episodes');
+      expect(stored.metadata.labels).to.deep.equal({ 'mediajobs.io/api-key-id': k.id });
+
+      const { apiVersion, kind, spec } = stored;
+      await new KubeJobSubmitter(tc.kc, { namespace: 'default' }).submitBatch({ apiVersion, kind, metadata: { name: id, namespace: 'default' }, spec });
+      const started = await kgw.request('POST', `/batch/${id}/start`, { key: k.key });
+      expect(started.status).to.equal(200);
+      expect((await read(id)).spec).to.deep.include({ paused: false, folder: 'pods' });
     });
   });
 });

@@ -135,6 +135,7 @@ export async function startTestGateway(deps: Partial<AppDeps> & { submitter: Job
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const CRD_FILE = `${here}../../crds/mediajob.yaml`;
+const BATCH_CRD_FILE = `${here}../../crds/mediabatch.yaml`;
 
 /** A minimal MediaJob CRD, for when the generated crds/mediajob.yaml is not there. */
 const MINIMAL_CRD = {
@@ -160,8 +161,24 @@ export interface TestCluster {
   stop(): Promise<void>;
 }
 
-/** A local cluster with the MediaJob CRD established (the generated one when present). */
-export async function startClusterWithCrd(): Promise<TestCluster> {
+/** Create a CRD and wait until it is established. */
+async function establish(ext: k8s.ApiextensionsV1Api, crd: k8s.V1CustomResourceDefinition): Promise<void> {
+  await ext.createCustomResourceDefinition({ body: crd });
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const got = await ext.readCustomResourceDefinition({ name: crd.metadata!.name! });
+    if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
+    if (Date.now() > deadline) throw new Error(`${crd.metadata!.name!} CRD not established`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * A local cluster with the MediaJob CRD established (the generated one when
+ * present); with `mediaBatch`, the generated MediaBatch CRD too (the apiserver
+ * then validates MediaBatches as a real one would).
+ */
+export async function startClusterWithCrd(opts: { mediaBatch?: boolean } = {}): Promise<TestCluster> {
   const cluster = await LocalCluster.start({ logger: createLogger('local-cluster', 'silent') });
   const kc = new k8s.KubeConfig();
   kc.loadFromFile(cluster.kubeconfigPath);
@@ -169,13 +186,7 @@ export async function startClusterWithCrd(): Promise<TestCluster> {
   const crd = existsSync(CRD_FILE)
     ? k8s.loadYaml<k8s.V1CustomResourceDefinition>(readFileSync(CRD_FILE, 'utf8'))
     : (MINIMAL_CRD as k8s.V1CustomResourceDefinition);
-  await ext.createCustomResourceDefinition({ body: crd });
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const got = await ext.readCustomResourceDefinition({ name: 'mediajobs.mediajobs.io' });
-    if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
-    if (Date.now() > deadline) throw new Error('MediaJob CRD not established');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await establish(ext, crd);
+  if (opts.mediaBatch) await establish(ext, k8s.loadYaml<k8s.V1CustomResourceDefinition>(readFileSync(BATCH_CRD_FILE, 'utf8')));
   return { cluster, kc, custom: kc.makeApiClient(k8s.CustomObjectsApi), stop: () => cluster.stop() };
 }
