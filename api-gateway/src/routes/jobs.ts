@@ -12,7 +12,7 @@ import type pg from 'pg';
 import type { Principal } from '../auth.js';
 import { getJob, jobInserter, listJobs, type JobDetail, type NewJob } from '@mediajobs/lib/db/jobs';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
-import { inlineDestination, type JobDestination } from '../destinations/job-destination.js';
+import { inlineDestination } from '../destinations/job-destination.js';
 import type { ProbeCache, ProviderSettings } from '../destinations/probe.js';
 import { HttpError, failsWith } from '../http-errors.js';
 import { isUuid, uuidv7 } from '../ids.js';
@@ -95,8 +95,7 @@ async function deliveryTarget(deps: JobsRouteDeps, request: JobRequest, who: Pri
   }
   const checked = await inlineDestination(deps, request.storage);
   if (!checked.ok) throw new HttpError(400, checked.error);
-  const inline: JobDestination = checked.value;
-  return { kind: 'inline', ...inline };
+  return { kind: 'inline', ...checked.value };
 }
 
 /** POST /jobs: validate, decide the destination once, insert the row, then create the MediaJob (or the batch, rule 8). */
@@ -116,7 +115,6 @@ function createJob(deps: JobsRouteDeps): RequestHandler {
       return;
     }
     const { apiKeyId } = who;
-
     const id = uuidv7();
     const destination = await insertJob(deps.pool, {
       id,
