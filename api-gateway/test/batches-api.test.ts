@@ -186,6 +186,24 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       expect(gw.logs.text()).to.include('MediaBatch create failed');
     });
 
+    it('destinations as for a single job: a saved one (rule 9) for every episode and the MediaBatch; bad inline storage refused before expanding', async () => {
+      await gw.pool.query(
+        `INSERT INTO storage_destinations (owner_kind, owner_id, provider, source, config, secret_name)
+         VALUES ('api_key', $1, 'gcs', 'keyvault', '{}', 'mj-dest-batch-gcs')`, [key.id]);
+      const want = { type: 'saved', provider: 'gcs', secretName: 'mj-dest-batch-gcs' };
+      const r = await post({ url: SHOW_URL, storage_provider: 'gcs' });
+      expect(r.status).to.equal(201);
+      expect(submitter.batches[0]!.spec.destination).to.deep.equal(want);
+      const rows = (await gw.pool.query('SELECT destination FROM jobs WHERE batch_id = $1', [(r.body as Json).batch_id])).rows;
+      expect(rows).to.deep.equal(Array(3).fill({ destination: want }));
+
+      const lookups = platform.requests.length;
+      const inline = await post({ url: SHOW_URL, storage: { provider: 's3', bucket: 'b' } });
+      expect([inline.status, inline.body]).to.deep.equal([400, { error: 'Invalid storage configuration: endpoint_required' }]);
+      expect(platform.requests.length).to.equal(lookups);
+      expect(await written(key.id)).to.deep.equal({ jobs: 3, batches: 1, usage: 3 });
+    });
+
     it('a named storage_provider with no destination: 400, nothing created', async () => {
       const r = await post({ url: SHOW_URL, storage_provider: 's3' });
       expect([r.status, r.body]).to.deep.equal([400, { error: 'storage_provider_not_configured' }]);
