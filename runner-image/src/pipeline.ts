@@ -12,12 +12,13 @@ import { deliver, type Delivery, type DeliveryContext } from './deliver.js';
 import type { ResolvedDestination } from './destination.js';
 import { ffprobe, measureAudio, remuxIndexed, type FfprobeResult, type MuxInput } from './ffmpeg.js';
 import {
-  actualQuality, chooseFormats, clipOf, containerFor, formatSelector, formatsToMeasure, releaseDateOf, selectedFormatIds, withMeasurements,
+  actualQuality, chooseFormats, clipOf, containerFor, formatSelector, formatsToMeasure, selectedFormatIds, withMeasurements,
   type Clip, type Container, type FormatChoice, type MeasuredAudio, type YtDlpFormat, type YtDlpInfo,
 } from './plan.js';
 import type { StatusReporter } from './report.js';
 import { drmItemIsAudioOnly, saysDrmProtected } from './drm.js';
 import { DEFAULT_LIVE_LIMITS, isLiveSource, probeWaitingForVideo, recordLiveSource, type LiveLimits } from './live.js';
+import { describedAs } from './episode.js';
 import { deliverSidecars } from './sidecars.js';
 import { clipSections, withHlsFragments, type Section } from './sections.js';
 import { readableInputs, transportIsDefault } from './source-read.js';
@@ -129,10 +130,11 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   if (!delivered.ok) return delivered.report!;
   await rm(dlDir, { recursive: true, force: true });
   const sidecars = await deliverSidecars(spec, {
-    infoPath: probed.infoPath, workDir: ctx.workDir, jobId: ctx.jobId, mediaKey: delivered.uploaded.result.key, destination: ctx.destination, ytdlp: ytOpts, logger,
+    infoPath: probed.infoPath, workDir: ctx.workDir, jobId: ctx.jobId, mediaKey: delivered.uploaded.result.key, destination: ctx.destination, ytdlp: ytOpts,
+    ffmpeg: tools.ffmpeg, logger,
   });
   steps.enter('Finished');
-  return completedReport(delivered, container, info, sidecars, logger);
+  return completedReport(delivered, container, describedAs(spec, info), sidecars, logger);
 }
 
 /**
@@ -182,9 +184,10 @@ async function fetchAndDeliver(
   return deliver(delivery, inputs, false);
 }
 
-/** The report of a delivered job: its file, the frame it has, and what the item says of itself. */
+/** The report of a delivered job: its file, the frame it has, and what the item (or a show's feed) says of it. */
 function completedReport(
-  delivered: Extract<Delivery, { ok: true }>, container: Container, info: YtDlpInfo, sidecars: Awaited<ReturnType<typeof deliverSidecars>>, logger: Logger,
+  delivered: Extract<Delivery, { ok: true }>, container: Container, described: ReturnType<typeof describedAs>,
+  sidecars: Awaited<ReturnType<typeof deliverSidecars>>, logger: Logger,
 ): RunnerReport {
   const { uploaded, plan } = delivered;
   const result = {
@@ -193,9 +196,7 @@ function completedReport(
     format: container.format,
     // The runner never scales: the delivered frame is the chosen input's.
     ...optional('actualQuality', actualQuality(plan.video?.stream.width, plan.video?.stream.height)),
-    ...optional('title', info.title ?? undefined),
-    ...optional('description', info.description ?? undefined),
-    ...optional('releaseDate', releaseDateOf(info)),
+    ...described,
     ...sidecars,
   };
   logger.info({ storageKey: result.storageKey, fileSize: result.fileSize, actualQuality: result.actualQuality }, 'job completed');

@@ -12,6 +12,9 @@
 // HLS subtitle renditions (EXT-X-MEDIA TYPE=SUBTITLES, fetched by yt-dlp's HLS
 // downloader, which merges WebVTT fragments) both arrive as "vtt".
 //
+// A show episode's thumbnail is the feed's artwork for it (episode.ts), not
+// what yt-dlp finds for the enclosure file (nothing, usually).
+//
 // Sidecars are extras: a source without subtitles, or a sidecar that cannot
 // be fetched or stored, leaves its key out and the job still completes with
 // the media (the log says why).
@@ -23,6 +26,7 @@ import type { MediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { isStorageError } from '@mediajobs/lib/storage/index';
 import { runProcess } from './child.js';
 import type { ResolvedDestination } from './destination.js';
+import { artworkUrl, fetchArtwork } from './episode.js';
 import { commonArgs, type YtDlpOptions } from './ytdlp.js';
 
 export interface SidecarFile {
@@ -146,10 +150,15 @@ export async function uploadSidecar(
  */
 export async function deliverSidecars(
   spec: MediaJobSpec,
-  ctx: { infoPath: string; workDir: string; jobId: string; mediaKey: string; destination: ResolvedDestination; ytdlp: YtDlpOptions; logger: Logger },
+  ctx: { infoPath: string; workDir: string; jobId: string; mediaKey: string; destination: ResolvedDestination; ytdlp: YtDlpOptions; ffmpeg: string; logger: Logger },
 ): Promise<{ subtitleKey?: string; thumbnailKey?: string }> {
   const wants = sidecarWants(spec);
-  const found = await fetchSidecars(ctx.infoPath, path.join(ctx.workDir, 'sidecars'), wants, { ...ctx.ytdlp, logger: ctx.logger });
+  const artwork = wants.thumbnail ? artworkUrl(spec) : undefined;
+  const found = await fetchSidecars(ctx.infoPath, path.join(ctx.workDir, 'sidecars'), { ...wants, thumbnail: wants.thumbnail && !artwork }, { ...ctx.ytdlp, logger: ctx.logger });
+  if (artwork) {
+    const art = await fetchArtwork(artwork, path.join(ctx.workDir, 'artwork'), { ffmpeg: ctx.ffmpeg, logger: ctx.logger, ...(ctx.ytdlp.signal && { signal: ctx.ytdlp.signal }) });
+    if (art) found.thumbnail = art;
+  }
   const out: { subtitleKey?: string; thumbnailKey?: string } = {};
   for (const [field, file] of [['subtitleKey', found.subtitle], ['thumbnailKey', found.thumbnail]] as const) {
     if (!file) continue;
