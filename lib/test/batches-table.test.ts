@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type pg from 'pg';
 import {
-  batchCompletedEvent, episodesToCreate, getBatch, insertBatch, renameEpisodes, rollUp, startBatch,
+  batchCompletedEvent, episodesToCreate, getBatch, insertBatch, renameEpisodes, rollUp, startBatch, strandedBatches,
   type BatchCounts, type NewBatch, type NewEpisode,
 } from '../src/db/batches.js';
 import { getJob, listJobs, markEpisodesCreated, strandedPending, syncStatus } from '../src/db/jobs.js';
@@ -211,6 +211,17 @@ describe('lib: the batches table (real PostgreSQL)', function () {
       expect(await markEpisodesCreated(pool, created)).to.equal(2);
       expect(await markEpisodesCreated(pool, created), 'already marked').to.equal(0);
       expect((await episodesToCreate(pool, batch.id, 10)).map((e) => e.id)).to.deep.equal(ids.slice(2));
+    });
+
+    it('a batch whose MediaBatch may be missing is found for the sweeper with its shared options, until it is an hour old', async () => {
+      const { key, batch } = await batchOf(3);
+      expect((await strandedBatches(pool, 60)).map((b) => b.id), 'too young').to.not.include(batch.id);
+      await pool.query(`UPDATE batches SET created_at = now() - interval '10 minutes' WHERE id = $1`, [batch.id]);
+      const [found] = (await strandedBatches(pool, 60)).filter((b) => b.id === batch.id);
+      expect(found).to.deep.include({ api_key_id: key, kind: batch.kind, status: 'paused', show_url: batch.showUrl, cr_name: batch.crName });
+      expect(found!.options).to.deep.include(shared);
+      await pool.query(`UPDATE batches SET created_at = now() - interval '2 hours' WHERE id = $1`, [batch.id]);
+      expect((await strandedBatches(pool, 60)).map((b) => b.id), 'too old').to.not.include(batch.id);
     });
 
     it('are never the sweeper\'s, created or not', async () => {

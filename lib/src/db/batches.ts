@@ -276,6 +276,37 @@ export async function episodesToCreate(pool: pg.Pool, batchId: string, limit: nu
   return uncreatedEpisodes(pool, batchId, limit);
 }
 
+/** A batch whose MediaBatch may never have been created, with what rebuilding it needs. */
+export interface StrandedBatch {
+  id: string;
+  api_key_id: string;
+  kind: BatchKind;
+  show_url: string;
+  status: BatchStatus;
+  folder: string | null;
+  destination: Destination | null;
+  cr_namespace: string;
+  cr_name: string;
+  /** The options every episode shares (the first episode's, which carry them all). */
+  options: Record<string, unknown>;
+}
+
+/**
+ * Unfinished batches recorded between `olderThanSeconds` and an hour ago
+ * (as strandedPending for jobs): the gateway's MediaBatch create may have
+ * failed after the rows were written, and then nothing else creates it.
+ */
+export async function strandedBatches(pool: pg.Pool, olderThanSeconds: number, limit = 50): Promise<StrandedBatch[]> {
+  const r = await pool.query<StrandedBatch>(
+    `SELECT b.id, b.api_key_id, b.kind, b.show_url, b.status, b.folder, b.destination, b.cr_namespace, b.cr_name, first.options
+       FROM batches b
+       JOIN LATERAL (SELECT options FROM jobs WHERE batch_id = b.id ORDER BY batch_index LIMIT 1) first ON true
+      WHERE b.status IN ('paused', 'processing') AND b.cr_name IS NOT NULL
+        AND b.created_at < now() - make_interval(secs => $1) AND b.created_at > now() - interval '1 hour'
+      ORDER BY b.created_at LIMIT $2`, [olderThanSeconds, limit]);
+  return r.rows;
+}
+
 // ---- The rollup (inside ./jobs.ts syncStatus's transaction) ----
 
 /**
