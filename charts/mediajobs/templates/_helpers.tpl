@@ -88,4 +88,15 @@ app.kubernetes.io/component: {{ .component }}
 - name: DRIVE_TOKEN_URI
   value: {{ . | quote }}
 {{- end }}
+{{- /* Batches: the gateway expands POST /jobs shows and playlists, the operator MediaBatch manifests, alike. */}}
+{{- with .Values.batches.podcastLookupEndpoint }}
+- name: PODCAST_LOOKUP_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+- name: MAX_PLAYLIST_SIZE
+  value: {{ .Values.batches.maxPlaylistSize | quote }}
+{{- with .Values.outbound.allowedCidrs }}
+- name: OUTBOUND_ALLOWED_CIDRS
+  value: {{ join "," . | quote }}
+{{- end }}
 {{- end -}}
