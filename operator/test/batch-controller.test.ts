@@ -282,4 +282,24 @@ describe('MediaBatch controller on the local cluster', function () {
     expect(await getBatch(db.pool, (await getMb('orphan')).metadata.uid!)).to.equal(undefined);
     expect(await episodeJobs('orphan')).to.have.length(0);
   });
+
+  it('gives a 500-episode show all its MediaJobs within 10 s at the default rate, in pages', async () => {
+    operator = await start({ MAX_RUNNING_JOBS: '1' });
+    const started = Date.now();
+    const { id } = await gatewayBatch(500, { sleepMs: 60_000 });
+    const counts: number[] = [];
+    await eventually(async () => {
+      const n = (await episodeJobs(id)).length;
+      if (counts.at(-1) !== n) counts.push(n);
+      return n === 500;
+    }, 15_000, 200);
+    const ms = Date.now() - started;
+    console.log(`      500 episode MediaJobs in ${ms} ms (counts seen: ${counts.join(' ')})`);
+    expect(ms).to.be.below(10_000);
+    // Never more than a page (100) between two looks 200 ms apart.
+    for (let i = 1; i < counts.length; i++) expect(counts[i]! - counts[i - 1]!).to.be.at.most(100);
+    await eventually(async () => (await getMb(id)).status?.conditions?.find((c) => c.type === 'EpisodesCreated')?.status === 'True', 5_000);
+    // They would hold the runner slots of whatever runs next.
+    await tc.kubectl(['delete', 'mj', '-l', `mediajobs.io/batch-id=${id}`, '--wait=false']);
+  });
 });
