@@ -60,6 +60,7 @@ test: need-kubectl typecheck lint unit
 bench: deps bench-tools
 	npx tsx local-cluster/bench/create-watch.ts
 	npx tsx api-gateway/bench/post-jobs.ts
+	npx tsx api-gateway/bench/batches.ts
 	npx tsx operator/bench/submit-to-job.ts
 	npx tsx runner-image/bench/runner-vs-bare.ts
 	npx tsx lib/bench/upload-vs-rclone.ts
