@@ -41,6 +41,8 @@ export interface ServiceOptions {
   /** Storage settings: managed storage (MANAGED_STORAGE=s3 ...; default local disk), GCS/Drive endpoints (GCS_API_ENDPOINT ...). */
   storageEnv?: Record<string, string>;
   operatorEnv?: Record<string, string>;
+  /** Settings the gateway and the operator share (PODCAST_LOOKUP_ENDPOINT, MEDIA_INFO_URL_MAP ...): both expand batches. */
+  env?: Record<string, string>;
   logLevel?: string;
   /**
    * Where the gateway's and the operator's log lines go, through lib's
@@ -74,6 +76,7 @@ export async function startService(opts: ServiceOptions = {}): Promise<Service> 
     OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8,::1/128', // media servers and storage emulators listen on loopback
     ...opts.storageEnv,
     ...opts.operatorEnv,
+    ...opts.env,
   };
   // Local download URLs carry the gateway's address, so the port is chosen before it starts.
   const port = await freePort();
