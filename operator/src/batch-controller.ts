@@ -181,10 +181,13 @@ export class MediaBatchController {
 
   private async writeStatus(mb: MediaBatch, desired: MediaBatchStatus): Promise<void> {
     if (!batchStatusChanged(mb.status, desired)) return;
+    // Only the fields that changed: a 500-episode batch's episodeJobs need not travel with every count.
+    const changed = Object.fromEntries(Object.entries(desired)
+      .filter(([k, v]) => JSON.stringify(v) !== JSON.stringify(mb.status?.[k as keyof MediaBatchStatus])));
     try {
       await this.d.kube.custom.patchNamespacedCustomObjectStatus({
         group: GROUP, version: VERSION, namespace: mb.metadata.namespace!, plural: MEDIABATCH_PLURAL, name: mb.metadata.name!,
-        body: { status: desired },
+        body: { status: changed },
       }, MERGE_PATCH);
     } catch (err) {
       if (!isNotFound(err)) throw err;
