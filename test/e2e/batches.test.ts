@@ -21,6 +21,7 @@ const showUrl = (id: string) => `https://podcasts.apple.com/us/podcast/show-${id
 const SHOW = '1000000001';
 const MIXED_SHOW = '1000000002';
 const GITOPS_SHOW = '1000000003';
+const TWIN_SHOW = '1000000004';
 const BIG_SHOW = '1000000501';
 const PL = 'PLBCF2DAC6FFB574DE';
 const BIG_PL = 'PL0123456789abcdef501';
@@ -93,6 +94,13 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
       items: [
         { title: 'GitOps two', pubDate: 'Thu, 07 Mar 2024 08:00:00 GMT', enclosure: { url: podcast.episodeUrl('ep4.m4a'), type: 'audio/x-m4a' } },
         { title: 'GitOps one', pubDate: 'Wed, 06 Mar 2024 08:00:00 GMT', enclosure: { url: podcast.episodeUrl('ep3.m4a'), type: 'audio/x-m4a' } },
+      ],
+    }));
+    show(TWIN_SHOW, buildFeed({
+      title: 'Twins',
+      items: [
+        { title: 'Twin B', pubDate: 'Thu, 07 Mar 2024 08:00:00 GMT', enclosure: { url: podcast.episodeUrl('ep2.m4a'), type: 'audio/x-m4a' } },
+        { title: 'Twin A', pubDate: 'Wed, 06 Mar 2024 08:00:00 GMT', enclosure: { url: podcast.episodeUrl('ep1.m4a'), type: 'audio/x-m4a' } },
       ],
     }));
     show(BIG_SHOW, feedOfSize(501, `${podcast.baseUrl}/episodes`));
@@ -201,6 +209,24 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
 
     const row = await mbRow(svc, id);
     expect(row).to.deep.include({ STATUS: 'completed', DONE: '2/2', FAILED: '0' });
+    // A done batch is no longer paused: neither renamed nor started again.
+    expect(await svc.api('POST', `/batch/${id}/start`)).to.deep.equal({ status: 400, body: { error: 'Batch is not paused (current status: completed)' } });
+    expect(await svc.api('PATCH', `/batch/${id}/jobs`, { renames: [{ job_id: ids[0], filename: 'again' }] }))
+      .to.deep.equal({ status: 400, body: { error: 'Batch is not paused. Only paused batches can be renamed.' } });
+  });
+
+  it('two episodes renamed alike are both delivered, under distinct keys', async () => {
+    const created = await svc.api('POST', '/jobs', { url: showUrl(TWIN_SHOW), paused: true, audio_only: true, folder: 'twins' });
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    const id = created.body.batch_id as string;
+    const ids = created.body.episode_jobs as string[];
+    expect((await svc.api('PATCH', `/batch/${id}/jobs`, { renames: ids.map((job_id) => ({ job_id, filename: 'same name' })) })).body).to.deep.equal({ updated: 2, errors: [] });
+    expect((await svc.api('POST', `/batch/${id}/start`)).status).to.equal(200);
+    expect(await waitForBatch(id, ['completed', 'finished'])).to.include({ status: 'completed' });
+    const keys = (await Promise.all(ids.map(waitForJob))).map((j) => j.s3_key as string);
+    expect(new Set(keys).size, keys.join(', ')).to.equal(2);
+    expect(keys).to.include('videos/twins/same name.m4a');
+    expect(keys.find((k) => k !== 'videos/twins/same name.m4a')).to.match(/^videos\/twins\/same name-[0-9a-f]{8}\.m4a$/);
   });
 
   it('a show with a missing, an unreachable and a DRM-protected episode ends finished, the skipped one counted under failed', async () => {
@@ -209,6 +235,10 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
     expect(created.body).to.include({ total_episodes: 4, paused: false });
     const id = created.body.batch_id as string;
     const [fine, gone, unreachable, protectedEp] = created.body.episode_jobs as string[];
+    // Not paused: each entry also carries the feed's description and release date.
+    expect((created.body.episodes as Json[])[0]).to.deep.equal({
+      job_id: fine, url: podcast.episodeUrl('ep3.m4a'), title: 'Fine', description: null, release_date: '2024-03-06T10:00:00.000Z',
+    });
     const done = await waitForBatch(id, ['completed', 'finished']);
     expect(done).to.deep.include({ status: 'finished', total_episodes: 4, completed_episodes: 1, failed_episodes: 3, skipped_episodes: 1, progress: 100 });
     expect(await waitForJob(fine!)).to.include({ status: 'Completed' });
@@ -266,6 +296,8 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
     const titles = await Promise.all((done.episode_jobs as string[]).map(async (j) => (await svc.api('GET', `/jobs/${j}`)).body.title));
     expect(titles.sort()).to.deep.equal(['GitOps one', 'GitOps two']);
     expect(await mbRow(svc, 'gitops-show')).to.deep.include({ STATUS: 'completed', DONE: '2/2', FAILED: '0' });
+    const described = (await svc.cluster.kubectl(['describe', 'mb', 'gitops-show'])).stdout;
+    expect(described).to.match(/Done:\s+2\/2\n/).and.match(/Message:\s+All 2 episodes completed\n/).and.match(/Reason:\s+Recorded\n/);
   });
 
   it('kubectl get mb shows Status, Done, Failed and Age', async () => {
