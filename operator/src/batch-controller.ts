@@ -171,6 +171,11 @@ export class MediaBatchController {
     return DONE;
   }
 
+  /** The MediaBatch cache, for the sweeper. */
+  hasMediaBatch(namespace: string, name: string): boolean {
+    return !!this.batches.get(name, namespace);
+  }
+
   /** The MediaBatch to act on; undefined when not leading, or when it is gone or going. */
   private current(key: string): MediaBatch | undefined {
     if (!this.active) return undefined;

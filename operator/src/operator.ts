@@ -9,6 +9,7 @@ import { MediaBatchController } from './batch-controller.js';
 import { renewDeadlineSeconds, type OperatorConfig } from './config.js';
 import { MediaJobController } from './controller.js';
 import type { ManagedStorageAccess } from './job-record.js';
+import { strandedBatches } from '@mediajobs/lib/db/batches';
 import { strandedPending } from '@mediajobs/lib/db/jobs';
 import { makeKube } from './kube.js';
 import { LeaderElector } from './leader.js';
@@ -42,7 +43,13 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   const outbox = new OutboxDispatcher(pool, box, log, {
     timeoutMs: cfg.WEBHOOK_TIMEOUT_MS, attempts: cfg.WEBHOOK_ATTEMPTS, backoffMs: cfg.WEBHOOK_BACKOFF_MS,
   });
-  const sweeper = new Sweeper({ strandedPending: (olderThan) => strandedPending(pool, olderThan) }, kube.custom, (ns, name) => controller.hasMediaJob(ns, name), log, cfg.SWEEP_AFTER_SECONDS);
+  const sweeper = new Sweeper({
+    rows: { jobs: (olderThan) => strandedPending(pool, olderThan), batches: (olderThan) => strandedBatches(pool, olderThan) },
+    custom: kube.custom,
+    caches: { hasMediaJob: (ns, name) => controller.hasMediaJob(ns, name), hasMediaBatch: (ns, name) => batches.hasMediaBatch(ns, name) },
+    log,
+    afterSeconds: cfg.SWEEP_AFTER_SECONDS,
+  });
 
   await Promise.all([controller.startInformers(), batches.startInformers()]);
   let leading = false;
