@@ -86,6 +86,8 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
         { title: 'Unreachable', pubDate: 'Tue, 05 Mar 2024 09:00:00 GMT', enclosure: { url: await unreachableUrl('/ep.m4a'), type: 'audio/x-m4a' } },
         // FairPlay-protected audio (an skd:// session key yt-dlp marks has_drm): the runner's audio-only DRM path.
         { title: 'Protected', pubDate: 'Mon, 04 Mar 2024 10:00:00 GMT', enclosure: { url: pages.drmAudioUrl, type: 'application/vnd.apple.mpegurl' } },
+        // Still downloading when the others are done, so the batch is seen part-way.
+        { title: 'Slow', pubDate: 'Sun, 03 Mar 2024 10:00:00 GMT', enclosure: { url: media.slowUrl(10), type: 'video/mp4' } },
       ],
     }));
     show(GITOPS_SHOW, buildFeed({
@@ -229,31 +231,40 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
     expect(keys.find((k) => k !== 'videos/twins/same name.m4a')).to.match(/^videos\/twins\/same name-[0-9a-f]{8}\.m4a$/);
   });
 
-  it('a show with a missing, an unreachable and a DRM-protected episode ends finished, the skipped one counted under failed', async () => {
+  it('a show with a missing, an unreachable and a DRM-protected episode: part-way progress, then finished with the skipped one counted under failed', async () => {
     const created = await svc.api('POST', '/jobs', { url: showUrl(MIXED_SHOW), audio_only: true, webhook_url: receiver.url });
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
-    expect(created.body).to.include({ total_episodes: 4, paused: false });
+    expect(created.body).to.include({ total_episodes: 5, paused: false });
     const id = created.body.batch_id as string;
-    const [fine, gone, unreachable, protectedEp] = created.body.episode_jobs as string[];
+    const [fine, gone, unreachable, protectedEp, slow] = created.body.episode_jobs as string[];
     // Not paused: each entry also carries the feed's description and release date.
     expect((created.body.episodes as Json[])[0]).to.deep.equal({
       job_id: fine, url: podcast.episodeUrl('ep3.m4a'), title: 'Fine', description: null, release_date: '2024-03-06T10:00:00.000Z',
     });
+    const partWay = await eventually(async () => {
+      const b = await batch(id);
+      return (b.completed_episodes as number) + (b.failed_episodes as number) >= 4 ? b : undefined;
+    }, 60_000, 100);
+    expect(partWay, 'four of five done, the slow one still running').to.deep.include({
+      status: 'processing', completed_episodes: 1, failed_episodes: 3, skipped_episodes: 1, progress: 80, finished_at: null,
+    });
+    expect(hooks((h) => h.type === 'batch_completed' && h.batch_id === id)).to.deep.equal([]);
     const done = await waitForBatch(id, ['completed', 'finished']);
-    expect(done).to.deep.include({ status: 'finished', total_episodes: 4, completed_episodes: 1, failed_episodes: 3, skipped_episodes: 1, progress: 100 });
+    expect(done).to.deep.include({ status: 'finished', total_episodes: 5, completed_episodes: 2, failed_episodes: 3, skipped_episodes: 1, progress: 100 });
+    expect(await waitForJob(slow!)).to.include({ status: 'Completed' });
     expect(await waitForJob(fine!)).to.include({ status: 'Completed' });
     expect(await waitForJob(gone!)).to.include({ status: 'Warning', error_type: 'warning' });
     expect(await waitForJob(unreachable!)).to.include({ status: 'Failed', error_type: 'error' });
     expect(await waitForJob(protectedEp!)).to.include({ status: 'Skipped', reason: 'drm_audio_only' });
 
     const completed = await eventually(() => hooks((h) => h.type === 'batch_completed' && h.batch_id === id)[0], 15_000);
-    expect(completed).to.include({ status: 'finished', total_episodes: 4, completed_episodes: 1, failed_episodes: 3 });
+    expect(completed).to.include({ status: 'finished', total_episodes: 5, completed_episodes: 2, failed_episodes: 3 });
     expect(hooks((h) => h.job_id === protectedEp).map((h) => h.type)).to.include('job_skipped');
     expect(hooks((h) => h.job_id === unreachable).map((h) => h.type)).to.include('job_failed');
     expect(hooks((h) => h.job_id === gone).map((h) => h.type), 'no job_failed for a content warning').to.not.include('job_failed');
     await new Promise((r) => setTimeout(r, 1000));
     expect(hooks((h) => h.type === 'batch_completed' && h.batch_id === id)).to.have.length(1);
-    expect(await mbRow(svc, id)).to.deep.include({ STATUS: 'finished', DONE: '4/4', FAILED: '3' });
+    expect(await mbRow(svc, id)).to.deep.include({ STATUS: 'finished', DONE: '5/5', FAILED: '3' });
   });
 
   it('a genuine playlist becomes a batch whose videos all complete; a mix (RD) is a single job', async () => {
@@ -313,7 +324,8 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
     expect(r.status, JSON.stringify(r.body)).to.equal(201);
     expect(r.body.count).to.equal(3);
     const jobs = await Promise.all((r.body.job_ids as string[]).map(waitForJob));
-    expect(jobs.map((j) => [j.status, j.url, (j.s3_key as string).startsWith('videos/bulk/')])).to.deep.equal(urls.map((u) => ['Completed', u, true]));
+    expect(jobs.map((j) => [j.status, j.url, j.error]), JSON.stringify(jobs)).to.deep.equal(urls.map((u) => ['Completed', u, null]));
+    for (const j of jobs) expect(j.s3_key).to.match(/^videos\/bulk\//);
   });
 });
 
