@@ -267,7 +267,7 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
     expect(await mbRow(svc, id)).to.deep.include({ STATUS: 'finished', DONE: '5/5', FAILED: '3' });
   });
 
-  it('a genuine playlist becomes a batch whose videos all complete; a mix (RD) is a single job', async () => {
+  it('a genuine playlist becomes a batch whose videos all complete', async () => {
     const created = await svc.api('POST', '/jobs', { url: `https://www.youtube.com/watch?v=dQw4w9WgXcQ&list=${PL}` });
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
     expect(Object.keys(created.body)).to.deep.equal(['batch_id', 'total_videos', 'job_ids']);
@@ -278,13 +278,8 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
     expect(done).to.deep.include({ kind: 'playlist', status: 'completed', total_episodes: 2, completed_episodes: 2, progress: 100, episode_jobs: ids });
     const jobs = await Promise.all(ids.map(waitForJob));
     expect(jobs.map((j) => [j.status, j.url])).to.deep.equal([['Completed', media.mp4Url], ['Completed', podcast.episodeUrl('ep4.m4a')]]);
-
-    const batches = await count('batches');
-    const mix = await svc.api('POST', '/jobs', { url: 'https://www.youtube.com/watch?v=dQw4w9WgXcQ&list=RDdQw4w9WgXcQ' });
-    expect(mix.status).to.equal(201);
-    expect(mix.body.job_id).to.be.a('string');
-    expect(mix.body).to.not.have.property('batch_id');
-    expect(await count('batches')).to.equal(batches);
+    // A mix (RD…), WL or LL list is a single-video request: api-gateway/test/batches-api.test.ts checks that
+    // without running the job, since a runner would try the platform itself and leave loopback.
   });
 
   it('a MediaBatch applied with kubectl is expanded from its show, runs, and is its owner\'s in GET /batch/{id} and GET /jobs', async () => {
