@@ -277,19 +277,12 @@ export async function episodesToCreate(pool: pg.Pool, batchId: string, limit: nu
 }
 
 /** A batch whose MediaBatch may never have been created, with what rebuilding it needs. */
-export interface StrandedBatch {
-  id: string;
-  api_key_id: string;
-  kind: BatchKind;
-  show_url: string;
-  status: BatchStatus;
-  folder: string | null;
-  destination: Destination | null;
+export type StrandedBatch = Pick<BatchRecord, 'id' | 'api_key_id' | 'kind' | 'show_url' | 'status' | 'folder' | 'destination'> & {
   cr_namespace: string;
   cr_name: string;
   /** The options every episode shares (the first episode's, which carry them all). */
   options: Record<string, unknown>;
-}
+};
 
 /**
  * Unfinished batches recorded between `olderThanSeconds` and an hour ago
