@@ -14,6 +14,7 @@ import { runAdmin, UsageError } from '../src/admin.js';
 import { ApiKeyCache } from '../src/auth.js';
 import { loadGatewayConfig } from '../src/config.js';
 import { findApiKeyByHash, hashApiKey, type ApiKeyRecord } from '../src/db/api-keys.js';
+import { getBatch, getBatchSql } from '@mediajobs/lib/db/batches';
 import { GET_JOB, LIST_JOBS, LIST_JOBS_BY_STATUS, TOTAL_JOBS } from '@mediajobs/lib/db/jobs';
 import { loadMigrations, migrate, migrationsApplied } from '../src/db/migrate.js';
 import { createPool } from '../src/db/pool.js';
@@ -63,6 +64,30 @@ describe('api-gateway: platform', function () {
       expect(await migrationsApplied(pool, bad)).to.equal(false);
     });
 
+    it('0004 gives batches recorded before it their episode job ids, in episode order', async () => {
+      const old = await createTestDatabase('mediajobs_0004');
+      const p = createPool(old.url, 2);
+      try {
+        await migrate(p, loadMigrations().filter((m) => m.version < '0004'));
+        const key = '00000000-0000-7000-8000-000000000001';
+        const batch = '00000000-0000-4000-8000-0000000000b1';
+        await p.query(`INSERT INTO batches (id, api_key_id, kind, show_url, status, total_episodes)
+          VALUES ($1, $2, 'show', 'https://podcasts.test/id1', 'paused', 3)`, [batch, key]);
+        // Inserted out of order: the order is batch_index's, not the rows'.
+        const ids = ['00000000-0000-4000-8000-0000000000e3', '00000000-0000-4000-8000-0000000000e1', '00000000-0000-4000-8000-0000000000e2'];
+        for (const [i, index] of [[0, 2], [1, 0], [2, 1]] as const) {
+          await p.query(`INSERT INTO jobs (id, api_key_id, url, status, options, batch_id, batch_index)
+            VALUES ($1, $2, 'u', 'Pending', '{}', $3, $4)`, [ids[i], key, batch, index]);
+        }
+        expect(await migrate(p)).to.deep.equal(['0004_batch_episode_ids']);
+        const b = await getBatch(p, batch);
+        expect(b?.episode_jobs).to.deep.equal([ids[1], ids[2], ids[0]]);
+      } finally {
+        await p.end();
+        await old.drop();
+      }
+    });
+
     it('the hot-path statements walk their indexes, never sort or scan the table', async () => {
       await migrate(pool);
       // Enough rows, spread over keys and statuses, for the planner to choose as it would in production.
@@ -92,6 +117,9 @@ describe('api-gateway: platform', function () {
           // job_counters has at most 16 rows per key; any index access is fine there.
           if (name !== 'total_jobs') expect(p, name).not.to.match(/Sort|Seq Scan|Bitmap/);
         }
+        // GET /batch/{id}: the batch row alone, its episode ids with it; never the jobs table.
+        const batch = await plan('get_batch', getBatchSql(), `'${uuidv7()}'`);
+        expect(batch).to.include('batches_pkey').and.not.to.match(/\bjobs\b|Seq Scan|Sort/);
         const auth = await plan('auth', 'SELECT id FROM api_keys WHERE key_hash = $1', "'x'");
         expect(auth).to.include('api_keys_key_hash_key');
       } finally {

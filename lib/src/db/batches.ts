@@ -16,7 +16,7 @@ import type { BatchKind, BatchStatus, Destination, JobStatus, MediaJobOptions, S
 import { TERMINAL_STATUSES } from '../mediajob/types.js';
 import { withTransaction } from '../pg-client.js';
 import {
-  episodeJobIdsSql, insertEpisodes, savedDestinationJson, setEpisodeFilenames, uncreatedEpisodes,
+  insertEpisodes, savedDestinationJson, setEpisodeFilenames, uncreatedEpisodes,
   type EpisodeRowsCommon, type EpisodeToCreate, type SavedDestinationSql,
 } from './jobs.js';
 import { queueBatchEvents, type OutboxEvent } from './outbox.js';
@@ -146,12 +146,14 @@ export async function insertBatch(pool: pg.Pool, batch: NewBatch, episodes: read
     const where = await resolveTarget(client, batch);
     if (!where) return { outcome: 'storage_provider_not_configured' };
     const row = await client.query(
-      `INSERT INTO batches (id, api_key_id, kind, show_url, folder, status, total_episodes, webhook_url_enc, destination, cr_namespace, cr_name)
-       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
+      `INSERT INTO batches (id, api_key_id, kind, show_url, folder, status, total_episodes, webhook_url_enc, destination, cr_namespace, cr_name,
+                            episode_jobs)
+       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13
         WHERE NOT $12::boolean OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $2 AND k.revoked_at IS NULL)
        ON CONFLICT (id) DO NOTHING RETURNING id`,
       [batch.id, batch.apiKeyId, batch.kind, batch.showUrl, batch.folder, batch.paused ? 'paused' : 'processing', episodes.length,
-        batch.webhookUrlEnc, JSON.stringify(where.destination), batch.crNamespace, batch.crName, batch.fromManifest ?? false]);
+        batch.webhookUrlEnc, JSON.stringify(where.destination), batch.crNamespace, batch.crName, batch.fromManifest ?? false,
+        episodes.map((e) => e.id)]);
     if (!row.rowCount) {
       const known = await client.query('SELECT 1 FROM batches WHERE id = $1', [batch.id]);
       return known.rowCount ? { outcome: 'exists' } : { outcome: 'invalid_owner' };
@@ -188,9 +190,10 @@ async function resolveTarget(client: pg.ClientBase, batch: NewBatch): Promise<Re
 
 // ---- Reads ----
 
-const getBatchSql = () => `SELECT b.id, b.api_key_id, b.kind, b.show_url, b.status, b.folder,
+/** GET /batch/{id}'s statement (exported for the plan check of the gateway's hot paths). */
+export const getBatchSql = () => `SELECT b.id, b.api_key_id, b.kind, b.show_url, b.status, b.folder,
   b.total_episodes, b.completed_episodes, b.failed_episodes, b.skipped_episodes,
-  ${episodeJobIdsSql('b.id')} AS episode_jobs, b.destination, b.cr_namespace, b.cr_name,
+  to_json(b.episode_jobs) AS episode_jobs, b.destination, b.cr_namespace, b.cr_name,
   floor(extract(epoch FROM b.created_at) * 1000)::float8 AS created_at,
   floor(extract(epoch FROM b.updated_at) * 1000)::float8 AS updated_at,
   floor(extract(epoch FROM b.finished_at) * 1000)::float8 AS finished_at
@@ -198,7 +201,10 @@ const getBatchSql = () => `SELECT b.id, b.api_key_id, b.kind, b.show_url, b.stat
 
 /**
  * The batch with its kept counts and its episode job ids in order (one
- * indexed read, never a scan of the jobs' statuses); undefined when unknown.
+ * primary-key read, never a look at the jobs rows); undefined when unknown.
+ * The ids come as JSON, which node-pg parses natively: a uuid[] literal
+ * would go through its JavaScript array parser, a tenth of the gateway's
+ * time per GET for a 500-episode batch.
  * `id` must be a UUID (the gateway checks it first: a malformed id is a 404).
  * Whose it is, is the caller's check (api_key_id).
  */

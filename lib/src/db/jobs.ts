@@ -347,9 +347,6 @@ export async function setEpisodeFilenames(
   return new Set(r.rows.map((x) => x.id));
 }
 
-/** SQL of a batch's episode job ids in episode order, read from jobs_batch_idx alone; `batchId` is an SQL expression. */
-export const episodeJobIdsSql = (batchId: string) => `ARRAY(SELECT e.id FROM jobs e WHERE e.batch_id = ${batchId} ORDER BY e.batch_index)`;
-
 /** The next Pending episodes of a batch without a MediaJob, in episode order. */
 export async function uncreatedEpisodes(pool: pg.Pool, batchId: string, limit: number): Promise<EpisodeToCreate[]> {
   const r = await pool.query<EpisodeToCreate>({
