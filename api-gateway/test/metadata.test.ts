@@ -9,7 +9,7 @@
 // program in yt-dlp's place (MEDIA_INFO_YTDLP) that prints what yt-dlp
 // prints for them; everything else is the real yt-dlp.
 import { expect } from 'chai';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { MediaInfoExtractor } from '@mediajobs/lib/media-info/index';
 import { DEFAULT_OUTBOUND_POLICY } from '@mediajobs/lib/outbound';
@@ -217,20 +217,6 @@ describe('api-gateway: POST /metadata and POST /is-short', function () {
       const down = await metadata('https://media.example/unreachable.mp4');
       expect([down.status, down.body]).to.deep.equal([502, { error: 'Failed to extract metadata', details: 'Temporary network error, please retry' }]);
     });
-
-    it('local addresses: 400 before anything runs', async () => {
-      for (const url of [media.mp4Url, 'http://localhost/x.mp4', 'http://169.254.169.254/latest/meta-data/']) {
-        const r = await metadata(url);
-        expect([r.status, r.body], url).to.deep.equal([400, { error: "Invalid field 'url': local and link-local addresses are not allowed" }]);
-      }
-    });
-
-    it('private networks and IPv4 inside IPv6: 400 as well (the outbound-address policy)', async () => {
-      for (const url of ['http://10.1.2.3/x.mp4', 'http://192.168.1.20/x.mp4', 'http://[fd00::1]/x.mp4', 'http://[::ffff:127.0.0.1]/x.mp4', 'http://[64:ff9b::a9fe:a9fe]/']) {
-        const r = await metadata(url);
-        expect([r.status, r.body], url).to.deep.equal([400, { error: "Invalid field 'url': local and link-local addresses are not allowed" }]);
-      }
-    });
   });
 
   describe('side effects', () => {
@@ -409,5 +395,53 @@ describe('api-gateway: platform states replayed (private, scheduled and live str
     expect([r.status, r.body]).to.deep.equal([422, { error: 'Video is available to channel members only' }]);
     const line = gw.logs.lines.map((l) => JSON.parse(l) as Json).find((l) => l.failure === 'members_only');
     expect((line?.attempts as unknown[]).length).to.equal(1);
+  });
+});
+
+// The outbound-address policy in front of the extractor: a refused URL is a
+// 400 and no extractor runs. The extractor here is a program that only
+// records that it ran, so a policy that wrongly let a URL through would
+// show up as a record, never as a request to that address.
+describe('api-gateway: refused source addresses never reach the extractor', function () {
+  this.timeout(60_000);
+  let dir: string;
+  let runs: string;
+  let gw: TestGateway;
+
+  before(async () => {
+    dir = await scratchDir();
+    runs = join(dir, 'runs.log');
+    const script = join(dir, 'record.mjs');
+    await writeFile(script, "import { appendFileSync } from 'node:fs';\nappendFileSync(process.argv[2], process.argv.slice(3).join(' ') + '\\n');\nprocess.exitCode = 1;\n");
+    // Production's policy, not the test support's loopback allowance.
+    gw = await startTestGateway({
+      submitter: new RecordingSubmitter(), outbound: DEFAULT_OUTBOUND_POLICY,
+      mediaInfo: new MediaInfoExtractor({ command: [process.execPath, script, runs] }),
+    });
+  });
+
+  after(async () => {
+    await gw?.stop();
+    if (dir) await removeDir(dir);
+  });
+
+  const REFUSED = "Invalid field 'url': local and link-local addresses are not allowed";
+  const cases: [string, string[]][] = [
+    ['loopback and link-local', ['http://127.0.0.1:8080/x.mp4', 'http://localhost/x.mp4', 'http://169.254.169.254/latest/meta-data/', 'http://[fe80::1]/x.mp4']],
+    ['private networks and IPv4 inside IPv6', ['http://10.1.2.3/x.mp4', 'http://192.168.1.20/x.mp4', 'http://[fd00::1]/x.mp4', 'http://[::ffff:127.0.0.1]/x.mp4', 'http://[64:ff9b::a9fe:a9fe]/']],
+  ];
+  for (const [what, urls] of cases) {
+    it(`${what}: 400, and nothing runs`, async () => {
+      for (const url of urls) {
+        const r = await gw.request('POST', '/metadata', { body: { url } });
+        expect([r.status, r.body], url).to.deep.equal([400, { error: REFUSED }]);
+      }
+      expect(await readFile(runs, 'utf8').catch(() => '')).to.equal('');
+    });
+  }
+
+  it('an allowed URL does reach it (the record works)', async () => {
+    await gw.request('POST', '/metadata', { body: { url: `${WATCH}recorded001` } });
+    expect(await readFile(runs, 'utf8')).to.include(`${WATCH}recorded001`);
   });
 });
