@@ -30,7 +30,7 @@ describe('the loopback-only test guard', () => {
     ['tls.connect', () => outcome((done) => tls.connect({ host: OUTSIDE, port: 8443 }, () => done()).on('error', done))],
     ['a name a custom lookup resolves outside', () => outcome((done) => net.connect({
       host: 'elsewhere.test', port: 8080,
-      lookup: (_h: string, _o: unknown, cb: (e: null, a: net.LookupAddress[]) => void) => cb(null, [{ address: OUTSIDE, family: 6 }]),
+      lookup: (_h: string, _o: unknown, cb: (e: null, a: { address: string; family: number }[]) => void) => cb(null, [{ address: OUTSIDE, family: 6 }]),
     } as net.NetConnectOpts, () => done()).on('error', done))],
   ];
   for (const [how, attempt] of attempts) {
