@@ -42,6 +42,7 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   const batches = new MediaBatchController({ kube, pool, box, log, cfg });
   const outbox = new OutboxDispatcher(pool, box, log, {
     timeoutMs: cfg.WEBHOOK_TIMEOUT_MS, attempts: cfg.WEBHOOK_ATTEMPTS, backoffMs: cfg.WEBHOOK_BACKOFF_MS,
+    outbound: { allowed: cfg.OUTBOUND_ALLOWED_CIDRS },
   });
   const sweeper = new Sweeper({
     rows: { jobs: (olderThan) => strandedPending(pool, olderThan), batches: (olderThan) => strandedBatches(pool, olderThan) },

@@ -64,7 +64,7 @@ describe('operator on the local cluster', function () {
   const start = (env: Record<string, string> = {}) => startOperator(loadOperatorConfig({
     DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys,
     RUNNER_IMAGE: 'mediajobs/runner:scripted', LEASE_DURATION_SECONDS: '2', LEASE_RENEW_SECONDS: '1',
-    WEBHOOK_BACKOFF_MS: '100', SWEEP_AFTER_SECONDS: '1', ...env,
+    WEBHOOK_BACKOFF_MS: '100', SWEEP_AFTER_SECONDS: '1', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8', ...env,
   }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
 
   const mediaJob = (name: string, url: string, extra: Partial<MediaJob['spec']> = {}): MediaJob => ({

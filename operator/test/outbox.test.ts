@@ -59,7 +59,9 @@ describe('operator: webhook outbox', function () {
       'SELECT attempts, failed_at, delivered_at, last_error FROM outbox WHERE event_id = $1', [eventId])).rows[0]!;
 
   const start = async (opts: { timeoutMs: number; backoffMs: number }) => {
-    const d = new OutboxDispatcher(db.pool, box, pino({ level: 'silent' }), { ...opts, attempts: 3, pollMs: 20 });
+    const d = new OutboxDispatcher(db.pool, box, pino({ level: 'silent' }), {
+      ...opts, attempts: 3, pollMs: 20, outbound: { allowed: ['127.0.0.0/8'] },
+    });
     dispatchers.push(d);
     await d.start();
   };

@@ -128,7 +128,7 @@ describe('operator: progress webhooks', () => {
       received.length = 0;
       await sync(odb, id, { status: 'Processing', step: 'Uploading', progress: 66 });
       await sync(odb, id, { status: 'Completed', step: 'Finished', progress: 100, result: { storageKey: 'videos/y.mp4', fileSize: 1 } });
-      const dispatcher = new OutboxDispatcher(db.pool, box, pino({ level: 'silent' }), { timeoutMs: 2000, attempts: 3, backoffMs: 200, pollMs: 50 });
+      const dispatcher = new OutboxDispatcher(db.pool, box, pino({ level: 'silent' }), { timeoutMs: 2000, attempts: 3, backoffMs: 200, pollMs: 50, outbound: { allowed: ['127.0.0.0/8'] } });
       await dispatcher.start();
       try {
         const deadline = Date.now() + 15_000;

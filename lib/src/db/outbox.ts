@@ -4,7 +4,9 @@
 // the batch row (lib/src/db/batches.ts, batch_completed), the NOTIFY that
 // wakes the dispatcher, and the dispatcher's claim and outcome writes. The delivery loop, the HTTP POST and LISTEN stay in
 // operator/src/outbox.ts; which events a transition has is
-// operator/src/webhook-events.ts's.
+// operator/src/webhook-events.ts's. Also the job's events for GET
+// /jobs/{id}/webhooks and their redelivery. The claim reads the API key of
+// the event's job or batch (whose secret signs it) from those tables.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 
@@ -24,8 +26,14 @@ export interface ClaimedEvent {
   /** The webhook URL, sealed with the SecretBox. */
   target_enc: string;
   payload: Record<string, unknown>;
-  /** Attempts so far, this one included: counted when claimed. */
+  /** Attempts so far, this one included: counted when claimed (since the last redelivery). */
   attempts: number;
+  /** Times the event was sent again on request: its attempts' round in the delivery log. */
+  redeliveries: number;
+  /** The job's (or batch's) API key: whose secret signs the delivery. */
+  api_key_id: string | null;
+  /** `webhook`, or `chat`: a chat notification, its payload the chat service's JSON, sent unsigned. */
+  channel: 'webhook' | 'chat';
 }
 
 /** The channel a queued event is announced on; the dispatcher LISTENs to it. */
@@ -76,6 +84,23 @@ async function insertEvents(
   if (events.length) await client.query(`NOTIFY ${OUTBOX_CHANNEL}`);
 }
 
+/** The type of a chat notification's outbox row. */
+export const CHAT_NOTIFICATION = 'chat_notification';
+
+/**
+ * Queue a job's chat notification (a failed job's, at most one per job: its
+ * event id comes from the job id) in the transaction that recorded its
+ * ending. It names no job, so it goes out at once, beside the job's webhook
+ * events rather than behind them; the payload is sent as it is.
+ */
+export async function queueChatNotification(client: pg.ClientBase, jobId: string, targetEnc: string, message: object): Promise<void> {
+  await client.query(
+    `INSERT INTO outbox (event_id, job_id, batch_id, type, target_enc, payload, attempts, next_attempt_at, created_at, channel)
+     VALUES ($1, NULL, NULL, $2, $3, $4, 0, now(), now(), 'chat') ON CONFLICT (event_id) DO NOTHING`,
+    [eventId(jobId, CHAT_NOTIFICATION), CHAT_NOTIFICATION, targetEnc, JSON.stringify(message)]);
+  await client.query(`NOTIFY ${OUTBOX_CHANNEL}`);
+}
+
 /**
  * Claim due events; the lease (next_attempt_at pushed forward) keeps others
  * off them meanwhile. Only the oldest open event of each job is due, so a
@@ -95,9 +120,21 @@ export async function claimDueEvents(pool: pg.Pool, opts: { batch: number; lease
                          OR NOT EXISTS (SELECT 1 FROM outbox p WHERE p.batch_id = o.batch_id AND p.id < o.id
                                           AND p.delivered_at IS NULL AND p.failed_at IS NULL))
                   ORDER BY o.id LIMIT $1 FOR UPDATE OF o SKIP LOCKED)
-     RETURNING id, event_id, type, target_enc, payload, attempts`,
+     RETURNING id, event_id, type, target_enc, payload, attempts, redeliveries, channel,
+               coalesce((SELECT j.api_key_id FROM jobs j WHERE j.id = outbox.job_id),
+                        (SELECT b.api_key_id FROM batches b WHERE b.id = outbox.batch_id)) AS api_key_id`,
     [opts.batch, opts.leaseSeconds]);
   return r.rows;
+}
+
+/**
+ * Give back a claimed event that was not sent (its receiver had enough in
+ * flight): the attempt counted at the claim is taken back, and the event is
+ * due again after `delayMs`, leaving the next claims to other receivers.
+ */
+export async function releaseClaim(pool: pg.Pool, id: string, delayMs: number): Promise<void> {
+  await pool.query(`UPDATE outbox SET attempts = attempts - 1, next_attempt_at = now() + make_interval(secs => $2) WHERE id = $1`,
+    [id, delayMs / 1000]);
 }
 
 export async function markDelivered(pool: pg.Pool, id: string): Promise<void> {
@@ -118,4 +155,48 @@ export async function markFailed(pool: pg.Pool, id: string, error?: string): Pro
 export async function scheduleRetry(pool: pg.Pool, id: string, error: string, delayMs: number): Promise<void> {
   await pool.query(`UPDATE outbox SET last_error = $2, next_attempt_at = now() + make_interval(secs => $3) WHERE id = $1`,
     [id, error, delayMs / 1000]);
+}
+
+/** A job's event as GET /jobs/{id}/webhooks shows it: never the payload (it holds download URLs) or the target. */
+export interface JobEvent {
+  id: string;
+  event_id: string;
+  type: string;
+  stage: string | null;
+  created_at: Date;
+  delivered_at: Date | null;
+  failed_at: Date | null;
+  last_error: string | null;
+  attempts: number;
+  redeliveries: number;
+}
+
+const JOB_EVENT_COLUMNS = `id::text, event_id, type, payload->>'stage' AS stage, created_at, delivered_at, failed_at, last_error, attempts, redeliveries`;
+
+/** The job's events in the order they were queued (and are delivered). */
+export async function jobEvents(pool: pg.Pool, jobId: string): Promise<JobEvent[]> {
+  const r = await pool.query<JobEvent>(`SELECT ${JOB_EVENT_COLUMNS} FROM outbox WHERE job_id = $1 ORDER BY id`, [jobId]);
+  return r.rows;
+}
+
+/**
+ * Send a job's delivered or failed event again, with the same event id and
+ * a fresh round of attempts. An event still being delivered is left as it
+ * is ('open'); 'unknown' when the job has no such event.
+ */
+export async function redeliverEvent(
+  pool: pg.Pool, jobId: string, eventUuid: string,
+): Promise<{ outcome: 'queued'; event: JobEvent } | { outcome: 'open' | 'unknown' }> {
+  const r = await pool.query<JobEvent>(
+    `UPDATE outbox SET attempts = 0, delivered_at = NULL, failed_at = NULL, last_error = NULL, next_attempt_at = now(),
+            redeliveries = redeliveries + 1
+      WHERE job_id = $1 AND event_id = $2::uuid AND (delivered_at IS NOT NULL OR failed_at IS NOT NULL)
+      RETURNING ${JOB_EVENT_COLUMNS}`,
+    [jobId, eventUuid]);
+  if (r.rows[0]) {
+    await pool.query(`NOTIFY ${OUTBOX_CHANNEL}`);
+    return { outcome: 'queued', event: r.rows[0] };
+  }
+  const exists = await pool.query('SELECT 1 FROM outbox WHERE job_id = $1 AND event_id = $2::uuid', [jobId, eventUuid]);
+  return { outcome: exists.rowCount ? 'open' : 'unknown' };
 }

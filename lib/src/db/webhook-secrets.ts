@@ -1,0 +1,74 @@
+// The webhook_secrets table: each API key's webhook signing secret, sealed
+// with the SecretBox. This module owns every statement on it: the gateway's
+// reveal-and-rotate and metadata read (api-gateway/src/routes/webhooks.ts)
+// and the operator's read of the keys to sign with, which also creates a
+// key's secret on its first delivery (operator/src/outbox.ts). It lives in
+// lib because both processes use it. The format of a secret is
+// lib/src/webhook-signing.ts's.
+import type pg from 'pg';
+import type { SecretBox } from '../secret-box.js';
+import { ROTATION_OVERLAP_SECONDS, generateSecret } from '../webhook-signing.js';
+
+/** What GET /user/webhook-secret may show: never the secret. */
+export interface WebhookSecretInfo {
+  /** A secret was revealed by POST /user/webhook-secret (a first-delivery secret is not). */
+  revealed: boolean;
+  createdAt: Date;
+  rotatedAt: Date | null;
+  /** Until when the replaced secret still signs; null when none does. */
+  previousExpiresAt: Date | null;
+}
+
+const INFO_COLUMNS = `revealed, created_at, rotated_at,
+  CASE WHEN rotated_at > now() - make_interval(secs => ${ROTATION_OVERLAP_SECONDS})
+       THEN rotated_at + make_interval(secs => ${ROTATION_OVERLAP_SECONDS}) END AS previous_expires_at`;
+
+interface InfoRow { revealed: boolean; created_at: Date; rotated_at: Date | null; previous_expires_at: Date | null }
+
+const info = (r: InfoRow): WebhookSecretInfo =>
+  ({ revealed: r.revealed, createdAt: r.created_at, rotatedAt: r.rotated_at, previousExpiresAt: r.previous_expires_at });
+
+/**
+ * A new secret for the key, returned for the one time it is shown. A
+ * revealed secret it replaces keeps signing for ROTATION_OVERLAP_SECONDS (a
+ * second rotation within them ends the older one's overlap); one nobody was
+ * shown is dropped at once.
+ */
+export async function rotateWebhookSecret(pool: pg.Pool, box: SecretBox, apiKeyId: string): Promise<{ secret: string; info: WebhookSecretInfo }> {
+  const secret = generateSecret();
+  const r = await pool.query<InfoRow>(
+    `INSERT INTO webhook_secrets AS s (api_key_id, secret_enc, revealed, created_at) VALUES ($1, $2, true, now())
+     ON CONFLICT (api_key_id) DO UPDATE SET
+       previous_secret_enc = CASE WHEN s.revealed THEN s.secret_enc END,
+       rotated_at = CASE WHEN s.revealed THEN now() END,
+       secret_enc = EXCLUDED.secret_enc, revealed = true, created_at = now()
+     RETURNING ${INFO_COLUMNS}`,
+    [apiKeyId, box.seal(secret)]);
+  return { secret, info: info(r.rows[0]!) };
+}
+
+export async function webhookSecretInfo(pool: pg.Pool, apiKeyId: string): Promise<WebhookSecretInfo | undefined> {
+  const r = await pool.query<InfoRow>(`SELECT ${INFO_COLUMNS} FROM webhook_secrets WHERE api_key_id = $1`, [apiKeyId]);
+  return r.rows[0] && info(r.rows[0]);
+}
+
+/**
+ * The secrets a delivery of this key is signed with, newest first: the
+ * current one, and the one it replaced while that is within its overlap. A
+ * key without a secret gets one now (not revealed: POST
+ * /user/webhook-secret shows a new one), so every delivery is signed.
+ */
+export async function signingSecrets(pool: pg.Pool, box: SecretBox, apiKeyId: string): Promise<string[]> {
+  const select = `SELECT secret_enc,
+      CASE WHEN rotated_at > now() - make_interval(secs => ${ROTATION_OVERLAP_SECONDS}) THEN previous_secret_enc END AS previous_enc
+    FROM webhook_secrets WHERE api_key_id = $1`;
+  type Row = { secret_enc: string; previous_enc: string | null };
+  let row = (await pool.query<Row>(select, [apiKeyId])).rows[0];
+  if (!row) {
+    // A concurrent reveal or first delivery may win the insert; the SELECT after it reads whichever did.
+    await pool.query(`INSERT INTO webhook_secrets (api_key_id, secret_enc, revealed) VALUES ($1, $2, false) ON CONFLICT (api_key_id) DO NOTHING`,
+      [apiKeyId, box.seal(generateSecret())]);
+    row = (await pool.query<Row>(select, [apiKeyId])).rows[0]!;
+  }
+  return [row.secret_enc, ...(row.previous_enc ? [row.previous_enc] : [])].map((sealed) => box.open(sealed));
+}
