@@ -18,6 +18,8 @@ export interface JobSettings {
   serviceAccountName?: string;
   /** The runner container's requests and limits (RUNNER_RESOURCES). */
   resources?: V1ResourceRequirements;
+  /** The operator's OUTBOUND_ALLOWED_CIDRS: the runner's egress applies the same outbound policy (ADR 0014). */
+  outboundAllowedCidrs?: readonly string[];
   extraEnv?: Record<string, string>;
 }
 
@@ -65,6 +67,7 @@ export function buildRunnerJob(mj: MediaJob, s: JobSettings): V1Job {
     { name: 'MEDIAJOB_JOB_ID', value: jobIdOf(mj) },
     { name: 'MEDIAJOB_SPEC', value: JSON.stringify(spec) },
     { name: 'MEDIAJOBS_CREDENTIALS_DIR', value: CREDENTIALS_MOUNT },
+    ...(s.outboundAllowedCidrs?.length ? [{ name: 'OUTBOUND_ALLOWED_CIDRS', value: s.outboundAllowedCidrs.join(',') }] : []),
     ...Object.entries(s.extraEnv ?? {}).map(([name, value]) => ({ name, value })),
   ];
   return {

@@ -1,12 +1,15 @@
 // The runner's settings: the pod's environment (spine.md "Runner contract")
 // through the shared config loader, and the job spec it carries.
 import { z } from 'zod';
-import { commonSchema, envInt, loadConfig, storageEndpointsSchema } from '@mediajobs/lib/config';
+import { commonSchema, envInt, loadConfig, outboundSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
 import { MAX_FILENAME_LENGTH, MAX_FOLDER_LENGTH, normaliseSpecOptions } from '@mediajobs/lib/job-options';
 import { specOptionsSchema, type NormalisedMediaJobSpec } from '@mediajobs/lib/mediajob/types';
+import { DEFAULT_EGRESS_PORTS, parsePortRanges } from './egress-proxy.js';
 
 // storageEndpointsSchema: the GCS/Drive endpoints the operator forwards; a bad value fails here, at start.
-export const runnerEnvSchema = commonSchema.merge(storageEndpointsSchema).extend({
+// outboundSchema: OUTBOUND_ALLOWED_CIDRS, the gateway's and operator's allowance, forwarded by the
+// operator too: the job's egress proxy (egress-proxy.ts) applies the same policy.
+export const runnerEnvSchema = commonSchema.merge(storageEndpointsSchema).merge(outboundSchema).extend({
   /** JSON of the MediaJob spec (without webhookUrl). */
   MEDIAJOB_SPEC: z.string().min(2),
   /** The MediaJob to report to; without name and namespace the runner only logs (running outside a cluster). */
@@ -40,6 +43,17 @@ export const runnerEnvSchema = commonSchema.merge(storageEndpointsSchema).extend
   RUNNER_MAX_RECORDING_SECONDS: envInt(1).default(4 * 3600),
   RUNNER_WAIT_FOR_VIDEO_MAX_SECONDS: envInt(0).default(3600),
   RUNNER_WAIT_FOR_VIDEO_POLL_SECONDS: envInt(1, 3600).default(15),
+  /**
+   * The ports the job's egress proxy lets yt-dlp and ffmpeg connect to:
+   * comma-separated ports and ranges. Any address they connect to must
+   * pass OUTBOUND_ALLOWED_CIDRS's policy as well.
+   */
+  RUNNER_EGRESS_PORTS: z.string().default(DEFAULT_EGRESS_PORTS).transform((text, ctx) => {
+    const ranges = parsePortRanges(text);
+    if (ranges) return ranges;
+    ctx.addIssue({ code: 'custom', message: 'must be ports or port ranges (80,443,1024-65535)' });
+    return z.NEVER;
+  }),
 });
 
 export type RunnerEnv = z.infer<typeof runnerEnvSchema>;

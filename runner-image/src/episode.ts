@@ -16,6 +16,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Logger } from '@mediajobs/lib/logger';
 import type { MediaJobResult, MediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { runProcess } from './child.js';
+import { egressFetch } from './egress-proxy.js';
 import { releaseDateOf, type YtDlpInfo } from './plan.js';
 import type { SidecarFile } from './sidecars.js';
 
@@ -89,7 +90,8 @@ async function download(url: string, file: string, o: ArtworkOptions): Promise<s
   const signal = o.signal ? AbortSignal.any([o.signal, deadline]) : deadline;
   let res: Response;
   try {
-    res = await fetch(url, { signal, redirect: 'follow', headers: { accept: 'image/*' } });
+    // Through the job's egress (ADR 0014): the policy is checked on every redirect and resolved address.
+    res = await egressFetch(url, { signal, headers: { accept: 'image/*' } });
   } catch (err) {
     if (o.signal?.aborted) throw err;
     return deadline.aborted ? 'timeout' : 'connection failed';

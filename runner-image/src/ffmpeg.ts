@@ -1,9 +1,11 @@
 // ffprobe and the ffmpeg mux. Stream copy by default: the mux rewrites the
 // container, not the media, so it runs at disk speed. Streamable containers
 // go from ffmpeg's stdout straight into the upload.
+import path from 'node:path';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { MediaJobOptions } from '@mediajobs/lib/mediajob/types';
 import { runProcess, type RunResult } from './child.js';
+import { activeEgress } from './egress-proxy.js';
 import { codecPlan, codecPlanArgs, type Clip, type CodecPlan, type Container, type MeasuredAudio, type YtDlpFormat } from './plan.js';
 
 export interface ProbedStream {
@@ -33,7 +35,9 @@ export type FfprobeResult = { ok: true; probed: Probed } | { ok: false; run: Run
 
 /** `inputArgs`: input options for a network source (httpInputArgs). */
 export async function ffprobe(bin: string, file: string, signal?: AbortSignal, inputArgs: readonly string[] = []): Promise<FfprobeResult> {
-  const run = await runProcess(bin, ['-v', 'error', ...inputArgs, '-print_format', 'json', '-show_format', '-show_streams', '--', file], {
+  const guard = inputGuard(file);
+  if (!guard) return { ok: false, run: notHttp() };
+  const run = await runProcess(bin, ['-v', 'error', ...inputArgs, ...guard, '-print_format', 'json', '-show_format', '-show_streams', '--', file], {
     captureStdout: true,
     signal,
     maxStdoutBytes: 8 * 1024 * 1024,
@@ -183,7 +187,11 @@ export function muxPlan(inputs: MuxInput[], output: string, container: Container
     const start = clip && !seekOnOutput ? inputTime(input, clip.start) : 0;
     if (start > 0) args.push('-ss', secs(start));
     if (opts.threads) args.push('-threads', String(opts.threads));
-    args.push(...(input.inputArgs ?? []), '-i', input.path);
+    const guard = inputGuard(input.path);
+    // Not reached for a URL that is not http(s): ffprobe refused it before it became an input.
+    if (!guard) throw new Error('a mux input is neither a local file nor an http(s) URL');
+    // A file of ours passed ffprobe under the file-only whitelist before it became an input (pipeline.ts muxInputs).
+    args.push(...(input.inputArgs ?? []), ...(isNetworkUrl(input.path) ? guard : []), '-i', input.path);
   }
   const at = (m: { input: MuxInput; stream: ProbedStream }) => `${inputs.indexOf(m.input)}:${m.stream.index}`;
   if (video) args.push('-map', at(video));
@@ -248,10 +256,12 @@ export async function keyframeAt(bin: string, input: MuxInput, stream: ProbedStr
   const tolerance = fps ? 0.5 / fps : 0.02;
   // -read_intervals takes the file's own timestamps; -ss counts from its start time.
   const abs = (input.probed.startSeconds ?? 0) + at;
+  const guard = inputGuard(input.path);
+  if (!guard) return undefined;
   const run = await runProcess(bin, [
     '-v', 'error', '-select_streams', String(stream.index),
     '-read_intervals', `${Math.max(0, abs - 1).toFixed(6)}%${(abs + 1).toFixed(6)}`,
-    '-show_entries', 'packet=pts_time,flags', '-of', 'csv=p=0', ...(input.inputArgs ?? []), '--', input.path,
+    '-show_entries', 'packet=pts_time,flags', '-of', 'csv=p=0', ...(input.inputArgs ?? []), ...guard, '--', input.path,
   ], { captureStdout: true, signal, maxStdoutBytes: 4 * 1024 * 1024 });
   if (run.exitCode !== 0) return undefined;
   for (const line of run.stdout.split('\n')) {
@@ -293,7 +303,7 @@ export async function planMux(
  */
 export function remuxIndexed(bin: string, file: string, untilSeconds: number | undefined, signal?: AbortSignal): Promise<RunResult> {
   return runProcess(bin, [
-    '-hide_banner', '-nostdin', '-loglevel', 'error', '-y', '-i', file, '-map', '0:v?', '-map', '0:a?', '-c', 'copy',
+    '-hide_banner', '-nostdin', '-loglevel', 'error', '-y', ...LOCAL_INPUT, '-i', file, '-map', '0:v?', '-map', '0:a?', '-c', 'copy',
     ...(untilSeconds !== undefined ? ['-t', secs(untilSeconds)] : []), '-f', 'matroska', `${file}.mkv`,
   ], { signal });
 }
@@ -370,15 +380,60 @@ export function muxToStream(
 }
 
 /**
+ * What ffmpeg may open for a network input: HTTP(S) and the protocols they
+ * are built of (tcp, tls; httpproxy is the CONNECT tunnel an https URL takes
+ * through the egress proxy), and crypto for AES-128 HLS segments. Never
+ * file, data, pipe or any other: a playlist from the web must not make
+ * ffmpeg read local files (a segment `file:///etc/passwd`) or reach
+ * anything around the egress proxy (rtmp, udp, ...). The HLS demuxer passes
+ * the list on to every playlist, key and segment it opens.
+ */
+export const NETWORK_PROTOCOLS = 'http,https,tcp,tls,crypto,httpproxy';
+
+/** For a file of ours (a download, a recording): nothing but that file, whatever a demuxer finds inside it. */
+const LOCAL_INPUT = ['-protocol_whitelist', 'file'] as const;
+
+/** Whether `url` is an absolute http(s) URL, the only kind of network input ffmpeg is given. */
+export function isNetworkUrl(url: string): boolean {
+  return /^https?:\/\/[^/]/i.test(url);
+}
+
+/**
+ * The input options an ffmpeg or ffprobe input gets last (so they win over
+ * any given before): a local path reads only files; an http(s) URL only the
+ * network protocols, through the job's egress proxy. Undefined for anything
+ * else (another scheme, a protocol prefix such as `concat:` or
+ * `subfile,,...:`): such an input is refused. Every probe of an input and
+ * every URL input of the mux take it; a downloaded file reaches the mux only
+ * after its probe under the file-only list passed (pipeline.ts muxInputs),
+ * which keeps the mux's arguments as plan.test.ts states them.
+ */
+export function inputGuard(input: string): string[] | undefined {
+  if (path.isAbsolute(input) && !input.includes(':')) return [...LOCAL_INPUT];
+  if (!isNetworkUrl(input)) return undefined;
+  const egress = activeEgress();
+  return ['-protocol_whitelist', NETWORK_PROTOCOLS, ...(egress ? ['-http_proxy', egress.url] : [])];
+}
+
+/** The result of a run refused before it started (the input is not one ffmpeg may open). */
+function notHttp(): RunResult {
+  return { exitCode: null, signal: null, stdout: '', stderr: 'refused: the input is not an http(s) URL or a local file', stdoutTruncated: false };
+}
+
+/**
  * ffmpeg input options that fetch a URL as yt-dlp would: the format's own
  * HTTP headers (yt-dlp's http_headers: User-Agent, Referer, cookies the
  * extractor set), and a socket timeout, so a stalled server fails the read
  * instead of hanging it. A User-Agent among the headers replaces ffmpeg's
- * own (its http protocol adds one only when the headers have none).
+ * own (its http protocol adds one only when the headers have none). The
+ * protocol whitelist and the egress proxy come with them (inputGuard).
  */
-export function httpInputArgs(headers: Readonly<Record<string, string>>, timeoutSeconds: number): string[] {
+export function httpInputArgs(headers: Readonly<Record<string, string>>, timeoutSeconds: number, url?: string): string[] {
   const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-  return ['-rw_timeout', String(timeoutSeconds * 1_000_000), ...(lines ? ['-headers', lines] : [])];
+  // Without the URL (source-read.ts builds a format's options apart from it): as for any http(s) URL.
+  const guard = inputGuard(url ?? 'http://any');
+  if (!guard) throw new Error('not an http(s) URL');
+  return [...guard, '-rw_timeout', String(timeoutSeconds * 1_000_000), ...(lines ? ['-headers', lines] : [])];
 }
 
 /**
@@ -388,13 +443,12 @@ export function httpInputArgs(headers: Readonly<Record<string, string>>, timeout
  * declare none). Undefined when it cannot be read in time.
  */
 export async function measureAudio(bin: string, f: YtDlpFormat, opts: { signal?: AbortSignal; timeoutSeconds: number }): Promise<MeasuredAudio | undefined> {
-  if (!f.url) return undefined;
+  if (!f.url || !isNetworkUrl(f.url)) return undefined;
   const signal = AbortSignal.any([AbortSignal.timeout(opts.timeoutSeconds * 2000), ...(opts.signal ? [opts.signal] : [])]);
   const run = await runProcess(bin, [
     '-v', 'error',
     // A playlist from the network must not make ffprobe open local files or other protocols.
-    '-protocol_whitelist', 'http,https,tcp,tls,crypto',
-    ...httpInputArgs(f.http_headers ?? {}, opts.timeoutSeconds),
+    ...httpInputArgs(f.http_headers ?? {}, opts.timeoutSeconds, f.url),
     '-read_intervals', '%+5', '-select_streams', 'a:0',
     '-show_entries', 'stream=codec_name:packet=size,pts_time,duration_time', '-of', 'json', '--', f.url,
   ], { captureStdout: true, signal, maxStdoutBytes: 4 * 1024 * 1024 });

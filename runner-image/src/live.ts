@@ -16,7 +16,8 @@ import { errFields, type Logger } from '@mediajobs/lib/logger';
 import type { MediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { runProcess, type RunResult } from './child.js';
 import { classifyRecorder, classifyYtDlp } from './classify.js';
-import { httpInputArgs } from './ffmpeg.js';
+import { egressFetchText } from './egress-proxy.js';
+import { httpInputArgs, isNetworkUrl } from './ffmpeg.js';
 import type { YtDlpFormat, YtDlpInfo } from './plan.js';
 import type { DownloadResult, ProbeResult, YtDlpFailure } from './ytdlp.js';
 
@@ -90,22 +91,13 @@ export function selectedFormats(info: LiveInfo): LiveFormat[] {
   }];
 }
 
-/** A small text body (a playlist); undefined for an error status or a body over `maxBytes`. Throws on network errors. */
+/**
+ * A small text body (a playlist); undefined for an error status or a body
+ * over `maxBytes`. Throws on network errors and on addresses the job's
+ * egress refuses (egress-proxy.ts), redirects included.
+ */
 export async function fetchText(url: string, headers: Record<string, string>, signal: AbortSignal, maxBytes = 4 << 20): Promise<string | undefined> {
-  const res = await fetch(url, { headers, signal, redirect: 'follow' });
-  if (!res.ok || !res.body) return undefined;
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of res.body) {
-    size += chunk.length;
-    // A playlist is small; a multi-megabyte body is not one (an endless stream, say).
-    if (size > maxBytes) {
-      await res.body.cancel().catch(() => undefined);
-      return undefined;
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+  return egressFetchText(url, headers, signal, maxBytes);
 }
 
 /**
@@ -169,6 +161,8 @@ export function recordingPlan(
   if (!formats.length) return { unsupported: 'no format' };
   const bad = formats.find((f) => !f.url || !(isHls(f) || isHttp(f)));
   if (bad) return { unsupported: bad.protocol ?? 'unknown protocol' };
+  // The protocol field is the extractor's word; the URL is what ffmpeg opens.
+  if (formats.some((f) => !isNetworkUrl(f.url!))) return { unsupported: 'a URL that is not http(s)' };
   // Separate renditions (video-only + audio-only) are two inputs; a muxed
   // rendition is both. Unknown codecs ("maybe video") count as video.
   const videoIdx = formats.findIndex((f) => f.vcodec !== 'none');
@@ -203,7 +197,7 @@ export function recorderArgs(plan: RecordingPlan, output: string, socketTimeoutS
       // 0 = the oldest segment the playlist still lists (its DVR window); -1 = the live point.
       args.push('-live_start_index', plan.fromStart ? '0' : '-1', '-m3u8_hold_counters', String(HOLD_RELOADS));
     }
-    args.push(...httpInputArgs(input.headers, socketTimeoutSeconds), '-i', input.url);
+    args.push(...httpInputArgs(input.headers, socketTimeoutSeconds, input.url), '-i', input.url);
   }
   for (const m of plan.maps) args.push('-map', m);
   args.push('-c', 'copy', '-t', String(plan.capSeconds), '-f', 'mpegts', output);

@@ -19,6 +19,7 @@ import type { StatusReporter } from './report.js';
 import { drmItemIsAudioOnly, saysDrmProtected } from './drm.js';
 import { DEFAULT_LIVE_LIMITS, isLiveSource, probeWaitingForVideo, recordLiveSource, type LiveLimits } from './live.js';
 import { describedAs } from './episode.js';
+import { withEgress, type EgressOptions } from './egress-proxy.js';
 import { deliverSidecars } from './sidecars.js';
 import { clipSections, withHlsFragments, type Section } from './sections.js';
 import { readableInputs, transportIsDefault } from './source-read.js';
@@ -37,6 +38,8 @@ export interface Tools {
   live?: LiveLimits;
   /** The CPUs ffmpeg's threads are sized by (child.ts cpuBudget); ffmpeg's own count of the machine's cores otherwise. */
   threads?: number;
+  /** The outbound policy every fetch of the job passes (egress-proxy.ts); main.ts always sets it. */
+  egress?: Omit<EgressOptions, 'logger'>;
 }
 
 export interface JobContext {
@@ -56,11 +59,14 @@ export async function runJob(ctx: JobContext): Promise<RunnerReport> {
   // The download's yt-dlp is started with the probe (startYtDlp); a job that
   // ends before downloading, or records a live stream, stops it unused.
   let downloader: StartedYtDlp | undefined;
-  try {
-    return await runSteps(ctx, (opts) => (downloader = startYtDlp(opts)));
-  } finally {
-    downloader?.cancel();
-  }
+  const steps = async () => {
+    try {
+      return await runSteps(ctx, (opts) => (downloader = startYtDlp(opts)));
+    } finally {
+      downloader?.cancel();
+    }
+  };
+  return ctx.tools.egress ? withEgress({ ...ctx.tools.egress, logger: ctx.logger }, steps) : steps();
 }
 
 async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) => StartedYtDlp): Promise<RunnerReport> {

@@ -17,9 +17,11 @@
 //
 // Sidecars are extras: a source without subtitles, or a sidecar that cannot
 // be fetched or stored, leaves its key out and the job still completes with
-// the media (the log says why).
+// the media (the log says why). So does one that is not what it claims to be
+// (sidecarContentOk): a subtitle that is not WebVTT or SRT, a thumbnail that
+// is not an image, such as whatever a redirect led yt-dlp to (ADR 0014).
 import { createReadStream } from 'node:fs';
-import { mkdir, readdir, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '@mediajobs/lib/logger';
 import type { MediaJobSpec } from '@mediajobs/lib/mediajob/types';
@@ -144,6 +146,59 @@ export async function uploadSidecar(
   return undefined;
 }
 
+/** How much of a sidecar's head is read to tell what it is. */
+const HEAD_BYTES = 4096;
+
+async function head(file: string): Promise<Buffer> {
+  const fd = await open(file, 'r');
+  try {
+    const buf = Buffer.alloc(HEAD_BYTES);
+    const { bytesRead } = await fd.read(buf, 0, HEAD_BYTES, 0);
+    return buf.subarray(0, bytesRead);
+  } finally {
+    await fd.close();
+  }
+}
+
+/** The first bytes of each image format a thumbnail may be stored as (by its extension). */
+const IMAGE_MAGIC: Record<string, (b: Buffer) => boolean> = {
+  jpg: (b) => b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff,
+  png: (b) => b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])),
+  webp: (b) => b.toString('latin1', 0, 4) === 'RIFF' && b.toString('latin1', 8, 12) === 'WEBP',
+  gif: (b) => /^GIF8[79]a$/.test(b.toString('latin1', 0, 6)),
+};
+IMAGE_MAGIC.jpeg = IMAGE_MAGIC.jpg!;
+
+/** Text as a subtitle file holds it: UTF-8 without NUL bytes, a BOM dropped; undefined otherwise. */
+function subtitleText(b: Buffer): string | undefined {
+  if (b.includes(0)) return undefined;
+  const text = new TextDecoder('utf-8', { fatal: false }).decode(b);
+  // A head cut inside a multi-byte character leaves one replacement at its end, not an invalid file.
+  if (text.slice(0, -1).includes('\uFFFD')) return undefined;
+  return text.replace(/^\uFEFF/, '');
+}
+
+/** WebVTT: the file starts with "WEBVTT", then a space, a tab or a line end (W3C WebVTT, file structure). */
+const WEBVTT = /^WEBVTT(?:[ \t]|\r?\n|\r|$)/;
+/** SRT: a cue number, then its timing line (`00:00:01,000 --> 00:00:02,500`). */
+const SRT = /^\s*\d+[ \t]*\r?\n\d{1,2}:\d{2}:\d{2}[,.]\d{1,3}[ \t]+-->[ \t]+\d{1,2}:\d{2}:\d{2}[,.]\d{1,3}/;
+
+/**
+ * Whether a sidecar is what its name claims: a `.vtt` subtitle parses as
+ * WebVTT and an `.srt` one as SRT (other subtitle formats cannot be told
+ * apart from any text and are not delivered); a thumbnail starts with its
+ * image format's signature (JPEG, PNG, WebP, GIF).
+ */
+export async function sidecarContentOk(file: SidecarFile, kind: 'subtitle' | 'thumbnail'): Promise<boolean> {
+  const b = await head(file.path);
+  if (kind === 'thumbnail') return IMAGE_MAGIC[file.ext]?.(b) ?? false;
+  const text = subtitleText(b);
+  if (text === undefined) return false;
+  if (file.ext === 'vtt') return WEBVTT.test(text);
+  if (file.ext === 'srt') return SRT.test(text);
+  return false;
+}
+
 /**
  * Fetch and upload the sidecars a job asked for. Returns the result fields
  * (subtitleKey, thumbnailKey) of those delivered.
@@ -162,6 +217,10 @@ export async function deliverSidecars(
   const out: { subtitleKey?: string; thumbnailKey?: string } = {};
   for (const [field, file] of [['subtitleKey', found.subtitle], ['thumbnailKey', found.thumbnail]] as const) {
     if (!file) continue;
+    if (!(await sidecarContentOk(file, field === 'subtitleKey' ? 'subtitle' : 'thumbnail').catch(() => false))) {
+      ctx.logger.warn({ sidecar: field, ext: file.ext }, 'sidecar is not what it claims to be; the media is delivered without it');
+      continue;
+    }
     try {
       const key = await uploadSidecar(ctx.destination, ctx.mediaKey, file, ctx.jobId);
       if (key) out[field] = key;

@@ -3,6 +3,7 @@
 // every byte to disk and ffmpeg reading it back. Only for what ffmpeg fetches
 // exactly as yt-dlp's own HTTP downloader would: one plain HTTP(S) file per
 // format, with the headers the extractor gave it, certificates checked.
+import { egressFetch } from './egress-proxy.js';
 import { ffprobe, httpInputArgs, type MuxInput } from './ffmpeg.js';
 import type { FormatChoice, YtDlpFormat } from './plan.js';
 
@@ -76,7 +77,8 @@ const HEAD_BYTES = 64 * 1024;
 export async function readableFromUrl(f: YtDlpFormat, timeoutSeconds: number, signal?: AbortSignal): Promise<'seekable' | 'front-to-back' | false> {
   const abort = AbortSignal.any([AbortSignal.timeout(timeoutSeconds * 1000), ...(signal ? [signal] : [])]);
   try {
-    const res = await fetch(f.url!, { headers: { ...(f.http_headers ?? {}), Range: `bytes=0-${HEAD_BYTES - 1}` }, signal: abort, redirect: 'follow' });
+    // Through the job's egress (ADR 0014): the policy is checked on every redirect and resolved address.
+    const res = await egressFetch(f.url!, { headers: { ...(f.http_headers ?? {}), Range: `bytes=0-${HEAD_BYTES - 1}` }, signal: abort });
     if (res.status === 206) {
       await res.body?.cancel();
       return 'seekable';

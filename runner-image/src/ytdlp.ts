@@ -7,6 +7,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ErrorCategory } from './classify.js';
 import { runProcess, type RunResult } from './child.js';
+import { activeEgress } from './egress-proxy.js';
 import { expectedBytes, type YtDlpInfo } from './plan.js';
 
 export interface YtDlpOptions {
@@ -18,8 +19,16 @@ export interface YtDlpOptions {
   signal?: AbortSignal;
 }
 
-/** Options every run gets: nothing from a config file or cache on the image, bounded retries. */
+/**
+ * Options every run gets: nothing from a config file or cache on the image,
+ * bounded retries, and the job's egress proxy (egress-proxy.ts) for every
+ * request yt-dlp makes: pages, redirects, manifests, fragments, subtitles,
+ * thumbnails, and the ffmpeg it may start as a downloader (yt-dlp hands it
+ * the proxy as -http_proxy). The proxy comes after the deployment's
+ * options, so a `--proxy` in YTDLP_ARGS does not route around it.
+ */
 export function commonArgs(opts: YtDlpOptions): string[] {
+  const egress = activeEgress();
   return [
     '--ignore-config',
     '--no-cache-dir',
@@ -29,6 +38,7 @@ export function commonArgs(opts: YtDlpOptions): string[] {
     '--fragment-retries', '3',
     '--extractor-retries', '2',
     ...(opts.extraArgs ?? []),
+    ...(egress ? ['--proxy', egress.url] : []),
   ];
 }
 

@@ -159,6 +159,7 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
         PUBLIC_BASE_URL: 'http://127.0.0.1:8080',
         RUNNER_PROGRESS_INTERVAL_MS: '100',
         RUNNER_SOCKET_TIMEOUT_SECONDS: '5',
+        OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8,::1/128', // the media servers listen on loopback, as in local mode
         ...opts.env,
       },
     });
@@ -347,6 +348,7 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
       // The local kubelet gives pods no in-cluster credentials; local mode passes the kubeconfig.
       KUBECONFIG: cluster.kubeconfigPath,
       MANAGED_STORAGE: 'local', MANAGED_STORAGE_DIR: store, FILE_URL_SECRET: 'runner-test-secret-0123456789',
+      OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8,::1/128',
     };
     await batch.createNamespacedJob({
       namespace: NS,
