@@ -6,6 +6,7 @@
 //   npx tsx api-gateway/src/admin.ts revoke-key --id ID
 //   npx tsx api-gateway/src/admin.ts set-org-admin --id ID [--off]
 //   npx tsx api-gateway/src/admin.ts list-keys [--json]
+//   npx tsx api-gateway/src/admin.ts cancel-job --id JOB_ID
 //
 // create-key prints the key once; only its sha256 is stored. list-keys
 // shows the human prefix, never a key or a hash.
@@ -14,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { ConfigError, loadConfig } from '@mediajobs/lib/config';
+import { cancelJob } from '@mediajobs/lib/db/jobs';
 import { MAX_RESOLUTIONS } from '@mediajobs/lib/mediajob/types';
 import type pg from 'pg';
 import { createApiKey, createOrganization, listApiKeys, revokeApiKey } from './db/api-keys.js';
@@ -35,6 +37,8 @@ commands:
   set-org-admin --id KEY_ID [--off]            let the key manage its organization's storage
                                                destinations (?owner=organization), or stop it
   list-keys [--json]                           list keys (prefix only, never the key)
+  cancel-job --id JOB_ID                       cancel any key's unfinished job: CancelledByAdmin,
+                                               job_cancelled webhook; the operator stops its runner
 
 environment: DATABASE_URL`;
 
@@ -158,6 +162,14 @@ export async function runAdmin(argv: string[], pool: pg.Pool, out: (line: string
         ].filter(Boolean).join(',') || '-';
         out([k.id, k.name, `${k.keyPrefix}…`, k.organizationId ?? '-', k.createdAt.toISOString(), k.revokedAt?.toISOString() ?? '-', limits].join('\t'));
       }
+      return;
+    }
+    case 'cancel-job': {
+      const id = uuidOption('id', need('id'))!.toLowerCase();
+      const r = await cancelJob(pool, id, 'CancelledByAdmin');
+      if (r.outcome === 'not_found') throw new Error(`no job ${id}`);
+      if (r.outcome === 'finished') throw new Error(`job ${id} is already finished (status: ${r.status})`);
+      out(`job ${id} cancelled (was ${r.previous}); the operator stops its runner`);
       return;
     }
     default:

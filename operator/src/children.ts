@@ -23,7 +23,7 @@ export const NAME_TAKEN_REASON = 'runner_name_taken';
 export interface ChildrenDeps {
   kube: Pick<Kube, 'core' | 'batch'>;
   cfg: Pick<OperatorConfig, 'RUNNER_ENV' | 'RUNNER_IMAGE' | 'JOB_BACKOFF_LIMIT' | 'JOB_ACTIVE_DEADLINE_SECONDS' | 'JOB_TTL_SECONDS_AFTER_FINISHED'
-    | 'RUNNER_SERVICE_ACCOUNT' | 'RUNNER_RESOURCES'>;
+    | 'RUNNER_SERVICE_ACCOUNT' | 'RUNNER_RESOURCES' | 'OUTBOUND_ALLOWED_CIDRS'>;
   destinations: Pick<JobDestinations, 'document' | 'runnerEnv'>;
   log: Logger;
 }
@@ -77,6 +77,25 @@ export class RunnerChildren {
     }
   }
 
+  /**
+   * Stop the runner of a cancelled job: delete its Job (only the one this
+   * MediaJob controls, by uid) with Background propagation, so the garbage
+   * collector deletes the pod at once and the kubelet sends it SIGTERM; the
+   * runner then stops its children and removes partial uploads.
+   */
+  async removeRunner(job: k8s.V1Job | undefined, mj: MediaJob): Promise<void> {
+    if (!job || !isControlledBy(job, mj) || job.metadata?.deletionTimestamp) return;
+    try {
+      await this.d.kube.batch.deleteNamespacedJob({
+        name: job.metadata!.name!, namespace: mj.metadata.namespace!, propagationPolicy: 'Background',
+        body: { preconditions: { uid: job.metadata!.uid! } },
+      });
+      this.d.log.info({ jobId: jobIdOf(mj), job: job.metadata!.name }, 'runner job deleted: the job was cancelled');
+    } catch (err) {
+      if (!isNotFound(err) && !isConflict(err)) throw err;
+    }
+  }
+
   private async ensureSecret(mj: MediaJob): Promise<void> {
     const namespace = mj.metadata.namespace!;
     const body = buildCredentialsSecret(mj, await this.destinationDocument(mj));
@@ -102,6 +121,8 @@ export class RunnerChildren {
       ttlSecondsAfterFinished: cfg.JOB_TTL_SECONDS_AFTER_FINISHED,
       serviceAccountName: cfg.RUNNER_SERVICE_ACCOUNT,
       resources: cfg.RUNNER_RESOURCES,
+      // The runner's egress applies the operator's outbound policy (ADR 0014).
+      outboundAllowedCidrs: cfg.OUTBOUND_ALLOWED_CIDRS,
       extraEnv: { ...cfg.RUNNER_ENV, ...this.d.destinations.runnerEnv() },
     });
     const name = body.metadata!.name!;

@@ -9,8 +9,16 @@
 // that does not exist, a runner name taken) is thrown as a PermanentError
 // and recorded in one place, recordFailure(): the MediaJob ends Failed
 // with the error's reason, like any finished job (docs/adr/0010).
+//
+// Cancellation (docs/adr/0013, cancellation.ts): every unfinished MediaJob
+// holds a finalizer; spec.cancel, a delete, or a row cancelled through the
+// API or the admin CLI (a NOTIFY, or the row refusing a status) make a pass
+// record the cancellation if nobody ended the job first, delete the runner
+// Job, and finish the MediaJob with the row's status.
 import type * as k8s from '@kubernetes/client-node';
 import type pg from 'pg';
+import { cancelJob, cancelledAmong } from '@mediajobs/lib/db/jobs';
+import { isCancelStatus, type CancelNotice, type CancelStatus } from '@mediajobs/lib/job-cancellation';
 import { isNotFound, MERGE_PATCH } from '@mediajobs/lib/kube-client';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { DONE, type PermanentError, type ReconcileResult } from '@mediajobs/lib/reconcile';
@@ -20,6 +28,9 @@ import {
   GROUP, MEDIAJOB_PLURAL, VERSION, jobIdOf, type MediaJob, type MediaJobStatus,
 } from '@mediajobs/lib/mediajob/types';
 import { Admission } from './admission.js';
+import {
+  CancelNotices, cancellationWanted, cancelledStatus, hasFinalizer, removeDeliveredFiles, setFinalizer,
+} from './cancellation.js';
 import { RunnerChildren } from './children.js';
 import type { OperatorConfig } from './config.js';
 import { JobDestinations } from './destinations.js';
@@ -57,6 +68,9 @@ export class MediaJobController {
   private readonly destinations: JobDestinations;
   private readonly children: RunnerChildren;
   private readonly record: JobRecord;
+  private readonly notices: CancelNotices;
+  /** MediaJob keys whose row was cancelled (API, admin CLI), with the status it got. */
+  private readonly cancelled = new Map<string, CancelStatus>();
   private active = false;
 
   constructor(private readonly d: ControllerDeps) {
@@ -72,6 +86,7 @@ export class MediaJobController {
       onPermanent: (key, err) => this.recordFailure(key, err),
     });
     this.admission = new Admission(cfg.MAX_RUNNING_JOBS, (key) => this.queue.add(key));
+    this.notices = new CancelNotices(d.pool, log, (n) => this.onCancelNotice(n), () => void this.catchUpCancelled());
     const ns = cfg.MEDIAJOBS_NAMESPACE;
     const common = {
       kc: kube.kc, resyncMs: cfg.RESYNC_SECONDS * 1000, watchdogMs: cfg.WATCHDOG_SECONDS * 1000, relistMs: cfg.RELIST_SECONDS * 1000, log,
@@ -126,16 +141,43 @@ export class MediaJobController {
     this.admission.reset(holding);
     this.active = true;
     this.enqueueAll();
+    // Cancellations committed while no one was listening are read once the channel is heard.
+    void this.notices.start().then(() => this.catchUpCancelled());
   }
 
   deactivate(): void {
     this.active = false;
+    this.cancelled.clear();
+    void this.notices.stop();
   }
 
   /** Stop reconciling; resolves when the reconciles in flight have ended (they hold Postgres clients). */
-  stop(): Promise<void> {
+  async stop(): Promise<void> {
     this.active = false;
-    return this.queue.stop();
+    await this.notices.stop();
+    await this.queue.stop();
+  }
+
+  private onCancelNotice(n: CancelNotice): void {
+    if (n.namespace !== this.d.cfg.MEDIAJOBS_NAMESPACE) return;
+    const key = keyOf(n.namespace, n.name);
+    this.cancelled.set(key, n.status);
+    this.enqueue(key);
+  }
+
+  /** Which unfinished MediaJobs' rows say cancelled: on taking the lead, and after a lost LISTEN connection. */
+  private async catchUpCancelled(): Promise<void> {
+    if (!this.active) return;
+    const open = this.mediajobs.list().filter((mj) => !isTerminal(mj.status?.status));
+    try {
+      const found = await cancelledAmong(this.d.pool, open.map((mj) => jobIdOf(mj)));
+      for (const mj of open) {
+        const status = found.get(jobIdOf(mj));
+        if (status) this.onCancelNotice({ jobId: jobIdOf(mj), namespace: mj.metadata.namespace!, name: mj.metadata.name!, status });
+      }
+    } catch (err) {
+      this.d.log.warn({ err: errFields(err) }, 'reading cancelled jobs failed; their runners stop on their next status');
+    }
   }
 
   private enqueue(key: string): void {
@@ -157,8 +199,12 @@ export class MediaJobController {
   async reconcile(key: string): Promise<ReconcileResult> {
     const mj = this.current(key);
     if (!mj) return DONE;
+    if (mj.metadata.deletionTimestamp) return this.deleted(key, mj);
     await this.record.ensureRecorded(key, mj);
     if (isTerminal(mj.status?.status)) return this.finish(key, mj, mj.status!);
+    const cancelled = await this.cancelIfWanted(key, mj);
+    if (cancelled) return cancelled;
+    if (!hasFinalizer(mj)) await setFinalizer(this.d.kube.custom, mj, true);
 
     const ns = mj.metadata.namespace!;
     const jobName = runnerJobName(mj);
@@ -172,8 +218,57 @@ export class MediaJobController {
     const job = cached ? this.children.owned(cached, mj) : await this.children.ensure(mj);
     const desired = deriveStatus({ mj, job, pod: this.podIndex.latest(ns, jobName), admitted: true, jobName }, new Date());
     if (desired === WAIT_FOR_POD) return { requeueAfter: POD_RECHECK_MS };
-    await this.writeStatus(key, mj, desired);
-    return isTerminal(desired.status) ? this.finish(key, mj, desired) : DONE;
+    const written = await this.writeStatus(key, mj, desired);
+    return isTerminal(written.status) ? this.finish(key, mj, written) : DONE;
+  }
+
+  /**
+   * spec.cancel, or a row cancelled through the API or the admin CLI: record
+   * CancelledByAdmin unless the row ended first, then follow the row. A job
+   * that ended otherwise first (Completed…) goes on as any job: undefined.
+   */
+  private async cancelIfWanted(key: string, mj: MediaJob): Promise<ReconcileResult | undefined> {
+    const wanted = cancellationWanted(mj, this.cancelled.get(key));
+    if (!wanted) return undefined;
+    let status: string = wanted;
+    if (!this.cancelled.has(key)) {
+      const r = await cancelJob(this.d.pool, jobIdOf(mj), wanted);
+      if (r.outcome === 'finished') status = r.status;
+    }
+    if (!isCancelStatus(status)) return undefined;
+    return this.followCancelled(key, mj, status);
+  }
+
+  /** The row says cancelled: stop the runner, give the MediaJob the row's status, finish it. */
+  private async followCancelled(key: string, mj: MediaJob, status: CancelStatus): Promise<ReconcileResult> {
+    return this.finish(key, mj, await this.stopCancelled(key, mj, status));
+  }
+
+  /** Delete the runner Job of a cancelled job and write the MediaJob's cancelled status; returns that status. */
+  private async stopCancelled(key: string, mj: MediaJob, status: CancelStatus): Promise<MediaJobStatus> {
+    this.cancelled.set(key, status);
+    await this.children.removeRunner(this.jobs.get(runnerJobName(mj), mj.metadata.namespace), mj);
+    const s = cancelledStatus(mj, status, new Date());
+    await this.patchStatus(mj, s);
+    return s;
+  }
+
+  /**
+   * A MediaJob being deleted while it holds the finalizer: an unfinished one
+   * is cancelled (CancelledByAdmin, unless the row ended first) and its
+   * runner stopped before the finalizer goes, so the row never stays
+   * Pending or Processing and the sweeper has nothing to re-create.
+   */
+  private async deleted(key: string, mj: MediaJob): Promise<ReconcileResult> {
+    if (!isTerminal(mj.status?.status)) {
+      if (!this.cancelled.has(key)) await cancelJob(this.d.pool, jobIdOf(mj), 'CancelledByAdmin');
+      await this.children.removeRunner(this.jobs.get(runnerJobName(mj), mj.metadata.namespace), mj);
+    }
+    this.admission.release(key);
+    await setFinalizer(this.d.kube.custom, mj, false);
+    this.record.forget(key);
+    this.cancelled.delete(key);
+    return DONE;
   }
 
   /**
@@ -191,8 +286,7 @@ export class MediaJobController {
     const recorded = cur?.status === 'Failed' && cur.reason === err.reason && cur.finishTime ? { finishTime: cur.finishTime } : {};
     const failed = failedBeforeRunning(mj, { jobId, reason: err.reason, error: err.message, ...recorded }, new Date());
     if (!('finishTime' in recorded)) this.d.log.warn({ jobId, reason: err.reason, err: errFields(err.cause ?? err) }, 'job failed; retrying cannot help');
-    await this.writeStatus(key, mj, failed);
-    return this.finish(key, mj, failed);
+    return this.finish(key, mj, await this.writeStatus(key, mj, failed));
   }
 
   /** The MediaJob to act on; undefined when not leading, or when it is gone or going (its bookkeeping then goes too). */
@@ -200,33 +294,71 @@ export class MediaJobController {
     if (!this.active) return undefined;
     const [ns, name] = key.split('/') as [string, string];
     const mj = this.mediajobs.get(name, ns);
-    if (mj && !mj.metadata.deletionTimestamp) return mj;
+    // One being deleted is still acted on while it holds the finalizer (cancelled first, then let go).
+    if (mj && (!mj.metadata.deletionTimestamp || hasFinalizer(mj))) return mj;
     this.admission.release(key);
     this.record.forget(key);
+    this.cancelled.delete(key);
     return undefined;
   }
 
-  private async writeStatus(key: string, mj: MediaJob, desired: MediaJobStatus): Promise<void> {
-    if (statusChanged(mj.status, desired)) {
-      try {
-        await this.d.kube.custom.patchNamespacedCustomObjectStatus({
-          group: GROUP, version: VERSION, namespace: mj.metadata.namespace!, plural: MEDIAJOB_PLURAL, name: mj.metadata.name!,
-          body: { status: desired },
-        }, MERGE_PATCH);
-      } catch (err) {
-        if (isNotFound(err)) return;
-        throw err;
-      }
+  /**
+   * Mirror into the row first (it decides who won, ADR 0013), then the
+   * MediaJob. A row cancelled meanwhile wins: a completion's files are
+   * removed and the MediaJob gets the cancelled status. Returns the status
+   * written.
+   */
+  private async writeStatus(key: string, mj: MediaJob, desired: MediaJobStatus): Promise<MediaJobStatus> {
+    const row = await this.record.sync(key, mj, desired);
+    if (isCancelStatus(row)) {
+      await this.removeLateFiles(mj, desired.result);
+      return this.stopCancelled(key, mj, row);
     }
-    await this.record.sync(key, mj, desired);
+    await this.patchStatus(mj, desired);
+    return desired;
+  }
+
+  /**
+   * Files a runner reported after its job was cancelled (the row won):
+   * nobody is told of them, so they go (cancellation.ts). Reported as the
+   * status's result, or in the Completed derived from its termination message.
+   */
+  private async removeLateFiles(mj: MediaJob, result: MediaJobStatus['result']): Promise<void> {
+    const late = result ?? mj.status?.result;
+    if (late) await removeDeliveredFiles({ core: this.d.kube.core, cfg: this.d.cfg, log: this.d.log }, mj, late);
+  }
+
+  private async patchStatus(mj: MediaJob, desired: MediaJobStatus): Promise<void> {
+    if (!statusChanged(mj.status, desired)) return;
+    // A merge patch keeps what it does not name: a cancelled job's result (a late report) is removed explicitly.
+    const status = isCancelStatus(desired.status) ? { ...desired, result: null } : desired;
+    try {
+      await this.d.kube.custom.patchNamespacedCustomObjectStatus({
+        group: GROUP, version: VERSION, namespace: mj.metadata.namespace!, plural: MEDIAJOB_PLURAL, name: mj.metadata.name!,
+        body: { status },
+      }, MERGE_PATCH);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
   }
 
   /** A finished MediaJob: free its slot, drop its credentials, and delete it after the TTL. */
   private async finish(key: string, mj: MediaJob, s: MediaJobStatus): Promise<ReconcileResult> {
     this.admission.release(key);
-    await this.record.sync(key, mj, s);
+    this.cancelled.delete(key);
+    if (isCancelStatus(s.status)) {
+      // The row has it already (followCancelled); a result the runner reported since is a late one.
+      if (mj.status?.result) {
+        await this.removeLateFiles(mj, mj.status.result);
+        await this.patchStatus(mj, cancelledStatus(mj, s.status, new Date()));
+      }
+    } else {
+      await this.record.sync(key, mj, s);
+    }
     await this.children.removeCredentials(mj);
     if (mj.spec.destination?.type === 'inline') await this.destinations.forgetInline(mj);
+    // Finished: a delete has nothing left to cancel, and the TTL's delete must not wait.
+    if (hasFinalizer(mj)) await setFinalizer(this.d.kube.custom, mj, false);
     return deleteAfterTtl(this.d.kube.custom, mj, s.finishTime, this.d.cfg.FINISHED_MEDIAJOB_TTL_SECONDS, this.d.log);
   }
 }

@@ -10,8 +10,9 @@ import { normaliseSpecOptions } from '@mediajobs/lib/job-options';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { PermanentError } from '@mediajobs/lib/reconcile';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
-import { jobIdOf, type MediaJob, type MediaJobResult, type MediaJobStatus } from '@mediajobs/lib/mediajob/types';
-import { findJob, insertFromManifest, syncStatus } from '@mediajobs/lib/db/jobs';
+import { jobIdOf, type JobStatus, type MediaJob, type MediaJobResult, type MediaJobStatus } from '@mediajobs/lib/mediajob/types';
+import { findJob, insertFromManifest, mirrorStatus } from '@mediajobs/lib/db/jobs';
+import { isCancelStatus } from '@mediajobs/lib/job-cancellation';
 import { JobDestinations, type DownloadUrls } from './destinations.js';
 import { transitionEvents } from './webhook-events.js';
 
@@ -73,14 +74,25 @@ export class JobRecord {
     this.recorded.set(key, jobId);
   }
 
-  /** Mirror status into Postgres; the first write of each transition also queues its webhooks. */
-  async sync(key: string, mj: MediaJob, s: MediaJobStatus): Promise<void> {
+  /**
+   * Mirror status into Postgres; the first write of each transition also
+   * queues its webhooks. Returns the row's status when the row had ended
+   * already with another one (a cancellation that won the race, ADR 0013):
+   * then nothing was written, and the caller follows the row.
+   */
+  async sync(key: string, mj: MediaJob, s: MediaJobStatus): Promise<JobStatus | undefined> {
     const jobId = jobIdOf(mj);
     const fingerprint = JSON.stringify([jobId, s.status, s.step, s.progress, s.error, s.result?.storageKey]);
-    if (this.synced.get(key) === fingerprint || !s.status) return;
+    if (this.synced.get(key) === fingerprint || !s.status) return undefined;
+    // Completed is signed only if it is going to be recorded: a cancelled row refuses it anyway.
+    if (s.status === 'Completed') {
+      const row = await findJob(this.d.pool, jobId);
+      if (row && isCancelStatus(row.status)) return row.status;
+    }
     const urls = s.status === 'Completed' ? await this.presignResult(mj, s.result) : {};
-    await syncStatus(this.d.pool, jobId, s, (old, row) => transitionEvents(old, s, row, mj, urls));
+    const m = await mirrorStatus(this.d.pool, jobId, s, (old, r) => transitionEvents(old, s, r, mj, urls));
     this.synced.set(key, fingerprint);
+    return m && !m.updated && m.current !== s.status ? (m.current as JobStatus) : undefined;
   }
 
   /** The MediaJob went: forget what was known about it. */

@@ -1,5 +1,6 @@
 // Every webhook payload the operator sends (spec "Events"): the transition
-// events (job_processing, job_completed, job_failed, job_skipped) and the
+// events (job_processing, job_completed, job_failed, job_skipped; and
+// job_cancelled, whose payload is lib/src/job-cancellation.ts's) and the
 // progress stages of jobs that asked for them (enable_progress_webhook).
 // Pure: given the row's old status and the status being mirrored, the
 // events to write to the outbox in the same transaction (lib/src/db/jobs.ts
@@ -19,6 +20,7 @@ import type { MediaJob, MediaJobStatus } from '@mediajobs/lib/mediajob/types';
 import { PROGRESS_STAGES, stagesReachedAt } from '@mediajobs/lib/mediajob/progress-stages';
 import type { JobRow } from '@mediajobs/lib/db/jobs';
 import type { OutboxEvent } from '@mediajobs/lib/db/outbox';
+import { isCancelStatus, jobCancelledEvent } from '@mediajobs/lib/job-cancellation';
 
 export { PROGRESS_STAGES, type ProgressStage } from '@mediajobs/lib/mediajob/progress-stages';
 
@@ -36,6 +38,8 @@ export function eventsFor(old: string, s: MediaJobStatus, row: JobRow, mj: Media
   const events: OutboxEvent[] = [];
   const processing = { type: 'job_processing', payload: { type: 'job_processing', ...base, status: 'processing', message: 'The job is being processed' } };
   if (s.status === 'Processing') return [processing];
+  // A cancellation is recorded by lib/src/db/jobs.ts cancelJob with its job_cancelled; never a job_failed or a chat notification.
+  if (isCancelStatus(s.status)) return [jobCancelledEvent(row, s.status)];
   if (old === 'Pending' && s.status !== 'Pending') events.push(processing);
   switch (s.status) {
     case 'Completed':
@@ -48,7 +52,7 @@ export function eventsFor(old: string, s: MediaJobStatus, row: JobRow, mj: Media
       events.push({ type: 'job_skipped', payload: { type: 'job_skipped', ...base, status: 'skipped', reason: s.reason ?? s.error ?? 'skipped' } });
       break;
     default:
-      // Warning: a content issue sends no job_failed (spec); Cancelled moves come with cancellation.
+      // Warning: a content issue sends no job_failed (spec).
       break;
   }
   return events;

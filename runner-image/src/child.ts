@@ -5,8 +5,12 @@
 // signals the whole group (SIGTERM, then SIGKILL), so nothing outlives a
 // killed runner, and in a real pod everything dies with the container's PID
 // namespace. A group of their own would survive a SIGKILL of the runner.
+// A real kubelet signals only the container's first process, though, and
+// yt-dlp starts ffmpeg itself: on SIGTERM the runner signals every process
+// it started and theirs (killProcessTree, read from /proc), grandchildren
+// included.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Readable, Writable } from 'node:stream';
@@ -155,6 +159,86 @@ export function killAllChildren(signal: NodeJS.Signals = 'SIGTERM'): void {
 /** Number of children still running (for tests and shutdown). */
 export function liveChildren(): number {
   return live.size;
+}
+
+/**
+ * Every live process below `root` (children, theirs, and so on), from
+ * /proc; zombies (exited, not yet reaped) are left out. Empty without /proc.
+ */
+export function descendants(root: number = process.pid, procDir = '/proc'): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync(procDir);
+  } catch {
+    return [];
+  }
+  const children = new Map<number, number[]>();
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`${procDir}/${e}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last ')'.
+    const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (state === 'Z') continue;
+    const list = children.get(Number(ppid)) ?? [];
+    list.push(Number(e));
+    children.set(Number(ppid), list);
+  }
+  const found: number[] = [];
+  const queue = [root];
+  while (queue.length) {
+    for (const pid of children.get(queue.shift()!) ?? []) {
+      found.push(pid);
+      queue.push(pid);
+    }
+  }
+  return found;
+}
+
+/** Processes signalled by killProcessTree: signalled again in a later round even if their parent is gone by then. */
+const signalled = new Set<number>();
+
+/**
+ * Signal every process the runner started and what they started in turn
+ * (yt-dlp's ffmpeg), found from /proc before any of them is signalled, so a
+ * grandchild whose parent dies first is not lost. Processes the runner did
+ * not start through runProcess (a loader's helper) are left alone.
+ * Synchronous, for a signal handler. Returns how many were signalled.
+ */
+export function killProcessTree(signal: NodeJS.Signals): number {
+  const roots = [...live].map((c) => c.pid).filter((pid): pid is number => pid !== undefined);
+  for (const root of roots) {
+    signalled.add(root);
+    for (const pid of descendants(root)) signalled.add(pid);
+  }
+  let n = 0;
+  for (const pid of signalled) {
+    try {
+      process.kill(pid, signal);
+      n++;
+    } catch {
+      signalled.delete(pid); // exited
+    }
+  }
+  return n;
+}
+
+/** Processes killProcessTree signalled that are still running (zombies not counted). */
+export function liveSignalled(): number {
+  let n = 0;
+  for (const pid of signalled) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (!stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) n++;
+    } catch {
+      signalled.delete(pid);
+    }
+  }
+  return n;
 }
 
 /**

@@ -1,6 +1,7 @@
 // Where the file goes: the job's destination.json (per-job Secret) turned
-// into a storage provider, the object key, and an upload that never
-// overwrites another job's file.
+// into a storage provider, the object key, an upload that never
+// overwrites another job's file, and uploads that stop and leave nothing
+// behind when the job is cancelled (CancellableProvider).
 import { createReadStream } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -10,6 +11,7 @@ import {
   createProvider, destinationKeyLayout, isStorageError, objectKey, parseDestination, StorageError,
   type StagedFile, type StorageProvider, type UploadResult,
 } from '@mediajobs/lib/storage/index';
+import type { UploadOptions } from '@mediajobs/lib/storage/types';
 
 export interface ResolvedDestination {
   provider: StorageProvider;
@@ -46,6 +48,108 @@ export async function resolveDestination(
   const managed = (raw as { managed?: Record<string, string> }).managed;
   const provider = await createProvider(raw, { ...storageEndpoints(endpoints), env: managed ? { ...env, ...managed } : env });
   return { provider, ...destinationKeyLayout(dest) };
+}
+
+/** What an upload of a cancelled job fails with (the pipeline's report is not sent: the runner is stopping). */
+export class UploadCancelled extends Error {
+  override readonly name = 'UploadCancelled';
+  constructor() {
+    super('the job was cancelled');
+  }
+}
+
+/**
+ * A provider whose uploads stop when the job is cancelled (SIGTERM aborts
+ * `signal`): the body of an upload in progress is destroyed, so the
+ * provider aborts its multipart upload (or discards its staged file); an
+ * upload that completes after the abort is deleted at once; and the keys
+ * delivered before it are kept so the runner can remove them
+ * (removeDelivered) when it stops before its final report. Every upload of
+ * the job goes through it, sidecars included, since it wraps the provider.
+ */
+export class CancellableProvider implements StorageProvider {
+  private readonly delivered = new Set<string>();
+  readonly stage?: () => Promise<StagedFile>;
+
+  constructor(private readonly inner: StorageProvider, private readonly signal: AbortSignal) {
+    const stage = inner.stage?.bind(inner);
+    if (stage) this.stage = async () => this.staged(await stage());
+  }
+
+  get name(): string {
+    return this.inner.name;
+  }
+
+  probe(): Promise<void> {
+    return this.inner.probe();
+  }
+
+  presign(key: string, expiresSeconds: number): Promise<string> {
+    return this.inner.presign(key, expiresSeconds);
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.inner.delete(key);
+    this.delivered.delete(key);
+  }
+
+  async upload(key: string, body: Readable, opts?: UploadOptions): Promise<UploadResult> {
+    if (this.signal.aborted) {
+      body.destroy();
+      throw new UploadCancelled();
+    }
+    const stop = () => body.destroy(new UploadCancelled());
+    this.signal.addEventListener('abort', stop, { once: true });
+    try {
+      return await this.kept(await this.inner.upload(key, body, opts));
+    } finally {
+      this.signal.removeEventListener('abort', stop);
+    }
+  }
+
+  /** Files stored so far that the job has not reported yet. */
+  deliveredKeys(): string[] {
+    return [...this.delivered];
+  }
+
+  /** Delete every file this job stored (it was cancelled before reporting them); returns how many went. */
+  async removeDelivered(): Promise<number> {
+    let n = 0;
+    for (const key of this.deliveredKeys()) {
+      await this.delete(key);
+      n++;
+    }
+    return n;
+  }
+
+  private async kept(r: UploadResult): Promise<UploadResult> {
+    if (this.signal.aborted) {
+      await this.inner.delete(r.key);
+      throw new UploadCancelled();
+    }
+    this.delivered.add(r.key);
+    return r;
+  }
+
+  private staged(file: StagedFile): StagedFile {
+    return {
+      fd: file.fd,
+      path: file.path,
+      publish: async (key) => {
+        if (this.signal.aborted) {
+          await file.discard();
+          throw new UploadCancelled();
+        }
+        return this.kept(await file.publish(key));
+      },
+      discard: () => file.discard(),
+    };
+  }
+}
+
+/** The destination with its provider made cancellable (CancellableProvider). */
+export function cancellable(dest: ResolvedDestination, signal: AbortSignal): ResolvedDestination & { provider: CancellableProvider } {
+  return { ...dest, provider: new CancellableProvider(dest.provider, signal) };
 }
 
 /** Counts bytes as they pass, for upload progress, without buffering. */

@@ -7,11 +7,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { ConfigError } from '@mediajobs/lib/config';
 import { createLogger, errFields } from '@mediajobs/lib/logger';
+import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { RUNNER_EXIT, type NormalisedMediaJobSpec, type RunnerReport } from '@mediajobs/lib/mediajob/types';
-import { cpuBudget, killAllChildren, liveChildren } from './child.js';
+import { cpuBudget, killProcessTree, liveChildren, liveSignalled } from './child.js';
 import { classification } from './classify.js';
 import { loadRunnerEnv, parseSpec, SpecError, type RunnerEnv } from './config.js';
-import { resolveDestination, type ResolvedDestination } from './destination.js';
+import { cancellable, resolveDestination, type CancellableProvider, type ResolvedDestination } from './destination.js';
 import { runJob } from './pipeline.js';
 import { StatusReporter, writeTerminationMessage } from './report.js';
 
@@ -21,10 +22,21 @@ const SIGTERM_EXIT = 143;
 /** How long the final status patch may take (with its retries) before the runner exits anyway. */
 const FINAL_REPORT_TIMEOUT_MS = 30_000;
 
+/** How long a stopping runner waits for its children and uploads to wind down before it SIGKILLs what is left. */
+const STOP_BUDGET_MS = 4000;
+/** How long removing files stored before a cancellation may take. */
+const REMOVE_BUDGET_MS = 3000;
+
 let workDir: string | undefined;
 let shuttingDown = false;
-/** Aborted on SIGTERM so no new child process starts while the runner stops. */
+/** Aborted on SIGTERM so no new child process starts and uploads stop while the runner stops. */
 const abort = new AbortController();
+/** The job's run, settled once the pipeline has wound down (an aborted upload's abort call included). */
+let running: Promise<unknown> | undefined;
+/** The job's uploads (CancellableProvider): what it stored, to remove when it is cancelled before reporting. */
+let uploads: CancellableProvider | undefined;
+/** The final report has begun: what was delivered is the job's, and stays. */
+let reporting = false;
 
 function removeWorkDir(): void {
   if (!workDir) return;
@@ -36,29 +48,43 @@ function removeWorkDir(): void {
   workDir = undefined;
 }
 
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)).unref());
+
 /**
- * SIGTERM (job cancelled, pod deleted, node drained): stop the children,
- * wait briefly for them to go so none writes into the directory as it is
- * removed, remove it, exit 143. No report: the operator knows why it
- * stopped the pod.
+ * SIGTERM (job cancelled, pod deleted, node drained): stop every process
+ * below the runner (yt-dlp, ffmpeg, and what they started), let the uploads
+ * abort (multipart aborted, staged file discarded, an object stored after
+ * the abort deleted), wait briefly for all of it, SIGKILL what is left,
+ * remove the files already stored unless the final report had begun, remove
+ * the work directory, exit 143. No report: nothing counts as delivered, and
+ * the operator knows why it stopped the pod (docs/adr/0013).
  */
+async function stop(signal: NodeJS.Signals): Promise<void> {
+  logger.info({ signal }, 'stopping');
+  abort.abort();
+  killProcessTree('SIGTERM');
+  const deadline = Date.now() + STOP_BUDGET_MS;
+  await Promise.race([running?.catch(() => undefined), sleep(STOP_BUDGET_MS)]);
+  while ((liveChildren() > 0 || liveSignalled() > 0) && Date.now() < deadline) await sleep(25);
+  if (killProcessTree('SIGKILL') > 0) logger.warn('children still running after SIGTERM were killed');
+  if (uploads && !reporting) {
+    const removal = uploads.removeDelivered().then(
+      (n) => n && logger.info({ files: n }, 'files stored before the cancellation removed'),
+      (err: unknown) => logger.error({ err: errFields(err) }, 'could not remove files stored before the cancellation'),
+    );
+    await Promise.race([removal, sleep(REMOVE_BUDGET_MS)]);
+  }
+  removeWorkDir();
+}
+
 function onSignal(signal: NodeJS.Signals): void {
   if (shuttingDown) return;
   shuttingDown = true;
-  logger.info({ signal }, 'stopping');
-  abort.abort();
-  killAllChildren('SIGTERM');
-  const deadline = Date.now() + 3000;
-  const finish = () => {
-    if (liveChildren() > 0 && Date.now() < deadline) {
-      setTimeout(finish, 25);
-      return;
-    }
-    if (liveChildren() > 0) killAllChildren('SIGKILL');
-    removeWorkDir();
-    process.exit(signal === 'SIGINT' ? 130 : SIGTERM_EXIT);
-  };
-  finish();
+  const code = signal === 'SIGINT' ? 130 : SIGTERM_EXIT;
+  // Should the event loop empty before stop() is through (its timers do not keep it alive), leave with this code, not 0.
+  process.exitCode = code;
+  // Let pino flush, then leave even if a keep-alive socket lingers.
+  void stop(signal).finally(() => setTimeout(() => process.exit(code), 20));
 }
 
 function terminationLogPath(env: Pick<RunnerEnv, 'LOCAL_CLUSTER_TERMINATION_LOG'> | undefined): string {
@@ -66,8 +92,9 @@ function terminationLogPath(env: Pick<RunnerEnv, 'LOCAL_CLUSTER_TERMINATION_LOG'
 }
 
 async function main(): Promise<number> {
-  process.once('SIGTERM', onSignal);
-  process.once('SIGINT', onSignal);
+  // on, not once: the kubelet of the local cluster signals the whole process group, and a second SIGTERM must not kill the runner mid-cleanup.
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
 
   let env: RunnerEnv;
   let spec: NormalisedMediaJobSpec;
@@ -100,14 +127,16 @@ async function main(): Promise<number> {
   } else {
     let destination: ResolvedDestination | { error: unknown };
     try {
-      destination = await resolveDestination(env.MEDIAJOBS_CREDENTIALS_DIR, env);
+      const resolved = cancellable(await resolveDestination(env.MEDIAJOBS_CREDENTIALS_DIR, env), abort.signal);
+      uploads = resolved.provider;
+      destination = resolved;
     } catch (err) {
       destination = { error: err };
     }
     // The pod's TMPDIR (a private emptyDir, or the local kubelet's per-pod dir).
     workDir = mkdtempSync(path.join(os.tmpdir(), 'mediajob-'));
     try {
-      report = await runJob({
+      const run = runJob({
         spec,
         jobId,
         workDir,
@@ -117,6 +146,7 @@ async function main(): Promise<number> {
           ytdlp: env.YTDLP_PATH, ytdlpArgs: env.YTDLP_ARGS, ffmpeg: env.FFMPEG_PATH, ffprobe: env.FFPROBE_PATH,
           socketTimeoutSeconds: env.RUNNER_SOCKET_TIMEOUT_SECONDS,
           threads: cpuBudget(),
+          egress: { policy: new OutboundPolicy({ allowed: env.OUTBOUND_ALLOWED_CIDRS }), ports: env.RUNNER_EGRESS_PORTS },
           live: {
             maxRecordingSeconds: env.RUNNER_MAX_RECORDING_SECONDS,
             waitForVideoMaxSeconds: env.RUNNER_WAIT_FOR_VIDEO_MAX_SECONDS,
@@ -126,6 +156,8 @@ async function main(): Promise<number> {
         destination,
         signal: abort.signal,
       });
+      running = run;
+      report = await run;
     } catch (err) {
       // A bug or an unexpected I/O failure (disk full while writing the info JSON...).
       if (shuttingDown) return SIGTERM_EXIT;
@@ -137,6 +169,7 @@ async function main(): Promise<number> {
     }
   }
   if (shuttingDown) return SIGTERM_EXIT;
+  reporting = true;
 
   // The termination message first: it is what the operator falls back on,
   // so it must exist even if the final patch hangs or the pod is killed now.
@@ -147,6 +180,8 @@ async function main(): Promise<number> {
 
 main().then(
   (code) => {
+    // A stopping runner leaves when stop() is through (onSignal).
+    if (shuttingDown && !reporting) return;
     // Let pino flush, then leave even if a keep-alive socket lingers.
     process.exitCode = code;
     setTimeout(() => process.exit(code), 50).unref();

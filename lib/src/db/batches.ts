@@ -4,7 +4,8 @@
 // GET /batch/{id}, the paused workflow's renames and start, the batch
 // controller's next episodes to create, and the rollup of an episode's end
 // into the batch's kept counts (called by ./jobs.ts syncStatus, in its
-// transaction), with batch_completed queued exactly once. Left to others:
+// transaction), with batch_completed queued exactly once; cancelling a
+// batch (cancelBatch, docs/adr/0013). Left to others:
 // the statements on the episode rows (./jobs.ts, which this module and that
 // one call each other for; neither uses the other's exports while loading),
 // rule 9's SQL (the storage_destinations owner's, passed in), the outbox
@@ -16,7 +17,7 @@ import type { BatchKind, BatchStatus, Destination, JobStatus, MediaJobOptions, S
 import { TERMINAL_STATUSES } from '../mediajob/types.js';
 import { withTransaction } from '../pg-client.js';
 import {
-  insertEpisodes, savedDestinationJson, setEpisodeFilenames, uncreatedEpisodes,
+  cancelEpisodes, insertEpisodes, savedDestinationJson, setEpisodeFilenames, uncreatedEpisodes,
   type EpisodeRowsCommon, type EpisodeToCreate, type SavedDestinationSql,
 } from './jobs.js';
 import { queueBatchEvents, type OutboxEvent } from './outbox.js';
@@ -347,16 +348,58 @@ export function batchCompletedEvent(b: BatchCounts & { id: string; show_url: str
  * has a webhook.
  */
 export async function rollUpEpisode(client: pg.ClientBase, batchId: string, status: JobStatus): Promise<void> {
+  await rollUpEpisodes(client, batchId, [status]);
+}
+
+/** rollUpEpisode for several episodes that ended in one transaction (a cancelled batch): one read, one write. */
+export async function rollUpEpisodes(client: pg.ClientBase, batchId: string, statuses: readonly JobStatus[]): Promise<void> {
+  if (!statuses.length) return;
   const r = await client.query<BatchCounts & { id: string; show_url: string; folder: string | null; webhook_url_enc: string | null }>(
     `SELECT id, status, show_url, folder, total_episodes, completed_episodes, failed_episodes, skipped_episodes, webhook_url_enc
        FROM batches WHERE id = $1 FOR UPDATE`, [batchId]);
   const b = r.rows[0];
   if (!b) return;
-  const next = rollUp(b, status);
+  let next: BatchCounts & { finished: boolean } = { ...b, finished: false };
+  let finished = false;
+  for (const status of statuses) {
+    next = rollUp(next, status);
+    finished ||= next.finished;
+  }
   await client.query(
     `UPDATE batches SET completed_episodes = $2, failed_episodes = $3, skipped_episodes = $4, status = $5,
             finished_at = CASE WHEN $6::boolean THEN now() ELSE finished_at END, updated_at = now()
       WHERE id = $1`,
-    [batchId, next.completed_episodes, next.failed_episodes, next.skipped_episodes, next.status, next.finished]);
-  if (next.finished && b.webhook_url_enc) await queueBatchEvents(client, batchId, b.webhook_url_enc, [batchCompletedEvent({ ...b, ...next })]);
+    [batchId, next.completed_episodes, next.failed_episodes, next.skipped_episodes, next.status, finished]);
+  if (finished && b.webhook_url_enc) await queueBatchEvents(client, batchId, b.webhook_url_enc, [batchCompletedEvent({ ...b, ...next })]);
+}
+
+// ---- Cancellation (docs/adr/0013) ----
+
+export type CancelBatchResult =
+  | { outcome: 'cancelled'; cancelledJobs: string[] }
+  /** The batch is completed or finished already: nothing changed. */
+  | { outcome: 'finished'; status: BatchStatus }
+  | { outcome: 'not_found' }
+  | { outcome: 'not_owner' };
+
+/**
+ * POST /batch/{id}/cancel: every episode not yet ended becomes Cancelled
+ * (with or without a MediaJob; paused batches too), each with its
+ * job_cancelled, and the batch ends as any batch does when its last
+ * episode is done: cancelled episodes count under failed_episodes, so the
+ * batch is `finished` and batch_completed is queued once, after the
+ * episodes' events.
+ */
+export async function cancelBatch(pool: pg.Pool, batchId: string, apiKeyId: string): Promise<CancelBatchResult> {
+  return withTransaction(pool, async (client) => {
+    // Not locked here: episode rows are locked before the batch row everywhere (syncStatus), and the rollup locks it.
+    const r = await client.query<{ api_key_id: string; status: BatchStatus }>('SELECT api_key_id, status FROM batches WHERE id = $1', [batchId]);
+    const b = r.rows[0];
+    if (!b) return { outcome: 'not_found' };
+    if (b.api_key_id !== apiKeyId) return { outcome: 'not_owner' };
+    if (b.status === 'completed' || b.status === 'finished') return { outcome: 'finished', status: b.status };
+    const cancelled = await cancelEpisodes(client, batchId, 'Cancelled');
+    await rollUpEpisodes(client, batchId, cancelled.map(() => 'Cancelled' as const));
+    return { outcome: 'cancelled', cancelledJobs: cancelled };
+  });
 }

@@ -411,6 +411,12 @@ function mediaJobSpec(): SchemaNode {
           ),
         },
       ),
+      cancel: bool(
+        'Set to true to cancel the job (kubectl patch, GitOps): the operator records CancelledByAdmin unless the job '
+        + 'ended first (a Completed job stays Completed; POST /jobs/{id}/cancel wins as Cancelled when it came first), '
+        + 'deletes the runner Job and its pod, and the runner removes any partial upload. Deleting an unfinished '
+        + 'MediaJob does the same (finalizer mediajobs.io/cancel-on-delete). See docs/adr/0013-cancellation.md.',
+      ),
     },
     ['owner', 'url'],
   );

@@ -137,6 +137,8 @@ export const mediaJobSpecSchema = specOptionsSchema.extend({
     releaseDate: z.string().optional(),
     thumbnailUrl: z.string().optional(),
   }).optional(),
+  /** Cancel the job (kubectl, GitOps): CancelledByAdmin unless it ended first (docs/adr/0013). */
+  cancel: z.boolean().optional(),
 });
 
 export const mediaJobResultSchema = z.object({

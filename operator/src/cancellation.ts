@@ -1,0 +1,223 @@
+// Cancelling a MediaJob, the operator's half (docs/adr/0013-cancellation.md).
+// The jobs row decides who won (lib/src/db/jobs.ts cancelJob: the first
+// terminal write); this module makes the cluster follow it:
+// - what asks for a cancellation: spec.cancel, a delete of an unfinished
+//   MediaJob (held by the FINALIZER until the row says so), or a row
+//   cancelled through the API or the admin CLI (CANCEL_CHANNEL notices,
+//   and a catch-up read when this operator takes the lead);
+// - the MediaJob status a cancelled job gets (pure);
+// - the finalizer's add and removal;
+// - removing the file of a completion that lost the race (its report came
+//   after the row was cancelled).
+// Stopping the runner (deleting its Job) is children.ts's; the pass that
+// puts these together is controller.ts's.
+import type * as k8s from '@kubernetes/client-node';
+import type pg from 'pg';
+import { storageEndpoints } from '@mediajobs/lib/config';
+import { CANCEL_CHANNEL, parseCancelNotice, type CancelNotice, type CancelStatus } from '@mediajobs/lib/job-cancellation';
+import { isConflict, isNotFound, MERGE_PATCH } from '@mediajobs/lib/kube-client';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
+import {
+  GROUP, MEDIAJOB_PLURAL, VERSION, jobIdOf, type Condition, type MediaJob, type MediaJobResult, type MediaJobStatus,
+} from '@mediajobs/lib/mediajob/types';
+import { DESTINATION_DATA_KEY } from '@mediajobs/lib/saved-destinations';
+import { createProvider, type StorageProvider } from '@mediajobs/lib/storage/index';
+import type { OperatorConfig } from './config.js';
+import { isControlledBy } from './children.js';
+import { credentialsSecretName } from './job-builder.js';
+
+/** Held on every unfinished MediaJob the operator manages, so a delete becomes CancelledByAdmin in Postgres first. */
+export const FINALIZER = 'mediajobs.io/cancel-on-delete';
+
+const MESSAGES: Record<CancelStatus, string> = {
+  Cancelled: 'The job was cancelled',
+  CancelledByAdmin: 'The job was cancelled by an administrator',
+};
+
+const timeOf = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+/**
+ * The status of a MediaJob whose row ended `status`: step and progress as
+ * they were, no result, Running=False and Succeeded=False with the status as
+ * reason. Admitted stays as it was (it tells whether a runner was started).
+ * An already cancelled status (same status) is returned as it is, so passing
+ * over it again writes nothing.
+ */
+export function cancelledStatus(mj: MediaJob, status: CancelStatus, now: Date): MediaJobStatus {
+  const cur = mj.status ?? {};
+  if (cur.status === status && cur.finishTime && !cur.result) return cur;
+  const nowStr = timeOf(now);
+  const { result: _r, error: _e, errorType: _t, reason: _x, ...kept } = cur;
+  const gen = mj.metadata.generation;
+  const prev = cur.conditions ?? [];
+  const at = (c: Omit<Condition, 'lastTransitionTime'>): Condition => {
+    const before = prev.find((p) => p.type === c.type);
+    return { ...c, lastTransitionTime: before && before.status === c.status ? before.lastTransitionTime : nowStr };
+  };
+  const admitted = prev.find((c) => c.type === 'Admitted' && c.status === 'True');
+  const conditions: Condition[] = [
+    admitted ?? at({ type: 'Admitted', status: 'False', reason: 'NotRun', message: 'The job ended before a runner was started', observedGeneration: gen }),
+    at({ type: 'Running', status: 'False', reason: 'Finished', message: '', observedGeneration: gen }),
+    at({ type: 'Succeeded', status: 'False', reason: status, message: MESSAGES[status], observedGeneration: gen }),
+  ];
+  return {
+    ...kept, jobId: jobIdOf(mj), status, step: cur.step ?? 'Queued', progress: cur.progress ?? 0,
+    finishTime: nowStr, observedGeneration: gen, conditions,
+  };
+}
+
+/** What a pass over an unfinished MediaJob should do about cancellation: the status to record, or nothing. */
+export function cancellationWanted(mj: MediaJob, notified: CancelStatus | undefined): CancelStatus | undefined {
+  if (notified) return notified;
+  if (mj.spec.cancel === true || mj.metadata.deletionTimestamp) return 'CancelledByAdmin';
+  return undefined;
+}
+
+export function hasFinalizer(mj: MediaJob): boolean {
+  return (mj.metadata.finalizers ?? []).includes(FINALIZER);
+}
+
+/**
+ * Add or remove the finalizer with a merge patch of the whole list, guarded
+ * by the resourceVersion it was read at: a list someone changed meanwhile
+ * is a conflict, and the pass runs again on the newer object.
+ */
+export async function setFinalizer(custom: k8s.CustomObjectsApi, mj: MediaJob, on: boolean): Promise<void> {
+  const others = (mj.metadata.finalizers ?? []).filter((f) => f !== FINALIZER);
+  const finalizers = on ? [...others, FINALIZER] : others;
+  try {
+    await custom.patchNamespacedCustomObject({
+      group: GROUP, version: VERSION, namespace: mj.metadata.namespace!, plural: MEDIAJOB_PLURAL, name: mj.metadata.name!,
+      body: { metadata: { finalizers, resourceVersion: mj.metadata.resourceVersion } },
+    }, MERGE_PATCH);
+  } catch (err) {
+    // Gone: nothing to hold. A conflict: the newer object brings the key back.
+    if (!isNotFound(err) && !isConflict(err)) throw err;
+  }
+}
+
+/**
+ * Listens on CANCEL_CHANNEL while this operator leads. A lost connection is
+ * replaced after a pause, and `onReconnect` then catches up with what was
+ * missed (the controller reads which of its jobs were cancelled).
+ */
+export class CancelNotices {
+  private client: pg.PoolClient | undefined;
+  private stopped = true;
+  private retry: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly log: Logger,
+    private readonly onNotice: (n: CancelNotice) => void,
+    private readonly onReconnect: () => void,
+    private readonly retryMs = 2000,
+  ) {}
+
+  async start(): Promise<void> {
+    this.stopped = false;
+    await this.connect(false);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retry) clearTimeout(this.retry);
+    const client = this.client;
+    this.client = undefined;
+    if (client) {
+      await client.query(`UNLISTEN ${CANCEL_CHANNEL}`).catch(() => undefined);
+      client.removeAllListeners('notification');
+      client.release();
+    }
+  }
+
+  private async connect(catchUp: boolean): Promise<void> {
+    if (this.stopped) return;
+    try {
+      const client = await this.pool.connect();
+      client.on('notification', (msg) => {
+        const notice = msg.channel === CANCEL_CHANNEL ? parseCancelNotice(msg.payload) : undefined;
+        if (notice) this.onNotice(notice);
+      });
+      client.on('error', (err) => {
+        this.log.warn({ err: errFields(err) }, 'cancellation LISTEN connection lost; reconnecting');
+        if (this.client === client) this.client = undefined;
+        client.removeAllListeners('notification');
+        client.release(err);
+        this.later();
+      });
+      await client.query(`LISTEN ${CANCEL_CHANNEL}`);
+      if (this.stopped) {
+        client.release();
+        return;
+      }
+      this.client = client;
+      if (catchUp) this.onReconnect();
+    } catch (err) {
+      this.log.warn({ err: errFields(err) }, 'cancellation LISTEN unavailable; retrying');
+      this.later();
+    }
+  }
+
+  private later(): void {
+    if (this.stopped || this.retry) return;
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      void this.connect(true);
+    }, this.retryMs);
+    this.retry.unref();
+  }
+}
+
+/** The keys of a result's files (the media, subtitles, thumbnail). */
+function resultKeys(result: MediaJobResult | undefined): string[] {
+  return [result?.storageKey, result?.subtitleKey, result?.thumbnailKey].filter((k): k is string => !!k);
+}
+
+/**
+ * A completion that lost to a cancellation delivered files nobody will be
+ * told about: delete them where they went, managed storage or the job's own
+ * destination (credentials from its per-job Secret, which exists until the
+ * job is finished). Failures are logged: the job stays cancelled either way.
+ */
+export async function removeDeliveredFiles(
+  d: { core: k8s.CoreV1Api; cfg: OperatorConfig; log: Logger }, mj: MediaJob, result: MediaJobResult | undefined,
+): Promise<void> {
+  const keys = resultKeys(result);
+  if (!keys.length) return;
+  const jobId = jobIdOf(mj);
+  let provider: StorageProvider | undefined;
+  try {
+    provider = await providerOf(d, mj);
+    if (!provider) {
+      d.log.warn({ jobId }, 'a cancelled job delivered files, but its destination is gone: left in place');
+      return;
+    }
+    for (const key of keys) await provider.delete(key);
+    d.log.info({ jobId, files: keys.length }, 'files of a completion that lost to a cancellation removed');
+  } catch (err) {
+    d.log.error({ jobId, err: errFields(err) }, 'could not remove the files of a cancelled job');
+  } finally {
+    (provider as { destroy?: () => void } | undefined)?.destroy?.();
+  }
+}
+
+async function providerOf(d: { core: k8s.CoreV1Api; cfg: OperatorConfig }, mj: MediaJob): Promise<StorageProvider | undefined> {
+  if ((mj.spec.destination?.type ?? 'managed') === 'managed') {
+    // Built as a runner's is (it only deletes here, signs nothing): from the operator's own managed-storage settings.
+    const env = Object.fromEntries(Object.entries(d.cfg)
+      .filter(([k, v]) => (k.startsWith('MANAGED_') || k === 'PUBLIC_BASE_URL') && v !== undefined && typeof v !== 'object')
+      .map(([k, v]) => [k, String(v)]));
+    return createProvider({ provider: 'managed' }, { env });
+  }
+  let secret: k8s.V1Secret;
+  try {
+    secret = await d.core.readNamespacedSecret({ name: credentialsSecretName(mj), namespace: mj.metadata.namespace! });
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+  const data = secret.data?.[DESTINATION_DATA_KEY];
+  if (!data || !isControlledBy(secret, mj)) return undefined;
+  return createProvider(JSON.parse(Buffer.from(data, 'base64').toString('utf8')), storageEndpoints(d.cfg));
+}

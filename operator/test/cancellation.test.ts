@@ -1,0 +1,241 @@
+// Cancellation on the local cluster with real Postgres (docs/adr/0013): a
+// row cancelled through the API (cancelJob, heard on its NOTIFY), spec.cancel
+// and kubectl delete (real kubectl) of a running or a waiting MediaJob each
+// stop the runner (its Job and pod deleted), end the MediaJob and the row
+// with the right status and one job_cancelled, and leave the sweeper nothing
+// to re-create; a completion reported after the row was cancelled is ignored
+// and its file removed. The status rules themselves are pure and tested first.
+import { expect } from 'chai';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as k8s from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { cancelJob } from '@mediajobs/lib/db/jobs';
+import { SecretBox } from '@mediajobs/lib/secret-box';
+import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
+import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob, type MediaJobOptions } from '@mediajobs/lib/mediajob/types';
+import { startTestCluster, eventually, type TestCluster } from '../../local-cluster/test/support.js';
+import { tsxCommand } from '../../test/support/tsx.js';
+import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
+import { FINALIZER, cancellationWanted, cancelledStatus } from '../src/cancellation.js';
+import { loadOperatorConfig } from '../src/config.js';
+import { startOperator, type OperatorHandle } from '../src/operator.js';
+
+const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
+const OPTIONS: Omit<MediaJobOptions, 'url'> = {
+  format: 'mp4', videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, maxResolution: 'best', audioOnly: false,
+  downloadSubtitles: false, downloadThumbnail: false, liveRecording: false, liveFromStart: false, waitForVideo: false, enableProgressWebhook: false,
+};
+const LONG = 'http://scripted.invalid/complete?sleepMs=120000';
+
+const base = (patch: Partial<MediaJob> = {}): MediaJob => ({
+  apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob', metadata: { name: 'x', namespace: 'default', uid: 'u1', generation: 1 },
+  spec: { ...OPTIONS, url: 'http://x.test/v', owner: { apiKeyId: 'k' }, destination: { type: 'managed' } } as MediaJob['spec'], ...patch,
+});
+
+describe('operator: cancellation rules (pure)', () => {
+  const now = new Date('2026-01-02T03:04:05.678Z');
+
+  it('asks for CancelledByAdmin on spec.cancel or a delete, and follows a cancelled row first', () => {
+    expect(cancellationWanted(base(), undefined)).to.equal(undefined);
+    expect(cancellationWanted(base({ spec: { ...base().spec, cancel: true } }), undefined)).to.equal('CancelledByAdmin');
+    expect(cancellationWanted(base({ metadata: { ...base().metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } }), undefined)).to.equal('CancelledByAdmin');
+    expect(cancellationWanted(base({ spec: { ...base().spec, cancel: true } }), 'Cancelled')).to.equal('Cancelled');
+  });
+
+  it('ends the status with the row\'s status, keeps step and progress, drops a result, and is stable once written', () => {
+    const running = base({ status: {
+      status: 'Processing', step: 'Uploading', progress: 70, jobName: 'x-runner', result: { storageKey: 'k' },
+      conditions: [{ type: 'Admitted', status: 'True', reason: 'JobCreated', message: 'm', lastTransitionTime: '2026-01-01T00:00:00Z' }],
+    } });
+    const s = cancelledStatus(running, 'Cancelled', now);
+    expect(s).to.include({ status: 'Cancelled', step: 'Uploading', progress: 70, finishTime: '2026-01-02T03:04:05Z', jobId: 'u1', jobName: 'x-runner' });
+    expect(s.result).to.equal(undefined);
+    expect(s.conditions!.map((c) => [c.type, c.status, c.reason])).to.deep.equal([
+      ['Admitted', 'True', 'JobCreated'], ['Running', 'False', 'Finished'], ['Succeeded', 'False', 'Cancelled'],
+    ]);
+    expect(s.conditions![0]!.lastTransitionTime, 'Admitted keeps its time').to.equal('2026-01-01T00:00:00Z');
+    expect(cancelledStatus({ ...running, status: s }, 'Cancelled', new Date())).to.equal(s);
+    const waiting = cancelledStatus(base(), 'CancelledByAdmin', now);
+    expect(waiting).to.include({ status: 'CancelledByAdmin', step: 'Queued', progress: 0 });
+    expect(waiting.conditions![0]).to.include({ type: 'Admitted', status: 'False', reason: 'NotRun' });
+  });
+});
+
+describe('operator: cancellation on the local cluster', function () {
+  this.timeout(120_000);
+  let tc: TestCluster;
+  let db: TestDatabase;
+  let custom: k8s.CustomObjectsApi;
+  let batch: k8s.BatchV1Api;
+  let apiKeyId: string;
+  let hooks: Record<string, unknown>[];
+  let hookServer: Server;
+  let hookUrl: string;
+  let operator: OperatorHandle | undefined;
+  let storageDir: string;
+  const secretKeys = SecretBox.generateSpec('t1');
+  const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
+
+  const start = (env: Record<string, string> = {}) => startOperator(loadOperatorConfig({
+    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys, MANAGED_STORAGE_DIR: storageDir,
+    RUNNER_IMAGE: 'mediajobs/runner:scripted', LEASE_DURATION_SECONDS: '2', LEASE_RENEW_SECONDS: '1',
+    WEBHOOK_BACKOFF_MS: '100', SWEEP_AFTER_SECONDS: '1', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8,::1/128', ...env,
+  }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
+
+  const mediaJob = (name: string, url: string, extra: Partial<MediaJob['spec']> = {}): MediaJob => ({
+    apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob', metadata: { name, namespace: 'default' },
+    spec: { ...OPTIONS, url, owner: { apiKeyId }, destination: { type: 'managed' }, webhookUrl: hookUrl, ...extra },
+  });
+  const create = async (mj: MediaJob) => (await custom.createNamespacedCustomObject({
+    group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, body: mj,
+  })) as MediaJob;
+  const get = async (name: string) => (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, name })) as MediaJob;
+  const gone = (name: string) => get(name).then(() => false, (err: unknown) => err instanceof k8s.ApiException && err.code === 404);
+  const statusOf = async (name: string) => (await get(name)).status?.status;
+  const row = async (id: string) => (await db.pool.query('SELECT * FROM jobs WHERE id = $1', [id])).rows[0] as Record<string, unknown> | undefined;
+  const runnerObjects = async (name: string) => {
+    const jobs = await batch.listNamespacedJob({ namespace: 'default', labelSelector: `mediajobs.io/mediajob=${name}` });
+    const pods = await tc.kubectl(['get', 'pods', '-l', `mediajobs.io/mediajob=${name}`, '-o', 'name']);
+    return jobs.items.length + pods.stdout.trim().split('\n').filter(Boolean).length;
+  };
+  const hooksOf = (id: string) => hooks.filter((h) => h.job_id === id).map((h) => h.type);
+  const running = async (name: string) => {
+    await eventually(async () => (await statusOf(name)) === 'Processing', 60_000);
+    const mj = await get(name);
+    expect(mj.metadata.finalizers, 'an unfinished MediaJob holds the finalizer').to.include(FINALIZER);
+    expect(await runnerObjects(name)).to.equal(2);
+    return mj;
+  };
+
+  before(async () => {
+    tc = await startTestCluster({ imageCommands: { 'mediajobs/runner:scripted': tsxCommand(RUNNER) } });
+    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url))]);
+    db = await createTestDatabase();
+    apiKeyId = await insertApiKey(db.pool);
+    storageDir = mkdtempSync(join(tmpdir(), 'mj-cancel-storage-'));
+    hooks = [];
+    hookServer = createServer((req, res) => {
+      let text = '';
+      req.on('data', (c: Buffer) => (text += c.toString()));
+      req.on('end', () => {
+        hooks.push(JSON.parse(text) as Record<string, unknown>);
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => hookServer.listen(0, '127.0.0.1', r));
+    hookUrl = `http://127.0.0.1:${(hookServer.address() as AddressInfo).port}/hook`;
+    const kc = new k8s.KubeConfig();
+    kc.loadFromFile(tc.cluster.kubeconfigPath);
+    custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    batch = kc.makeApiClient(k8s.BatchV1Api);
+  });
+
+  afterEach(async () => {
+    await operator?.stop();
+    operator = undefined;
+  });
+
+  after(async () => {
+    hookServer?.close();
+    await db?.drop();
+    await tc?.stop();
+    rmSync(storageDir, { recursive: true, force: true });
+  });
+
+  it('stops the runner of a job cancelled through the API: Job and pod deleted, MediaJob Cancelled, one job_cancelled', async () => {
+    operator = await start();
+    await create(mediaJob('api-cancel', LONG));
+    const mj = await running('api-cancel');
+    const id = mj.metadata.uid!;
+    expect(await cancelJob(db.pool, id, 'Cancelled', apiKeyId)).to.deep.equal({ outcome: 'cancelled', previous: 'Processing' });
+    await eventually(async () => (await statusOf('api-cancel')) === 'Cancelled', 30_000);
+    await eventually(async () => (await runnerObjects('api-cancel')) === 0, 30_000);
+    const after = await get('api-cancel');
+    expect(after.metadata.finalizers ?? []).to.not.include(FINALIZER);
+    expect(after.status!.conditions!.find((c) => c.type === 'Succeeded')).to.include({ status: 'False', reason: 'Cancelled' });
+    expect(await row(id)).to.include({ status: 'Cancelled' });
+    await eventually(() => hooksOf(id).includes('job_cancelled'), 15_000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(hooksOf(id)).to.deep.equal(['job_processing', 'job_cancelled']);
+  });
+
+  it('cancels on spec.cancel: CancelledByAdmin, runner gone; a finished job ignores it', async () => {
+    operator = await start();
+    await create(mediaJob('spec-cancel', LONG));
+    const id = (await running('spec-cancel')).metadata.uid!;
+    await tc.kubectl(['patch', 'mediajob', 'spec-cancel', '--type=merge', '-p', '{"spec":{"cancel":true}}']);
+    await eventually(async () => (await statusOf('spec-cancel')) === 'CancelledByAdmin', 30_000);
+    await eventually(async () => (await runnerObjects('spec-cancel')) === 0, 30_000);
+    expect(await row(id)).to.include({ status: 'CancelledByAdmin' });
+    await eventually(() => hooksOf(id).includes('job_cancelled'), 15_000);
+    expect(hooks.find((h) => h.job_id === id && h.type === 'job_cancelled')).to.include({ cancelled_by: 'admin', status: 'cancelled' });
+
+    await create(mediaJob('spec-late', 'http://scripted.invalid/complete'));
+    await eventually(async () => (await statusOf('spec-late')) === 'Completed', 60_000);
+    await tc.kubectl(['patch', 'mediajob', 'spec-late', '--type=merge', '-p', '{"spec":{"cancel":true}}']);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await statusOf('spec-late')).to.equal('Completed');
+  });
+
+  it('records a kubectl delete of a running MediaJob as CancelledByAdmin before letting it go, and stops its runner', async () => {
+    operator = await start();
+    await create(mediaJob('deleted-running', LONG));
+    const id = (await running('deleted-running')).metadata.uid!;
+    await tc.kubectl(['delete', 'mediajob', 'deleted-running', '--wait=false']);
+    await eventually(() => gone('deleted-running'), 30_000);
+    expect(await row(id)).to.include({ status: 'CancelledByAdmin' });
+    await eventually(async () => (await runnerObjects('deleted-running')) === 0, 30_000);
+    await eventually(() => hooksOf(id).includes('job_cancelled'), 15_000);
+  });
+
+  it('records a kubectl delete of a waiting (Pending) MediaJob as CancelledByAdmin, and the sweeper does not re-create it', async () => {
+    operator = await start({ MAX_RUNNING_JOBS: '1', ADMISSION_RECHECK_SECONDS: '3600' });
+    await create(mediaJob('holder', LONG));
+    await running('holder');
+    // A gateway-made job: its row is what the sweeper would re-create the MediaJob from.
+    const id = randomUUID();
+    const options = { ...OPTIONS, url: LONG };
+    await db.pool.query(
+      `INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, cr_namespace, cr_name, created_at)
+       VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, 'default', $5, now() - interval '30 seconds')`, [id, apiKeyId, LONG, JSON.stringify(options), id]);
+    await create(buildMediaJob({ jobId: id, apiKeyId, namespace: 'default', options }));
+    await eventually(async () => {
+      const mj = await get(id);
+      return mj.status?.status === 'Pending' && (mj.metadata.finalizers ?? []).includes(FINALIZER);
+    }, 30_000);
+    await tc.kubectl(['delete', 'mediajob', id]);
+    expect(await gone(id)).to.equal(true);
+    expect(await row(id)).to.include({ status: 'CancelledByAdmin' });
+    // Sweeps run every 10 s; stranded rows older than 1 s qualify: one must have passed.
+    await new Promise((r) => setTimeout(r, 11_000));
+    expect(await gone(id), 'not re-created by the sweeper').to.equal(true);
+    expect(await runnerObjects(id)).to.equal(0);
+    await tc.kubectl(['delete', 'mediajob', 'holder']);
+  });
+
+  it('ignores a completion reported after the row was cancelled, and removes its file', async () => {
+    operator = await start();
+    await create(mediaJob('late-complete', LONG));
+    const id = (await running('late-complete')).metadata.uid!;
+    const key = `videos/${id}.mp4`;
+    mkdirSync(join(storageDir, 'videos'), { recursive: true });
+    writeFileSync(join(storageDir, key), 'delivered after the cancellation');
+    // Cancelled, its notice not yet acted on, when the runner reports its delivery (as the real runner's final patch).
+    await db.pool.query(`UPDATE jobs SET status = 'Cancelled', finished_at = now() WHERE id = $1`, [id]);
+    await tc.kubectl(['patch', 'mediajob', 'late-complete', '--subresource=status', '--type=merge', '-p',
+      JSON.stringify({ status: { step: 'Finished', progress: 100, result: { storageKey: key, fileSize: 32 } } })]);
+    await eventually(async () => (await statusOf('late-complete')) === 'Cancelled', 30_000);
+    await eventually(() => !existsSync(join(storageDir, key)), 15_000);
+    await eventually(async () => (await get('late-complete')).status!.result === undefined, 15_000);
+    await eventually(async () => (await runnerObjects('late-complete')) === 0, 30_000);
+    expect(await row(id)).to.include({ status: 'Cancelled', s3_key: null });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(hooksOf(id)).to.not.include('job_completed');
+  });
+});
