@@ -1,0 +1,103 @@
+// The chat notification endpoints (spec: POST /user/chat; GET and DELETE
+// are this service's, documented in api-gateway/README.md). One setting per
+// API key: the incoming-webhook address (sealed, never answered back, not
+// even in part beyond the configured prefix) and the notify level. Which
+// job endings notify is lib/src/chat/notification.ts's; queueing them is the
+// jobs table owner's, in the transaction that records the ending.
+import { Router, type RequestHandler, type Response } from 'express';
+import { NOTIFY_LEVELS, type NotifyLevel } from '@mediajobs/lib/chat/notification';
+import { deleteChatSetting, getChatSetting, saveChatSetting } from '@mediajobs/lib/db/chat-settings';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
+import { urlFieldError, type OutboundPolicy } from '@mediajobs/lib/outbound';
+import type { SecretBox } from '@mediajobs/lib/secret-box';
+import type pg from 'pg';
+import { HttpError } from '../http-errors.js';
+import { acceptJson, bodyObject } from '../json-body.js';
+
+export interface ChatDeps {
+  pool: pg.Pool;
+  logger: Logger;
+  secretBox: SecretBox;
+  outbound: OutboundPolicy;
+  /** CHAT_WEBHOOK_PREFIX. */
+  webhookPrefix: string;
+}
+
+const UNAVAILABLE = 'Chat webhook configuration is temporarily unavailable';
+const BAD_LEVEL = "Invalid notify_level. Must be 'all', 'errors_only', or 'warnings_only'";
+const MAX_URL = 2048;
+
+export function chatRouter(deps: ChatDeps): Router {
+  const router = Router();
+  router.post('/user/chat', ...acceptJson(16 * 1024), saveChat(deps));
+  router.get('/user/chat', showChat(deps));
+  router.delete('/user/chat', removeChat(deps));
+  return router;
+}
+
+/**
+ * The body's webhook_url, checked: the configured prefix (which fixes the
+ * scheme and host, so no user info can follow it) and the outbound policy.
+ */
+function webhookUrl(deps: ChatDeps, value: unknown): string {
+  if (value === undefined || value === null) throw new HttpError(400, "Missing required field 'webhook_url'");
+  if (typeof value !== 'string') throw new HttpError(400, "Invalid field 'webhook_url': must be a string");
+  const url = value.trim();
+  if (!url.startsWith(deps.webhookPrefix) || url.length === deps.webhookPrefix.length || url.length > MAX_URL || !URL.canParse(url)) {
+    throw new HttpError(400, `Invalid webhook_url. Must start with '${deps.webhookPrefix}'`);
+  }
+  const refused = urlFieldError(deps.outbound, 'webhook_url', url);
+  if (refused) throw new HttpError(400, refused);
+  return url;
+}
+
+function notifyLevel(value: unknown): NotifyLevel {
+  if (value === undefined || value === null) return 'all';
+  if (typeof value !== 'string' || !(NOTIFY_LEVELS as readonly string[]).includes(value)) throw new HttpError(400, BAD_LEVEL);
+  return value as NotifyLevel;
+}
+
+/** A store failure is the spec's 503, logged without the address. */
+function unavailable(deps: ChatDeps, err: unknown): HttpError {
+  deps.logger.error({ err: errFields(err) }, 'chat settings store failed');
+  return new HttpError(503, UNAVAILABLE);
+}
+
+const apiKeyId = (res: Response): string => res.locals.principal!.apiKeyId;
+
+function saveChat(deps: ChatDeps): RequestHandler {
+  return async (req, res) => {
+    const body = bodyObject(req);
+    const url = webhookUrl(deps, body.webhook_url);
+    const level = notifyLevel(body.notify_level);
+    await saveChatSetting(deps.pool, apiKeyId(res), deps.secretBox.seal(url), level).catch((err) => {
+      throw unavailable(deps, err);
+    });
+    res.json({ message: 'Chat notifications configured', configured: true, notify_level: level });
+  };
+}
+
+function showChat(deps: ChatDeps): RequestHandler {
+  return async (_req, res) => {
+    const setting = await getChatSetting(deps.pool, apiKeyId(res)).catch((err) => {
+      throw unavailable(deps, err);
+    });
+    if (!setting) {
+      res.json({ configured: false });
+      return;
+    }
+    res.json({
+      configured: true, notify_level: setting.notifyLevel, webhook_url_prefix: deps.webhookPrefix,
+      created_at: setting.createdAt, updated_at: setting.updatedAt,
+    });
+  };
+}
+
+function removeChat(deps: ChatDeps): RequestHandler {
+  return async (_req, res) => {
+    const removed = await deleteChatSetting(deps.pool, apiKeyId(res)).catch((err) => {
+      throw unavailable(deps, err);
+    });
+    res.json({ message: removed ? 'Chat notifications removed' : 'No chat notifications were configured', configured: false });
+  };
+}
