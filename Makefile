@@ -60,10 +60,13 @@ test: need-kubectl typecheck lint unit
 bench: deps bench-tools
 	npx tsx local-cluster/bench/create-watch.ts
 	npx tsx api-gateway/bench/post-jobs.ts
+	npx tsx api-gateway/bench/idempotency.ts
 	npx tsx api-gateway/bench/batches.ts
 	npx tsx operator/bench/submit-to-job.ts
+	npx tsx operator/bench/cancel.ts
 	npx tsx runner-image/bench/runner-vs-bare.ts
 	npx tsx lib/bench/upload-vs-rclone.ts
+	npx tsx lib/bench/webhook-signing.ts
 
 # As root with a private checkout the database lives outside (README, ADR 0008), linked from $(LOCAL_DIR)/postgres.
 clean:

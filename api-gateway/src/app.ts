@@ -1,6 +1,7 @@
 // The express application, built from injected parts so tests and the
 // benchmark run it against real Postgres with a real or fake submitter.
 import express from 'express';
+import { DEFAULT_CHAT_WEBHOOK_PREFIX } from '@mediajobs/lib/chat/config';
 import { BatchSources, DEFAULT_MAX_PLAYLIST_SIZE, DEFAULT_PODCAST_LOOKUP_ENDPOINT } from '@mediajobs/lib/batches/index';
 import type { Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor } from '@mediajobs/lib/media-info/index';
@@ -16,7 +17,10 @@ import { uploadGrantsRouter } from './routes/upload-grants.js';
 import { filesRouter } from './routes/files.js';
 import { isShortRouter } from './routes/is-short.js';
 import { batchesRouter } from './routes/batches.js';
+import { webhooksRouter } from './routes/webhooks.js';
 import { bulkRouter } from './routes/bulk.js';
+import { cancelRouter } from './routes/cancel.js';
+import { chatRouter } from './routes/chat.js';
 import { jobsRouter } from './routes/jobs.js';
 import { metadataRouter } from './routes/metadata.js';
 import { userStorageRouter } from './routes/user-storage.js';
@@ -63,6 +67,8 @@ export interface AppDeps {
   batchSources?: BatchSources;
   /** Creates and unpauses MediaBatches; default: `submitter` when it can. */
   batchSubmitter?: BatchSubmitter;
+  /** POST /user/chat's CHAT_WEBHOOK_PREFIX; default the chat service's. */
+  chatWebhookPrefix?: string;
 }
 
 /**
@@ -125,6 +131,11 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(bulkRouter({ ...deps, outbound }));
   app.use(jobsRouter({ ...deps, probes, providerSettings, outbound, ...batches }));
   app.use(batchesRouter({ pool: deps.pool, logger: log, ...batches }));
+  app.use(webhooksRouter(deps));
+  app.use(cancelRouter(deps));
+  app.use(chatRouter({
+    pool: deps.pool, logger: log, secretBox: deps.secretBox, outbound, webhookPrefix: deps.chatWebhookPrefix ?? DEFAULT_CHAT_WEBHOOK_PREFIX,
+  }));
   app.use(userStorageRouter({
     pool: deps.pool, logger: log, secretBox: deps.secretBox, probeTimeoutMs, providerSettings, outbound,
     ...(deps.storage?.vault && { vault: deps.storage.vault }),

@@ -2,10 +2,11 @@
 import { z } from 'zod';
 import { commonSchema, envInt, loadConfig, managedStorageSchema, outboundSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
 import { batchSourcesSchema } from '@mediajobs/lib/batches/config';
+import { chatSchema } from '@mediajobs/lib/chat/config';
 import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
 
 export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(storageEndpointsSchema).merge(mediaInfoSchema).merge(outboundSchema)
-  .merge(batchSourcesSchema).extend({
+  .merge(batchSourcesSchema).merge(chatSchema).extend({
   DATABASE_URL: z.string().min(1),
   PORT: envInt(0, 65535).default(8080),
   HOST: z.string().default('0.0.0.0'),

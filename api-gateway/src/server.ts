@@ -80,6 +80,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     batchSources: new BatchSources(batchSourcesOptions(config, mediaInfoOptions(config), outbound)),
     ...(batchSubmitter && { batchSubmitter }),
     ...(uploadGrants && { uploadGrants }),
+    chatWebhookPrefix: config.CHAT_WEBHOOK_PREFIX,
     storage: {
       probeTimeoutMs: config.STORAGE_PROBE_TIMEOUT_MS,
       providerSettings: storageEndpoints(config),

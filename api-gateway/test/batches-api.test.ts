@@ -360,8 +360,13 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       expect((r.body as Json).error).to.match(/^urls\[3\]: Invalid field 'url': /);
       list[3] = 'http://10.0.0.1/v.mp4';
       expect((await bulk({ urls: list })).body).to.deep.equal({ error: "urls[3]: Invalid field 'url': local and link-local addresses are not allowed" });
+      list[3] = 'https://user:pass@example.com/v.mp4';
+      expect((await bulk({ urls: list })).body).to.deep.equal({ error: "urls[3]: Invalid field 'url': must not contain user credentials" });
       list[3] = 42 as unknown as string;
       expect((await bulk({ urls: list })).body).to.deep.equal({ error: 'urls[3]: must be a string' });
+      // The shared webhook is the request's problem, not an index's.
+      expect((await bulk({ urls: urls(3), webhook_url: 'http://169.254.169.254/hook' })).body)
+        .to.deep.equal({ error: "Invalid field 'webhook_url': local and link-local addresses are not allowed" });
       expect(await written(key.id)).to.deep.equal({ jobs: 0, batches: 0, usage: 0 });
       expect(submitter.calls).to.deep.equal([]);
     });

@@ -69,7 +69,9 @@ describe('api-gateway: one error path, one authentication', function () {
       const names = routes.map(([m, p]) => `${m} ${p}`);
       expect(names).to.include.members([
         'POST /jobs', 'GET /jobs', 'GET /jobs/:id', 'POST /jobs/bulk', 'POST /metadata', 'POST /is-short',
-        'GET /batch/:id', 'PATCH /batch/:id/jobs', 'POST /batch/:id/start',
+        'GET /batch/:id', 'PATCH /batch/:id/jobs', 'POST /batch/:id/start', 'POST /batch/:id/cancel',
+        'POST /jobs/:id/cancel', 'GET /jobs/:id/webhooks', 'POST /jobs/:id/webhooks/:eventId/redeliver',
+        'POST /user/webhook-secret', 'GET /user/webhook-secret', 'POST /user/chat', 'GET /user/chat', 'DELETE /user/chat',
         'POST /user/s3', 'GET /user/drive', 'DELETE /user/oss', 'POST /user/bucket', 'DELETE /user/bucket',
         ...PUBLIC,
       ]);
@@ -87,8 +89,9 @@ describe('api-gateway: one error path, one authentication', function () {
         }
         refused.push(`${method} ${path}`);
       }
-      // 4 jobs routes (bulk included), 3 batch routes, 3 per provider and 2 for /user/bucket, /metadata and /is-short.
-      expect(refused).to.have.length(4 + 3 + 5 * 3 + 2 + 2);
+      // 4 jobs routes (bulk included) and 3 of job control (cancel, the delivery log, redelivery), 4 batch routes,
+      // 3 per provider and 2 for /user/bucket, 2 for /user/webhook-secret, 3 for /user/chat, /metadata and /is-short.
+      expect(refused).to.have.length(4 + 3 + 4 + 5 * 3 + 2 + 2 + 3 + 2);
     });
 
     it('the signed downloads and probes answer without a key', async () => {

@@ -216,6 +216,10 @@ describe('api-gateway: REST API', function () {
       [{ url: 'http://169.254.169.254/latest/meta-data/' }, "Invalid field 'url': local and link-local addresses are not allowed"],
       [{ url: 'http://[::ffff:a9fe:a9fe]/' }, "Invalid field 'url': local and link-local addresses are not allowed"],
       [{ url: 'https://10.1.2.3/internal.mp4' }, "Invalid field 'url': local and link-local addresses are not allowed"],
+      [{ url: 'https://user:pass@media.example/v.mp4' }, "Invalid field 'url': must not contain user credentials"],
+      [{ webhook_url: 'http://169.254.169.254/latest/meta-data/' }, "Invalid field 'webhook_url': local and link-local addresses are not allowed"],
+      [{ webhook_url: 'http://[fe80::1]/hook' }, "Invalid field 'webhook_url': local and link-local addresses are not allowed"],
+      [{ webhook_url: 'https://me:secret@hooks.example.com/x' }, "Invalid field 'webhook_url': must not contain user credentials"],
       [{ storage: { provider: 's3', endpoint: 'http://10.0.0.5:9000', bucket: 'b', region: 'us-east-1', access_key: 'a', secret_key: 's' } }, 'Invalid storage configuration: invalid_endpoint'],
     ];
     for (const [body, message] of cases) {

@@ -79,7 +79,7 @@ describe('api-gateway: platform', function () {
           await p.query(`INSERT INTO jobs (id, api_key_id, url, status, options, batch_id, batch_index)
             VALUES ($1, $2, 'u', 'Pending', '{}', $3, $4)`, [ids[i], key, batch, index]);
         }
-        expect(await migrate(p)).to.deep.equal(['0004_batch_episode_ids']);
+        expect(await migrate(p, loadMigrations().filter((m) => m.version < '0005'))).to.deep.equal(['0004_batch_episode_ids']);
         const b = await getBatch(p, batch);
         expect(b?.episode_jobs).to.deep.equal([ids[1], ids[2], ids[0]]);
       } finally {

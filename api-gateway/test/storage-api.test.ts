@@ -154,7 +154,7 @@ describe('api-gateway: storage destinations', function () {
       ['a folder_prefix that climbs out', () => s3Body({ folder_prefix: 'a/../b' }), 'Credential validation failed: invalid_folder_prefix'],
       ['a bucket that does not exist', () => s3Body({ bucket: 'missing' }), 'Credential validation failed: NoSuchBucket'],
       ['an access key the service does not know', () => s3Body({ access_key: 'NOT-REGISTERED' }), 'Credential validation failed: InvalidAccessKeyId'],
-      ['a server that is not there', () => s3Body({ endpoint: 'http://127.0.0.1:1' }), 'Credential validation failed: ECONNREFUSED'],
+      ['a server that is not there', () => s3Body({ endpoint: 'http://127.0.0.1:1' }), 'Credential validation failed: unreachable'],
     ];
     for (const [what, body, message] of failures) {
       it(`${what}: 400 ${message}, nothing saved`, async () => {
@@ -330,7 +330,7 @@ describe('api-gateway: storage destinations', function () {
       ['a missing field', { secret_key: undefined }, 'Verification failed: secret_key_required'],
       ['a bucket that does not exist', { bucket: 'missing' }, 'Verification failed: NoSuchBucket'],
       ['an unknown access key', { access_key: 'NOT-REGISTERED' }, 'Verification failed: InvalidAccessKeyId'],
-      ['a server that is not there', { endpoint: 'http://127.0.0.1:1' }, 'Verification failed: ECONNREFUSED'],
+      ['a server that is not there', { endpoint: 'http://127.0.0.1:1' }, 'Verification failed: unreachable'],
     ];
     for (const [what, over, message] of bucketFailures) {
       it(`POST /user/bucket with ${what}: 400 ${message}`, async () => {
@@ -492,7 +492,7 @@ describe('api-gateway: storage destinations', function () {
 
     it('step 3, credentials the backend refuses: 400 Storage credentials validation failed: <reason>', async () => {
       for (const [over, reason] of [[{ bucket: 'missing' }, 'NoSuchBucket'], [{ access_key: 'NOT-REGISTERED' }, 'InvalidAccessKeyId'],
-        [{ endpoint: 'http://127.0.0.1:1' }, 'ECONNREFUSED']] as const) {
+        [{ endpoint: 'http://127.0.0.1:1' }, 'unreachable']] as const) {
         const r = await post(inline(over));
         expect([r.status, r.body]).to.deep.equal([400, { error: `Storage credentials validation failed: ${reason}` }]);
       }

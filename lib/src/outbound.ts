@@ -264,11 +264,15 @@ export class OutboundPolicy {
 export const DEFAULT_OUTBOUND_POLICY = new OutboundPolicy();
 
 /**
- * The 400 message for a URL field whose host the policy refuses (POST /jobs
- * `url`, /metadata `url`, later `webhook_url`); undefined when it may be
- * contacted. One wording for every category: a client learns that the
- * address is not reachable for it, not which of our ranges it hit.
+ * The 400 message for a URL field the service may not contact for a user
+ * (POST /jobs `url` and `webhook_url`, /metadata `url`, the chat address);
+ * undefined when it may be contacted. User info (`user:pass@`) is refused:
+ * it would be stored, logged and echoed with the URL. For the address, one
+ * wording for every category: a client learns that the address is not
+ * reachable for it, not which of our ranges it hit.
  */
 export function urlFieldError(policy: OutboundPolicy, field: string, url: string | URL): string | undefined {
+  const parsed = typeof url === 'string' && URL.canParse(url) ? new URL(url) : url;
+  if (parsed instanceof URL && (parsed.username || parsed.password)) return `Invalid field '${field}': must not contain user credentials`;
   return policy.checkUrl(url).ok ? undefined : `Invalid field '${field}': local and link-local addresses are not allowed`;
 }

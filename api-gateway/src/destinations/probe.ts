@@ -6,11 +6,20 @@ import { createHash } from 'node:crypto';
 import { createProvider, type CreateProviderOptions } from '@mediajobs/lib/storage/index';
 import { StorageError, type StorageProvider } from '@mediajobs/lib/storage/types';
 
-/** Where a check failed: building the provider (shape, construction) or talking to the backend. */
+/**
+ * Where a check failed: building the provider (shape, construction) or
+ * talking to the backend. `reason` goes into the answer: a backend's own
+ * code (`NoSuchBucket`) or, for any failure to reach it (refused, reset,
+ * unresolvable, timed out, a TLS failure), just `unreachable`, so the
+ * answers cannot be used to map which hosts and ports exist.
+ */
 export class DestinationCheckError extends Error {
-  constructor(readonly stage: 'construct' | 'probe', readonly reason: string, readonly code: StorageError['code'] | 'timeout') {
-    super(`${stage} failed: ${reason}`);
+  readonly reason: string;
+  constructor(readonly stage: 'construct' | 'probe', reason: string, readonly code: StorageError['code'] | 'timeout') {
+    const answered = code === 'unreachable' || code === 'timeout' ? 'unreachable' : reason;
+    super(`${stage} failed: ${answered}`);
     this.name = 'DestinationCheckError';
+    this.reason = answered;
   }
 }
 

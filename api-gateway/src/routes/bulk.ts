@@ -11,12 +11,14 @@ import { parseJobRequest, type JobRequest } from '@mediajobs/lib/job-options';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
 import type { MediaJob } from '@mediajobs/lib/mediajob/types';
-import { urlFieldError, type OutboundPolicy } from '@mediajobs/lib/outbound';
+import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
 import type { Principal } from '../auth.js';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
 import { HttpError, failsWith } from '../http-errors.js';
+import { idempotent } from '../idempotency.js';
+import { refusedAddress } from './jobs.js';
 import { uuidv7 } from '../ids.js';
 import { acceptJson, bodyObject } from '../json-body.js';
 import type { JobSubmitter } from '../submitter.js';
@@ -49,7 +51,7 @@ export interface BulkRouteDeps {
 
 export function bulkRouter(deps: BulkRouteDeps): Router {
   const router = Router();
-  router.post('/jobs/bulk', ...acceptJson(MAX_BULK_BODY_BYTES), failsWith('Failed to create jobs'), createJobs(deps));
+  router.post('/jobs/bulk', ...acceptJson(MAX_BULK_BODY_BYTES), failsWith('Failed to create jobs'), idempotent(deps), createJobs(deps));
   return router;
 }
 
@@ -88,8 +90,9 @@ function parseEach(shared: Record<string, unknown>, urls: readonly string[], out
       const aboutUrl = parsed.error.startsWith("Invalid field 'url'") || parsed.error.startsWith("Missing required field 'url'");
       throw new HttpError(400, aboutUrl ? `urls[${i}]: ${parsed.error}` : parsed.error);
     }
-    const refused = urlFieldError(outbound, 'url', parsed.request.options.url);
-    if (refused) throw new HttpError(400, `urls[${i}]: ${refused}`);
+    const refused = refusedAddress(outbound, parsed.request);
+    // The webhook is shared by every URL: its problem is the request's, not an index's.
+    if (refused) throw new HttpError(400, refused.field === 'url' ? `urls[${i}]: ${refused.error}` : refused.error);
     if (detectBatchSource(parsed.request.options.url).kind !== 'single') {
       throw new HttpError(400, `urls[${i}]: a show or playlist URL cannot be part of a bulk request`);
     }

@@ -15,6 +15,7 @@ import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.j
 import { inlineDestination } from '../destinations/job-destination.js';
 import type { ProbeCache, ProviderSettings } from '../destinations/probe.js';
 import { HttpError, failsWith } from '../http-errors.js';
+import { idempotent } from '../idempotency.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { acceptJson } from '../json-body.js';
 import type { JobSubmitter } from '../submitter.js';
@@ -77,7 +78,7 @@ function statusFilter(raw: QueryValue): JobStatus | undefined {
 // middleware (http-errors.ts).
 export function jobsRouter(deps: JobsRouteDeps): Router {
   const router = Router();
-  router.post('/jobs', ...acceptJson(MAX_BODY_BYTES), failsWith('Failed to create job'), createJob(deps));
+  router.post('/jobs', ...acceptJson(MAX_BODY_BYTES), failsWith('Failed to create job'), idempotent(deps), createJob(deps));
   router.get('/jobs', failsWith('Database query failed'), listJobsOfKey(deps));
   router.get('/jobs/:id', failsWith('Database query failed'), showJob(deps));
   return router;
@@ -98,14 +99,26 @@ async function deliveryTarget(deps: JobsRouteDeps, request: JobRequest, who: Pri
   return { kind: 'inline', ...checked.value };
 }
 
+/**
+ * The outbound-address policy on a request's addresses as written: its
+ * source URL and its webhook (each also checked where it is contacted, at
+ * connect time). The first refused one, for the 400.
+ */
+export function refusedAddress(outbound: OutboundPolicy, request: JobRequest): { field: 'url' | 'webhook_url'; error: string } | undefined {
+  const source = urlFieldError(outbound, 'url', request.options.url);
+  if (source) return { field: 'url', error: source };
+  const hook = request.webhookUrl === undefined ? undefined : urlFieldError(outbound, 'webhook_url', request.webhookUrl);
+  return hook === undefined ? undefined : { field: 'webhook_url', error: hook };
+}
+
 /** POST /jobs: validate, decide the destination once, insert the row, then create the MediaJob (or the batch, rule 8). */
 function createJob(deps: JobsRouteDeps): RequestHandler {
   return async (req, res) => {
     const parsed = parseJobRequest(req.body);
     if (!parsed.ok) throw new HttpError(400, parsed.error);
     const request = parsed.request;
-    const refusedSource = urlFieldError(deps.outbound, 'url', request.options.url);
-    if (refusedSource) throw new HttpError(400, refusedSource);
+    const refused = refusedAddress(deps.outbound, request);
+    if (refused) throw new HttpError(400, refused.error);
     const who = principal(res);
     const target = await deliveryTarget(deps, request, who);
     const source = detectBatchSource(request.options.url);
@@ -189,7 +202,8 @@ function ownStorageUrls(job: JobDetail, box: SecretBox, log: Logger): { s3Url: s
   }
 }
 
-async function jobResponse(job: JobDetail, deps: JobsRouteDeps, log: Logger): Promise<Record<string, unknown>> {
+/** GET /jobs/{id}'s body, also POST /jobs/{id}/cancel's (./cancel.ts). */
+export async function jobResponse(job: JobDetail, deps: Pick<JobsRouteDeps, 'presign' | 'secretBox'>, log: Logger): Promise<Record<string, unknown>> {
   const managed = !job.destination || job.destination.type === 'managed';
   const own = managed ? undefined : ownStorageUrls(job, deps.secretBox, log);
   const [s3Url, subtitleUrl, thumbnailUrl] = own ? [own.s3Url, own.subtitleUrl, own.thumbnailUrl] : await Promise.all([

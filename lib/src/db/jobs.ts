@@ -4,7 +4,8 @@
 // kubectl-applied jobs, mirrors MediaJob status into the row (its webhook
 // events go to the outbox in the same transaction, ./outbox.ts), finds
 // stranded Pending rows, and keeps the sealed columns (storage_enc,
-// result_urls_enc). A batch's episodes are ordinary rows with a batch_id:
+// result_urls_enc), and cancels jobs (cancelJob, cancelEpisodes: the first
+// terminal write wins, docs/adr/0013). A batch's episodes are ordinary rows with a batch_id:
 // their statements are here, run inside the transactions of ./batches.ts,
 // and an episode's first terminal status is rolled up into its batch by
 // syncStatus (./batches.ts rollUpEpisode). The two modules import each other
@@ -18,7 +19,9 @@ import type { Destination, JobStatus, MediaJob, MediaJobOptions, MediaJobStatus,
 import { TERMINAL_STATUSES } from '../mediajob/types.js';
 import { withTransaction } from '../pg-client.js';
 import { rollUpEpisode, type EpisodeInfo } from './batches.js';
+import { queueJobChatNotification } from './chat-settings.js';
 import { queueEvents, type OutboxEvent } from './outbox.js';
+import { CANCEL_CHANNEL, jobCancelledEvent, type CancelStatus } from '../job-cancellation.js';
 
 /** Shards of a key's job total: concurrent inserts of one key do not queue on one row lock (ADR 0002). */
 export const COUNTER_SHARDS = 16;
@@ -446,6 +449,13 @@ export async function strandedPending(pool: pg.Pool, olderThanSeconds: number, l
 
 // ---- The status mirror ----
 
+/** What the status mirror found and did: the row's status before, and after (a terminal row is left as it is). */
+export interface MirrorOutcome {
+  previous: string;
+  current: string;
+  updated: boolean;
+}
+
 /**
  * Bring the jobs row to `s`. Terminal rows never change again. Returns the
  * status the row had before, or undefined when nothing was updated; events
@@ -458,13 +468,27 @@ export async function syncStatus(
   pool: pg.Pool, jobId: string, s: MediaJobStatus,
   eventsFor: (oldStatus: string, row: JobRow) => OutboxEvent[],
 ): Promise<string | undefined> {
+  const m = await mirrorStatus(pool, jobId, s, eventsFor);
+  return m?.updated ? m.previous : undefined;
+}
+
+/**
+ * syncStatus, telling also what a terminal row already says (undefined for
+ * an unknown job): the operator learns here that a cancellation won the
+ * race against the status it mirrors (docs/adr/0013).
+ */
+export async function mirrorStatus(
+  pool: pg.Pool, jobId: string, s: MediaJobStatus,
+  eventsFor: (oldStatus: string, row: JobRow) => OutboxEvent[],
+): Promise<MirrorOutcome | undefined> {
   return withTransaction(pool, async (client) => {
     // FOR UPDATE: two writers of one job serialise here, so exactly one sees
     // the old status and queues the transition's events.
     const cur = await client.query<JobRow & { step: string; progress: number; batch_id: string | null }>(
       `SELECT ${JOB_ROW_COLUMNS}, step, progress, batch_id FROM jobs WHERE id = $1 FOR UPDATE`, [jobId]);
     const row = cur.rows[0];
-    if (!row || TERMINAL_STATUSES.includes(row.status as never)) return undefined;
+    if (!row) return undefined;
+    if (TERMINAL_STATUSES.includes(row.status as never)) return { previous: row.status, current: row.status, updated: false };
     const r = s.result;
     await client.query(
       `UPDATE jobs SET status = $2, step = $3, progress = $4, error = $5, error_type = $6, reason = $7,
@@ -476,10 +500,89 @@ export async function syncStatus(
         r?.releaseDate ?? null, r?.subtitleKey ?? null, r?.thumbnailKey ?? null, s.startTime ?? null, s.finishTime ?? null],
     );
     if (row.webhook_url_enc) await queueEvents(client, jobId, row.webhook_url_enc, eventsFor(row.status, row), row.batch_id);
+    if (s.status) {
+      await queueJobChatNotification(client, row.api_key_id, { id: jobId, status: s.status, errorType: s.errorType ?? null, error: s.error ?? null, url: row.url });
+    }
     // The first terminal status of an episode, hence counted once; its batch_completed follows its own events.
     if (row.batch_id && s.status && TERMINAL_STATUSES.includes(s.status)) await rollUpEpisode(client, row.batch_id, s.status);
-    return row.status;
+    return { previous: row.status, current: s.status ?? row.status, updated: true };
   });
+}
+
+// ---- Cancellation (docs/adr/0013) ----
+
+export type CancelOutcome =
+  | { outcome: 'cancelled'; previous: JobStatus }
+  /** The row was terminal already: Completed, Failed… or cancelled before. Nothing changed. */
+  | { outcome: 'finished'; status: JobStatus }
+  | { outcome: 'not_found' };
+
+type CancelRow = JobRow & { batch_id: string | null; cr_namespace: string | null; cr_name: string | null };
+
+/** Tell the operator (CANCEL_CHANNEL) about cancelled rows whose MediaJob may exist; delivered on commit. */
+async function notifyCancelled(client: pg.ClientBase, rows: readonly CancelRow[], status: CancelStatus): Promise<void> {
+  const notices = rows.filter((r) => r.cr_namespace && r.cr_name)
+    .map((r) => JSON.stringify({ jobId: r.id, namespace: r.cr_namespace, name: r.cr_name, status }));
+  if (notices.length) await client.query('SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n', [CANCEL_CHANNEL, notices]);
+}
+
+// One statement for one job or every open episode of a batch: the rows are
+// locked by the UPDATE itself, which skips a row another writer made
+// terminal meanwhile (it re-checks the WHERE after the lock), so a
+// cancellation and a completion cannot both win. Inline credentials go with
+// the job's end, as they do when the operator finishes a job.
+const CANCEL_COLUMNS = `${JOB_ROW_COLUMNS}, batch_id, cr_namespace, cr_name`;
+const cancelRows = (where: string) => `UPDATE jobs SET status = $2, finished_at = now(), updated_at = now(), storage_enc = NULL
+  WHERE ${where} AND status NOT IN (${TERMINAL_STATUSES.map((t) => `'${t}'`).join(', ')})
+  RETURNING ${CANCEL_COLUMNS}`;
+
+/** Queue each cancelled row's job_cancelled (rows with a webhook only) and notify the operator. */
+async function announceCancelled(client: pg.ClientBase, rows: readonly CancelRow[], status: CancelStatus): Promise<void> {
+  for (const row of rows) {
+    if (row.webhook_url_enc) await queueEvents(client, row.id, row.webhook_url_enc, [jobCancelledEvent(row, status)], row.batch_id);
+  }
+  await notifyCancelled(client, rows, status);
+}
+
+/**
+ * Cancel one job: Cancelled for its own key (`apiKeyId`), CancelledByAdmin
+ * without one. The first terminal write wins (docs/adr/0013); another key's
+ * job is not_found. job_cancelled is queued and the operator notified in
+ * the same transaction; an episode is counted in its batch.
+ */
+export async function cancelJob(pool: pg.Pool, jobId: string, status: CancelStatus, apiKeyId?: string): Promise<CancelOutcome> {
+  return withTransaction(pool, async (client) => {
+    // Under the row lock: a concurrent status write finishes first, and this sees what it wrote.
+    const cur = await client.query<{ status: JobStatus; api_key_id: string }>('SELECT status, api_key_id FROM jobs WHERE id = $1 FOR UPDATE', [jobId]);
+    const before = cur.rows[0];
+    if (!before || (apiKeyId !== undefined && before.api_key_id !== apiKeyId)) return { outcome: 'not_found' };
+    if (TERMINAL_STATUSES.includes(before.status)) return { outcome: 'finished', status: before.status };
+    const row = (await client.query<CancelRow>(cancelRows('id = $1'), [jobId, status])).rows[0]!;
+    await announceCancelled(client, [row], status);
+    if (row.batch_id) await rollUpEpisode(client, row.batch_id, status);
+    return { outcome: 'cancelled', previous: before.status };
+  });
+}
+
+/**
+ * Cancel every episode of a batch that has not ended, those without a
+ * MediaJob yet included, in the caller's transaction; the caller counts
+ * them in the batch (./batches.ts cancelBatch). Returns the ids cancelled.
+ */
+export async function cancelEpisodes(client: pg.ClientBase, batchId: string, status: CancelStatus): Promise<string[]> {
+  // Job rows are locked before the batch row, as in syncStatus: the same lock order everywhere.
+  const r = await client.query<CancelRow>(`${cancelRows('batch_id = $1')}`, [batchId, status]);
+  await announceCancelled(client, r.rows, status);
+  return r.rows.map((x) => x.id);
+}
+
+/** Of these job ids, those whose row says cancelled, with the status (an operator taking the lead catches up with them). */
+export async function cancelledAmong(pool: pg.Pool, jobIds: readonly string[]): Promise<Map<string, CancelStatus>> {
+  if (!jobIds.length) return new Map();
+  const r = await pool.query<{ id: string; status: CancelStatus }>(
+    `SELECT id, status FROM jobs WHERE id = ANY($1::uuid[]) AND status IN ('Cancelled', 'CancelledByAdmin')`,
+    [jobIds.filter((id) => /^[0-9a-f-]{36}$/i.test(id))]);
+  return new Map(r.rows.map((x) => [x.id, x.status]));
 }
 
 // ---- Sealed columns (SecretBox values; opening them is the caller's) ----
