@@ -201,12 +201,15 @@ describe('end to end: media correctness matrix (sources × formats × clips)', f
     // The clip and the MP4's index are 4% of the file; a read of the whole file is 100%. The rest is
     // what the server pushed into socket buffers before a client that had what it needed closed:
     // yt-dlp's probe (a plain GET of which it reads 512 bytes) and the open-ended range requests of a seek.
-    it('a 4 s clip of a 120 s MP4 on a range-capable server reads under 15% of it', async () => {
+    // Every read crosses the runner's egress proxy (ADR 0014): two socket-buffer pairs instead of one
+    // fill before a close reaches the server, which took these from under 15% and 30% to 22-28% and
+    // 30-32% of this 120 s file (a fixed amount, so a smaller share of a longer one).
+    it('a 4 s clip of a 120 s MP4 on a range-capable server reads under 35% of it', async () => {
       const before = paced.bytesSent('/long.mp4');
       const { job } = await submit({ url: `${paced.baseUrl}/long.mp4`, clip_start: '60', clip_end: '64' });
       expect(job.status).to.equal('Completed');
       const read = paced.bytesSent('/long.mp4') - before;
-      expect(read / statSync(join(dir, 'sources', 'long.mp4')).size).to.be.below(0.15);
+      expect(read / statSync(join(dir, 'sources', 'long.mp4')).size).to.be.below(0.35);
     });
 
     it('without range support, reading stops at the clip\'s end (a faststart MP4: 10–14 s of 120 s)', async () => {
@@ -215,7 +218,7 @@ describe('end to end: media correctness matrix (sources × formats × clips)', f
       expect(job.status).to.equal('Completed');
       const read = paced.bytesSent('/norange/long-faststart.mp4') - before;
       // 14 s of 120 s is 12%; a read of the whole file is 100%.
-      expect(read / statSync(join(dir, 'sources', 'long-faststart.mp4')).size).to.be.below(0.3);
+      expect(read / statSync(join(dir, 'sources', 'long-faststart.mp4')).size).to.be.below(0.4);
     });
 
     it('a clip of DASH and HLS ladders fetches only the segments it covers', async () => {
