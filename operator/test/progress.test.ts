@@ -77,7 +77,8 @@ describe('operator: progress webhooks', () => {
         req.on('end', () => {
           const body = JSON.parse(text) as Record<string, unknown>;
           const stage = (body.stage as string | undefined) ?? (body.type as string);
-          if (stage === failFirst) {
+          // Only the named job's stage fails: the first test's job has the same stages, and deliveries of jobs run concurrently.
+          if (`${body.job_id as string}:${stage}` === failFirst) {
             failFirst = undefined;
             res.writeHead(503).end();
             return;
@@ -124,7 +125,7 @@ describe('operator: progress webhooks', () => {
     it('delivers a job\'s events in order even when one needs a retry', async () => {
       const odb = db.pool;
       const id = await jobRow();
-      failFirst = 'muxing';
+      failFirst = `${id}:muxing`;
       received.length = 0;
       await sync(odb, id, { status: 'Processing', step: 'Uploading', progress: 66 });
       await sync(odb, id, { status: 'Completed', step: 'Finished', progress: 100, result: { storageKey: 'videos/y.mp4', fileSize: 1 } });
