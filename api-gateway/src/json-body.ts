@@ -18,6 +18,13 @@ export function acceptJson(limitBytes: number): RequestHandler[] {
   ];
 }
 
+/**
+ * For POSTs that need no body (start, cancel, rotate, redeliver): a body
+ * sent as JSON is still read, so a malformed one is the usual 400; a body of
+ * another type is left unread.
+ */
+export const optionalJsonBody = (): RequestHandler => json({ limit: '16kb' });
+
 /** The parsed body as an object; 400 for an array or anything else. */
 export function bodyObject(req: Request): Record<string, unknown> {
   const b: unknown = req.body;

@@ -274,5 +274,5 @@ export const DEFAULT_OUTBOUND_POLICY = new OutboundPolicy();
 export function urlFieldError(policy: OutboundPolicy, field: string, url: string | URL): string | undefined {
   const parsed = typeof url === 'string' && URL.canParse(url) ? new URL(url) : url;
   if (parsed instanceof URL && (parsed.username || parsed.password)) return `Invalid field '${field}': must not contain user credentials`;
-  return policy.checkUrl(url).ok ? undefined : `Invalid field '${field}': local and link-local addresses are not allowed`;
+  return policy.checkUrl(parsed).ok ? undefined : `Invalid field '${field}': local and link-local addresses are not allowed`;
 }

@@ -6,7 +6,7 @@
 // episodes nor the webhook URL, and the operator's batch controller creates
 // the episode MediaJobs from the rows. Postgres is the truth: a MediaBatch
 // create or unpause that fails is logged, never answered as a failure.
-import { Router, json, type RequestHandler, type Response } from 'express';
+import { Router, type RequestHandler, type Response } from 'express';
 import {
   BatchSourceError, type BatchSourceOf, type BatchSources, type ExpandedBatch,
 } from '@mediajobs/lib/batches/index';
@@ -26,7 +26,7 @@ import type { Principal } from '../auth.js';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
 import { HttpError, failsWith } from '../http-errors.js';
 import { isUuid, uuidv7 } from '../ids.js';
-import { acceptJson, bodyObject } from '../json-body.js';
+import { acceptJson, bodyObject, optionalJsonBody } from '../json-body.js';
 import type { BatchSubmitter } from '../submitter.js';
 
 export const NOT_FOUND = 'Batch not found';
@@ -189,8 +189,7 @@ export function batchesRouter(deps: BatchesRouteDeps): Router {
   const router = Router();
   router.get('/batch/:id', failsWith('Database query failed'), showBatch(deps));
   router.patch('/batch/:id/jobs', ...acceptJson(RENAME_BODY_BYTES), failsWith('Failed to rename episodes'), renameBatchJobs(deps));
-  // No body is needed; one sent as JSON is still read, so a malformed one is the usual 400.
-  router.post('/batch/:id/start', json({ limit: '16kb' }), failsWith('Failed to start batch'), startPausedBatch(deps));
+  router.post('/batch/:id/start', optionalJsonBody(), failsWith('Failed to start batch'), startPausedBatch(deps));
   return router;
 }
 

@@ -3,7 +3,7 @@
 // cancelJob, lib/src/db/batches.ts cancelBatch) with its job_cancelled
 // events and the operator's notice in the same transaction; the operator
 // then stops the runners. Answers only: the SQL is the tables' owners'.
-import { json, Router, type RequestHandler, type Response } from 'express';
+import { Router, type RequestHandler, type Response } from 'express';
 import { cancelBatch, getBatch } from '@mediajobs/lib/db/batches';
 import { cancelJob, getJob } from '@mediajobs/lib/db/jobs';
 import type { Logger } from '@mediajobs/lib/logger';
@@ -12,6 +12,7 @@ import type pg from 'pg';
 import type { Principal } from '../auth.js';
 import { HttpError, failsWith } from '../http-errors.js';
 import { isUuid } from '../ids.js';
+import { optionalJsonBody } from '../json-body.js';
 import { NOT_FOUND as BATCH_NOT_FOUND, NOT_OWNER as BATCH_NOT_OWNER, batchResponse } from './batches.js';
 import { jobResponse } from './jobs.js';
 
@@ -34,8 +35,7 @@ function principal(res: Response): Principal {
 
 export function cancelRouter(deps: CancelRouteDeps): Router {
   const router = Router();
-  // No body is needed; one sent as JSON is still read, so a malformed one is the usual 400 (as POST /batch/{id}/start).
-  const noBody = json({ limit: '16kb' });
+  const noBody = optionalJsonBody();
   router.post('/jobs/:id/cancel', noBody, failsWith('Failed to cancel job'), cancelOneJob(deps));
   router.post('/batch/:id/cancel', noBody, failsWith('Failed to cancel batch'), cancelWholeBatch(deps));
   return router;

@@ -5,7 +5,7 @@
 // statements are lib/src/db/webhook-secrets.ts's, the events'
 // lib/src/db/outbox.ts's, the attempts' lib/src/db/webhook-log.ts's; the
 // operator's dispatcher (operator/src/outbox.ts) sends and signs.
-import { Router, json, type RequestHandler, type Response } from 'express';
+import { Router, type RequestHandler, type Response } from 'express';
 import { getJob } from '@mediajobs/lib/db/jobs';
 import { jobEvents, redeliverEvent, type JobEvent } from '@mediajobs/lib/db/outbox';
 import { attemptsOf, type AttemptRecord } from '@mediajobs/lib/db/webhook-log';
@@ -14,6 +14,7 @@ import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
 import { HttpError, failsWith } from '../http-errors.js';
 import { isUuid } from '../ids.js';
+import { optionalJsonBody } from '../json-body.js';
 
 export interface WebhooksRouteDeps {
   pool: pg.Pool;
@@ -22,8 +23,7 @@ export interface WebhooksRouteDeps {
 
 export function webhooksRouter(deps: WebhooksRouteDeps): Router {
   const router = Router();
-  // No body is needed; one sent as JSON is still read, so a malformed one is the usual 400 (as POST /batch/{id}/start).
-  const noBody = json({ limit: '16kb' });
+  const noBody = optionalJsonBody();
   router.post('/user/webhook-secret', noBody, failsWith('Failed to create webhook secret'), createSecret(deps));
   router.get('/user/webhook-secret', failsWith('Database query failed'), showSecret(deps));
   router.get('/jobs/:id/webhooks', failsWith('Database query failed'), listDeliveries(deps));
