@@ -22,90 +22,32 @@
 // BENCH_DATABASE_ADMIN_URL (postgres://postgres@127.0.0.1:5432/postgres),
 // BENCH_GATEWAY_LOG_LEVEL (info, as in production), BENCH_KEEP_LOGS (unset: with it, the work
 // directory with every process's log is kept and named at the end).
-import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { cpus, loadavg, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import pg from 'pg';
 import { getBatch } from '@mediajobs/lib/db/batches';
-import { SecretBox } from '@mediajobs/lib/secret-box';
 import { buildFeed, lookupResult, serve, startFakePlatform, type FakePlatform } from '../../lib/test/batches-support.js';
 import { createApiKey } from '../src/db/api-keys.js';
-import { migrate } from '../src/db/migrate.js';
+import {
+  GATEWAY_LOG_LEVEL as LOG_LEVEL, cpuSeconds, loadAverage, machine, root, rowPrinter, runBench, serviceEnv, sleep, start, startCluster,
+  startGateway, stop, withScratch, type BenchCluster,
+} from './support.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, '../..');
 const SHOWS = Number(process.env.BENCH_SHOWS ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
 const GET_CONNECTIONS = Number(process.env.BENCH_GET_CONNECTIONS ?? 2);
 const BULK_REQUESTS = Number(process.env.BENCH_BULK_REQUESTS ?? 20);
 const ADMIN_URL = process.env.BENCH_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const LOG_LEVEL = process.env.BENCH_GATEWAY_LOG_LEVEL ?? 'info';
 const EPISODES = 500;
 const RUNNER_IMAGE = 'mediajobs/runner:bench';
 const BATCH_LABEL = 'mediajobs.io/batch';
 const NS = 'default';
 
-const children: ChildProcess[] = [];
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** A TypeScript program in its own process, output to a file; resolves once `ready` appears there or answers true. */
-async function start(script: string, env: NodeJS.ProcessEnv, ready: RegExp | (() => Promise<boolean>), logFile: string, args: string[] = []): Promise<ChildProcess> {
-  const fd = openSync(logFile, 'w');
-  const proc = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', fd, fd] });
-  closeSync(fd);
-  children.push(proc);
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    const out = readFileSync(logFile, 'utf8');
-    if (ready instanceof RegExp ? ready.test(out) : await ready().catch(() => false)) return proc;
-    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`${script} did not start (exit ${proc.exitCode}):\n${out.slice(-4000)}`);
-    await sleep(50);
-  }
-}
-
-async function stop(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null) return;
-  const exited = new Promise((r) => proc.once('exit', r));
-  proc.kill('SIGTERM');
-  await Promise.race([exited, sleep(10_000)]);
-  if (proc.exitCode === null) proc.kill('SIGKILL');
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /** The p-th percentile (nearest rank) of `xs`. */
 function pct(xs: readonly number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]! : NaN;
-}
-
-/** CPU seconds (user + system) used so far by processes, from /proc (Linux); 0 elsewhere. */
-function cpuSeconds(pids: number[]): number {
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      // gone, or not Linux
-    }
-  }
-  return ticks / 100; // USER_HZ
 }
 
 /** The gateway's own duration (its request log's `ms`) of every GET of these batches. */
@@ -285,26 +227,11 @@ async function bulkPhase(gw: Gateway): Promise<{ ms: number[]; bad: number }> {
   return { ms, bad };
 }
 
-async function startCluster(work: string): Promise<k8s.KubeConfig> {
-  const kubeconfig = join(work, 'kubeconfig');
+/** The local cluster with runner pods kept out of the way: the runner image is `sleep`, one pod runs at a time. */
+async function startQuietCluster(work: string): Promise<BenchCluster> {
   const imageMap = join(work, 'image-map.json');
   writeFileSync(imageMap, JSON.stringify({ [RUNNER_IMAGE]: ['sleep', '3600'] }));
-  await start(join(root, 'local-cluster/src/cli.ts'), { LOG_LEVEL: 'warn' }, /local cluster at (\S+)/, join(work, 'local-cluster.log'),
-    ['--kubeconfig', kubeconfig, '--work-dir', join(work, 'cluster'), '--image-map', imageMap, '--max-running-pods', '1']);
-  const kc = new k8s.KubeConfig();
-  kc.loadFromFile(kubeconfig);
-  const ext = kc.makeApiClient(k8s.ApiextensionsV1Api);
-  for (const file of ['mediajob.yaml', 'mediabatch.yaml']) {
-    const crd = k8s.loadYaml<k8s.V1CustomResourceDefinition>(readFileSync(join(root, 'crds', file), 'utf8'));
-    await ext.createCustomResourceDefinition({ body: crd });
-    for (let i = 0; ; i++) {
-      const got = await ext.readCustomResourceDefinition({ name: crd.metadata!.name! });
-      if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
-      if (i > 200) throw new Error(`CRD ${crd.metadata!.name} not established`);
-      await sleep(50);
-    }
-  }
-  return kc;
+  return startCluster(work, ['mediajob.yaml', 'mediabatch.yaml'], { args: ['--image-map', imageMap, '--max-running-pods', '1'] });
 }
 
 function servePlatform(platform: FakePlatform, showIds: string[]): number {
@@ -322,40 +249,28 @@ const ms0 = (n: number | undefined) => (n === undefined || Number.isNaN(n) ? '-'
 const ms1 = (n: number | undefined) => (n === undefined || Number.isNaN(n) ? '-' : n.toFixed(1));
 
 async function main(): Promise<void> {
-  const load0 = loadavg()[0]!.toFixed(2);
-  const dbName = `mediajobs_bench_${randomBytes(5).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${dbName}`);
-  const dbUrlObj = new URL(ADMIN_URL);
-  dbUrlObj.pathname = `/${dbName}`;
-  const dbUrl = dbUrlObj.toString();
-  const work = mkdtempSync(join(tmpdir(), 'mj-bench-batches-'));
-  const pool = new pg.Pool({ connectionString: dbUrl, max: 2 });
-  const platform = await startFakePlatform();
-  const watch = new EpisodeWatch();
-  try {
-    await migrate(pool);
+  const load0 = loadAverage();
+  const keepWork = Boolean(process.env.BENCH_KEEP_LOGS);
+  await withScratch({ adminUrl: ADMIN_URL, poolMax: 2, workPrefix: 'mj-bench-batches-', keepWork }, async ({ dbUrl, pool, work, defer }) => {
+    const platform = await startFakePlatform();
+    defer(() => platform.stop());
+    const watch = new EpisodeWatch();
+    defer(() => watch.stop());
     const { key } = await createApiKey(pool, { name: 'bench' });
     // Phase-1 shows, warm-up shows, and one new show per unpaused round.
     const showIds = Array.from({ length: SHOWS + 2 + ROUNDS }, (_x, i) => String(2_000_000_000 + i));
     const feedBytes = servePlatform(platform, showIds);
 
-    const kc = await startCluster(work);
-    const kubeconfig = join(work, 'kubeconfig');
+    const { proc: cluster, kubeconfig, kc } = await startQuietCluster(work);
     const env: NodeJS.ProcessEnv = {
-      DATABASE_URL: dbUrl, KUBECONFIG: kubeconfig, SECRET_KEYS: SecretBox.generateSpec('bench'),
-      FILE_URL_SECRET: randomBytes(16).toString('hex'), MANAGED_STORAGE_DIR: join(work, 'storage'), PG_POOL_MAX: '20',
+      ...serviceEnv(dbUrl, kubeconfig, work),
       PODCAST_LOOKUP_ENDPOINT: platform.lookupEndpoint, OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8,::1/128',
       RUNNER_IMAGE, LEADER_ELECTION: 'false',
     };
-    const gwPort = await freePort();
-    const gwProc = await start(join(root, 'api-gateway/src/main.ts'), { ...env, PORT: String(gwPort), HOST: '127.0.0.1', LOG_LEVEL },
-      async () => (await fetch(`http://127.0.0.1:${gwPort}/readyz`)).ok, join(work, 'gateway.log'));
-    const operator = await start(join(root, 'operator/src/main.ts'), { ...env, LOG_LEVEL: 'info' }, /operator started/, join(work, 'operator.log'));
-    const gw: Gateway = { url: `http://127.0.0.1:${gwPort}`, key };
+    const { proc: gwProc, url } = await startGateway(env, work);
+    const operator = await start(join(root, 'operator/src/main.ts'), /operator started/, join(work, 'operator.log'), { env: { ...env, LOG_LEVEL: 'info' } });
+    const gw: Gateway = { url, key };
     await watch.start(kc);
-    const cluster = children[0]!;
     const procs = { gateway: gwProc, operator, 'local cluster': cluster };
 
     // Phase 1: paused shows, so their episodes wait for phase 2.
@@ -444,26 +359,14 @@ async function main(): Promise<void> {
       ['non-2xx (GET /batch, bulk)', `${getBad} / ${bulk.bad}`, '0 / 0', getBad === 0 && bulk.bad === 0],
     ];
     process.stdout.write(`\nbatches benchmark (gateway LOG_LEVEL=${LOG_LEVEL}, operator BATCH_CREATE_PER_SECOND=${process.env.BATCH_CREATE_PER_SECOND ?? 'default'}, `
-      + `${cpus().length} CPUs, load average at start ${load0}, at end ${loadavg()[0]!.toFixed(2)})\n`);
+      + `${machine(load0)}, at end ${loadAverage()})\n`);
+    const row = rowPrinter(72, 20);
     for (const [what, value, goal, ok] of rows) {
       const verdict = ok === undefined ? '' : ok ? 'pass' : 'FAIL';
-      process.stdout.write(`  ${what.padEnd(72)} ${value.padStart(20)}   ${goal.padEnd(11)} ${verdict}\n`);
+      row(what, value, `${goal.padEnd(11)} ${verdict}`);
     }
     process.stdout.write(`  CPU during the rounds (share of one core): ${cpu}\n`);
-  } finally {
-    watch.stop();
-    await pool.end();
-    await platform.stop();
-    for (const c of children) await stop(c);
-    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-    await admin.end();
-    if (process.env.BENCH_KEEP_LOGS) process.stdout.write(`logs kept in ${work}\n`);
-    else rmSync(work, { recursive: true, force: true });
-  }
+  });
 }
 
-main().then(() => process.exit(0), (e: unknown) => {
-  process.stderr.write(`bench failed: ${(e as Error).stack ?? String(e)}\n`);
-  for (const c of children) c.kill('SIGKILL');
-  process.exit(1);
-});
+runBench(main);

@@ -1,0 +1,248 @@
+// What the gateway's benchmarks share: each server in its own process (as in
+// production) with its output in a file, the local cluster with its CRDs, a
+// scratch database and work directory that go at the end, autocannon runs and
+// the CPU each process spent on them. What a bench measures and prints stays
+// in the bench.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as k8s from '@kubernetes/client-node';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { SecretBox } from '@mediajobs/lib/secret-box';
+import { migrate } from '../src/db/migrate.js';
+
+export const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
+/** The gateway logs every request by default, as in production. */
+export const GATEWAY_LOG_LEVEL = process.env.BENCH_GATEWAY_LOG_LEVEL ?? 'info';
+/** The POST /jobs body of the load runs. */
+export const JOB_BODY = JSON.stringify({ url: 'https://media.example/watch?v=bench', format: 'mp4', max_resolution: '1080' });
+
+/** Every process `start` began, for the clean-up after a bench, finished or failed. */
+const children: ChildProcess[] = [];
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface StartOptions {
+  args?: string[];
+  env?: NodeJS.ProcessEnv;
+  /** Node's own options, before the script (`--cpu-prof`). */
+  nodeArgs?: string[];
+}
+
+/**
+ * Start a TypeScript program in its own process, its output going to a file
+ * (cheaper for it than a pipe someone must drain); resolves once `ready`
+ * matches that output or answers true.
+ */
+export async function start(
+  script: string, ready: RegExp | (() => Promise<boolean>), logFile: string, { args = [], env = {}, nodeArgs = [] }: StartOptions = {},
+): Promise<ChildProcess> {
+  const fd = openSync(logFile, 'w');
+  const proc = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', fd, fd] });
+  closeSync(fd);
+  children.push(proc);
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    const out = readFileSync(logFile, 'utf8');
+    if (ready instanceof RegExp ? ready.test(out) : await ready().catch(() => false)) return proc;
+    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`${script} did not start (exit ${proc.exitCode}):\n${out.slice(-4000)}`);
+    await sleep(50);
+  }
+}
+
+export async function stop(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null) return;
+  const exited = new Promise((r) => proc.once('exit', r));
+  proc.kill('SIGTERM');
+  await Promise.race([exited, sleep(10_000)]);
+  if (proc.exitCode === null) proc.kill('SIGKILL');
+}
+
+export interface BenchCluster {
+  proc: ChildProcess;
+  kubeconfig: string;
+  kc: k8s.KubeConfig;
+}
+
+/** The local cluster in its own process, with the CRDs of `crds` (files in crds/) established; `args` go to its CLI. */
+export async function startCluster(work: string, crds: string[], { args = [], nodeArgs = [] }: Omit<StartOptions, 'env'> = {}): Promise<BenchCluster> {
+  const kubeconfig = join(work, 'kubeconfig');
+  const proc = await start(join(root, 'local-cluster/src/cli.ts'), /local cluster at (\S+)/, join(work, 'local-cluster.log'), {
+    args: ['--kubeconfig', kubeconfig, '--work-dir', join(work, 'cluster'), ...args], env: { LOG_LEVEL: 'warn' }, nodeArgs,
+  });
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(kubeconfig);
+  const ext = kc.makeApiClient(k8s.ApiextensionsV1Api);
+  for (const file of crds) {
+    const crd = k8s.loadYaml<k8s.V1CustomResourceDefinition>(readFileSync(join(root, 'crds', file), 'utf8'));
+    await ext.createCustomResourceDefinition({ body: crd });
+    for (let i = 0; ; i++) {
+      const got = await ext.readCustomResourceDefinition({ name: crd.metadata!.name! });
+      if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
+      if (i > 200) throw new Error(`CRD ${crd.metadata!.name} not established`);
+      await sleep(50);
+    }
+  }
+  return { proc, kubeconfig, kc };
+}
+
+/** The settings the gateway and the operator must agree on (the same secrets, database, cluster and storage). */
+export function serviceEnv(dbUrl: string, kubeconfig: string, work: string): NodeJS.ProcessEnv {
+  return {
+    DATABASE_URL: dbUrl, KUBECONFIG: kubeconfig, SECRET_KEYS: SecretBox.generateSpec('bench'),
+    FILE_URL_SECRET: randomBytes(16).toString('hex'), MANAGED_STORAGE_DIR: join(work, 'storage'), PG_POOL_MAX: '20',
+  };
+}
+
+/** The gateway in its own process on a free loopback port, logging to `work`/gateway.log; resolves once it is ready. */
+export async function startGateway(env: NodeJS.ProcessEnv, work: string, nodeArgs: string[] = []): Promise<{ proc: ChildProcess; url: string }> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const proc = await start(join(root, 'api-gateway/src/main.ts'), async () => (await fetch(`${url}/readyz`)).ok, join(work, 'gateway.log'), {
+    env: { ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: GATEWAY_LOG_LEVEL }, nodeArgs,
+  });
+  return { proc, url };
+}
+
+export interface Scratch {
+  dbUrl: string;
+  /** A small pool on the scratch database, for the bench's own queries. */
+  pool: pg.Pool;
+  work: string;
+  /** Have `fn` run at the end, before the processes stop (the last deferred first). */
+  defer(fn: () => unknown): void;
+}
+
+export interface ScratchOptions {
+  adminUrl: string;
+  poolMax: number;
+  /** Name prefix of the work directory. */
+  workPrefix: string;
+  /** Keep the work directory (every process's log) and name it at the end. */
+  keepWork?: boolean;
+}
+
+/**
+ * `run` with a migrated scratch database and a work directory; afterwards,
+ * however it ended, what it deferred runs, every process `start` began is
+ * stopped, the database dropped and the directory removed.
+ */
+export async function withScratch<T>({ adminUrl, poolMax, workPrefix, keepWork = false }: ScratchOptions, run: (s: Scratch) => Promise<T>): Promise<T> {
+  const dbName = `mediajobs_bench_${randomBytes(5).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  // Identifiers cannot be parameters; the name is made here from hex only.
+  await admin.query(`CREATE DATABASE ${dbName}`);
+  const dbUrl = new URL(adminUrl);
+  dbUrl.pathname = `/${dbName}`;
+  const work = mkdtempSync(join(tmpdir(), workPrefix));
+  const pool = new pg.Pool({ connectionString: dbUrl.toString(), max: poolMax });
+  const deferred: (() => unknown)[] = [];
+  try {
+    await migrate(pool);
+    return await run({ dbUrl: dbUrl.toString(), pool, work, defer: (fn) => deferred.unshift(fn) });
+  } finally {
+    for (const fn of deferred) await fn();
+    await pool.end();
+    for (const c of children) await stop(c);
+    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+    await admin.end();
+    if (keepWork) process.stdout.write(`logs kept in ${work}\n`);
+    else rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** Run a bench's `main`, then exit: 1, with every process it started killed, when it failed. */
+export function runBench(main: () => Promise<void>): void {
+  main().then(() => process.exit(0), (e: unknown) => {
+    process.stderr.write(`bench failed: ${(e as Error).stack ?? String(e)}\n`);
+    for (const c of children) c.kill('SIGKILL');
+    process.exit(1);
+  });
+}
+
+/** The machine as the figures' headings name it: everything shares its CPUs, so other work shows in the figures. */
+export const machine = (loadAtStart: string) => `${cpus().length} CPUs, load average at start ${loadAtStart}`;
+export const loadAverage = () => loadavg()[0]!.toFixed(2);
+
+/** A printer of result rows: the measure padded to `whatWidth`, the value right-aligned in `valueWidth`, then the goal. */
+export function rowPrinter(whatWidth: number, valueWidth: number): (what: string, value: string, goal?: string) => void {
+  return (what, value, goal = '') => process.stdout.write(`  ${what.padEnd(whatWidth)} ${value.padStart(valueWidth)}   ${goal}\n`);
+}
+
+export function cannon(opts: autocannon.Options): Promise<autocannon.Result> {
+  return new Promise((resolve, reject) => {
+    autocannon(opts, (err, result) => (err ? reject(err) : resolve(result)));
+  });
+}
+
+export interface Figures {
+  rps: number;
+  p50: number;
+  p99: number;
+  ok: number;
+  bad: number;
+}
+
+/** A load run's figures, counting only 2xx answers as served. */
+export function figures(r: autocannon.Result): Figures {
+  return { rps: r['2xx'] / r.duration, p50: r.latency.p50, p99: r.latency.p99, ok: r['2xx'], bad: r.non2xx + r.errors };
+}
+
+const USER_HZ = 100; // clock ticks per second in /proc on Linux
+
+/** CPU seconds (user + system) used so far by processes, from /proc (Linux); 0 elsewhere. */
+export function cpuSeconds(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // gone, or not Linux
+    }
+  }
+  return ticks / USER_HZ;
+}
+
+/** Every Postgres process on the machine: a bench's queries are served by backends it did not start. */
+export function postgresPids(): number[] {
+  if (!existsSync('/proc')) return [];
+  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((d) => {
+    try {
+      return readFileSync(`/proc/${d}/comm`, 'utf8').trim() === 'postgres';
+    } catch {
+      return false;
+    }
+  }).map(Number);
+}
+
+/** `run`'s result with the CPU milliseconds per 2xx answer each process group, and this process (the load generator), spent during it. */
+export async function withCpu<K extends string, T extends { ok: number }>(
+  groups: Record<K, () => number[]>, run: () => Promise<T>,
+): Promise<T & { cpu: Record<K | 'load generator', number> }> {
+  const keys = Object.keys(groups) as K[];
+  const before = keys.map((k) => cpuSeconds(groups[k]()));
+  const self0 = process.cpuUsage();
+  const result = await run();
+  const self = process.cpuUsage(self0);
+  const perAnswer = (seconds: number) => (seconds * 1000) / Math.max(1, result.ok);
+  const cpu = Object.fromEntries(keys.map((k, i) => [k, perAnswer(cpuSeconds(groups[k]()) - before[i]!)])) as Record<K, number>;
+  return { ...result, cpu: { ...cpu, 'load generator': perAnswer((self.user + self.system) / 1e6) } };
+}
