@@ -3,7 +3,7 @@
 // 0011) decides on the address actually connected to, redirects and
 // manifests included. yt-dlp and ffmpeg reach the web through a small HTTP
 // proxy on 127.0.0.1 (plain forward requests and CONNECT tunnels), the
-// runner's own small fetches (playlists) through egressFetch. Why a
+// runner's own reads through egressGetOptions and egressFetch. Why a
 // proxy of our own and what it refuses: docs/adr/0014-runner-egress-proxy.md.
 //
 // What is not ours: storage uploads and status patches (the destination and
@@ -12,6 +12,7 @@ import http from 'node:http';
 import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
 import { Readable, type Duplex } from 'node:stream';
+import type { BoundedGetOptions } from '@mediajobs/lib/batches/http-get';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { OutboundPolicy, type OutboundDecision } from '@mediajobs/lib/outbound';
 
@@ -222,19 +223,29 @@ export async function withEgress<T>(o: EgressOptions, fn: () => Promise<T>): Pro
   }
 }
 
-/** How many redirects egressFetch follows (each one checked like the first request). */
+/** How many redirects the runner's own reads follow (each one checked like the first request). */
 const MAX_REDIRECTS = 5;
 
 /** A policy that refuses nothing but what can never be allowed: the runner's own reads when no egress runs (tests of other parts). */
 const NO_EGRESS_POLICY = new OutboundPolicy({ allowed: ['0.0.0.0/0', '::/0'] });
 
 /**
- * GET `url` under the job's egress policy, for the runner's own reads
- * (playlists; and the format heads and show artwork that still use fetch,
- * see ADR 0014): the host and port as written, every resolved address at
- * connect time, each redirect as a new request. A fetch-like Response,
- * redirects followed; rejects on network errors and refusals (code
- * ERR_OUTBOUND_REFUSED).
+ * The job's egress as boundedGet (lib/src/batches/http-get.ts) takes it, for
+ * the runner's small reads (playlists): the same policy and ports as the
+ * proxy, and the redirects egressFetch follows.
+ */
+export function egressGetOptions(): Pick<BoundedGetOptions, 'policy' | 'allowPort' | 'maxRedirects'> {
+  const egress = active;
+  if (!egress) return { policy: NO_EGRESS_POLICY, maxRedirects: MAX_REDIRECTS };
+  return { policy: egress.policy, allowPort: (port) => portAllowed(egress.ports, port), maxRedirects: MAX_REDIRECTS };
+}
+
+/**
+ * GET `url` under the job's egress policy, for the runner's own reads that
+ * stream (a format's head, show artwork): the host and port as written,
+ * every resolved address at connect time, each redirect as a new request.
+ * A fetch-like Response, redirects followed; rejects on network errors and
+ * refusals (code ERR_OUTBOUND_REFUSED).
  */
 export async function egressFetch(url: string, init: { headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<Response> {
   const egress = active;
@@ -261,27 +272,6 @@ export async function egressFetch(url: string, init: { headers?: Record<string, 
     return new Response(empty ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), { status, headers });
   }
   throw new Error('too many redirects');
-}
-
-/** A small text body (a playlist) through egressFetch; undefined for an error status or a body over `maxBytes`. */
-export async function egressFetchText(url: string, headers: Record<string, string>, signal: AbortSignal, maxBytes: number): Promise<string | undefined> {
-  const res = await egressFetch(url, { headers, signal });
-  if (!res.ok || !res.body) {
-    await res.body?.cancel();
-    return undefined;
-  }
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of res.body) {
-    size += chunk.length;
-    // A playlist is small; a multi-megabyte body is not one (an endless stream, say).
-    if (size > maxBytes) {
-      await res.body.cancel().catch(() => undefined);
-      return undefined;
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 function get(target: URL, headers: Record<string, string>, lookup: net.LookupFunction, signal?: AbortSignal): Promise<http.IncomingMessage> {

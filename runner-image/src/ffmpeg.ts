@@ -390,8 +390,9 @@ export function muxToStream(
  */
 export const NETWORK_PROTOCOLS = 'http,https,tcp,tls,crypto,httpproxy';
 
-/** For a file of ours (a download, a recording): nothing but that file, whatever a demuxer finds inside it. */
-const LOCAL_INPUT = ['-protocol_whitelist', 'file'] as const;
+/** For a file of ours (a download, a recording): nothing but files, whatever a demuxer finds inside it. */
+export const LOCAL_PROTOCOLS = 'file';
+const LOCAL_INPUT = ['-protocol_whitelist', LOCAL_PROTOCOLS] as const;
 
 /** Whether `url` is an absolute http(s) URL, the only kind of network input ffmpeg is given. */
 export function isNetworkUrl(url: string): boolean {
@@ -410,7 +411,15 @@ export function isNetworkUrl(url: string): boolean {
  */
 export function inputGuard(input: string): string[] | undefined {
   if (path.isAbsolute(input) && !input.includes(':')) return [...LOCAL_INPUT];
-  if (!isNetworkUrl(input)) return undefined;
+  return isNetworkUrl(input) ? networkInputArgs() : undefined;
+}
+
+/**
+ * The input options of a network input: the network protocols only, through
+ * the job's egress proxy. Ours (inputGuard) and the ffmpeg yt-dlp starts as
+ * its downloader (ytdlp.ts commonArgs) take the same.
+ */
+export function networkInputArgs(): string[] {
   const egress = activeEgress();
   return ['-protocol_whitelist', NETWORK_PROTOCOLS, ...(egress ? ['-http_proxy', egress.url] : [])];
 }
@@ -431,7 +440,7 @@ function notHttp(): RunResult {
 export function httpInputArgs(headers: Readonly<Record<string, string>>, timeoutSeconds: number, url?: string): string[] {
   const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
   // Without the URL (source-read.ts builds a format's options apart from it): as for any http(s) URL.
-  const guard = inputGuard(url ?? 'http://any');
+  const guard = url === undefined ? networkInputArgs() : inputGuard(url);
   if (!guard) throw new Error('not an http(s) URL');
   return [...guard, '-rw_timeout', String(timeoutSeconds * 1_000_000), ...(lines ? ['-headers', lines] : [])];
 }

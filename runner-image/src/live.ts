@@ -12,11 +12,12 @@
 // turns into the requested container.
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
+import { boundedGet, GetError, type GetFailure } from '@mediajobs/lib/batches/http-get';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import type { MediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { runProcess, type RunResult } from './child.js';
 import { classifyRecorder, classifyYtDlp } from './classify.js';
-import { egressFetchText } from './egress-proxy.js';
+import { egressGetOptions } from './egress-proxy.js';
 import { httpInputArgs, isNetworkUrl } from './ffmpeg.js';
 import type { YtDlpFormat, YtDlpInfo } from './plan.js';
 import type { DownloadResult, ProbeResult, YtDlpFailure } from './ytdlp.js';
@@ -91,13 +92,28 @@ export function selectedFormats(info: LiveInfo): LiveFormat[] {
   }];
 }
 
+/** Answers that are no playlist to read, as opposed to a read that failed. */
+const NOT_A_PLAYLIST: ReadonlySet<GetFailure['kind']> = new Set(['status', 'too_large', 'encoding']);
+
 /**
- * A small text body (a playlist); undefined for an error status or a body
- * over `maxBytes`. Throws on network errors and on addresses the job's
- * egress refuses (egress-proxy.ts), redirects included.
+ * A small text body (a playlist), read with the format's headers under the
+ * job's egress (egress-proxy.ts egressGetOptions), redirects included.
+ * Undefined for an answer that is no playlist: an error status, a body over
+ * `maxBytes`, an encoding other than gzip. Throws GetError on refusals,
+ * network errors and time-outs.
  */
-export async function fetchText(url: string, headers: Record<string, string>, signal: AbortSignal, maxBytes = 4 << 20): Promise<string | undefined> {
-  return egressFetchText(url, headers, signal, maxBytes);
+export async function fetchText(
+  url: string, headers: Record<string, string>, read: { timeoutMs: number; signal?: AbortSignal; maxBytes?: number },
+): Promise<string | undefined> {
+  try {
+    const got = await boundedGet(url, {
+      ...egressGetOptions(), headers, timeoutMs: read.timeoutMs, maxBytes: read.maxBytes ?? 4 << 20, ...(read.signal && { signal: read.signal }),
+    });
+    return got.body.toString('utf8');
+  } catch (err) {
+    if (err instanceof GetError && NOT_A_PLAYLIST.has(err.failure.kind)) return undefined;
+    throw err;
+  }
 }
 
 /**
@@ -115,13 +131,15 @@ export async function isLiveSource(
   if (said !== 'unknown') return said === 'live';
   const formats = selectedFormats(info);
   for (const f of formats.filter(isHls)) {
-    const signal = AbortSignal.any([AbortSignal.timeout(opts.timeoutMs ?? 15_000), ...(opts.signal ? [opts.signal] : [])]);
+    const timeoutMs = opts.timeoutMs ?? 15_000;
+    // One deadline over the playlist and the variant it names.
+    const read = { timeoutMs, signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), ...(opts.signal ? [opts.signal] : [])]) };
     try {
       let url = f.url!;
-      let verdict = hlsLiveness((await fetchText(url, f.http_headers ?? {}, signal)) ?? '');
+      let verdict = hlsLiveness((await fetchText(url, f.http_headers ?? {}, read)) ?? '');
       if (verdict && typeof verdict === 'object') {
         url = new URL(verdict.variant, url).toString();
-        verdict = hlsLiveness((await fetchText(url, f.http_headers ?? {}, signal)) ?? '');
+        verdict = hlsLiveness((await fetchText(url, f.http_headers ?? {}, read)) ?? '');
       }
       if (verdict === 'live') return true;
       if (verdict === 'vod') return false;

@@ -13,7 +13,7 @@ import { cpuBudget, killProcessTree, liveChildren, liveSignalled } from './child
 import { classification } from './classify.js';
 import { loadRunnerEnv, parseSpec, SpecError, type RunnerEnv } from './config.js';
 import { cancellable, resolveDestination, type CancellableProvider, type ResolvedDestination } from './destination.js';
-import { runJob } from './pipeline.js';
+import { runJob, type Tools } from './pipeline.js';
 import { StatusReporter, writeTerminationMessage } from './report.js';
 
 const logger = createLogger('runner');
@@ -91,91 +91,104 @@ function terminationLogPath(env: Pick<RunnerEnv, 'LOCAL_CLUSTER_TERMINATION_LOG'
   return env?.LOCAL_CLUSTER_TERMINATION_LOG ?? process.env.LOCAL_CLUSTER_TERMINATION_LOG ?? '/dev/termination-log';
 }
 
-async function main(): Promise<number> {
-  // on, not once: the kubelet of the local cluster signals the whole process group, and a second SIGTERM must not kill the runner mid-cleanup.
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
+/** The classified report of a runner bug or broken setup: Failed, technical. */
+function internalError(): RunnerReport {
+  const c = classification('internal_error');
+  return { outcome: c.outcome, error: c.error, errorType: c.errorType };
+}
 
-  let env: RunnerEnv;
-  let spec: NormalisedMediaJobSpec;
+/** The runner's settings and the job's spec; undefined, with the termination message written, when either is broken. */
+function loadJob(): { env: RunnerEnv; spec: NormalisedMediaJobSpec } | undefined {
   try {
-    env = loadRunnerEnv();
-    spec = parseSpec(env.MEDIAJOB_SPEC);
+    const env = loadRunnerEnv();
+    return { env, spec: parseSpec(env.MEDIAJOB_SPEC) };
   } catch (err) {
     // A broken pod spec is the operator's bug, not the media's: Failed, technical.
-    const c = classification('internal_error');
-    const report: RunnerReport = { outcome: c.outcome, error: c.error, errorType: c.errorType };
     logger.error({ err: err instanceof ConfigError || err instanceof SpecError ? err.message : errFields(err) }, 'invalid runner configuration');
-    writeTerminationMessage(terminationLogPath(undefined), report, logger);
-    return RUNNER_EXIT.failed;
+    writeTerminationMessage(terminationLogPath(undefined), internalError(), logger);
+    return undefined;
   }
+}
 
-  const jobId = env.MEDIAJOB_JOB_ID ?? spec.jobId ?? env.MEDIAJOB_NAME;
-  const reporter = new StatusReporter({
+function statusReporter(env: RunnerEnv): StatusReporter {
+  return new StatusReporter({
     namespace: env.MEDIAJOB_NAMESPACE ?? 'default',
     name: env.MEDIAJOB_NAME ?? '',
     logger,
     enabled: Boolean(env.MEDIAJOB_NAME && env.MEDIAJOB_NAMESPACE),
     progressIntervalMs: env.RUNNER_PROGRESS_INTERVAL_MS,
   });
+}
 
-  let report: RunnerReport;
-  if (!jobId) {
-    const c = classification('internal_error');
-    logger.error('no job id: MEDIAJOB_JOB_ID is required');
-    report = { outcome: c.outcome, error: c.error, errorType: c.errorType };
-  } else {
-    let destination: ResolvedDestination | { error: unknown };
-    try {
-      const resolved = cancellable(await resolveDestination(env.MEDIAJOBS_CREDENTIALS_DIR, env), abort.signal);
-      uploads = resolved.provider;
-      destination = resolved;
-    } catch (err) {
-      destination = { error: err };
-    }
-    // The pod's TMPDIR (a private emptyDir, or the local kubelet's per-pod dir).
-    workDir = mkdtempSync(path.join(os.tmpdir(), 'mediajob-'));
-    try {
-      const run = runJob({
-        spec,
-        jobId,
-        workDir,
-        reporter,
-        logger: logger.child({ job: jobId }),
-        tools: {
-          ytdlp: env.YTDLP_PATH, ytdlpArgs: env.YTDLP_ARGS, ffmpeg: env.FFMPEG_PATH, ffprobe: env.FFPROBE_PATH,
-          socketTimeoutSeconds: env.RUNNER_SOCKET_TIMEOUT_SECONDS,
-          threads: cpuBudget(),
-          egress: { policy: new OutboundPolicy({ allowed: env.OUTBOUND_ALLOWED_CIDRS }), ports: env.RUNNER_EGRESS_PORTS },
-          live: {
-            maxRecordingSeconds: env.RUNNER_MAX_RECORDING_SECONDS,
-            waitForVideoMaxSeconds: env.RUNNER_WAIT_FOR_VIDEO_MAX_SECONDS,
-            waitForVideoPollSeconds: env.RUNNER_WAIT_FOR_VIDEO_POLL_SECONDS,
-          },
-        },
-        destination,
-        signal: abort.signal,
-      });
-      running = run;
-      report = await run;
-    } catch (err) {
-      // A bug or an unexpected I/O failure (disk full while writing the info JSON...).
-      if (shuttingDown) return SIGTERM_EXIT;
-      const c = classification('internal_error');
-      logger.error({ err: errFields(err) }, 'runner failed');
-      report = { outcome: c.outcome, error: c.error, errorType: c.errorType };
-    } finally {
-      if (!shuttingDown) removeWorkDir();
-    }
+function toolsOf(env: RunnerEnv): Tools {
+  return {
+    ytdlp: env.YTDLP_PATH, ytdlpArgs: env.YTDLP_ARGS, ffmpeg: env.FFMPEG_PATH, ffprobe: env.FFPROBE_PATH,
+    socketTimeoutSeconds: env.RUNNER_SOCKET_TIMEOUT_SECONDS,
+    threads: cpuBudget(),
+    egress: { policy: new OutboundPolicy({ allowed: env.OUTBOUND_ALLOWED_CIDRS }), ports: env.RUNNER_EGRESS_PORTS },
+    live: {
+      maxRecordingSeconds: env.RUNNER_MAX_RECORDING_SECONDS,
+      waitForVideoMaxSeconds: env.RUNNER_WAIT_FOR_VIDEO_MAX_SECONDS,
+      waitForVideoPollSeconds: env.RUNNER_WAIT_FOR_VIDEO_POLL_SECONDS,
+    },
+  };
+}
+
+/** The job's destination, its uploads cancellable (stop() removes what they stored); or why it could not be set up. */
+async function destinationOf(env: RunnerEnv): Promise<ResolvedDestination | { error: unknown }> {
+  try {
+    const resolved = cancellable(await resolveDestination(env.MEDIAJOBS_CREDENTIALS_DIR, env), abort.signal);
+    uploads = resolved.provider;
+    return resolved;
+  } catch (err) {
+    return { error: err };
   }
-  if (shuttingDown) return SIGTERM_EXIT;
-  reporting = true;
+}
 
+/** Run the pipeline in a fresh work directory, removed after unless the runner is stopping (stop() removes it then). */
+async function runInWorkDir(env: RunnerEnv, spec: NormalisedMediaJobSpec, jobId: string, reporter: StatusReporter): Promise<RunnerReport> {
+  const destination = await destinationOf(env);
+  // The pod's TMPDIR (a private emptyDir, or the local kubelet's per-pod dir).
+  workDir = mkdtempSync(path.join(os.tmpdir(), 'mediajob-'));
+  try {
+    const run = runJob({
+      spec, jobId, workDir, reporter, logger: logger.child({ job: jobId }), tools: toolsOf(env), destination, signal: abort.signal,
+    });
+    running = run;
+    return await run;
+  } catch (err) {
+    // A bug or an unexpected I/O failure (disk full while writing the info JSON...); a stopping runner reports nothing anyway.
+    if (!shuttingDown) logger.error({ err: errFields(err) }, 'runner failed');
+    return internalError();
+  } finally {
+    if (!shuttingDown) removeWorkDir();
+  }
+}
+
+/** Report the outcome and give the exit code. From here what was delivered is the job's, and stays (stop()). */
+async function finalReport(env: RunnerEnv, reporter: StatusReporter, report: RunnerReport): Promise<number> {
+  reporting = true;
   // The termination message first: it is what the operator falls back on,
   // so it must exist even if the final patch hangs or the pod is killed now.
   writeTerminationMessage(terminationLogPath(env), report, logger);
   await Promise.race([reporter.finish(report), new Promise((r) => setTimeout(r, FINAL_REPORT_TIMEOUT_MS).unref())]);
   return RUNNER_EXIT[report.outcome ?? 'failed'];
+}
+
+async function main(): Promise<number> {
+  // on, not once: the kubelet of the local cluster signals the whole process group, and a second SIGTERM must not kill the runner mid-cleanup.
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  const job = loadJob();
+  if (!job) return RUNNER_EXIT.failed;
+  const { env, spec } = job;
+  const reporter = statusReporter(env);
+  const jobId = env.MEDIAJOB_JOB_ID ?? spec.jobId ?? env.MEDIAJOB_NAME;
+  if (!jobId) logger.error('no job id: MEDIAJOB_JOB_ID is required');
+  const report = jobId ? await runInWorkDir(env, spec, jobId, reporter) : internalError();
+  // A stopping runner reports nothing: stop() and onSignal end it (docs/adr/0013).
+  if (shuttingDown) return SIGTERM_EXIT;
+  return finalReport(env, reporter, report);
 }
 
 main().then(

@@ -126,10 +126,10 @@ export async function withHlsFragments(
   info: YtDlpInfo, formatIds: readonly string[], opts: { timeoutSeconds: number; signal?: AbortSignal },
 ): Promise<{ info: YtDlpInfo; lead: Map<string, number> }> {
   const lead = new Map<string, number>();
-  const signal = AbortSignal.any([AbortSignal.timeout(opts.timeoutSeconds * 1000), ...(opts.signal ? [opts.signal] : [])]);
+  const read = { timeoutMs: opts.timeoutSeconds * 1000, maxBytes: MAX_PLAYLIST_BYTES, ...(opts.signal && { signal: opts.signal }) };
   const formats = await Promise.all((info.formats ?? []).map(async (f) => {
     if (!formatIds.includes(f.format_id) || !HLS.includes(f.protocol ?? '') || !f.url || f.fragments !== undefined) return f;
-    const text = await fetchText(f.url, f.http_headers ?? {}, signal, MAX_PLAYLIST_BYTES).catch(() => undefined);
+    const text = await fetchText(f.url, f.http_headers ?? {}, read).catch(() => undefined);
     const list = text === undefined ? undefined : hlsFragments(text, f.url);
     if (!list) return f;
     // Without EXT-X-INDEPENDENT-SEGMENTS a segment need not start with a

@@ -29,6 +29,7 @@ import { isStorageError } from '@mediajobs/lib/storage/index';
 import { runProcess } from './child.js';
 import type { ResolvedDestination } from './destination.js';
 import { artworkUrl, fetchArtwork } from './episode.js';
+import { LOCAL_PROTOCOLS } from './ffmpeg.js';
 import { commonArgs, type YtDlpOptions } from './ytdlp.js';
 
 export interface SidecarFile {
@@ -66,7 +67,9 @@ export function sidecarArgs(infoPath: string, dir: string, wants: SidecarWants):
   }
   if (wants.thumbnail) {
     // Sources serve webp, png or jpg; JPEG is what every consumer of a cover image takes.
-    args.push('--write-thumbnail', '--convert-thumbnails', 'jpg', '-o', 'thumbnail:thumbnail.%(ext)s');
+    // The conversion's ffmpeg reads the downloaded file as ours read theirs: files only.
+    args.push('--write-thumbnail', '--convert-thumbnails', 'jpg', '-o', 'thumbnail:thumbnail.%(ext)s',
+      '--postprocessor-args', `ThumbnailsConvertor+ffmpeg_i1:-protocol_whitelist ${LOCAL_PROTOCOLS}`);
   }
   return args;
 }

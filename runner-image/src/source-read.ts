@@ -49,8 +49,7 @@ export function readsDirectly(f: YtDlpFormat): boolean {
 /** ffmpeg input options for a format's URL: its headers, a socket timeout, reconnects, HTTP(S) only. */
 export function sourceInputArgs(f: YtDlpFormat, timeoutSeconds: number): string[] {
   return [
-    // The URL comes from a web page: it must not make ffmpeg open a local file or another protocol.
-    '-protocol_whitelist', 'http,https,tcp,tls',
+    // With the network protocols only: the URL comes from a web page, and must not make ffmpeg open a local file.
     ...httpInputArgs(f.http_headers ?? {}, timeoutSeconds),
     // ffmpeg does not check certificates unless told (yt-dlp does); the system's CAs then apply.
     ...(f.protocol === 'https' ? ['-tls_verify', '1'] : []),

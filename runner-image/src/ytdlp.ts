@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { ErrorCategory } from './classify.js';
 import { runProcess, type RunResult } from './child.js';
 import { activeEgress } from './egress-proxy.js';
+import { networkInputArgs } from './ffmpeg.js';
 import { expectedBytes, type YtDlpInfo } from './plan.js';
 
 export interface YtDlpOptions {
@@ -21,11 +22,11 @@ export interface YtDlpOptions {
 
 /**
  * Options every run gets: nothing from a config file or cache on the image,
- * bounded retries, and the job's egress proxy (egress-proxy.ts) for every
- * request yt-dlp makes: pages, redirects, manifests, fragments, subtitles,
- * thumbnails, and the ffmpeg it may start as a downloader (yt-dlp hands it
- * the proxy as -http_proxy). The proxy comes after the deployment's
- * options, so a `--proxy` in YTDLP_ARGS does not route around it.
+ * bounded retries, the job's egress proxy (egress-proxy.ts) for every
+ * request yt-dlp makes (pages, redirects, manifests, fragments, subtitles,
+ * thumbnails), and the input options of our own ffmpeg runs for the ffmpeg
+ * yt-dlp starts as its downloader (downloaderInputArgs). Both come after
+ * the deployment's options, so YTDLP_ARGS cannot route around them.
  */
 export function commonArgs(opts: YtDlpOptions): string[] {
   const egress = activeEgress();
@@ -39,7 +40,25 @@ export function commonArgs(opts: YtDlpOptions): string[] {
     '--extractor-retries', '2',
     ...(opts.extraArgs ?? []),
     ...(egress ? ['--proxy', egress.url] : []),
+    ...downloaderInputArgs(),
   ];
+}
+
+/**
+ * yt-dlp hands a format to ffmpeg (its FFmpegFD) when HLS has features its
+ * own downloader lacks, when an extractor says `m3u8` rather than
+ * `m3u8_native`, and for every HLS format once YTDLP_ARGS asks for ffmpeg
+ * (`--downloader m3u8:ffmpeg`, `--hls-prefer-ffmpeg`). ffmpeg then opens the
+ * format's URL as it stands, and a master playlist's variant may be
+ * `file:///...`: yt-dlp's own downloaders refuse file URLs, ffmpeg without
+ * a whitelist reads the file, and the job would deliver it. So its inputs
+ * take networkInputArgs, as ours do: a URL other than http(s) fails the
+ * download. yt-dlp puts `ffmpeg_i1` (else `ffmpeg_i`) right before each
+ * `-i`, after its own input options, so these win; they replace any the
+ * deployment gave under the same keys.
+ */
+export function downloaderInputArgs(): string[] {
+  return ['--downloader-args', `ffmpeg_i1,ffmpeg_i:${networkInputArgs().map(configQuote).join(' ')}`];
 }
 
 /** A failed run; `category` is set when the failure is known without reading stderr. */

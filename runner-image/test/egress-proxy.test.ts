@@ -6,7 +6,9 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { OutboundPolicy, type Resolver } from '@mediajobs/lib/outbound';
-import { EgressProxy, egressFetch, egressFetchText, parsePortRanges, withEgress } from '../src/egress-proxy.js';
+import { GetError } from '@mediajobs/lib/batches/http-get';
+import { EgressProxy, egressFetch, parsePortRanges, withEgress } from '../src/egress-proxy.js';
+import { fetchText } from '../src/live.js';
 
 interface Site {
   port: number;
@@ -144,21 +146,34 @@ describe('runner: egress proxy', () => {
     expect(await viaProxy(proxy, `http://127.0.0.1:${closed.port}/`)).to.deep.equal({ status: 502, body: 'connection failed\n' });
   });
 
-  it('the runner\'s own reads (playlists) take the same policy and check every redirect', async () => {
+  it('the runner\'s own reads (playlists) take the same policy and ports, check every redirect, and send the format\'s headers', async () => {
+    const agents: (string | undefined)[] = [];
     const redirecting = await startSite('127.0.0.1', (req, res) => {
+      agents.push(req.headers['user-agent']);
       if (req.url === '/ok.m3u8') return void res.end('#EXTM3U\n');
+      if (req.url === '/gone.m3u8') return void res.writeHead(404).end('not here');
       res.writeHead(302, { location: `http://127.0.0.2:${internal.port}/secret.m3u8` }).end();
     });
+    const failure = (read: Promise<unknown>) => read.then(() => undefined, (err: unknown) => (err instanceof GetError ? err.failure : err));
     try {
       await withEgress({ policy: new OutboundPolicy({ allowed: ['127.0.0.1/32'] }) }, async () => {
-        const signal = AbortSignal.timeout(5000);
-        expect(await egressFetchText(`http://127.0.0.1:${redirecting.port}/ok.m3u8`, {}, signal, 1000)).to.equal('#EXTM3U\n');
-        const res = await egressFetch(`http://127.0.0.1:${redirecting.port}/ok.m3u8`, { signal });
+        const read = { timeoutMs: 5000, maxBytes: 1000 };
+        const ok = `http://127.0.0.1:${redirecting.port}/ok.m3u8`;
+        expect(await fetchText(ok, { 'User-Agent': 'the format\'s agent' }, read)).to.equal('#EXTM3U\n');
+        expect(agents).to.deep.equal(['the format\'s agent']);
+        expect(await fetchText(`http://127.0.0.1:${redirecting.port}/gone.m3u8`, {}, read)).to.equal(undefined);
+        const res = await egressFetch(ok, { signal: AbortSignal.timeout(5000) });
         expect([res.status, await res.text()]).to.deep.equal([200, '#EXTM3U\n']);
-        expect(await egressFetch(`http://127.0.0.2:${internal.port}/`, { signal }).catch((err: unknown) => err)).to.include({ code: 'ERR_OUTBOUND_REFUSED' });
-        let refused: unknown;
-        await egressFetchText(`http://127.0.0.1:${redirecting.port}/moved.m3u8`, {}, signal, 1000).catch((err: unknown) => (refused = err));
-        expect(refused).to.include({ code: 'ERR_OUTBOUND_REFUSED', message: 'egress refused: address refused (loopback)' });
+        expect(await egressFetch(`http://127.0.0.2:${internal.port}/`).catch((err: unknown) => err)).to.include({ code: 'ERR_OUTBOUND_REFUSED' });
+        expect(await failure(fetchText(`http://127.0.0.1:${redirecting.port}/moved.m3u8`, {}, read))).to.deep.equal({ kind: 'refused', category: 'loopback' });
+        expect(await failure(fetchText('file:///etc/hosts', {}, read))).to.deep.equal({ kind: 'bad_url' });
+      });
+      // The egress's ports hold for these reads as for the proxy.
+      await withEgress({ policy: new OutboundPolicy({ allowed: ['127.0.0.1/32'] }), ports: parsePortRanges('80,443') }, async () => {
+        const before = redirecting.connections;
+        expect(await failure(fetchText(`http://127.0.0.1:${redirecting.port}/ok.m3u8`, {}, { timeoutMs: 5000 })))
+          .to.deep.equal({ kind: 'port_refused', port: redirecting.port });
+        expect(redirecting.connections).to.equal(before);
       });
     } finally {
       await redirecting.stop();

@@ -7,6 +7,7 @@ import { parseSpec, SpecError } from '../src/config.js';
 import { parseJobRequest } from '@mediajobs/lib/job-options';
 import { redactUrls } from '@mediajobs/lib/logger';
 import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
+import { NETWORK_PROTOCOLS } from '../src/ffmpeg.js';
 import { actualQuality, releaseDateOf } from '../src/plan.js';
 import { readsDirectly, sourceInputArgs, transportIsDefault } from '../src/source-read.js';
 import { MAX_TERMINATION_MESSAGE_BYTES, StatusReporter, terminationMessage, type RunnerStatusPatch } from '../src/report.js';
@@ -43,7 +44,8 @@ describe('runner: planning and reporting', () => {
       const at = (k: string) => args[args.indexOf(k) + 1];
       expect(at('-headers')).to.equal('User-Agent: UA/1\r\nReferer: https://site.example/\r\n');
       expect(at('-rw_timeout')).to.equal('20000000');
-      expect(at('-protocol_whitelist')).to.equal('http,https,tcp,tls');
+      expect(args.filter((a) => a === '-protocol_whitelist')).to.have.length(1);
+      expect(at('-protocol_whitelist')).to.equal(NETWORK_PROTOCOLS);
       expect(at('-tls_verify')).to.equal('1');
       expect(sourceInputArgs({ ...file, protocol: 'http' }, 20)).to.not.include('-tls_verify');
     });

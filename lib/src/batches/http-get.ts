@@ -10,8 +10,11 @@
 //   any connection: its literal host with checkUrl (Node does not call
 //   `lookup` for IP literals), and every address a name resolves to at
 //   connect time through connectLookup, on a fresh agent so no pooled socket
-//   opened by someone else is reused.
+//   opened by someone else is reused; its port too, when the caller limits
+//   ports (the runner's egress, ADR 0014).
 // Failures are typed (GetError) for the caller to turn into its own answer.
+// Callers: the show resolver (show.ts) and the runner's playlist reads
+// (runner-image/src/live.ts fetchText).
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { Readable } from 'node:stream';
@@ -28,10 +31,21 @@ export interface BoundedGetOptions {
   /** The caller's abort (client gone); distinguished from the deadline. */
   signal?: AbortSignal;
   accept?: string;
+  /**
+   * More request headers (a media format's User-Agent, Referer, cookies);
+   * they win over the defaults, except Accept-Encoding: the body is decoded
+   * here, and only gzip is.
+   */
+  headers?: Readonly<Record<string, string>>;
+  /** Whether a hop may connect to this port; every port when absent. */
+  allowPort?: (port: number) => boolean;
 }
 
 export type GetFailure =
   | { kind: 'refused'; category: RefusedCategory }
+  | { kind: 'port_refused'; port: number }
+  /** The URL asked for does not parse or is not http(s). */
+  | { kind: 'bad_url' }
   | { kind: 'timeout' }
   | { kind: 'aborted' }
   | { kind: 'too_large' }
@@ -55,6 +69,8 @@ export function describeFailure(f: GetFailure): string {
   switch (f.kind) {
     case 'refused':
       return `address refused (${f.category})`;
+    case 'port_refused':
+      return `port ${f.port} refused`;
     case 'status':
       return `HTTP ${f.status}`;
     case 'network':
@@ -87,7 +103,7 @@ export async function boundedGet(url: string, opts: BoundedGetOptions): Promise<
     return new GetError({ kind: 'network', ...(typeof code === 'string' && { code }) });
   };
   try {
-    let current = new URL(url);
+    let current = httpUrl(url, 'bad_url');
     for (let hop = 0; ; hop++) {
       const res = await requestOnce(current, opts, signal);
       const status = res.statusCode ?? 0;
@@ -111,32 +127,40 @@ export async function boundedGet(url: string, opts: BoundedGetOptions): Promise<
 
 function redirectTarget(from: URL, location: string | undefined): URL {
   if (!location) throw new GetError({ kind: 'bad_redirect' });
-  let next: URL;
-  try {
-    next = new URL(location, from);
-  } catch {
-    throw new GetError({ kind: 'bad_redirect' });
-  }
-  if (next.protocol !== 'http:' && next.protocol !== 'https:') throw new GetError({ kind: 'bad_redirect' });
-  return next;
+  return httpUrl(location, 'bad_redirect', from);
 }
 
-/** One request: the literal host checked first, names checked as they resolve. */
+/** `text` (relative to `base`) as an http(s) URL; else a GetError of `kind`. */
+function httpUrl(text: string, kind: 'bad_url' | 'bad_redirect', base?: URL): URL {
+  let url: URL;
+  try {
+    url = new URL(text, base);
+  } catch {
+    throw new GetError({ kind });
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new GetError({ kind });
+  return url;
+}
+
+/** One request: the literal host and the port checked first, names checked as they resolve. */
 function requestOnce(url: URL, opts: BoundedGetOptions, signal: AbortSignal): Promise<IncomingMessage> {
   const literal = opts.policy.checkUrl(url);
   if (!literal.ok) return Promise.reject(new GetError({ kind: 'refused', category: literal.category }));
-  const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  const https = url.protocol === 'https:';
+  const port = Number(url.port || (https ? 443 : 80));
+  if (opts.allowPort && !opts.allowPort(port)) return Promise.reject(new GetError({ kind: 'port_refused', port }));
+  const request = https ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
-    const req = request(url, {
-      method: 'GET',
-      agent: false,
-      lookup: opts.policy.connectLookup(),
-      signal,
-      headers: { 'user-agent': USER_AGENT, 'accept-encoding': 'gzip', ...(opts.accept && { accept: opts.accept }) },
-    }, resolve);
+    const req = request(url, { method: 'GET', agent: false, lookup: opts.policy.connectLookup(), signal, headers: requestHeaders(opts) }, resolve);
     req.once('error', reject);
     req.end();
   });
+}
+
+/** Ours, then the caller's (names compared without case), then the one the body decoding needs. */
+function requestHeaders(opts: BoundedGetOptions): Record<string, string> {
+  const given = Object.entries(opts.headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]);
+  return { 'user-agent': USER_AGENT, ...(opts.accept && { accept: opts.accept }), ...Object.fromEntries(given), 'accept-encoding': 'gzip' };
 }
 
 /** The decoded body, at most `maxBytes`; the connection is dropped as soon as it would be more. */
