@@ -213,8 +213,9 @@ async function start(): Promise<void> {
     // One operator, in this process, alone on this state (claimStateDir): a
     // lease left by a killed run would only hold jobs back until it expired.
     LEADER_ELECTION: process.env.LEADER_ELECTION ?? 'false',
-    // Storage emulators and media servers of a local run listen on loopback.
-    OUTBOUND_ALLOWED_CIDRS: process.env.OUTBOUND_ALLOWED_CIDRS ?? '127.0.0.0/8,::1/128',
+    // Storage emulators and media servers of a local run listen on loopback or the LAN
+    // (OUTBOUND_ALLOWED_CIDRS, if set, adds to this; link-local and metadata stay refused).
+    OUTBOUND_ALLOW_PRIVATE: process.env.OUTBOUND_ALLOW_PRIVATE ?? 'true',
   };
   const gateway = await startGateway(loadGatewayConfig(env), { logger: createLogger('api-gateway', env.LOG_LEVEL ?? 'info') })
     .catch(portTaken('the gateway', port, 'PORT'));

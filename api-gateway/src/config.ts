@@ -1,6 +1,8 @@
 // Gateway settings, read once at start through lib's config loader.
 import { z } from 'zod';
-import { commonSchema, envInt, loadConfig, managedStorageSchema, outboundSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
+import {
+  commonSchema, envInt, loadConfig, managedStorageSchema, outboundSchema, storageEndpointsSchema, withOutboundAllowance,
+} from '@mediajobs/lib/config';
 import { batchSourcesSchema } from '@mediajobs/lib/batches/config';
 import { chatSchema } from '@mediajobs/lib/chat/config';
 import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
@@ -42,5 +44,5 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
 export type GatewayConfig = z.infer<typeof gatewaySchema>;
 
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
-  return loadConfig(gatewaySchema, env);
+  return withOutboundAllowance(loadConfig(gatewaySchema, env));
 }

@@ -2,7 +2,7 @@
 // environment through a zod schema, so a bad value fails at start with the
 // variable's name instead of deep inside a request.
 import { z } from 'zod';
-import { parseAllowedNetworks } from './outbound.js';
+import { parseAllowedNetworks, PRIVATE_NETWORKS } from './outbound.js';
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -122,11 +122,14 @@ export function storageEndpoints(config: StorageEndpointsConfig): {
 }
 
 /**
- * The allowance of the outbound-address policy (lib/src/outbound.ts): networks
- * the service may contact for users although they are refused by default
- * (loopback, private ranges). Comma-separated CIDRs; empty in production,
- * `127.0.0.0/8,::1/128` in local mode and the tests for their emulators.
- * Link-local and cloud metadata addresses cannot be allowed.
+ * The allowance of the outbound-address policy (lib/src/outbound.ts): what
+ * the service may contact for users although it is refused by default.
+ * OUTBOUND_ALLOW_PRIVATE opens loopback and the private ranges at once
+ * (PRIVATE_NETWORKS; false in production, true in local mode);
+ * OUTBOUND_ALLOWED_CIDRS names networks one by one (comma-separated CIDRs,
+ * e.g. a MinIO's). Both combine. Link-local and cloud metadata addresses
+ * cannot be allowed by either. A service's loader joins the two with
+ * withOutboundAllowance.
  */
 export const outboundSchema = z.object({
   OUTBOUND_ALLOWED_CIDRS: z.string().default('').transform((text, ctx) => {
@@ -135,4 +138,20 @@ export const outboundSchema = z.object({
     ctx.addIssue({ code: 'custom', message: parsed.error });
     return z.NEVER;
   }),
+  OUTBOUND_ALLOW_PRIVATE: envBoolean.default(false),
 });
+
+export type OutboundConfig = z.infer<typeof outboundSchema>;
+
+/**
+ * The allowance in force, as OUTBOUND_ALLOWED_CIDRS: the networks listed
+ * there, and PRIVATE_NETWORKS under OUTBOUND_ALLOW_PRIVATE. Applied by each
+ * service's loader (a zod object with a transform could no longer be
+ * merged into the services' schemas), so every policy built from
+ * OUTBOUND_ALLOWED_CIDRS honours both, and the operator forwards what is in
+ * force to runner pods.
+ */
+export function withOutboundAllowance<C extends OutboundConfig>(cfg: C): C {
+  if (!cfg.OUTBOUND_ALLOW_PRIVATE) return cfg;
+  return { ...cfg, OUTBOUND_ALLOWED_CIDRS: [...new Set([...cfg.OUTBOUND_ALLOWED_CIDRS, ...PRIVATE_NETWORKS])] };
+}

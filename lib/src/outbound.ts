@@ -4,7 +4,8 @@
 // decides on literal hosts (checkUrl, checkHost), on addresses a name
 // resolved to (checkAddress, checkResolved), and at connect time for
 // sockets the service opens itself (connectLookup). Why a BlockList, what is
-// refused and what OUTBOUND_ALLOWED_CIDRS can open: docs/adr/0011.
+// refused and what OUTBOUND_ALLOWED_CIDRS and OUTBOUND_ALLOW_PRIVATE can
+// open: docs/adr/0011.
 import { promises as dns } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 
@@ -47,6 +48,18 @@ const REFUSED: readonly Range[] = [
   ['private', 'ipv6', 'fc00::', 7], // unique local
   ['private', 'ipv6', 'fec0::', 10], // deprecated site-local
   ['private', 'ipv6', '64:ff9b:1::', 48], // local-use NAT64 (RFC 8215): the IPv4 inside is not at a fixed place
+];
+
+/**
+ * What OUTBOUND_ALLOW_PRIVATE opens: loopback and the private ranges a
+ * deployment's own services sit in (RFC 1918, carrier-grade NAT, unique
+ * local). Not the deprecated site-local fec0::/10, nor local-use NAT64
+ * 64:ff9b:1::/48: the IPv4 address inside it is not at a fixed place, so
+ * it could stand for a metadata address. The metadata addresses inside
+ * these ranges stay refused (NEVER is checked first).
+ */
+export const PRIVATE_NETWORKS: readonly string[] = [
+  '127.0.0.0/8', '::1/128', '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', 'fc00::/7',
 ];
 
 function blockList(ranges: readonly Range[]): BlockList {
@@ -156,7 +169,11 @@ export class OutboundRefusedError extends Error {
 }
 
 export interface OutboundPolicyOptions {
-  /** Networks contacted although refused by default (OUTBOUND_ALLOWED_CIDRS); link-local stays refused. */
+  /**
+   * Networks contacted although refused by default: a service's
+   * OUTBOUND_ALLOWED_CIDRS, which its config loader has joined with
+   * PRIVATE_NETWORKS under OUTBOUND_ALLOW_PRIVATE. Link-local stays refused.
+   */
   allowed?: readonly string[];
   /** For checkResolved and connectLookup; default dns.lookup (the system resolver, /etc/hosts included). */
   resolve?: Resolver;
@@ -260,7 +277,7 @@ export class OutboundPolicy {
   }
 }
 
-/** No allowance: what production contacts for users unless OUTBOUND_ALLOWED_CIDRS says more. */
+/** No allowance: what production contacts for users unless OUTBOUND_ALLOWED_CIDRS or OUTBOUND_ALLOW_PRIVATE says more. */
 export const DEFAULT_OUTBOUND_POLICY = new OutboundPolicy();
 
 /**

@@ -5,8 +5,10 @@
 import { createServer, get, Agent, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
-import { loadConfig, outboundSchema, ConfigError } from '../src/config.js';
-import { DEFAULT_OUTBOUND_POLICY, OutboundPolicy, OutboundRefusedError, parseAllowedNetworks, urlFieldError, type Resolver } from '../src/outbound.js';
+import { loadConfig, outboundSchema, ConfigError, withOutboundAllowance } from '../src/config.js';
+import {
+  DEFAULT_OUTBOUND_POLICY, OutboundPolicy, OutboundRefusedError, PRIVATE_NETWORKS, parseAllowedNetworks, urlFieldError, type Resolver,
+} from '../src/outbound.js';
 
 /** What each URL's host is, for the policy without an allowance. */
 const REFUSED_URLS: [string, string][] = [
@@ -187,9 +189,9 @@ describe('outbound-address policy', () => {
     }
 
     it('is read from the environment, comma-separated, empty by default', () => {
-      expect(loadConfig(outboundSchema, {})).to.deep.equal({ OUTBOUND_ALLOWED_CIDRS: [] });
+      expect(loadConfig(outboundSchema, {})).to.deep.equal({ OUTBOUND_ALLOWED_CIDRS: [], OUTBOUND_ALLOW_PRIVATE: false });
       expect(loadConfig(outboundSchema, { OUTBOUND_ALLOWED_CIDRS: ' 127.0.0.0/8, ::1/128 ,,10.0.0.7' }))
-        .to.deep.equal({ OUTBOUND_ALLOWED_CIDRS: ['127.0.0.0/8', '::1/128', '10.0.0.7/32'] });
+        .to.deep.equal({ OUTBOUND_ALLOWED_CIDRS: ['127.0.0.0/8', '::1/128', '10.0.0.7/32'], OUTBOUND_ALLOW_PRIVATE: false });
     });
     const badValues: [string, RegExp][] = [
       ['127.0.0.0/33', /OUTBOUND_ALLOWED_CIDRS: entry 1 is not an IPv4 or IPv6 network/],
@@ -218,6 +220,80 @@ describe('outbound-address policy', () => {
     it('accepts networks that only contain link-local (which stays refused)', () => {
       expect(parseAllowedNetworks('0.0.0.0/0,::/0,169.0.0.0/8')).to.deep.equal({ ok: true, networks: ['0.0.0.0/0', '::/0', '169.0.0.0/8'] });
       expect(() => new OutboundPolicy({ allowed: ['169.254.169.254/32'] })).to.throw(/can never be allowed/);
+    });
+  });
+
+  describe('OUTBOUND_ALLOW_PRIVATE, on resolved addresses', () => {
+    /** The policy a service builds from this environment (its loader joins the two settings); media.example resolves to `address`. */
+    const policyOf = (env: Record<string, string>, address = '198.51.100.7') => new OutboundPolicy({
+      allowed: withOutboundAllowance(loadConfig(outboundSchema, env)).OUTBOUND_ALLOWED_CIDRS,
+      resolve: fixedResolver({ 'media.example': [address] }),
+    });
+    const PRIVATE = { OUTBOUND_ALLOW_PRIVATE: 'true' };
+    // [resolved address, environment, true (contacted) or the category refused]
+    const cases: [string, Record<string, string>, true | string][] = [
+      // off (the production default): loopback and private refused
+      ['127.0.0.1', {}, 'loopback'],
+      ['10.0.0.5', {}, 'private'],
+      ['fd12:3456::1', { OUTBOUND_ALLOW_PRIVATE: 'false' }, 'private'],
+      // on: loopback, RFC 1918, carrier-grade NAT and unique local, in any spelling
+      ['127.0.0.1', PRIVATE, true],
+      ['127.5.6.7', PRIVATE, true],
+      ['::1', PRIVATE, true],
+      ['10.0.0.5', PRIVATE, true],
+      ['172.16.0.1', PRIVATE, true],
+      ['172.31.255.254', PRIVATE, true],
+      ['192.168.1.1', PRIVATE, true],
+      ['100.64.0.1', PRIVATE, true],
+      ['100.127.255.254', PRIVATE, true],
+      ['fc00::1', PRIVATE, true],
+      ['fd12:3456::1', PRIVATE, true],
+      ['::ffff:10.0.0.5', PRIVATE, true],
+      ['64:ff9b::a00:5', PRIVATE, true],
+      ['198.51.100.7', PRIVATE, true],
+      // on: link-local and metadata refused always, whatever the spelling
+      ['169.254.169.254', PRIVATE, 'link-local'],
+      ['fe80::1', PRIVATE, 'link-local'],
+      ['::ffff:169.254.169.254', PRIVATE, 'link-local'],
+      ['64:ff9b::a9fe:a9fe', PRIVATE, 'link-local'],
+      ['fd00:ec2::254', PRIVATE, 'metadata'],
+      ['100.100.100.200', PRIVATE, 'metadata'],
+      // on: what is neither loopback nor private stays refused
+      ['0.0.0.0', PRIVATE, 'unspecified'],
+      ['224.0.0.1', PRIVATE, 'multicast'],
+      ['240.0.0.1', PRIVATE, 'reserved'],
+      ['fec0::1', PRIVATE, 'private'],
+      ['64:ff9b:1::a00:5', PRIVATE, 'private'],
+      ['172.32.0.1', PRIVATE, true],
+      // combined with OUTBOUND_ALLOWED_CIDRS: each opens its own
+      ['10.20.0.5', { OUTBOUND_ALLOWED_CIDRS: '10.20.0.0/16' }, true],
+      ['10.21.0.5', { OUTBOUND_ALLOWED_CIDRS: '10.20.0.0/16' }, 'private'],
+      ['fec0::1', { ...PRIVATE, OUTBOUND_ALLOWED_CIDRS: 'fec0::/10' }, true],
+      ['192.168.1.1', { ...PRIVATE, OUTBOUND_ALLOWED_CIDRS: 'fec0::/10' }, true],
+    ];
+    for (const [address, env, expected] of cases) {
+      it(`${address} with ${JSON.stringify(env)} → ${expected === true ? 'contacted' : expected}`, async () => {
+        const d = await policyOf(env, address).checkResolved('media.example');
+        expect(d.ok ? true : d.category).to.equal(expected);
+      });
+    }
+    it('lets a localhost name through, as both loopback addresses are open', () => {
+      expect(policyOf(PRIVATE).checkUrl('http://localhost:4569/')).to.deep.equal({ ok: true });
+      expect(policyOf({}).checkUrl('http://localhost:4569/')).to.deep.include({ ok: false });
+    });
+    it('is a boolean, false by default, joined with the listed networks without repeats', () => {
+      expect(withOutboundAllowance(loadConfig(outboundSchema, { OUTBOUND_ALLOW_PRIVATE: 'true', OUTBOUND_ALLOWED_CIDRS: '10.0.0.0/8,203.0.113.0/24' })))
+        .to.deep.equal({ OUTBOUND_ALLOW_PRIVATE: true, OUTBOUND_ALLOWED_CIDRS: ['10.0.0.0/8', '203.0.113.0/24', ...PRIVATE_NETWORKS.filter((n) => n !== '10.0.0.0/8')] });
+      expect(withOutboundAllowance(loadConfig(outboundSchema, { OUTBOUND_ALLOWED_CIDRS: '10.0.0.0/8' })))
+        .to.deep.equal({ OUTBOUND_ALLOW_PRIVATE: false, OUTBOUND_ALLOWED_CIDRS: ['10.0.0.0/8'] });
+      let error: unknown;
+      try {
+        loadConfig(outboundSchema, { OUTBOUND_ALLOW_PRIVATE: 'sometimes' });
+      } catch (e) {
+        error = e;
+      }
+      expect(error).to.be.instanceOf(ConfigError);
+      expect((error as Error).message).to.match(/OUTBOUND_ALLOW_PRIVATE/).and.not.include('sometimes');
     });
   });
 

@@ -23,7 +23,7 @@ export const NAME_TAKEN_REASON = 'runner_name_taken';
 export interface ChildrenDeps {
   kube: Pick<Kube, 'core' | 'batch'>;
   cfg: Pick<OperatorConfig, 'RUNNER_ENV' | 'RUNNER_IMAGE' | 'JOB_BACKOFF_LIMIT' | 'JOB_ACTIVE_DEADLINE_SECONDS' | 'JOB_TTL_SECONDS_AFTER_FINISHED'
-    | 'RUNNER_SERVICE_ACCOUNT' | 'RUNNER_RESOURCES' | 'OUTBOUND_ALLOWED_CIDRS'>;
+    | 'RUNNER_SERVICE_ACCOUNT' | 'RUNNER_RESOURCES' | 'OUTBOUND_ALLOWED_CIDRS' | 'OUTBOUND_ALLOW_PRIVATE'>;
   destinations: Pick<JobDestinations, 'document' | 'runnerEnv'>;
   log: Logger;
 }
@@ -121,9 +121,10 @@ export class RunnerChildren {
       ttlSecondsAfterFinished: cfg.JOB_TTL_SECONDS_AFTER_FINISHED,
       serviceAccountName: cfg.RUNNER_SERVICE_ACCOUNT,
       resources: cfg.RUNNER_RESOURCES,
-      // The runner's egress applies the operator's outbound policy (ADR 0014).
+      // The runner's egress applies the operator's outbound policy (ADR 0014): the networks in force, and the
+      // switch after RUNNER_ENV, so the runner's is the operator's own.
       outboundAllowedCidrs: cfg.OUTBOUND_ALLOWED_CIDRS,
-      extraEnv: { ...cfg.RUNNER_ENV, ...this.d.destinations.runnerEnv() },
+      extraEnv: { ...cfg.RUNNER_ENV, ...this.d.destinations.runnerEnv(), OUTBOUND_ALLOW_PRIVATE: cfg.OUTBOUND_ALLOW_PRIVATE ? 'true' : 'false' },
     });
     const name = body.metadata!.name!;
     try {

@@ -1,7 +1,10 @@
 // Operator settings, read once at start through lib's config loader.
 import { z } from 'zod';
 import { batchSourcesSchema } from '@mediajobs/lib/batches/config';
-import { commonSchema, ConfigError, envBoolean, envInt, envJson, loadConfig, managedStorageSchema, outboundSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
+import {
+  commonSchema, ConfigError, envBoolean, envInt, envJson, loadConfig, managedStorageSchema, outboundSchema, storageEndpointsSchema,
+  withOutboundAllowance,
+} from '@mediajobs/lib/config';
 import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
 
 // A Kubernetes resource quantity: 500m, 2, 1.5, 512Mi, 2Gi, 1G.
@@ -95,7 +98,7 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(sto
 export type OperatorConfig = z.infer<typeof operatorSchema>;
 
 export function loadOperatorConfig(env: NodeJS.ProcessEnv = process.env): OperatorConfig {
-  const cfg = loadConfig(operatorSchema, env);
+  const cfg = withOutboundAllowance(loadConfig(operatorSchema, env));
   if (cfg.LEASE_RENEW_DEADLINE_SECONDS !== undefined && cfg.LEASE_RENEW_DEADLINE_SECONDS >= cfg.LEASE_DURATION_SECONDS) {
     throw new ConfigError('invalid configuration:\n  LEASE_RENEW_DEADLINE_SECONDS: must be less than LEASE_DURATION_SECONDS');
   }

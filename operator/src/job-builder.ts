@@ -67,8 +67,9 @@ export function buildRunnerJob(mj: MediaJob, s: JobSettings): V1Job {
     { name: 'MEDIAJOB_JOB_ID', value: jobIdOf(mj) },
     { name: 'MEDIAJOB_SPEC', value: JSON.stringify(spec) },
     { name: 'MEDIAJOBS_CREDENTIALS_DIR', value: CREDENTIALS_MOUNT },
-    ...(s.outboundAllowedCidrs?.length ? [{ name: 'OUTBOUND_ALLOWED_CIDRS', value: s.outboundAllowedCidrs.join(',') }] : []),
     ...Object.entries(s.extraEnv ?? {}).map(([name, value]) => ({ name, value })),
+    // After extraEnv (RUNNER_ENV): the later of two entries wins, and the policy is not RUNNER_ENV's to widen.
+    ...(s.outboundAllowedCidrs?.length ? [{ name: 'OUTBOUND_ALLOWED_CIDRS', value: s.outboundAllowedCidrs.join(',') }] : []),
   ];
   return {
     apiVersion: 'batch/v1',

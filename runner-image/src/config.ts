@@ -1,14 +1,14 @@
 // The runner's settings: the pod's environment (spine.md "Runner contract")
 // through the shared config loader, and the job spec it carries.
 import { z } from 'zod';
-import { commonSchema, envInt, loadConfig, outboundSchema, storageEndpointsSchema } from '@mediajobs/lib/config';
+import { commonSchema, envInt, loadConfig, outboundSchema, storageEndpointsSchema, withOutboundAllowance } from '@mediajobs/lib/config';
 import { MAX_FILENAME_LENGTH, MAX_FOLDER_LENGTH, normaliseSpecOptions } from '@mediajobs/lib/job-options';
 import { specOptionsSchema, type NormalisedMediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { DEFAULT_EGRESS_PORTS, parsePortRanges } from './egress-proxy.js';
 
 // storageEndpointsSchema: the GCS/Drive endpoints the operator forwards; a bad value fails here, at start.
-// outboundSchema: OUTBOUND_ALLOWED_CIDRS, the gateway's and operator's allowance, forwarded by the
-// operator too: the job's egress proxy (egress-proxy.ts) applies the same policy.
+// outboundSchema: OUTBOUND_ALLOWED_CIDRS and OUTBOUND_ALLOW_PRIVATE, the gateway's and operator's
+// allowance, forwarded by the operator too: the job's egress proxy (egress-proxy.ts) applies the same policy.
 export const runnerEnvSchema = commonSchema.merge(storageEndpointsSchema).merge(outboundSchema).extend({
   /** JSON of the MediaJob spec (without webhookUrl). */
   MEDIAJOB_SPEC: z.string().min(2),
@@ -46,7 +46,7 @@ export const runnerEnvSchema = commonSchema.merge(storageEndpointsSchema).merge(
   /**
    * The ports the job's egress proxy lets yt-dlp and ffmpeg connect to:
    * comma-separated ports and ranges. Any address they connect to must
-   * pass OUTBOUND_ALLOWED_CIDRS's policy as well.
+   * pass the outbound policy (OUTBOUND_ALLOWED_CIDRS, OUTBOUND_ALLOW_PRIVATE) as well.
    */
   RUNNER_EGRESS_PORTS: z.string().default(DEFAULT_EGRESS_PORTS).transform((text, ctx) => {
     const ranges = parsePortRanges(text);
@@ -59,7 +59,7 @@ export const runnerEnvSchema = commonSchema.merge(storageEndpointsSchema).merge(
 export type RunnerEnv = z.infer<typeof runnerEnvSchema>;
 
 export function loadRunnerEnv(env: NodeJS.ProcessEnv = process.env): RunnerEnv {
-  return loadConfig(runnerEnvSchema, env);
+  return withOutboundAllowance(loadConfig(runnerEnvSchema, env));
 }
 
 const httpUrl = z.string().url().refine((u) => /^https?:$/i.test(new URL(u).protocol), 'must be an http(s) URL');

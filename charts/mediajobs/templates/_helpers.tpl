@@ -95,6 +95,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 - name: MAX_PLAYLIST_SIZE
   value: {{ .Values.batches.maxPlaylistSize | quote }}
+- name: OUTBOUND_ALLOW_PRIVATE
+  value: {{ .Values.outbound.allowPrivate | default false | quote }}
 {{- with .Values.outbound.allowedCidrs }}
 - name: OUTBOUND_ALLOWED_CIDRS
   value: {{ join "," . | quote }}
