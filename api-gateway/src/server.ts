@@ -8,7 +8,7 @@ import { createLogger, errFields, type Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor, mediaInfoOptions } from '@mediajobs/lib/media-info/index';
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { SecretBox } from '@mediajobs/lib/secret-box';
-import { isJobActive } from '@mediajobs/lib/db/jobs';
+import { grantJobState } from '@mediajobs/lib/db/jobs';
 import { createManagedStorage, createUploadGrantBroker } from '@mediajobs/lib/storage/index';
 import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
 import type pg from 'pg';
@@ -59,7 +59,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   }
 
   // Runners on managed S3 upload through grants answered here (ADR 0012); none for local storage.
-  const uploadGrants = await createUploadGrantBroker(config, (jobId) => isJobActive(pool, jobId));
+  const uploadGrants = await createUploadGrantBroker(config, (jobId) => grantJobState(pool, jobId));
 
   let shuttingDown = false;
   const outbound = new OutboundPolicy({ allowed: config.OUTBOUND_ALLOWED_CIDRS });

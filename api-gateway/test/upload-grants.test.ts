@@ -15,7 +15,7 @@ import { createLogger } from '@mediajobs/lib/logger';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { createProvider, createUploadGrantBroker, type StorageProvider } from '@mediajobs/lib/storage/index';
 import { S3StorageProvider } from '@mediajobs/lib/storage/s3';
-import { JOB_METADATA, UPLOAD_GRANT_PATH, UploadGrantBroker, UploadGrantKeys } from '@mediajobs/lib/storage/upload-grants';
+import { JOB_METADATA, UPLOAD_GRANT_PATH, UploadGrantBroker, UploadGrantKeys, type GrantJob } from '@mediajobs/lib/storage/upload-grants';
 import { uploadGrantsRouter } from '../src/routes/upload-grants.js';
 import { startS3rver, type RunningS3rver } from '../../test/support/s3rver.js';
 import { MiB, caught, expectSanitised, generated, readPresigned, sha256 } from '../../lib/test/storage-support.js';
@@ -72,7 +72,9 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
   let bucket: S3StorageProvider;
   let gw: Gateway;
   const keys = new UploadGrantKeys(SecretBox.generateSpec('g1'));
-  const running = new Set([JOB, OTHER]);
+  const RUNNING: GrantJob = { status: 'Processing', finishedAt: null };
+  /** The jobs table as the broker sees it: a job without an entry has no row. */
+  const jobs = new Map<string, GrantJob>([[JOB, RUNNING], [OTHER, RUNNING]]);
   const inAnHour = () => Math.floor(Date.now() / 1000) + HOUR;
 
   /** The runner's provider, built from the document the operator puts in its Secret. */
@@ -94,7 +96,7 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
       name: 'managed', endpoint: s3.endpoint, bucket: BUCKET, region: 'us-east-1',
       accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, forcePathStyle: true,
     });
-    gw = await gateway(new UploadGrantBroker({ store: bucket, keys, isJobActive: async (id) => running.has(id) }));
+    gw = await gateway(new UploadGrantBroker({ store: bucket, keys, jobs: async (id) => jobs.get(id) }));
   });
   after(async () => {
     await gw?.close();
@@ -220,9 +222,9 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
     // A job cancelled mid-upload: nothing more goes in, but its runner may still abort what it began.
     const cancelled = '44444444-5555-4666-8777-888888888888';
     const token = keys.mint(cancelled, inAnHour());
-    running.add(cancelled);
+    jobs.set(cancelled, RUNNING);
     const begun = await post('begin', token, { key: 'videos/cancelled.mp4' });
-    running.delete(cancelled);
+    jobs.set(cancelled, { status: 'Cancelled', finishedAt: Date.now() });
     const upload = begun.body!.upload as string;
     expect((await post('part', token, { key: 'videos/cancelled.mp4', upload, partNumber: 1 })).status).to.equal(403);
     expect((await post('complete', token, { key: 'videos/cancelled.mp4', upload, parts: [{ number: 1, etag: '"e"' }] })).status).to.equal(403);
@@ -302,7 +304,7 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
       name: 'managed', endpoint: closed.url, bucket: BUCKET, region: 'us-east-1',
       accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, forcePathStyle: true, maxAttempts: 1,
     });
-    const down = await gateway(new UploadGrantBroker({ store: unreachable, keys, isJobActive: async () => true }));
+    const down = await gateway(new UploadGrantBroker({ store: unreachable, keys, jobs: async () => RUNNING }));
     try {
       const token = keys.mint(JOB, inAnHour());
       const err = await caught((await runner(JOB, token, down.url)).upload('videos/x.mp4', Readable.from([Buffer.from('x')])));
@@ -324,8 +326,8 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
       MANAGED_S3_ENDPOINT: s3.endpoint, MANAGED_S3_BUCKET: BUCKET, MANAGED_S3_REGION: 'us-east-1', MANAGED_S3_FORCE_PATH_STYLE: true,
       MANAGED_S3_ACCESS_KEY: s3.accessKeyId, MANAGED_S3_SECRET_KEY: s3.secretAccessKey, SECRET_KEYS: SecretBox.generateSpec('gw'),
     };
-    expect(await createUploadGrantBroker({ ...settings, MANAGED_STORAGE: 'local' }, async () => true)).to.equal(undefined);
-    const broker = await createUploadGrantBroker(settings, async (id) => id === JOB);
+    expect(await createUploadGrantBroker({ ...settings, MANAGED_STORAGE: 'local' }, async () => ({ status: 'Processing', finishedAt: null }))).to.equal(undefined);
+    const broker = await createUploadGrantBroker(settings, async (id) => (id === JOB ? { status: 'Processing', finishedAt: null } : undefined));
     const built = await gateway(broker!);
     try {
       // The operator mints with the same SECRET_KEYS.

@@ -75,7 +75,7 @@ export class MediaJobController {
 
   constructor(private readonly d: ControllerDeps) {
     const { kube, cfg, log } = d;
-    this.destinations = new JobDestinations(kube.core, d.pool, d.box, (jobId) => d.storage.destination(jobId), cfg);
+    this.destinations = new JobDestinations(kube.core, d.pool, d.box, (jobId, apiKeyId) => d.storage.destination(jobId, apiKeyId), cfg);
     this.children = new RunnerChildren({ kube, cfg, destinations: this.destinations, log });
     this.record = new JobRecord({ pool: d.pool, box: d.box, storage: d.storage, destinations: this.destinations, log });
     this.queue = new WorkQueue((key) => this.reconcile(key), {

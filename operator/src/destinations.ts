@@ -54,7 +54,7 @@ export class JobDestinations {
     private readonly core: k8s.CoreV1Api,
     private readonly pool: pg.Pool,
     private readonly box: SecretBox,
-    private readonly managed: (jobId: string) => Record<string, unknown>,
+    private readonly managed: (jobId: string, apiKeyId: string) => Record<string, unknown>,
     settings: DestinationSettings,
   ) {
     this.driveDownload = settings.FILE_URL_SECRET ? { baseUrl: settings.PUBLIC_BASE_URL, secret: settings.FILE_URL_SECRET } : undefined;
@@ -89,7 +89,7 @@ export class JobDestinations {
    */
   async document(mj: MediaJob): Promise<Record<string, unknown>> {
     const dest = mj.spec.destination ?? { type: 'managed' };
-    if (dest.type === 'managed') return this.managed(jobIdOf(mj));
+    if (dest.type === 'managed') return this.managed(jobIdOf(mj), mj.spec.owner.apiKeyId);
     let doc: Record<string, unknown>;
     if (dest.secretName) doc = await this.fromSecret(mj, dest.secretName);
     else if (dest.type === 'saved') doc = await this.fromLegacyRow(mj);

@@ -20,8 +20,8 @@ import { transitionEvents } from './webhook-events.js';
 export interface ManagedStorageAccess {
   /** Presigned download URL (24 h) of a delivered object. */
   presign(key: string): Promise<string>;
-  /** The destination document the runner of job `jobId` gets in its credentials Secret (ADR 0012). */
-  destination(jobId: string): Record<string, unknown>;
+  /** The destination document the runner of job `jobId`, owned by API key `apiKeyId`, gets in its credentials Secret (ADR 0012). */
+  destination(jobId: string, apiKeyId: string): Record<string, unknown>;
 }
 
 /** A kubectl-applied MediaJob whose spec.owner.apiKeyId is not an active key: it fails, and is never run. */

@@ -5,10 +5,11 @@
 // opens anything else (docs/adr/0012-runner-upload-grants.md): on local
 // disk, the directory without FILE_URL_SECRET; on S3, an upload grant (the
 // gateway's address and a token for this job only) instead of the bucket's
-// keys.
+// keys. Both name the job's API key's part of managed storage
+// (managedKeyPrefix), where all of its keys go.
 import { resolve } from 'node:path';
 import { createManagedStorage } from '@mediajobs/lib/storage/index';
-import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
+import { DOWNLOAD_URL_TTL_SECONDS, managedKeyPrefix } from '@mediajobs/lib/storage/types';
 import { UploadGrantKeys } from '@mediajobs/lib/storage/upload-grants';
 import type { OperatorConfig } from './config.js';
 import type { ManagedStorageAccess } from './job-record.js';
@@ -33,20 +34,27 @@ export async function managedStorageAccess(cfg: OperatorConfig): Promise<Managed
 }
 
 /**
- * The managed-storage document of a job's runner, by job id. Checks at
- * start what minting needs (SECRET_KEYS with S3).
+ * The managed-storage document of a job's runner, by job id and the id of
+ * the API key that owns the job (spec.owner.apiKeyId): its keys go under
+ * that key's prefix (`folder_prefix`), which on S3 the grant's token names
+ * too, so the gateway takes no other. Without a key id, the layout of keys
+ * without a prefix. Checks at start what minting needs (SECRET_KEYS with S3).
  */
-export function runnerDocuments(cfg: Settings, now: () => number = Date.now): (jobId: string) => Record<string, unknown> {
+export function runnerDocuments(cfg: Settings, now: () => number = Date.now): (jobId: string, apiKeyId?: string) => Record<string, unknown> {
+  const prefixOf = (apiKeyId: string | undefined) => (apiKeyId === undefined ? undefined : managedKeyPrefix(apiKeyId));
   if (cfg.MANAGED_STORAGE === 'local') {
     // The runner writes the directory itself (stage(): ffmpeg's stdout is the stored file); it signs no URL.
-    const local = { provider: 'managed', managed: { MANAGED_STORAGE: 'local', MANAGED_STORAGE_DIR: resolve(cfg.MANAGED_STORAGE_DIR) } };
-    return () => local;
+    const managed = { MANAGED_STORAGE: 'local', MANAGED_STORAGE_DIR: resolve(cfg.MANAGED_STORAGE_DIR) };
+    return (_jobId, apiKeyId) => ({ provider: 'managed', managed, ...folderPrefix(prefixOf(apiKeyId)) });
   }
   if (!cfg.SECRET_KEYS) throw new Error('SECRET_KEYS is required: upload grants for managed storage on S3 are signed with it');
   const keys = new UploadGrantKeys(cfg.SECRET_KEYS);
   const url = cfg.UPLOAD_GRANT_URL ?? cfg.PUBLIC_BASE_URL;
-  return (jobId) => {
+  return (jobId, apiKeyId) => {
     const expiresAt = Math.floor(now() / 1000) + cfg.JOB_ACTIVE_DEADLINE_SECONDS + GRANT_MARGIN_SECONDS;
-    return { provider: 'managed', managed: { MANAGED_STORAGE: 's3' }, grant: { url, token: keys.mint(jobId, expiresAt) } };
+    const prefix = prefixOf(apiKeyId);
+    return { provider: 'managed', managed: { MANAGED_STORAGE: 's3' }, ...folderPrefix(prefix), grant: { url, token: keys.mint(jobId, expiresAt, prefix) } };
   };
 }
+
+const folderPrefix = (prefix: string | undefined) => (prefix === undefined ? {} : { folder_prefix: prefix });

@@ -5,11 +5,13 @@ import { expect } from 'chai';
 import { resolve } from 'node:path';
 import { ConfigError } from '@mediajobs/lib/config';
 import { SecretBox } from '@mediajobs/lib/secret-box';
+import { managedKeyPrefix } from '@mediajobs/lib/storage/types';
 import { UploadGrantKeys } from '@mediajobs/lib/storage/upload-grants';
 import { loadOperatorConfig } from '../src/config.js';
 import { GRANT_MARGIN_SECONDS, runnerDocuments } from '../src/managed-storage.js';
 
 const JOB = '0b7c0f5e-1111-4222-8333-944445555666';
+const API_KEY = 'c0ffee00-1111-4222-8333-944445555666';
 const NOW_MS = 1_780_000_000_000;
 const SECRET_KEYS = SecretBox.generateSpec('op');
 const BUCKET_SECRET = 'bucket-secret-key-0123456789';
@@ -39,6 +41,19 @@ describe('operator: the runner\'s managed storage document', () => {
     const expiresAt = NOW_MS / 1000 + 7200 + GRANT_MARGIN_SECONDS;
     expect(new UploadGrantKeys(SECRET_KEYS).verify(doc.grant.token, NOW_MS)).to.deep.equal({ ok: true, jobId: JOB, expiresAt, kid: 'op' });
     expect(new UploadGrantKeys(SECRET_KEYS).verify(doc.grant.token, expiresAt * 1000)).to.deep.equal({ ok: false, why: 'expired' });
+  });
+
+  it("puts the job's keys under its API key's prefix, on local disk and, through the grant's token, on S3", () => {
+    const prefix = managedKeyPrefix(API_KEY);
+    const local = runnerDocuments(config({ MANAGED_STORAGE: 'local', MANAGED_STORAGE_DIR: '.local/store' }))(JOB, API_KEY);
+    expect(local).to.deep.equal({
+      provider: 'managed', managed: { MANAGED_STORAGE: 'local', MANAGED_STORAGE_DIR: resolve('.local/store') }, folder_prefix: prefix,
+    });
+    const s3doc = runnerDocuments(config(s3), () => NOW_MS)(JOB, API_KEY) as { folder_prefix: string; grant: { token: string } };
+    expect(s3doc.folder_prefix).to.equal(prefix);
+    expect(new UploadGrantKeys(SECRET_KEYS).verify(s3doc.grant.token, NOW_MS)).to.deep.include({ ok: true, jobId: JOB, prefix });
+    // The key id itself is in neither.
+    for (const doc of [local, s3doc]) expect(JSON.stringify(doc)).not.to.include(API_KEY);
   });
 
   it('grants at PUBLIC_BASE_URL unless UPLOAD_GRANT_URL says otherwise', () => {

@@ -426,10 +426,14 @@ export async function findJob(pool: pg.Pool, id: string): Promise<JobRow | undef
   return r.rows[0];
 }
 
-/** True while the job exists and has not ended: what an upload grant is honoured for (ADR 0012). */
-export async function isJobActive(pool: pg.Pool, id: string): Promise<boolean> {
-  const row = await findJob(pool, id);
-  return !!row && !TERMINAL_STATUSES.includes(row.status as JobStatus);
+/** A job's status and end (ms since the epoch, null while it runs): what its upload grant may still do (ADR 0012). */
+export async function grantJobState(pool: pg.Pool, id: string): Promise<{ status: JobStatus; finishedAt: number | null } | undefined> {
+  const { rows: [row] } = await pool.query<{ status: JobStatus; finished_at: number | null }>({
+    name: 'mj-grant-job',
+    text: 'SELECT status, floor(extract(epoch FROM finished_at) * 1000)::float8 AS finished_at FROM jobs WHERE id = $1',
+    values: [id],
+  });
+  return row && { status: row.status, finishedAt: row.finished_at };
 }
 
 /**

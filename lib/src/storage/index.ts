@@ -14,8 +14,8 @@ import { z } from 'zod';
 import { ConfigError, loadConfig, managedStorageSchema } from '../config.js';
 import type { DriveDownloadUrlOptions } from './drive-links.js';
 import { LocalStorageProvider } from './managed-local.js';
-import { StorageError, type StorageProvider } from './types.js';
-import { UploadGrantBroker, UploadGrantKeys } from './upload-grants.js';
+import { MANAGED_KEY_PREFIX, StorageError, type StorageProvider } from './types.js';
+import { UploadGrantBroker, UploadGrantKeys, type GrantJobLookup } from './upload-grants.js';
 import type { S3StorageProvider } from './s3.js';
 
 export * from './types.js';
@@ -78,10 +78,10 @@ async function managedStorage(config: ManagedStorageConfig, signs: boolean): Pro
  */
 export async function createUploadGrantBroker(
   config: ManagedStorageConfig & { SECRET_KEYS: string },
-  isJobActive: (jobId: string) => Promise<boolean>,
+  jobs: GrantJobLookup,
 ): Promise<UploadGrantBroker | undefined> {
   if (config.MANAGED_STORAGE !== 's3') return undefined;
-  return new UploadGrantBroker({ store: await managedS3(config), keys: new UploadGrantKeys(config.SECRET_KEYS), isJobActive });
+  return new UploadGrantBroker({ store: await managedS3(config), keys: new UploadGrantKeys(config.SECRET_KEYS), jobs });
 }
 
 async function managedS3(config: ManagedStorageConfig): Promise<S3StorageProvider> {
@@ -112,10 +112,13 @@ const optionalText = z.string().nullish();
  * runner-image/src/destination.ts lays over its env). With `grant`, a
  * runner's upload grant for managed storage on S3: uploads go through the
  * gateway at `url` with the job-scoped `token`, and the runner holds no
- * bucket credentials (granted.ts, docs/adr/0012).
+ * bucket credentials (granted.ts, docs/adr/0012). `folder_prefix` is the
+ * job's API key's segment (managedKeyPrefix), put there by the operator,
+ * never by a user: managed storage is no inline provider.
  */
 export const managedDestinationSchema = z.object({
   provider: z.literal('managed'),
+  folder_prefix: z.string().regex(MANAGED_KEY_PREFIX).optional(),
   grant: z.object({
     url: z.string().refine((v) => {
       if (!URL.canParse(v)) return false;
@@ -358,7 +361,7 @@ export async function createProvider(destination: unknown, opts: CreateProviderO
 
 /** The destination's part of the object key layout, for objectKey(). */
 export function destinationKeyLayout(dest: Destination): { folderPrefix?: string; baseFolder: string } {
-  if (dest.provider === 'managed') return { baseFolder: 'videos' };
+  if (dest.provider === 'managed') return { ...(dest.folder_prefix ? { folderPrefix: dest.folder_prefix } : {}), baseFolder: 'videos' };
   return {
     ...(dest.folder_prefix ? { folderPrefix: dest.folder_prefix } : {}),
     baseFolder: dest.base_folder?.trim() ? dest.base_folder : 'videos',

@@ -2,6 +2,7 @@
 // provider interface"), the one error type of the layer, and the object key
 // layout shared by every provider so a job's file lands at the same key
 // whichever backend stores it.
+import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 
 export interface UploadOptions {
@@ -257,6 +258,8 @@ export function isStorageError(err: unknown): err is StorageError {
  *   [<folder_prefix>/]<base_folder>/[<folder>/]<name>[-<suffix>].<ext>
  *
  * - folder_prefix: the destination's prefix (may hold several segments), absent when unset.
+ *                  In managed storage, the job's API key's segment (managedKeyPrefix), so
+ *                  keys of different API keys never collide; absent in keys stored before.
  * - base_folder:   the destination's base folder, default `videos`.
  * - folder:        the job's `folder` (may hold several segments), absent when unset.
  * - name:          the job's sanitised `filename`, else the job id (`fallback`).
@@ -280,6 +283,23 @@ export interface ObjectKeyInput {
   /** Appended as `-<suffix>` to dodge a collision; normally the job id's first 8 characters. */
   suffix?: string;
   ext: string;
+}
+
+/** What managedKeyPrefix() makes: `k` and 16 hex digits. */
+export const MANAGED_KEY_PREFIX = /^k[0-9a-f]{16}$/;
+
+/**
+ * The folder_prefix of every managed-storage key of an API key's jobs
+ * (media, subtitles, thumbnails). Managed storage is one namespace shared by
+ * every key, and a taken key is dodged with `-<suffix>`: without a segment of
+ * its own, a key would learn from that suffix that another key stored a file
+ * of the same name. Derived from the key's id, which is no credential, and
+ * hashed so a download URL does not show a database id; stable, so every
+ * process computes it alike and nothing needs storing. 64 bits: two keys
+ * sharing a segment would only share suffixes again, as before.
+ */
+export function managedKeyPrefix(apiKeyId: string): string {
+  return `k${createHash('sha256').update(`mediajobs managed storage\n${apiKeyId}`).digest('hex').slice(0, 16)}`;
 }
 
 /** Object keys are at most 1024 bytes of UTF-8 on S3, GCS and OSS. */

@@ -6,17 +6,18 @@
 // (UploadGrantBroker), which checks the token, the job and the key and then
 // makes the bucket calls with managed storage's credentials. HTTP is left to
 // the gateway's router (api-gateway/src/routes/upload-grants.ts); the jobs
-// table to whoever the router is given `isJobActive` by.
+// table to the lookup the broker is given (GrantJobLookup).
 //
 // No provider SDK is imported here (the operator mints tokens; the runner
 // reads the paths): the bucket is reached through GrantStore, which
 // S3StorageProvider implements.
 import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import { TERMINAL_STATUSES, type JobStatus } from '../mediajob/types.js';
 import { SecretBox } from '../secret-box.js';
 import type { CompletedPart } from './parts.js';
 import { S3_PARTS } from './parts.js';
-import { StorageError, assertValidKey, isStorageError, type StorageErrorCode } from './types.js';
+import { MANAGED_KEY_PREFIX, StorageError, assertValidKey, isStorageError, type StorageErrorCode } from './types.js';
 
 /** Where the gateway answers grant requests; each operation is `POST <path>/<op>` with a JSON body. */
 export const UPLOAD_GRANT_PATH = '/internal/upload-grants';
@@ -31,6 +32,14 @@ export const JOB_METADATA = 'mediajobs-job';
 /** How long a part's upload URL is valid: one part's PUT, retries included, with room for a slow link. */
 export const PART_URL_SECONDS = 900;
 
+/**
+ * How long after a job ended without delivering (cancelled, failed) its
+ * grant still answers `abort` and `delete`: the runner cleans up when its pod
+ * is stopped, which follows the row's end by well under a second, or by a
+ * status report when the cancel notice was lost.
+ */
+export const CLEANUP_SECONDS = 600;
+
 /** HKDF label of the grant key: a key of its own, never SECRET_KEYS' AES key itself. */
 const GRANT_KEY_LABEL = 'mediajobs upload grant';
 
@@ -40,15 +49,23 @@ const JOB_ID = /^[A-Za-z0-9-]{1,64}$/;
 /* Tokens                                                               */
 /* ------------------------------------------------------------------ */
 
-/** Why a token was refused; `expired` is said only of a token that was genuine. */
-export type TokenCheck = { ok: true; jobId: string; expiresAt: number; kid: string } | { ok: false; why: 'missing' | 'malformed' | 'forged' | 'expired' };
+/**
+ * Why a token was refused; `expired` is said only of a token that was
+ * genuine. `prefix`: the managed key prefix (managedKeyPrefix) of the job's
+ * API key, absent in a token minted without one (before keys had one).
+ */
+export type TokenCheck =
+  | { ok: true; jobId: string; expiresAt: number; kid: string; prefix?: string }
+  | { ok: false; why: 'missing' | 'malformed' | 'forged' | 'expired' };
 
 /**
  * The grant keys, derived from SECRET_KEYS (which the gateway and the
  * operator both hold): one per key id, so a token minted before a key
  * rotation still verifies while its key is listed. Tokens are
- * `<jobId>.<expires unix s>.<kid>.<base64url HMAC-SHA256 of what precedes>`;
- * the MAC key is HKDF-SHA256 of the key with the label above.
+ * `<jobId>.<expires unix s>.<kid>[.<prefix>].<base64url HMAC-SHA256 of what precedes>`;
+ * the MAC key is HKDF-SHA256 of the key with the label above. The prefix
+ * names where the job's keys are (`<prefix>/videos/`); a token without one
+ * grants `videos/`, as every token did before keys had a prefix.
  */
 export class UploadGrantKeys {
   // Private fields: the keys stay out of JSON.stringify and util.inspect.
@@ -67,11 +84,12 @@ export class UploadGrantKeys {
     this.#current = entries[0]!.slice(0, entries[0]!.indexOf(':'));
   }
 
-  /** A token for `jobId` valid until `expiresAt` (unix seconds). */
-  mint(jobId: string, expiresAt: number): string {
+  /** A token for `jobId` valid until `expiresAt` (unix seconds), for keys under `prefix` (managedKeyPrefix) when given. */
+  mint(jobId: string, expiresAt: number, prefix?: string): string {
     if (!JOB_ID.test(jobId)) throw new Error('upload grant: a job id is letters, digits and dashes');
     if (!Number.isSafeInteger(expiresAt) || expiresAt <= 0) throw new Error('upload grant: expiry must be unix seconds');
-    const claims = `${jobId}.${expiresAt}.${this.#current}`;
+    if (prefix !== undefined && !MANAGED_KEY_PREFIX.test(prefix)) throw new Error('upload grant: a key prefix is what managedKeyPrefix makes');
+    const claims = [jobId, expiresAt, this.#current, ...(prefix !== undefined ? [prefix] : [])].join('.');
     return `${claims}.${this.#mac(this.#current, claims)}`;
   }
 
@@ -79,13 +97,16 @@ export class UploadGrantKeys {
   verify(token: string | undefined, nowMs: number = Date.now()): TokenCheck {
     if (!token) return { ok: false, why: 'missing' };
     const parts = token.split('.');
-    if (parts.length !== 4) return { ok: false, why: 'malformed' };
-    const [jobId, expires, kid, mac] = parts as [string, string, string, string];
+    if (parts.length !== 4 && parts.length !== 5) return { ok: false, why: 'malformed' };
+    const [jobId, expires, kid] = parts as [string, string, string];
+    const prefix = parts.length === 5 ? parts[3]! : undefined;
+    const mac = parts.at(-1)!;
     if (!JOB_ID.test(jobId) || !/^\d{1,12}$/.test(expires) || !/^[A-Za-z0-9_-]{43}$/.test(mac)) return { ok: false, why: 'malformed' };
-    if (!this.#keys.has(kid) || !this.#same(this.#mac(kid, `${jobId}.${expires}.${kid}`), mac)) return { ok: false, why: 'forged' };
+    if (prefix !== undefined && !MANAGED_KEY_PREFIX.test(prefix)) return { ok: false, why: 'malformed' };
+    if (!this.#keys.has(kid) || !this.#same(this.#mac(kid, parts.slice(0, -1).join('.')), mac)) return { ok: false, why: 'forged' };
     const expiresAt = Number(expires);
     if (nowMs >= expiresAt * 1000) return { ok: false, why: 'expired' };
-    return { ok: true, jobId, expiresAt, kid };
+    return { ok: true, jobId, expiresAt, kid, ...(prefix !== undefined ? { prefix } : {}) };
   }
 
   /**
@@ -177,18 +198,48 @@ export interface GrantStore {
   delete(key: string): Promise<void>;
 }
 
+/** A grant's job as its row says: the status, and when it ended (ms since the epoch; null while it runs, or unknown). */
+export interface GrantJob {
+  status: JobStatus | string;
+  finishedAt: number | null;
+}
+
+/** The broker's view of the jobs table: undefined for a job without a row. */
+export type GrantJobLookup = (jobId: string) => Promise<GrantJob | undefined>;
+
+/** The operations that only remove what the job's own uploads made. */
+const CLEANUP_OPS: ReadonlySet<GrantOp> = new Set(['abort', 'delete']);
+
+/**
+ * Whether a grant's job lets `op` through at `nowMs`. While the job runs,
+ * every operation. Once it ended without delivering (cancelled, failed, ...)
+ * only the cleanup, for `cleanupMs` after its end: its runner removes the
+ * partial upload and what it stored when it is stopped, which follows the
+ * row's end. Nothing once Completed: the files are the user's.
+ */
+export function grantAnswers(op: GrantOp, job: GrantJob | undefined, nowMs: number, cleanupMs: number): boolean {
+  if (job === undefined) return false;
+  if (!TERMINAL_STATUSES.includes(job.status as JobStatus)) return true;
+  if (!CLEANUP_OPS.has(op) || job.status === 'Completed' || job.finishedAt === null) return false;
+  return nowMs < job.finishedAt + cleanupMs;
+}
+
 export interface UploadGrantBrokerOptions {
   store: GrantStore;
   keys: UploadGrantKeys;
-  /** True while the job's row exists and is not terminal: a finished job's grant writes nothing more. */
-  isJobActive(jobId: string): Promise<boolean>;
+  /** The grant's job (grantAnswers decides with it). */
+  jobs: GrantJobLookup;
   /**
-   * What every granted key starts with: managed storage's key layout
-   * (destinationKeyLayout: base folder `videos`, no prefix). Default `videos/`.
+   * Managed storage's base folder as every granted key has it, after the
+   * token's key prefix when it names one (destinationKeyLayout). Default `videos/`.
    */
   keyPrefix?: string;
   /** Lifetime of a part's URL; default PART_URL_SECONDS. */
   partUrlSeconds?: number;
+  /** How long after its end a job's cleanup is answered; default CLEANUP_SECONDS. */
+  cleanupSeconds?: number;
+  /** The clock; default Date.now. */
+  now?: () => number;
 }
 
 const key = z.string().min(1).max(1024);
@@ -207,8 +258,9 @@ const BODIES = {
 
 /**
  * The gateway's side of a grant: every request names its token; the job
- * must still be running (except to abort), the key must be a managed-storage key, and an
- * upload id must be one this job's `begin` sealed. Objects are created only
+ * must still be running (or, for the cleanup, have ended a moment ago:
+ * grantAnswers), the key must be under the token's part of managed storage,
+ * and an upload id must be one this job's `begin` sealed. Objects are created only
  * where none is (HEAD before begin and again before complete: a lookup, as
  * the s3 provider's refuseExisting, with its race window), carry the job
  * id in their metadata, and only an object carrying this job's id is
@@ -218,21 +270,21 @@ export class UploadGrantBroker {
   readonly #o: Required<UploadGrantBrokerOptions>;
 
   constructor(opts: UploadGrantBrokerOptions) {
-    this.#o = { keyPrefix: 'videos/', partUrlSeconds: PART_URL_SECONDS, ...opts };
+    this.#o = { keyPrefix: 'videos/', partUrlSeconds: PART_URL_SECONDS, cleanupSeconds: CLEANUP_SECONDS, now: Date.now, ...opts };
   }
 
   /** Answer one request: the value to send as JSON, or undefined for 204. Throws GrantError or StorageError (grantErrorOf). */
   async handle(op: string, token: string | undefined, body: unknown): Promise<Record<string, unknown> | undefined> {
     if (!(GRANT_OPS as readonly string[]).includes(op)) throw new GrantError(404, 'failed', 'unknown_operation', 'Not found');
-    const checked = this.#o.keys.verify(token);
+    const now = this.#o.now();
+    const checked = this.#o.keys.verify(token, now);
     if (!checked.ok) throw TOKEN_ANSWERS[checked.why];
     const parsed = BODIES[op as GrantOp].safeParse(body ?? {});
     if (!parsed.success) throw new GrantError(400, 'invalid_config', 'invalid_request', 'Invalid upload grant request');
-    // Abort only discards an unfinished upload of this job's own (the id is sealed to it), and a runner
-    // whose job was cancelled mid-upload must still be able to, or its parts stay billed.
-    if (op !== 'abort' && !(await this.#o.isJobActive(checked.jobId))) throw refused(403, 'job_not_running', 'The job is not running');
+    const job = await this.#o.jobs(checked.jobId);
+    if (!grantAnswers(op as GrantOp, job, now, this.#o.cleanupSeconds * 1000)) throw refused(403, 'job_not_running', 'The job is not running');
     const req = parsed.data as Record<string, unknown>;
-    if (typeof req.key === 'string') this.#checkKey(req.key);
+    if (typeof req.key === 'string') this.#checkKey(req.key, checked.prefix);
     const grant = { jobId: checked.jobId, kid: checked.kid };
     switch (op as GrantOp) {
       case 'check': return undefined;
@@ -244,9 +296,11 @@ export class UploadGrantBroker {
     }
   }
 
-  #checkKey(k: string): void {
+  /** The key is valid and in the token's part of managed storage: under `<prefix>/videos/`, or `videos/` for a token without a prefix. */
+  #checkKey(k: string, prefix: string | undefined): void {
     assertValidKey(k); // StorageError invalid_config → 400
-    if (!k.startsWith(this.#o.keyPrefix)) throw refused(403, 'key_outside_layout', 'The key is outside managed storage');
+    const under = prefix === undefined ? this.#o.keyPrefix : `${prefix}/${this.#o.keyPrefix}`;
+    if (!k.startsWith(under)) throw refused(403, 'key_outside_layout', 'The key is outside managed storage');
   }
 
   async #refuseExisting(k: string): Promise<void> {

@@ -1,0 +1,75 @@
+// AbortMultipartUpload for s3rver, which lacks it (3.7.1 answers 405), and
+// a look at the multipart uploads it holds, which it cannot list either.
+// A front on a loopback port passes every request on to s3rver unchanged,
+// except `DELETE /<bucket>/<key>?uploadId=<id>`, which it answers as S3
+// does: 204 after removing the upload and its parts from s3rver's own store
+// (the directory its CompleteMultipartUpload removes), 404 NoSuchUpload when
+// there is none. Tests that need an upload to be really gone use the front's
+// endpoint in place of s3rver's.
+import { readFile, readdir, rm } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import type { RunningS3rver } from './s3rver.js';
+
+export interface S3rverWithAbort {
+  /** Use with forcePathStyle, as s3rver's. */
+  endpoint: string;
+  /** The multipart uploads begun in `bucket` and neither completed nor aborted: each one's key and how many parts it holds. */
+  pendingUploads(bucket: string): Promise<Array<{ key: string; parts: number }>>;
+  close(): Promise<void>;
+}
+
+/** Where s3rver's FilesystemStore keeps a bucket's unfinished uploads, one directory per upload id. */
+const uploadsDir = (s3: RunningS3rver, bucket: string) => path.join(s3.directory, bucket, '._S3rver_uploads');
+
+const noSuchUpload = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist.</Message></Error>';
+
+export async function s3rverWithAbort(s3: RunningS3rver): Promise<S3rverWithAbort> {
+  const upstream = new URL(s3.endpoint);
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://front');
+    const uploadId = url.searchParams.get('uploadId');
+    if (req.method === 'DELETE' && uploadId !== null) {
+      req.resume();
+      void abort(url.pathname.split('/')[1] ?? '', uploadId).then((found) => {
+        if (found) res.writeHead(204).end();
+        else res.writeHead(404, { 'content-type': 'application/xml' }).end(noSuchUpload);
+      }, () => res.writeHead(500).end());
+      return;
+    }
+    const up = http.request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode ?? 502, r.headers);
+      r.pipe(res);
+    });
+    up.on('error', () => res.destroy());
+    req.pipe(up);
+  });
+
+  async function abort(bucket: string, uploadId: string): Promise<boolean> {
+    // s3rver's upload ids are hex; anything else names no upload (and no path).
+    if (!/^[A-Za-z0-9]+$/.test(uploadId) || !/^[a-z0-9.-]+$/.test(bucket)) return false;
+    const dir = path.join(uploadsDir(s3, bucket), uploadId);
+    const there = (await readdir(uploadsDir(s3, bucket)).catch((): string[] => [])).includes(uploadId);
+    if (there) await rm(dir, { recursive: true, force: true });
+    return there;
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    pendingUploads: async (bucket) => {
+      const ids = await readdir(uploadsDir(s3, bucket)).catch((): string[] => []);
+      return Promise.all(ids.sort().map(async (id) => {
+        const dir = path.join(uploadsDir(s3, bucket), id);
+        // initiateUpload writes `key` and `metadata`; putPart `<n>` and `<n>.md5`.
+        const [key, files] = await Promise.all([readFile(path.join(dir, 'key'), 'utf8'), readdir(dir)]);
+        return { key, parts: files.filter((f) => /^\d+$/.test(f)).length };
+      }));
+    },
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
