@@ -73,7 +73,10 @@ describe('api-gateway: KubeJobSubmitter', () => {
     expect(seen[0]).to.include({ method: 'POST', url: '/apis/mediajobs.io/v1alpha1/namespaces/media/mediajobs', auth: 'Bearer test-token' });
     expect(JSON.parse(seen[0]!.body)).to.deep.equal({
       apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob',
-      metadata: { name: 'job-0', namespace: 'media', labels: { 'mediajobs.io/api-key-id': SPEC.owner.apiKeyId } }, spec: { ...SPEC, jobId: 'job-0' },
+      metadata: {
+        name: 'job-0', namespace: 'media', labels: { 'mediajobs.io/api-key-id': SPEC.owner.apiKeyId }, finalizers: ['mediajobs.io/cancel-on-delete'],
+      },
+      spec: { ...SPEC, jobId: 'job-0' },
     });
     expect(connections).to.equal(1);
   });

@@ -17,6 +17,7 @@ import { storageEndpoints } from '@mediajobs/lib/config';
 import { CANCEL_CHANNEL, parseCancelNotice, type CancelNotice, type CancelStatus } from '@mediajobs/lib/job-cancellation';
 import { isConflict, isNotFound, MERGE_PATCH } from '@mediajobs/lib/kube-client';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
+import { CANCEL_ON_DELETE_FINALIZER } from '@mediajobs/lib/mediajob/build';
 import {
   GROUP, MEDIAJOB_PLURAL, VERSION, jobIdOf, type Condition, type MediaJob, type MediaJobResult, type MediaJobStatus,
 } from '@mediajobs/lib/mediajob/types';
@@ -26,8 +27,13 @@ import type { OperatorConfig } from './config.js';
 import { isControlledBy } from './children.js';
 import { credentialsSecretName } from './job-builder.js';
 
-/** Held on every unfinished MediaJob the operator manages, so a delete becomes CancelledByAdmin in Postgres first. */
-export const FINALIZER = 'mediajobs.io/cancel-on-delete';
+/**
+ * Held on every unfinished MediaJob the operator manages, so a delete becomes
+ * CancelledByAdmin in Postgres first. buildMediaJob sets it at creation (the
+ * gateway's, the sweeper's and the batch controller's MediaJobs); the first
+ * pass adds it to a kubectl-made one.
+ */
+export const FINALIZER = CANCEL_ON_DELETE_FINALIZER;
 
 const MESSAGES: Record<CancelStatus, string> = {
   Cancelled: 'The job was cancelled',

@@ -3,8 +3,10 @@
 // and kubectl delete (real kubectl) of a running or a waiting MediaJob each
 // stop the runner (its Job and pod deleted), end the MediaJob and the row
 // with the right status and one job_cancelled, and leave the sweeper nothing
-// to re-create; a completion reported after the row was cancelled is ignored
-// and its file removed. The status rules themselves are pure and tested first.
+// to re-create; so does a delete that came before the operator ever saw the
+// MediaJob (the finalizer is there from creation); a completion reported
+// after the row was cancelled is ignored and its file removed. The status
+// rules themselves are pure and tested first.
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
@@ -105,6 +107,16 @@ describe('operator: cancellation on the local cluster', function () {
     return jobs.items.length + pods.stdout.trim().split('\n').filter(Boolean).length;
   };
   const hooksOf = (id: string) => hooks.filter((h) => h.job_id === id).map((h) => h.type);
+  /** The row the gateway inserts before it creates the MediaJob: what the sweeper would re-create it from. */
+  const gatewayJob = async (url: string, webhookUrl?: string) => {
+    const id = randomUUID();
+    const options = { ...OPTIONS, url };
+    await db.pool.query(
+      `INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name, created_at)
+       VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, $5, 'default', $6, now() - interval '30 seconds')`,
+      [id, apiKeyId, url, JSON.stringify(options), webhookUrl ? new SecretBox(secretKeys).seal(webhookUrl) : null, id]);
+    return { id, mj: buildMediaJob({ jobId: id, apiKeyId, namespace: 'default', options }) };
+  };
   const running = async (name: string) => {
     await eventually(async () => (await statusOf(name)) === 'Processing', 60_000);
     const mj = await get(name);
@@ -198,13 +210,8 @@ describe('operator: cancellation on the local cluster', function () {
     operator = await start({ MAX_RUNNING_JOBS: '1', ADMISSION_RECHECK_SECONDS: '3600' });
     await create(mediaJob('holder', LONG));
     await running('holder');
-    // A gateway-made job: its row is what the sweeper would re-create the MediaJob from.
-    const id = randomUUID();
-    const options = { ...OPTIONS, url: LONG };
-    await db.pool.query(
-      `INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, cr_namespace, cr_name, created_at)
-       VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, 'default', $5, now() - interval '30 seconds')`, [id, apiKeyId, LONG, JSON.stringify(options), id]);
-    await create(buildMediaJob({ jobId: id, apiKeyId, namespace: 'default', options }));
+    const { id, mj } = await gatewayJob(LONG);
+    await create(mj);
     await eventually(async () => {
       const mj = await get(id);
       return mj.status?.status === 'Pending' && (mj.metadata.finalizers ?? []).includes(FINALIZER);
@@ -217,6 +224,26 @@ describe('operator: cancellation on the local cluster', function () {
     expect(await gone(id), 'not re-created by the sweeper').to.equal(true);
     expect(await runnerObjects(id)).to.equal(0);
     await tc.kubectl(['delete', 'mediajob', 'holder']);
+  });
+
+  it('records a delete that came before the operator\'s first pass as CancelledByAdmin, and the sweeper does not re-create it', async () => {
+    const { id, mj } = await gatewayJob(LONG, hookUrl);
+    const made = await create(mj);
+    expect(made.metadata.finalizers, 'held from its creation, before any operator pass').to.deep.equal([FINALIZER]);
+    await tc.kubectl(['delete', 'mediajob', id, '--wait=false']);
+    expect((await get(id)).metadata.deletionTimestamp, 'the delete waits for the operator').to.be.a('string');
+
+    operator = await start();
+    await eventually(() => gone(id), 30_000);
+    expect(await row(id)).to.include({ status: 'CancelledByAdmin', step: 'Queued' });
+    await eventually(() => hooksOf(id).includes('job_cancelled'), 15_000);
+    expect(hooks.find((h) => h.job_id === id)).to.include({ status: 'cancelled', cancelled_by: 'admin', url: LONG });
+    // Sweeps run every 10 s; stranded rows older than 1 s qualify: one must have passed.
+    await new Promise((r) => setTimeout(r, 11_000));
+    expect(await gone(id), 'not re-created by the sweeper').to.equal(true);
+    expect(await row(id)).to.include({ status: 'CancelledByAdmin' });
+    expect(await runnerObjects(id)).to.equal(0);
+    expect(hooksOf(id)).to.deep.equal(['job_cancelled']);
   });
 
   it('ignores a completion reported after the row was cancelled, and removes its file', async () => {

@@ -1,6 +1,7 @@
 // The one place a MediaJob is built from a job's normalised options, used by
-// the gateway when a job is accepted and by the operator's sweeper when a
-// job row never got its custom resource; and the MediaBatch of a batch.
+// the gateway when a job is accepted, by the operator's sweeper when a job
+// row never got its custom resource and by the batch controller for episode
+// jobs; and the MediaBatch of a batch.
 import { API_VERSION, type BatchKind, type BatchOptions, type Destination, type MediaBatch, type MediaJob, type MediaJobOptions } from './types.js';
 
 export interface BuildMediaJobInput {
@@ -12,6 +13,14 @@ export interface BuildMediaJobInput {
   batchId?: string;
 }
 
+/**
+ * Held by every unfinished MediaJob, so a delete is recorded in Postgres as
+ * CancelledByAdmin before the object goes; the operator removes it once the
+ * job has finished or the delete is recorded (operator/src/cancellation.ts,
+ * docs/adr/0013-cancellation.md).
+ */
+export const CANCEL_ON_DELETE_FINALIZER = 'mediajobs.io/cancel-on-delete';
+
 export function buildMediaJob(i: BuildMediaJobInput): MediaJob {
   return {
     apiVersion: API_VERSION,
@@ -20,6 +29,8 @@ export function buildMediaJob(i: BuildMediaJobInput): MediaJob {
       name: i.jobId,
       namespace: i.namespace,
       labels: { 'mediajobs.io/api-key-id': i.apiKeyId, ...(i.batchId ? { 'mediajobs.io/batch-id': i.batchId } : {}) },
+      // Set at creation, not on the operator's first pass: a delete in between would otherwise leave the row Pending for the sweeper.
+      finalizers: [CANCEL_ON_DELETE_FINALIZER],
     },
     spec: {
       ...i.options,
