@@ -3,15 +3,20 @@
 // (draft-ietf-httpapi-idempotency-key-header). Owns what the header means:
 // its syntax, the request fingerprint, which answers are final and so
 // replayed, and the 409/422 answers of the draft. The rows are
-// ./db/idempotency.ts's. Mounted after authentication and body parsing, in
-// front of the route's handler; a request without the header passes
-// straight through, with no database round trip.
+// @mediajobs/lib/db/idempotency's: a route that creates something writes the
+// key row with it, in the same commit (keyRowFor), so a keyed request costs
+// what an unkeyed one does. Mounted after authentication and body parsing,
+// in front of the route's handler, with takenKey after it; a request
+// without the header passes straight through.
 import { createHash } from 'node:crypto';
-import type { Request, RequestHandler, Response } from 'express';
+import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import type pg from 'pg';
-import { claimKey, completeKey, releaseKey, type IdempotencyScope, type StoredAnswer } from './db/idempotency.js';
-import { HttpError } from './http-errors.js';
+import {
+  IdempotencyKeyBusy, IdempotencyKeyTaken, SWEEP_EVERY, readKey, storeAnswer, sweepExpiredKeys,
+  type IdempotencyScope, type NewKeyRow, type StoredAnswer,
+} from '@mediajobs/lib/db/idempotency';
+import { HttpError, sendError } from './http-errors.js';
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
 /** Set to "true" on an answer that is a replay of the first one. */
@@ -62,17 +67,41 @@ export function isFinal(status: number): boolean {
   return status < 500 && !TRANSIENT_4XX.has(status);
 }
 
-export interface IdempotencyDeps {
-  pool: pg.Pool;
-  logger: Logger;
+/** A keyed request as it runs: its key, the answer its route wrote with its jobs, and whether it is answering from the row. */
+interface KeyedRequest {
+  scope: IdempotencyScope;
+  fingerprint: Buffer;
+  /** The answer written with the jobs by keyRowFor. */
+  offered?: StoredAnswer;
+  /** Answering from the key's row or lock (replay, 409, 422): sent as it is. */
+  fromRow?: boolean;
+}
+
+declare module 'express-serve-static-core' {
+  interface Locals {
+    idempotency?: KeyedRequest;
+  }
 }
 
 /**
- * The middleware: claim the key, or replay its answer, or refuse (409 while
- * the first request runs, 422 for a different request under the same key).
+ * The key row a route writes with what it creates, holding the answer it
+ * gives once that committed; undefined for a request without the header.
  */
-export function idempotent(deps: IdempotencyDeps): RequestHandler {
-  return async (req, res, next) => {
+export function keyRowFor(res: Response, answer: StoredAnswer): NewKeyRow | undefined {
+  const k = res.locals.idempotency;
+  if (!k) return undefined;
+  k.offered = answer;
+  return { ...k.scope, fingerprint: k.fingerprint, answer };
+}
+
+/** The middleware pair of the keyed routes. */
+export class IdempotencyKeys {
+  private keyedRequests = 0;
+
+  constructor(private readonly pool: pg.Pool, private readonly logger: Logger) {}
+
+  /** In front of the handler: reads the header (400 when malformed) and holds back answers until the row agrees. */
+  readonly middleware: RequestHandler = (req, res, next) => {
     const raw = req.headers[IDEMPOTENCY_HEADER];
     if (raw === undefined) {
       next();
@@ -80,55 +109,81 @@ export function idempotent(deps: IdempotencyDeps): RequestHandler {
     }
     const key = typeof raw === 'string' ? parseIdempotencyKey(raw) : undefined;
     if (key === undefined) throw new HttpError(400, MALFORMED_KEY);
-    const scope: IdempotencyScope = { apiKeyId: res.locals.principal!.apiKeyId, key };
-    const fingerprint = requestFingerprint(req);
-    const found = await claimKey(deps.pool, scope, fingerprint);
-    if (found.outcome === 'claimed') {
-      recordAnswer(deps, res, scope, found.claim);
-      next();
+    const k: KeyedRequest = { scope: { apiKeyId: res.locals.principal!.apiKeyId, key }, fingerprint: requestFingerprint(req) };
+    res.locals.idempotency = k;
+    this.holdAnswers(res, k);
+    this.sweepNow();
+    next();
+  };
+
+  /** After the handler: a key another request holds answers from its row or lock, and nothing was created. */
+  readonly takenKey: ErrorRequestHandler = async (err, _req, res, next) => {
+    const k = res.locals.idempotency;
+    if (!k || !(err instanceof IdempotencyKeyTaken || err instanceof IdempotencyKeyBusy)) {
+      next(err);
       return;
     }
-    if (!found.fingerprint.equals(fingerprint)) throw new HttpError(422, KEY_REUSED);
-    if (found.outcome === 'in_flight') {
-      res.setHeader('Retry-After', '1');
-      throw new HttpError(409, KEY_IN_FLIGHT);
-    }
-    replay(res, found.answer);
+    k.fromRow = true;
+    if (err instanceof IdempotencyKeyBusy) inFlight(res);
+    await this.answerFromRow(res, k);
   };
-}
 
-function replay(res: Response, answer: StoredAnswer): void {
-  if (answer.location !== null) res.setHeader('Location', answer.location);
-  res.setHeader(REPLAYED_HEADER, 'true');
-  res.status(answer.status).json(answer.body);
-}
+  /** The replay of the key's answer, or 422 for another request, or 409 while the holder has not committed. */
+  private async answerFromRow(res: Response, k: KeyedRequest): Promise<void> {
+    k.fromRow = true;
+    const held = await readKey(this.pool, k.scope);
+    if (!held) inFlight(res);
+    if (!held.fingerprint.equals(k.fingerprint)) throw new HttpError(422, KEY_REUSED);
+    if (held.answer.location !== null) res.setHeader('Location', held.answer.location);
+    res.setHeader(REPLAYED_HEADER, 'true');
+    res.status(held.answer.status).json(held.answer.body);
+  }
 
-/**
- * Every answer of these routes, the error middleware's included, is sent by
- * res.json. This one is held back until the row says what happened: the
- * answer stored when final, the key released otherwise. Stored first, so a
- * client retrying the moment it has the answer gets the replay, not a 409.
- * A request that never answers (its gateway died) leaves the row in flight
- * until the in-flight timeout lets a retry take it over.
- */
-function recordAnswer(deps: IdempotencyDeps, res: Response, scope: IdempotencyScope, claim: string): void {
-  const send = res.json.bind(res);
-  res.json = ((body: unknown) => {
-    const status = res.statusCode;
+  /**
+   * Every answer of these routes, the error middleware's included, is sent
+   * by res.json; a keyed one only once the key's row agrees with it. The
+   * answer written with the jobs already does; a final answer that created
+   * nothing is stored first (or, when another request holds the key by
+   * then, the answer its row gives is sent instead); anything else leaves no
+   * row. So a retry sent the moment an answer arrives gets the replay.
+   */
+  private holdAnswers(res: Response, k: KeyedRequest): void {
+    const send = res.json.bind(res);
+    res.json = ((body: unknown) => {
+      const status = res.statusCode;
+      if (k.fromRow || k.offered?.status === status || !isFinal(status)) return send(body);
+      void this.storeOrAnswerFromRow(res, k, body).then(
+        (stored) => stored && send(body),
+        (err: unknown) => {
+          this.logger.error({ err: errFields(err), status }, 'recording an idempotency key failed');
+          send(body);
+        },
+      );
+      return res;
+    }) as Response['json'];
+  }
+
+  /** Stores a final answer that created nothing; false when it answered from the key's row instead. */
+  private async storeOrAnswerFromRow(res: Response, k: KeyedRequest, body: unknown): Promise<boolean> {
     const location = res.getHeader('location');
-    const settle = isFinal(status)
-      ? completeKey(deps.pool, scope, claim, { status, body, location: typeof location === 'string' ? location : null }).then((own) => {
-        if (!own) deps.logger.warn({ status }, 'idempotency key was taken over before its request answered; answer not stored');
-      })
-      : releaseKey(deps.pool, scope, claim);
-    // The client gets its answer either way; a row that could not be written is left to the in-flight timeout.
-    void settle.then(
-      () => send(body),
-      (err: unknown) => {
-        deps.logger.error({ err: errFields(err), status }, 'recording an idempotency key failed');
-        send(body);
-      },
-    );
-    return res;
-  }) as Response['json'];
+    const answer = { status: res.statusCode, body, location: typeof location === 'string' ? location : null };
+    if (await storeAnswer(this.pool, { ...k.scope, fingerprint: k.fingerprint, answer })) return true;
+    await this.answerFromRow(res, k).catch((err: unknown) => {
+      if (!(err instanceof HttpError)) throw err;
+      sendError(res, err.status, err.message, err.extra);
+    });
+    return false;
+  }
+
+  /** One keyed request in SWEEP_EVERY (the first included) deletes expired rows, off its answer's path. */
+  private sweepNow(): void {
+    if (this.keyedRequests++ % SWEEP_EVERY !== 0) return;
+    sweepExpiredKeys(this.pool).catch((err: unknown) => this.logger.warn({ err: errFields(err) }, 'sweeping expired idempotency keys failed'));
+  }
+}
+
+/** The draft's 409: the key's first request has not committed yet. */
+function inFlight(res: Response): never {
+  res.setHeader('Retry-After', '1');
+  throw new HttpError(409, KEY_IN_FLIGHT);
 }

@@ -128,6 +128,25 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       expect((await gw.request('GET', '/jobs', { key: key.key })).body).to.deep.include({ total: 3 });
     });
 
+    it('with an Idempotency-Key: a retry, sequential or concurrent, answers the same batch and writes nothing more', async () => {
+      const keyed = (body: unknown) => gw.request('POST', '/jobs', { key: key.key, body, headers: { 'idempotency-key': `"show-${key.id}"` } });
+      const body = { url: SHOW_URL, folder: 'shows/keyed' };
+      const [first, twin] = await Promise.all([keyed(body), keyed(body)]);
+      const firstOne = first.headers.get('idempotent-replayed') === null ? first : twin;
+      expect(firstOne.status).to.equal(201);
+      const later = await keyed(body);
+      expect(later).to.deep.include({ status: 201, body: firstOne.body });
+      expect(later.headers.get('idempotent-replayed')).to.equal('true');
+      expect(later.headers.get('location')).to.equal(`/batch/${(firstOne.body as Json).batch_id as string}`);
+      // The concurrent twin waited for the first and replayed it, or was told it was still in flight.
+      const other = firstOne === first ? twin : first;
+      expect([201, 409]).to.include(other.status);
+      if (other.status === 201) expect(other.body).to.deep.equal(firstOne.body);
+      expect(await written(key.id)).to.deep.equal({ jobs: 3, batches: 1, usage: 3 });
+      expect(submitter.batches).to.have.length(1);
+      expect((await keyed({ ...body, folder: 'elsewhere' })).status).to.equal(422);
+    });
+
     it('a 500-episode show: accepted in one request, fast, every episode a row', async () => {
       platform.routes.set('/500.xml', serve(feedOfSize(500, 'https://media.example.org/500')));
       platform.shows.set('1000000500', lookupResult('1000000500', `${platform.baseUrl}/500.xml`));

@@ -5,11 +5,21 @@
 // answer release the key, and answers expire after 24 hours.
 import { expect } from 'chai';
 import type { MediaJob } from '@mediajobs/lib/mediajob/types';
+import { SWEEP_EVERY } from '@mediajobs/lib/db/idempotency';
 import { KEY_IN_FLIGHT, KEY_REUSED, MALFORMED_KEY } from '../src/idempotency.js';
 import { RecordingSubmitter, startTestGateway, type TestGateway } from './support.js';
 
 const SRC = 'https://media.example/watch?v=idem';
 const BODY = { url: SRC, format: 'mp4', max_resolution: '1080' };
+
+/** Resolves once `check` holds, polling every 20 ms (up to 10 s). */
+async function until(check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not reached in 10 s');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 
 /** A submitter whose creates wait while it is closed: holds requests in flight for as long as a test needs. */
 class GatedSubmitter extends RecordingSubmitter {
@@ -135,23 +145,48 @@ describe('api-gateway: Idempotency-Key on POST /jobs and POST /jobs/bulk', funct
     expect(await post({ urls: [`${SRC}-bulk-a`] }, idem)).to.deep.include({ status: 422, body: { error: KEY_REUSED } });
   });
 
-  it('while the first request is still running: 409 with Retry-After; once it answers, the replay', async () => {
+  it('while the first request has not committed: 409 with Retry-After; once it answers, the replay', async () => {
+    const body = uniqueBody();
+    const idem = fresh();
+    // A real slow insert, for this URL only: the first request's transaction stays open for 2 s.
+    await gw.pool.query(`CREATE FUNCTION idem_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.url = '${body.url}' THEN PERFORM pg_sleep(2); END IF; RETURN NEW; END $$`);
+    await gw.pool.query('CREATE TRIGGER idem_slow BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION idem_slow()');
+    try {
+      const first = post(body, idem);
+      await until(async () => (await gw.pool.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted")).rowCount === 1);
+      const during = await post(body, idem);
+      expect(during).to.deep.include({ status: 409, body: { error: KEY_IN_FLIGHT } });
+      expect(during.headers.get('retry-after')).to.equal('1');
+      const done = await first;
+      expect(done.status).to.equal(201);
+      const after = await post(body, idem);
+      expect(after).to.deep.include({ status: 201, body: done.body });
+      expect(after.headers.get('idempotent-replayed')).to.equal('true');
+    } finally {
+      await gw.pool.query('DROP TRIGGER idem_slow ON jobs; DROP FUNCTION idem_slow()');
+    }
+    expect(await jobCount(body.url)).to.equal(1);
+  });
+
+  it('once the job is committed, a retry gets its answer even before the first request answered (its MediaJob create is slow, or its gateway died)', async () => {
     const body = uniqueBody();
     const idem = fresh();
     submitter.close();
     const arrived = submitter.nextArrival();
     const first = post(body, idem);
-    await arrived;
-    const during = await post(body, idem);
-    expect(during).to.deep.include({ status: 409, body: { error: KEY_IN_FLIGHT } });
-    expect(during.headers.get('retry-after')).to.equal('1');
+    await arrived; // the job and its key are committed; the first answer waits for the MediaJob create
+    const retry = await post(body, idem);
     submitter.open();
-    const done = await first;
-    expect(done.status).to.equal(201);
-    const after = await post(body, idem);
-    expect(after).to.deep.include({ status: 201, body: done.body });
+    const late = await first;
+    expect(late.status).to.equal(201);
+    expect(retry).to.deep.include({ status: 201, body: late.body });
+    expect(retry.headers.get('idempotent-replayed')).to.equal('true');
+    expect(retry.headers.get('location')).to.equal(`/jobs/${(late.body as { job_id: string }).job_id}`);
     expect(await jobCount(body.url)).to.equal(1);
+    expect(submitter.calls).to.have.length(1);
   });
+
 
   it('keys are per API key: another key with the same idempotency key gets its own job', async () => {
     const other = await gw.newKey('idem-other');
@@ -202,7 +237,7 @@ describe('api-gateway: Idempotency-Key on POST /jobs and POST /jobs/bulk', funct
     expect(again.headers.get('idempotent-replayed')).to.equal('true');
   });
 
-  it('a 5xx answer releases the key: the retry runs again and creates the job', async () => {
+  it('a 5xx answer keeps nothing: the retry runs again and creates the job', async () => {
     const body = uniqueBody();
     const idem = fresh();
     // A real database failure of the insert, for this URL only.
@@ -232,27 +267,24 @@ describe('api-gateway: Idempotency-Key on POST /jobs and POST /jobs/bulk', funct
     expect(later.headers.get('idempotent-replayed')).to.equal(null);
     expect(later.body).to.not.deep.equal(first.body);
     expect(await jobCount(body.url)).to.equal(2);
-    const left = await gw.pool.query('SELECT key FROM idempotency_keys WHERE key = $1', [stale.slice(1, -1)]);
-    expect(left.rows).to.deep.equal([]);
+    // One keyed request in SWEEP_EVERY sweeps, after its answer.
+    for (let i = 0; i < SWEEP_EVERY; i++) expect((await post({ urls: [`${SRC}-sweep-${i}`] }, fresh(), { path: '/jobs/bulk' })).status).to.equal(201);
+    await until(async () => (await gw.pool.query('SELECT key FROM idempotency_keys WHERE key = $1', [stale.slice(1, -1)])).rowCount === 0);
   });
 
-  it('an in-flight claim older than 60 s is abandoned: a retry takes it over, and the late first answer does not replace it', async () => {
-    const body = uniqueBody();
+
+
+
+  it('a storage_provider that is not configured: the 400 is replayed and no job or MediaJob exists', async () => {
     const idem = fresh();
-    submitter.close();
-    let arrived = submitter.nextArrival();
-    const first = post(body, idem);
-    await arrived;
-    await gw.pool.query("UPDATE idempotency_keys SET created_at = now() - interval '61 seconds' WHERE key = $1", [idem.slice(1, -1)]);
-    arrived = submitter.nextArrival(); // the takeover's create waits too, then both are released
-    const takeover = post(body, idem);
-    await arrived;
-    submitter.open();
-    const [late, second] = [await first, await takeover];
-    expect([late.status, second.status]).to.deep.equal([201, 201]);
-    expect(await jobCount(body.url)).to.equal(2);
-    const replay = await post(body, idem);
-    expect(replay.headers.get('idempotent-replayed')).to.equal('true');
-    expect(replay.body).to.deep.equal(second.body);
+    const body = { ...uniqueBody(), storage_provider: 'gcs' };
+    const first = await post(body, idem);
+    expect(first).to.deep.include({ status: 400, body: { error: 'storage_provider_not_configured' } });
+    const again = await post(body, idem);
+    expect(again).to.deep.include({ status: 400, body: first.body });
+    expect(again.headers.get('idempotent-replayed')).to.equal('true');
+    expect(await jobCount(body.url)).to.equal(0);
+    expect(submitter.calls).to.deep.equal([]);
   });
+
 });

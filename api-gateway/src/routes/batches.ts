@@ -15,6 +15,7 @@ import {
   type BatchRecord, type BatchRefusal, type BatchTarget, type EpisodeInfo, type EpisodeRename, type NewEpisode,
 } from '@mediajobs/lib/db/batches';
 import type { NewJob } from '@mediajobs/lib/db/jobs';
+import type { NewKeyRow, StoredAnswer } from '@mediajobs/lib/db/idempotency';
 import type { JobRequest } from '@mediajobs/lib/job-options';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { buildMediaBatch } from '@mediajobs/lib/mediajob/build';
@@ -101,7 +102,9 @@ function episodeInfo(expanded: ExpandedBatch, i: number): EpisodeInfo {
  * the batch and every episode in one transaction, then create the MediaBatch.
  * Two round trips whatever the size: one transaction, one create.
  */
-export async function createBatch(deps: BatchCreateDeps, n: NewBatchRequest): Promise<BatchCreated> {
+export async function createBatch(
+  deps: BatchCreateDeps, n: NewBatchRequest, keyRow: (answer: StoredAnswer) => NewKeyRow | undefined = () => undefined,
+): Promise<BatchCreated> {
   const expanded = await expand(deps, n.source, n.signal);
   // An episode URL is what a runner downloads: held to the policy a single job's `url` is.
   if (expanded.episodes.some((e) => !deps.outbound.checkUrl(e.url).ok)) {
@@ -116,10 +119,12 @@ export async function createBatch(deps: BatchCreateDeps, n: NewBatchRequest): Pr
     ? n.target
     : { ...n.target, rule9: { byDefault: resolveDefaultSql, byProvider: resolveByProviderSql } };
 
+  const answer = batchAnswer(expanded, batchId, episodes.map((e) => e.id), paused);
   const inserted = await insertBatch(deps.pool, {
     id: batchId, apiKeyId, kind: expanded.kind, showUrl, folder: folder ?? null, paused,
     webhookUrlEnc: n.request.webhookUrl === undefined ? null : deps.secretBox.seal(n.request.webhookUrl),
     crNamespace: deps.namespace, crName: batchId, options, target,
+    keyRow: keyRow({ status: 201, body: answer, location: `/batch/${batchId}` }),
   }, episodes);
   if (inserted.outcome === 'storage_provider_not_configured') throw new HttpError(400, 'storage_provider_not_configured');
   if (inserted.outcome !== 'inserted') throw new Error(`insertBatch of a new batch answered ${inserted.outcome}`);
@@ -129,7 +134,11 @@ export async function createBatch(deps: BatchCreateDeps, n: NewBatchRequest): Pr
     ...(folder !== undefined && { folder }), destination: inserted.destination,
   }));
 
-  const ids = episodes.map((e) => e.id);
+  return answer;
+}
+
+/** The 201 answer of a batch (spec: the show and playlist answers of POST /jobs). */
+function batchAnswer(expanded: ExpandedBatch, batchId: string, ids: string[], paused: boolean): BatchCreated {
   if (expanded.kind === 'playlist') return { batch_id: batchId, total_videos: ids.length, job_ids: ids };
   return {
     batch_id: batchId,

@@ -17,7 +17,7 @@ import type pg from 'pg';
 import type { Principal } from '../auth.js';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
 import { HttpError, failsWith } from '../http-errors.js';
-import { idempotent } from '../idempotency.js';
+import { keyRowFor, type IdempotencyKeys } from '../idempotency.js';
 import { refusedAddress } from './jobs.js';
 import { uuidv7 } from '../ids.js';
 import { acceptJson, bodyObject } from '../json-body.js';
@@ -47,11 +47,13 @@ export interface BulkRouteDeps {
   secretBox: SecretBox;
   namespace: string;
   outbound: OutboundPolicy;
+  idempotency: IdempotencyKeys;
 }
 
 export function bulkRouter(deps: BulkRouteDeps): Router {
   const router = Router();
-  router.post('/jobs/bulk', ...acceptJson(MAX_BULK_BODY_BYTES), failsWith('Failed to create jobs'), idempotent(deps), createJobs(deps));
+  router.post('/jobs/bulk', ...acceptJson(MAX_BULK_BODY_BYTES), failsWith('Failed to create jobs'),
+    deps.idempotency.middleware, createJobs(deps), deps.idempotency.takenKey);
   return router;
 }
 
@@ -114,6 +116,8 @@ function createJobs(deps: BulkRouteDeps): RequestHandler {
     const first = requests[0]!;
 
     const jobs = requests.map((r) => ({ id: uuidv7(), options: r.options }));
+    const ids = jobs.map((j) => j.id);
+    const answer = { job_ids: ids, count: ids.length };
     const destination = await insertJobs(deps.pool, {
       apiKeyId: who.apiKeyId,
       jobs,
@@ -121,14 +125,14 @@ function createJobs(deps: BulkRouteDeps): RequestHandler {
       crNamespace: deps.namespace,
       organizationId: who.organizationId,
       ...(first.storageProvider !== undefined && { provider: first.storageProvider }),
+      keyRow: keyRowFor(res, { status: 201, body: answer, location: null }),
     });
     if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
 
     await submitAll(deps, jobs.map((j) => buildMediaJob({
       jobId: j.id, apiKeyId: who.apiKeyId, namespace: deps.namespace, options: j.options, destination,
     })));
-    const ids = jobs.map((j) => j.id);
-    res.status(201).json({ job_ids: ids, count: ids.length });
+    res.status(201).json(answer);
   };
 }
 

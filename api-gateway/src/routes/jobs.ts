@@ -15,7 +15,7 @@ import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.j
 import { inlineDestination } from '../destinations/job-destination.js';
 import type { ProbeCache, ProviderSettings } from '../destinations/probe.js';
 import { HttpError, failsWith } from '../http-errors.js';
-import { idempotent } from '../idempotency.js';
+import { keyRowFor, type IdempotencyKeys } from '../idempotency.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { acceptJson } from '../json-body.js';
 import type { JobSubmitter } from '../submitter.js';
@@ -46,6 +46,7 @@ export interface JobsRouteDeps extends BatchCreateDeps {
   providerSettings?: ProviderSettings;
   /** Which source URLs and storage endpoints may be contacted. */
   outbound: OutboundPolicy;
+  idempotency: IdempotencyKeys;
 }
 
 function principal(res: Response): Principal {
@@ -78,7 +79,8 @@ function statusFilter(raw: QueryValue): JobStatus | undefined {
 // middleware (http-errors.ts).
 export function jobsRouter(deps: JobsRouteDeps): Router {
   const router = Router();
-  router.post('/jobs', ...acceptJson(MAX_BODY_BYTES), failsWith('Failed to create job'), idempotent(deps), createJob(deps));
+  router.post('/jobs', ...acceptJson(MAX_BODY_BYTES), failsWith('Failed to create job'),
+    deps.idempotency.middleware, createJob(deps), deps.idempotency.takenKey);
   router.get('/jobs', failsWith('Database query failed'), listJobsOfKey(deps));
   router.get('/jobs/:id', failsWith('Database query failed'), showJob(deps));
   return router;
@@ -123,7 +125,7 @@ function createJob(deps: JobsRouteDeps): RequestHandler {
     const target = await deliveryTarget(deps, request, who);
     const source = detectBatchSource(request.options.url);
     if (source.kind !== 'single') {
-      const answer = await createBatch(deps, { request, source, who, target, signal: clientGone(res) });
+      const answer = await createBatch(deps, { request, source, who, target, signal: clientGone(res) }, (a) => keyRowFor(res, a));
       res.status(201).location(`/batch/${answer.batch_id}`).json(answer);
       return;
     }
@@ -138,6 +140,7 @@ function createJob(deps: JobsRouteDeps): RequestHandler {
       crNamespace: deps.namespace,
       crName: id,
       target,
+      keyRow: keyRowFor(res, { status: 201, body: { job_id: id }, location: `/jobs/${id}` }),
     });
     if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
 

@@ -21,6 +21,7 @@ import {
   type EpisodeRowsCommon, type EpisodeToCreate, type SavedDestinationSql,
 } from './jobs.js';
 import { queueBatchEvents, type OutboxEvent } from './outbox.js';
+import { insertKeyRow, lockKey, withKeyRow, type NewKeyRow } from './idempotency.js';
 
 /** What the feed or playlist said about an episode, kept with its row for its MediaJob. */
 export interface EpisodeInfo {
@@ -61,6 +62,8 @@ export interface NewBatch {
   target: BatchTarget;
   /** A MediaBatch applied with kubectl: recorded only for an existing, unrevoked key (as a MediaJob manifest is). */
   fromManifest?: boolean;
+  /** The request's Idempotency-Key row, written in the batch's transaction (./idempotency.ts). */
+  keyRow?: NewKeyRow;
 }
 
 /** One episode, in the batch's order. */
@@ -143,9 +146,11 @@ export interface BatchCounts {
  */
 export async function insertBatch(pool: pg.Pool, batch: NewBatch, episodes: readonly NewEpisode[]): Promise<InsertBatchResult> {
   if (!episodes.length) throw new RangeError('a batch has at least one episode');
-  return withTransaction(pool, async (client) => {
+  return withKeyRow(pool, batch.keyRow, () => withTransaction(pool, async (client) => {
+    if (batch.keyRow) await lockKey(client, batch.keyRow);
     const where = await resolveTarget(client, batch);
     if (!where) return { outcome: 'storage_provider_not_configured' };
+    if (batch.keyRow) await insertKeyRow(client, batch.keyRow);
     const row = await client.query(
       `INSERT INTO batches (id, api_key_id, kind, show_url, folder, status, total_episodes, webhook_url_enc, destination, cr_namespace, cr_name,
                             episode_jobs)
@@ -170,7 +175,7 @@ export async function insertBatch(pool: pg.Pool, batch: NewBatch, episodes: read
       ...(e.info && { info: e.info }),
     })));
     return { outcome: 'inserted', destination: where.destination };
-  });
+  }));
 }
 
 type Resolved = Pick<EpisodeRowsCommon, 'destination' | 'destinationId' | 'storageEnc'>;

@@ -22,6 +22,7 @@ import { rollUpEpisode, type EpisodeInfo } from './batches.js';
 import { queueJobChatNotification } from './chat-settings.js';
 import { queueEvents, type OutboxEvent } from './outbox.js';
 import { CANCEL_CHANNEL, jobCancelledEvent, type CancelStatus } from '../job-cancellation.js';
+import { keyHeld, keyLockCte, keyRowCte, keyRowValues, withKeyRow, type NewKeyRow } from './idempotency.js';
 
 /** Shards of a key's job total: concurrent inserts of one key do not queue on one row lock (ADR 0002). */
 export const COUNTER_SHARDS = 16;
@@ -42,6 +43,8 @@ export interface NewJob {
   target:
     | { kind: 'inline'; destination: Destination; storageEnc: string }
     | { kind: 'saved'; organizationId: string | null; provider?: StorageProviderName };
+  /** The request's Idempotency-Key row, written with the job (./idempotency.ts). */
+  keyRow?: NewKeyRow;
 }
 
 /** A row as GET /jobs lists it (the spec's Job table). */
@@ -138,6 +141,32 @@ const countJobs = (shard: string) => `counted AS (
 export const savedDestinationJson = (dest: string) => `CASE WHEN ${dest}.id IS NULL THEN '{"type":"managed"}'::jsonb
               ELSE jsonb_strip_nulls(jsonb_build_object('type', 'saved', 'provider', ${dest}.provider, 'secretName', ${dest}.secret_name)) END`;
 
+// A keyed request's insert (./idempotency.ts): the key's advisory lock is
+// tried first, nothing is written without it, and the key row is written
+// with the jobs. The placeholders of the owning key and of the key row's
+// values (the idempotency key first).
+interface KeyParams {
+  apiKeyId: string;
+  first: number;
+}
+
+/** The head of a gateway insert: the key's lock when keyed. */
+const insertHead = (k?: KeyParams) => (k ? `WITH ${keyLockCte(k.apiKeyId, `$${k.first}`)},\n` : 'WITH ');
+
+/** A condition of the jobs' WHERE: the key's lock is held (true when unkeyed). */
+const lockHeld = (k?: KeyParams) => (k ? '(SELECT held FROM key_lock)' : 'true');
+
+/**
+ * The end of a gateway insert: the counter and the destination written, and
+ * when keyed the key row and whether its lock was held (false: nothing
+ * written, another request holds the key).
+ */
+const insertTail = (shard: string, k?: KeyParams) => k === undefined
+  ? `), ${countJobs(shard)}
+SELECT destination FROM job LIMIT 1`
+  : `), ${keyRowCte(k.first)}, ${countJobs(shard)}
+SELECT (SELECT held FROM key_lock) AS key_held, (SELECT destination FROM job LIMIT 1) AS destination`;
+
 // The job row and its counter increment in one statement, hence one
 // implicit transaction and one round trip: the total can never disagree
 // with the rows, and the insert costs a single commit. For a saved
@@ -147,26 +176,25 @@ export const savedDestinationJson = (dest: string) => `CASE WHEN ${dest}.id IS N
 const INSERT_COLUMNS = `id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name,
                     destination, destination_id, storage_enc`;
 
-const INSERT_JOB_INLINE = `
-WITH job AS (
+const insertJobInline = (k?: KeyParams) => `
+${insertHead(k)}job AS (
   INSERT INTO jobs (${INSERT_COLUMNS})
-  VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7, $9, NULL, $10)
+  SELECT $1, $2, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7, $9::jsonb, NULL, $10
+   WHERE ${lockHeld(k)}
   RETURNING api_key_id, destination
-), ${countJobs('$8')}
-SELECT destination FROM job`;
+${insertTail('$8', k)}`;
 
-const insertJobSaved = (resolve: string) => `
-WITH dest AS (${resolve}),
+const insertJobSaved = (resolve: string, k?: KeyParams) => `
+${insertHead(k)}dest AS (${resolve}),
 job AS (
   INSERT INTO jobs (${INSERT_COLUMNS})
   SELECT $1, $2, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7,
          ${savedDestinationJson('dest')},
          dest.id, NULL
     FROM (VALUES (1)) one LEFT JOIN dest ON true
-   WHERE $10::text IS NULL OR dest.id IS NOT NULL
+   WHERE ${lockHeld(k)} AND ($10::text IS NULL OR dest.id IS NOT NULL)
   RETURNING api_key_id, destination
-), ${countJobs('$8')}
-SELECT destination FROM job`;
+${insertTail('$8', k)}`;
 
 /** The gateway's insert of a new Pending job. */
 export type InsertJob = (pool: pg.Pool, job: NewJob) => Promise<Destination | undefined>;
@@ -179,42 +207,43 @@ export type InsertJob = (pool: pg.Pool, job: NewJob) => Promise<Destination | un
  * key or its organization (then nothing was written).
  */
 export function jobInserter(rule9: SavedDestinationSql): InsertJob {
-  const savedDefault = insertJobSaved(rule9.byDefault('$2', '$9'));
-  const savedByProvider = insertJobSaved(rule9.byProvider('$2', '$9', '$10'));
-  return async (pool, job) => {
-    const common = [job.id, job.apiKeyId, job.url, JSON.stringify(job.options), job.webhookUrlEnc, job.crNamespace, job.crName,
-      randomInt(COUNTER_SHARDS)];
+  const texts = (k?: KeyParams) => ({
+    inline: insertJobInline(k),
+    default: insertJobSaved(rule9.byDefault('$2', '$9'), k),
+    provider: insertJobSaved(rule9.byProvider('$2', '$9', '$10'), k),
+  });
+  const statements = { plain: texts(), keyed: texts({ apiKeyId: '$2', first: 11 }) };
+  return (pool, job) => withKeyRow(pool, job.keyRow, async () => {
     const t = job.target;
-    const r = t.kind === 'inline'
-      ? await pool.query<{ destination: Destination }>({
-        name: 'mj-insert-job-inline', text: INSERT_JOB_INLINE, values: [...common, JSON.stringify(t.destination), t.storageEnc],
-      })
-      : t.provider === undefined
-        ? await pool.query<{ destination: Destination }>({
-          name: 'mj-insert-job', text: savedDefault, values: [...common, t.organizationId, null],
-        })
-        : await pool.query<{ destination: Destination }>({
-          name: 'mj-insert-job-provider', text: savedByProvider, values: [...common, t.organizationId, t.provider],
-        });
-    return r.rows[0]?.destination;
-  };
+    const [variant, target] = t.kind === 'inline'
+      ? ['inline', [JSON.stringify(t.destination), t.storageEnc]] as const
+      : t.provider === undefined ? ['default', [t.organizationId, null]] as const : ['provider', [t.organizationId, t.provider]] as const;
+    const keyed = job.keyRow !== undefined;
+    const r = await pool.query<{ destination: Destination | null; key_held?: boolean }>({
+      name: `mj-insert-job-${variant}${keyed ? '-keyed' : ''}`,
+      text: statements[keyed ? 'keyed' : 'plain'][variant],
+      values: [job.id, job.apiKeyId, job.url, JSON.stringify(job.options), job.webhookUrlEnc, job.crNamespace, job.crName,
+        randomInt(COUNTER_SHARDS), ...target, ...(job.keyRow ? keyRowValues(job.keyRow) : [])],
+    });
+    keyHeld(r.rows[0]?.key_held);
+    return r.rows[0]?.destination ?? undefined;
+  });
 }
 
 // POST /jobs/bulk: every job of the request in one statement (all or
 // nothing, one round trip for 100 rows), from one JSON array parameter, with
 // rule 9 resolved once for all of them; counted on one shard of the key.
-const insertJobsSaved = (resolve: string) => `
-WITH dest AS (${resolve}),
+const insertJobsSaved = (resolve: string, k?: KeyParams) => `
+${insertHead(k)}dest AS (${resolve}),
 job AS (
   INSERT INTO jobs (${INSERT_COLUMNS})
   SELECT (e.doc->>'id')::uuid, $1, e.doc->'options'->>'url', 'Pending', 'Queued', 0, e.doc->'options', $2, $3, e.doc->>'id',
          ${savedDestinationJson('dest')},
          dest.id, NULL
     FROM jsonb_array_elements($4::jsonb) AS e(doc) LEFT JOIN dest ON true
-   WHERE $7::text IS NULL OR dest.id IS NOT NULL
+   WHERE ${lockHeld(k)} AND ($7::text IS NULL OR dest.id IS NOT NULL)
   RETURNING api_key_id, destination
-), ${countJobs('$5')}
-SELECT destination FROM job LIMIT 1`;
+${insertTail('$5', k)}`;
 
 /** Jobs of one bulk request: the same key, webhook and destination, each its own id and options. */
 export interface NewJobs {
@@ -225,6 +254,8 @@ export interface NewJobs {
   crNamespace: string;
   organizationId: string | null;
   provider?: StorageProviderName;
+  /** The request's Idempotency-Key row, written with the jobs (./idempotency.ts). */
+  keyRow?: NewKeyRow;
 }
 
 export type InsertJobs = (pool: pg.Pool, jobs: NewJobs) => Promise<Destination | undefined>;
@@ -236,16 +267,25 @@ export type InsertJobs = (pool: pg.Pool, jobs: NewJobs) => Promise<Destination |
  * when the named `storage_provider` is not configured (nothing written).
  */
 export function bulkJobInserter(rule9: SavedDestinationSql): InsertJobs {
-  const savedDefault = insertJobsSaved(rule9.byDefault('$1', '$6'));
-  const savedByProvider = insertJobsSaved(rule9.byProvider('$1', '$6', '$7'));
-  return async (pool, n) => {
+  const texts = (k?: KeyParams) => ({
+    default: insertJobsSaved(rule9.byDefault('$1', '$6'), k),
+    provider: insertJobsSaved(rule9.byProvider('$1', '$6', '$7'), k),
+  });
+  const statements = { plain: texts(), keyed: texts({ apiKeyId: '$1', first: 8 }) };
+  return (pool, n) => {
     if (!n.jobs.length) throw new RangeError('a bulk insert has at least one job');
-    const values = [n.apiKeyId, n.webhookUrlEnc, n.crNamespace, JSON.stringify(n.jobs.map((j) => ({ id: j.id, options: j.options }))),
-      randomInt(COUNTER_SHARDS), n.organizationId, n.provider ?? null];
-    const r = n.provider === undefined
-      ? await pool.query<{ destination: Destination }>({ name: 'mj-insert-jobs', text: savedDefault, values })
-      : await pool.query<{ destination: Destination }>({ name: 'mj-insert-jobs-provider', text: savedByProvider, values });
-    return r.rows[0]?.destination;
+    return withKeyRow(pool, n.keyRow, async () => {
+      const variant = n.provider === undefined ? 'default' : 'provider';
+      const keyed = n.keyRow !== undefined;
+      const r = await pool.query<{ destination: Destination | null; key_held?: boolean }>({
+        name: `mj-insert-jobs-${variant}${keyed ? '-keyed' : ''}`,
+        text: statements[keyed ? 'keyed' : 'plain'][variant],
+        values: [n.apiKeyId, n.webhookUrlEnc, n.crNamespace, JSON.stringify(n.jobs.map((j) => ({ id: j.id, options: j.options }))),
+          randomInt(COUNTER_SHARDS), n.organizationId, n.provider ?? null, ...(n.keyRow ? keyRowValues(n.keyRow) : [])],
+      });
+      keyHeld(r.rows[0]?.key_held);
+      return r.rows[0]?.destination ?? undefined;
+    });
   };
 }
 
