@@ -56,7 +56,6 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
   /** The names of every MediaJob and MediaBatch in the cluster. */
   const clusterObjects = async () => (await svc.cluster.kubectl(['get', 'mj,mb', '-o', 'name'])).stdout.trim().split('\n').filter(Boolean);
   const count = async (table: 'jobs' | 'batches') => Number((await svc.db.pool.query(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
-  const apiKeyId = async () => (await svc.db.pool.query<{ id: string }>('SELECT id FROM api_keys WHERE name = $1', ['e2e'])).rows[0]!.id;
 
   before(async () => {
     [platform, podcast, media, pages, receiver] = await Promise.all([
@@ -181,9 +180,9 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
     for (const [i, jobId] of ids.entries()) {
       const ep = EPISODES[i]!;
       const job = await waitForJob(jobId);
-      expect(job, String(job.error)).to.include({ status: 'Completed', s3_key: `videos/shows/e2e/${ep.rename}.m4a`, title: ep.title, release_date: ep.releaseDate });
+      expect(job, String(job.error)).to.include({ status: 'Completed', s3_key: `${svc.managedPrefix}/videos/shows/e2e/${ep.rename}.m4a`, title: ep.title, release_date: ep.releaseDate });
       expect(job.description ?? null, 'no description for podcast sources').to.equal(null);
-      expect(job.thumbnail_key).to.equal(`videos/shows/e2e/${ep.rename}.jpg`);
+      expect(job.thumbnail_key).to.equal(`${svc.managedPrefix}/videos/shows/e2e/${ep.rename}.jpg`);
       const art = await fetch(job.thumbnail_url as string);
       expect(art.status).to.equal(200);
       expect([...new Uint8Array(await art.arrayBuffer()).subarray(0, 3)], 'a JPEG').to.deep.equal([0xff, 0xd8, 0xff]);
@@ -227,8 +226,11 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
     expect(await waitForBatch(id, ['completed', 'finished'])).to.include({ status: 'completed' });
     const keys = (await Promise.all(ids.map(waitForJob))).map((j) => j.s3_key as string);
     expect(new Set(keys).size, keys.join(', ')).to.equal(2);
-    expect(keys).to.include('videos/twins/same name.m4a');
-    expect(keys.find((k) => k !== 'videos/twins/same name.m4a')).to.match(/^videos\/twins\/same name-[0-9a-f]{8}\.m4a$/);
+    const taken = `${svc.managedPrefix}/videos/twins/same name`;
+    expect(keys).to.include(`${taken}.m4a`);
+    const other = keys.find((k) => k !== `${taken}.m4a`)!;
+    const second = ids[keys.indexOf(other)]!;
+    expect(other).to.equal(`${taken}-${second.slice(0, 8)}.m4a`);
   });
 
   it('a show with a missing, an unreachable and a DRM-protected episode: part-way progress, then finished with the skipped one counted under failed', async () => {
@@ -285,7 +287,7 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
   it('a MediaBatch applied with kubectl is expanded from its show, runs, and is its owner\'s in GET /batch/{id} and GET /jobs', async () => {
     const manifest = svc.cluster.manifest('gitops-batch.yaml', [
       'apiVersion: mediajobs.io/v1alpha1', 'kind: MediaBatch', 'metadata:', '  name: gitops-show', 'spec:',
-      `  showUrl: ${showUrl(GITOPS_SHOW)}`, '  owner:', `    apiKeyId: ${await apiKeyId()}`, '  folder: gitops',
+      `  showUrl: ${showUrl(GITOPS_SHOW)}`, '  owner:', `    apiKeyId: ${svc.apiKeyId}`, '  folder: gitops',
       '  options:', '    audioOnly: true', '',
     ].join('\n'));
     await svc.cluster.kubectl(['apply', '-f', manifest]);
@@ -320,7 +322,7 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
     expect(r.body.count).to.equal(3);
     const jobs = await Promise.all((r.body.job_ids as string[]).map(waitForJob));
     expect(jobs.map((j) => [j.status, j.url, j.error]), JSON.stringify(jobs)).to.deep.equal(urls.map((u) => ['Completed', u, null]));
-    for (const j of jobs) expect(j.s3_key).to.match(/^videos\/bulk\//);
+    for (const j of jobs) expect(j.s3_key).to.match(new RegExp(`^${svc.managedPrefix}/videos/bulk/[^/]+$`));
   });
 });
 

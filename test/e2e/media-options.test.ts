@@ -331,10 +331,11 @@ describe('end to end: media options (formats, codecs, resolution, clips, names)'
     it('filename and folder make the key, sanitised; the same name twice never overwrites', async () => {
       const [a, b] = await Promise.all([jobs.get('name 144'), jobs.get('name 240')]);
       const keys = [a.job.s3_key, b.job.s3_key] as string[];
-      expect(keys).to.include('videos/shows/s1/My_ Clip_.mp4');
-      const other = keys.find((k) => k !== 'videos/shows/s1/My_ Clip_.mp4')!;
+      const taken = `${svc.managedPrefix}/videos/shows/s1/My_ Clip_`;
+      expect(keys).to.include(`${taken}.mp4`);
+      const other = keys.find((k) => k !== `${taken}.mp4`)!;
       const second = a.job.s3_key === other ? a : b;
-      expect(other).to.equal(`videos/shows/s1/My_ Clip_-${(second.job.id as string).slice(0, 8)}.mp4`);
+      expect(other).to.equal(`${taken}-${(second.job.id as string).slice(0, 8)}.mp4`);
       // Each job's file is its own: the rendition it asked for.
       expect(a.video).to.include({ height: 144 });
       expect(b.video).to.include({ height: 240 });
@@ -378,11 +379,12 @@ describe('end to end: names on S3 managed storage (s3rver)', function () {
     const first = await jobs.get('first');
     jobs.submit('second', { url, max_resolution: '240', filename: 'episode', folder: 'show' });
     const second = await jobs.get('second');
-    expect(first.job.s3_key).to.equal('videos/show/episode.mp4');
-    expect(second.job.s3_key).to.equal(`videos/show/episode-${(second.job.id as string).slice(0, 8)}.mp4`);
+    const taken = `${svc.managedPrefix}/videos/show/episode`;
+    expect(first.job.s3_key).to.equal(`${taken}.mp4`);
+    expect(second.job.s3_key).to.equal(`${taken}-${(second.job.id as string).slice(0, 8)}.mp4`);
     expect(first.video).to.include({ height: 144 });
     expect(second.video).to.include({ height: 240 });
-    const created = s3.events.filter((e) => e.key === 'videos/show/episode.mp4' && e.eventName.startsWith('ObjectCreated'));
+    const created = s3.events.filter((e) => e.key === `${taken}.mp4` && e.eventName.startsWith('ObjectCreated'));
     expect(created, 'written once').to.have.length(1);
   });
 });

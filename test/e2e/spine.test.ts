@@ -167,12 +167,16 @@ describe('end to end: managed storage on S3 (s3rver)', function () {
   it('uploads to the bucket and hands out a presigned URL that downloads the file', async () => {
     const secrets = await watchRunnerDocuments(svc);
     const created = await svc.api('POST', '/jobs', { url: media.mp4Url });
-    const job = await waitForJob(svc, created.body.job_id as string, ['Completed', 'Failed', 'Warning']);
+    const id = created.body.job_id as string;
+    const job = await waitForJob(svc, id, ['Completed', 'Failed', 'Warning']);
     expect(job.status, String(job.error)).to.equal('Completed');
-    // The runner got an upload grant for its job, never the bucket's keys (ADR 0012).
+    expect(job.s3_key).to.equal(`${svc.managedPrefix}/videos/${id}.mp4`);
+    // The runner got an upload grant for its job under its key's prefix, never the bucket's keys (ADR 0012).
     const [doc] = await secrets.stop();
     expect(doc, 'the runner\'s credentials Secret').to.be.a('string');
-    expect(Object.keys(JSON.parse(doc!) as object).sort()).to.deep.equal(['grant', 'managed', 'provider']);
+    const parsed = JSON.parse(doc!) as Record<string, unknown>;
+    expect(Object.keys(parsed).sort()).to.deep.equal(['folder_prefix', 'grant', 'managed', 'provider']);
+    expect(parsed.folder_prefix).to.equal(svc.managedPrefix);
     for (const secret of [s3.accessKeyId, s3.secretAccessKey, 'MANAGED_S3_SECRET_KEY', 'MANAGED_S3_ACCESS_KEY', 'FILE_URL_SECRET']) {
       expect(doc).to.not.include(secret);
     }

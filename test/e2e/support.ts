@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { pino, type DestinationStream } from 'pino';
 import { createLogger } from '@mediajobs/lib/logger';
 import { SecretBox } from '@mediajobs/lib/secret-box';
+import { managedKeyPrefix } from '@mediajobs/lib/storage/types';
 import { loadGatewayConfig } from '../../api-gateway/src/config.js';
 import { createApiKey } from '../../api-gateway/src/db/api-keys.js';
 import { startGateway, type RunningGateway } from '../../api-gateway/src/server.js';
@@ -30,6 +31,9 @@ export interface Service {
   gateway: RunningGateway;
   operator: OperatorHandle;
   apiKey: string;
+  apiKeyId: string;
+  /** The segment managed storage puts before every key of the test key's jobs (managedKeyPrefix). */
+  managedPrefix: string;
   env: NodeJS.ProcessEnv;
   /** Call the gateway with the test key. */
   api(method: string, path: string, body?: unknown, key?: string): Promise<{ status: number; body: Record<string, unknown> }>;
@@ -91,10 +95,10 @@ export async function startService(opts: ServiceOptions = {}): Promise<Service> 
     return startOperator(cfg, { storage: await managedStorageAccess(cfg), log: logger('operator') });
   };
   let operator = await startOp();
-  const { key: apiKey } = await createApiKey(db.pool, { name: 'e2e' });
+  const { key: apiKey, id: apiKeyId } = await createApiKey(db.pool, { name: 'e2e' });
 
   const service: Service = {
-    cluster, db, gateway: gw, operator, apiKey, env,
+    cluster, db, gateway: gw, operator, apiKey, apiKeyId, managedPrefix: managedKeyPrefix(apiKeyId), env,
     async api(method, path, body, key = apiKey) {
       const res = await fetch(`${gw.url}${path}`, {
         method,
