@@ -62,6 +62,7 @@ bench: deps bench-tools
 	npx tsx api-gateway/bench/post-jobs.ts
 	npx tsx api-gateway/bench/idempotency.ts
 	npx tsx api-gateway/bench/batches.ts
+	npx tsx api-gateway/bench/usage.ts
 	npx tsx operator/bench/submit-to-job.ts
 	npx tsx operator/bench/cancel.ts
 	npx tsx runner-image/bench/runner-vs-bare.ts

@@ -22,6 +22,7 @@ import { bulkRouter } from './routes/bulk.js';
 import { cancelRouter } from './routes/cancel.js';
 import { chatRouter } from './routes/chat.js';
 import { jobsRouter } from './routes/jobs.js';
+import { usageRouter } from './routes/usage.js';
 import { IdempotencyKeys } from './idempotency.js';
 import { metadataRouter } from './routes/metadata.js';
 import { userStorageRouter } from './routes/user-storage.js';
@@ -86,6 +87,7 @@ const AUTHENTICATED: readonly (readonly [prefix: string, missingKey: string])[] 
   ['/user', MISSING_KEY],
   ['/metadata', MISSING_KEY],
   ['/is-short', 'Missing API key'],
+  ['/usage', MISSING_KEY],
 ];
 
 export function createApp(deps: AppDeps): express.Express {
@@ -135,6 +137,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(batchesRouter({ pool: deps.pool, logger: log, ...batches }));
   app.use(webhooksRouter(deps));
   app.use(cancelRouter(deps));
+  app.use(usageRouter({ pool: deps.pool, logger: log }));
   app.use(chatRouter({
     pool: deps.pool, logger: log, secretBox: deps.secretBox, outbound, webhookPrefix: deps.chatWebhookPrefix ?? DEFAULT_CHAT_WEBHOOK_PREFIX,
   }));

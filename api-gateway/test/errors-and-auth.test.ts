@@ -72,7 +72,7 @@ describe('api-gateway: one error path, one authentication', function () {
         'GET /batch/:id', 'PATCH /batch/:id/jobs', 'POST /batch/:id/start', 'POST /batch/:id/cancel',
         'POST /jobs/:id/cancel', 'GET /jobs/:id/webhooks', 'POST /jobs/:id/webhooks/:eventId/redeliver',
         'POST /user/webhook-secret', 'GET /user/webhook-secret', 'POST /user/chat', 'GET /user/chat', 'DELETE /user/chat',
-        'POST /user/s3', 'GET /user/drive', 'DELETE /user/oss', 'POST /user/bucket', 'DELETE /user/bucket',
+        'POST /user/s3', 'GET /user/drive', 'DELETE /user/oss', 'POST /user/bucket', 'DELETE /user/bucket', 'GET /usage',
         ...PUBLIC,
       ]);
     });
@@ -90,8 +90,8 @@ describe('api-gateway: one error path, one authentication', function () {
         refused.push(`${method} ${path}`);
       }
       // 4 jobs routes (bulk included) and 3 of job control (cancel, the delivery log, redelivery), 4 batch routes,
-      // 3 per provider and 2 for /user/bucket, 2 for /user/webhook-secret, 3 for /user/chat, /metadata and /is-short.
-      expect(refused).to.have.length(4 + 3 + 4 + 5 * 3 + 2 + 2 + 3 + 2);
+      // 3 per provider and 2 for /user/bucket, 2 for /user/webhook-secret, 3 for /user/chat, /metadata and /is-short, /usage.
+      expect(refused).to.have.length(4 + 3 + 4 + 5 * 3 + 2 + 2 + 3 + 2 + 1);
     });
 
     it('the signed downloads and probes answer without a key', async () => {
@@ -126,7 +126,7 @@ describe('api-gateway: one error path, one authentication', function () {
       // A key of an organization, looked up without Postgres; the handler's own query then fails.
       const org = '0190a0a0-0000-7000-8000-0000000000aa';
       const keyCache = new ApiKeyCache(async () => ({
-        id: '0190a0a0-0000-7000-8000-0000000000bb', organizationId: org, revoked: false,
+        id: '0190a0a0-0000-7000-8000-0000000000bb', name: 'org key', organizationId: org, revoked: false,
         storageLimitBytes: null, maxResolution: null, maxDurationSeconds: null, maxFilesizeBytes: null,
       }));
       const g2 = await startTestGateway({ submitter: new RecordingSubmitter(), keyCache });

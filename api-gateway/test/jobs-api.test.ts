@@ -409,7 +409,7 @@ describe('api-gateway: REST API', function () {
       }
     });
     it('a database failure on GET /jobs is 500 Database query failed, without details', async () => {
-      const cache = new ApiKeyCache(async () => ({ id: key.id, organizationId: null, revoked: false, storageLimitBytes: null, maxResolution: null, maxDurationSeconds: null, maxFilesizeBytes: null }));
+      const cache = new ApiKeyCache(async () => ({ id: key.id, name: 'test', organizationId: null, revoked: false, storageLimitBytes: null, maxResolution: null, maxDurationSeconds: null, maxFilesizeBytes: null }));
       const g2 = await startTestGateway({ submitter: new RecordingSubmitter(), keyCache: cache });
       await g2.pool.query('DROP TABLE job_counters');
       try {

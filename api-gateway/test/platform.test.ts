@@ -131,7 +131,7 @@ describe('api-gateway: platform', function () {
 
   describe('API key cache', () => {
     const record = (id: string, revoked = false): ApiKeyRecord => ({
-      id, organizationId: null, revoked, storageLimitBytes: null, maxResolution: null, maxDurationSeconds: null, maxFilesizeBytes: null,
+      id, name: 'platform', organizationId: null, revoked, storageLimitBytes: null, maxResolution: null, maxDurationSeconds: null, maxFilesizeBytes: null,
     });
 
     it('serves repeated lookups from memory until the TTL passes', async () => {

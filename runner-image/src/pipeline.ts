@@ -199,11 +199,13 @@ function completedReport(
   const result = {
     storageKey: uploaded.result.key,
     fileSize: uploaded.result.size,
+    // Everything this job stored, sidecars included: what the key's storage usage counts.
+    uploadedBytes: uploaded.result.size + sidecars.bytes,
     format: container.format,
     // The runner never scales: the delivered frame is the chosen input's.
     ...optional('actualQuality', actualQuality(plan.video?.stream.width, plan.video?.stream.height)),
     ...described,
-    ...sidecars,
+    ...sidecars.keys,
   };
   logger.info({ storageKey: result.storageKey, fileSize: result.fileSize, actualQuality: result.actualQuality }, 'job completed');
   return { step: 'Finished', progress: 100, outcome: 'completed', result };

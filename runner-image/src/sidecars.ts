@@ -202,14 +202,17 @@ export async function sidecarContentOk(file: SidecarFile, kind: 'subtitle' | 'th
   return false;
 }
 
-/**
- * Fetch and upload the sidecars a job asked for. Returns the result fields
- * (subtitleKey, thumbnailKey) of those delivered.
- */
+/** The sidecars delivered: their result fields, and the bytes stored (counted in the key's storage usage). */
+export interface DeliveredSidecars {
+  keys: { subtitleKey?: string; thumbnailKey?: string };
+  bytes: number;
+}
+
+/** Fetch and upload the sidecars a job asked for. */
 export async function deliverSidecars(
   spec: MediaJobSpec,
   ctx: { infoPath: string; workDir: string; jobId: string; mediaKey: string; destination: ResolvedDestination; ytdlp: YtDlpOptions; ffmpeg: string; logger: Logger },
-): Promise<{ subtitleKey?: string; thumbnailKey?: string }> {
+): Promise<DeliveredSidecars> {
   const wants = sidecarWants(spec);
   const artwork = wants.thumbnail ? artworkUrl(spec) : undefined;
   const found = await fetchSidecars(ctx.infoPath, path.join(ctx.workDir, 'sidecars'), { ...wants, thumbnail: wants.thumbnail && !artwork }, { ...ctx.ytdlp, logger: ctx.logger });
@@ -217,7 +220,7 @@ export async function deliverSidecars(
     const art = await fetchArtwork(artwork, path.join(ctx.workDir, 'artwork'), { ffmpeg: ctx.ffmpeg, logger: ctx.logger, ...(ctx.ytdlp.signal && { signal: ctx.ytdlp.signal }) });
     if (art) found.thumbnail = art;
   }
-  const out: { subtitleKey?: string; thumbnailKey?: string } = {};
+  const out: DeliveredSidecars = { keys: {}, bytes: 0 };
   for (const [field, file] of [['subtitleKey', found.subtitle], ['thumbnailKey', found.thumbnail]] as const) {
     if (!file) continue;
     if (!(await sidecarContentOk(file, field === 'subtitleKey' ? 'subtitle' : 'thumbnail').catch(() => false))) {
@@ -226,7 +229,9 @@ export async function deliverSidecars(
     }
     try {
       const key = await uploadSidecar(ctx.destination, ctx.mediaKey, file, ctx.jobId);
-      if (key) out[field] = key;
+      if (!key) continue;
+      out.keys[field] = key;
+      out.bytes += (await stat(file.path)).size;
     } catch (err) {
       const e = err as { name?: unknown; code?: unknown };
       ctx.logger.warn({ sidecar: field, err: { name: e?.name, code: e?.code } }, 'sidecar upload failed; the media is delivered without it');

@@ -145,7 +145,7 @@ describe('runner: sidecar content and the egress policy', function () {
         destination: { provider: new LocalStorageProvider({ dir: store, publicBaseUrl: 'http://127.0.0.1:8080', secret: 'sidecar-test-secret-0123456789' }), baseFolder: 'videos' },
       });
     });
-    expect(out).to.deep.equal({});
+    expect(out).to.deep.equal({ keys: {}, bytes: 0 });
     // It was fetched, and dropped for what it is, not missing.
     expect(readdirSync(join(workDir, 'sidecars')).filter((f) => f.startsWith('thumbnail.'))).to.have.length(1);
   });

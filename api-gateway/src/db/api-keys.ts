@@ -5,6 +5,8 @@ import type pg from 'pg';
 
 export interface ApiKeyRecord {
   id: string;
+  /** The name given at creation: GET /usage's client_name. */
+  name: string;
   organizationId: string | null;
   revoked: boolean;
   storageLimitBytes: number | null;
@@ -51,18 +53,19 @@ const num = (v: string | number | null): number | null => (v === null ? null : N
 export async function findApiKeyByHash(pool: pg.Pool, keyHash: string): Promise<ApiKeyRecord | undefined> {
   const r = await pool.query({
     name: 'mj-api-key-by-hash',
-    text: `SELECT id, organization_id, revoked_at IS NOT NULL AS revoked, storage_limit_bytes, max_resolution,
+    text: `SELECT id, name, organization_id, revoked_at IS NOT NULL AS revoked, storage_limit_bytes, max_resolution,
                   max_duration_seconds, max_filesize_bytes
              FROM api_keys WHERE key_hash = $1`,
     values: [keyHash],
   });
   const row = r.rows[0] as {
-    id: string; organization_id: string | null; revoked: boolean; storage_limit_bytes: string | null;
+    id: string; name: string; organization_id: string | null; revoked: boolean; storage_limit_bytes: string | null;
     max_resolution: string | null; max_duration_seconds: number | null; max_filesize_bytes: string | null;
   } | undefined;
   if (!row) return undefined;
   return {
     id: row.id,
+    name: row.name,
     organizationId: row.organization_id,
     revoked: row.revoked,
     storageLimitBytes: num(row.storage_limit_bytes),

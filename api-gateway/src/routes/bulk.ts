@@ -18,6 +18,7 @@ import type { Principal } from '../auth.js';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
 import { HttpError, failsWith } from '../http-errors.js';
 import { keyRowFor, type IdempotencyKeys } from '../idempotency.js';
+import { refuseOverQuota } from './usage.js';
 import { refusedAddress } from './jobs.js';
 import { uuidv7 } from '../ids.js';
 import { acceptJson, bodyObject } from '../json-body.js';
@@ -114,6 +115,7 @@ function createJobs(deps: BulkRouteDeps): RequestHandler {
     const { urls: _urls, ...shared } = body;
     const requests = parseEach(shared, urls, deps.outbound);
     const first = requests[0]!;
+    await refuseOverQuota(deps.pool, who);
 
     const jobs = requests.map((r) => ({ id: uuidv7(), options: r.options }));
     const ids = jobs.map((j) => j.id);

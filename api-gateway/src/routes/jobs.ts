@@ -16,6 +16,7 @@ import { inlineDestination } from '../destinations/job-destination.js';
 import type { ProbeCache, ProviderSettings } from '../destinations/probe.js';
 import { HttpError, failsWith } from '../http-errors.js';
 import { keyRowFor, type IdempotencyKeys } from '../idempotency.js';
+import { refuseOverQuota } from './usage.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { acceptJson } from '../json-body.js';
 import type { JobSubmitter } from '../submitter.js';
@@ -122,6 +123,7 @@ function createJob(deps: JobsRouteDeps): RequestHandler {
     const refused = refusedAddress(deps.outbound, request);
     if (refused) throw new HttpError(400, refused.error);
     const who = principal(res);
+    await refuseOverQuota(deps.pool, who);
     const target = await deliveryTarget(deps, request, who);
     const source = detectBatchSource(request.options.url);
     if (source.kind !== 'single') {

@@ -125,13 +125,15 @@ export interface SavedDestinationSql {
 // ---- Inserts: the row and its counter shard in one statement ----
 
 // One builder for every insert (gateway, manifest, a batch's episodes): the
-// increment reads the CTE `job`, so it adds exactly the rows written. A
+// increment reads the CTE `job`, so it adds exactly the rows written, and
+// their storage reservations (jobs.reserved_bytes, a column default). A
 // data-modifying CTE runs whether or not the outer query reads it. Counted
 // per key in one row: ON CONFLICT may touch a shard only once per statement.
 const countJobs = (shard: string) => `counted AS (
-  INSERT INTO job_counters (api_key_id, shard, count)
-  SELECT api_key_id, ${shard}, count(*) FROM job GROUP BY api_key_id
-  ON CONFLICT (api_key_id, shard) DO UPDATE SET count = job_counters.count + EXCLUDED.count
+  INSERT INTO job_counters (api_key_id, shard, count, reserved_bytes)
+  SELECT api_key_id, ${shard}, count(*), sum(reserved_bytes) FROM job GROUP BY api_key_id
+  ON CONFLICT (api_key_id, shard) DO UPDATE
+     SET count = job_counters.count + EXCLUDED.count, reserved_bytes = job_counters.reserved_bytes + EXCLUDED.reserved_bytes
 )`;
 
 /**
@@ -181,7 +183,7 @@ ${insertHead(k)}job AS (
   INSERT INTO jobs (${INSERT_COLUMNS})
   SELECT $1, $2, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7, $9::jsonb, NULL, $10
    WHERE ${lockHeld(k)}
-  RETURNING api_key_id, destination
+  RETURNING api_key_id, destination, reserved_bytes
 ${insertTail('$8', k)}`;
 
 const insertJobSaved = (resolve: string, k?: KeyParams) => `
@@ -193,7 +195,7 @@ job AS (
          dest.id, NULL
     FROM (VALUES (1)) one LEFT JOIN dest ON true
    WHERE ${lockHeld(k)} AND ($10::text IS NULL OR dest.id IS NOT NULL)
-  RETURNING api_key_id, destination
+  RETURNING api_key_id, destination, reserved_bytes
 ${insertTail('$8', k)}`;
 
 /** The gateway's insert of a new Pending job. */
@@ -242,7 +244,7 @@ job AS (
          dest.id, NULL
     FROM jsonb_array_elements($4::jsonb) AS e(doc) LEFT JOIN dest ON true
    WHERE ${lockHeld(k)} AND ($7::text IS NULL OR dest.id IS NOT NULL)
-  RETURNING api_key_id, destination
+  RETURNING api_key_id, destination, reserved_bytes
 ${insertTail('$5', k)}`;
 
 /** Jobs of one bulk request: the same key, webhook and destination, each its own id and options. */
@@ -296,7 +298,7 @@ WITH job AS (
   SELECT $1, k.id, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7, $8, now(), $10
   FROM api_keys k WHERE k.id = $2 AND k.revoked_at IS NULL
   ON CONFLICT (id) DO NOTHING
-  RETURNING api_key_id
+  RETURNING api_key_id, reserved_bytes
 ), ${countJobs('$9')}
 SELECT count(*)::int AS inserted FROM job`;
 
@@ -361,7 +363,7 @@ WITH job AS (
   SELECT (e.doc->>'id')::uuid, $1, e.doc->'options'->>'url', 'Pending', 'Queued', 0, e.doc->'options', $2, NULL, NULL,
          $3, $4, $5, $6, (e.ord - 1)::int, e.doc->'info'
     FROM jsonb_array_elements($7::jsonb) WITH ORDINALITY AS e(doc, ord)
-  RETURNING api_key_id
+  RETURNING api_key_id, reserved_bytes
 ), ${countJobs('$8')}
 SELECT count(*)::int AS inserted FROM job`;
 
@@ -442,6 +444,25 @@ export const LIST_JOBS = `SELECT ${SUMMARY_COLUMNS} FROM jobs WHERE api_key_id =
   ORDER BY jobs.created_at DESC, jobs.id DESC LIMIT $2 OFFSET $3`;
 export const LIST_JOBS_BY_STATUS = `SELECT ${SUMMARY_COLUMNS} FROM jobs WHERE api_key_id = $1 AND status = $4
   ORDER BY jobs.created_at DESC, jobs.id DESC LIMIT $2 OFFSET $3`;
+/** A key's kept totals (GET /usage, the storage quota): jobs created, bytes stored, bytes reserved by jobs not ended. */
+export interface KeyUsage {
+  jobs: number;
+  uploadedBytes: number;
+  reservedBytes: number;
+}
+
+/** A key's totals from its at most 16 counter shards: the same cost with a million jobs as with one. */
+export const KEY_USAGE = `SELECT COALESCE(sum(count), 0)::float8 AS jobs, COALESCE(sum(uploaded_bytes), 0)::float8 AS uploaded,
+       COALESCE(sum(reserved_bytes), 0)::float8 AS reserved
+  FROM job_counters WHERE api_key_id = $1`;
+
+export async function keyUsage(pool: pg.Pool, apiKeyId: string): Promise<KeyUsage> {
+  const { rows: [row] } = await pool.query<{ jobs: number; uploaded: number; reserved: number }>({
+    name: 'mj-key-usage', text: KEY_USAGE, values: [apiKeyId],
+  });
+  return { jobs: row!.jobs, uploadedBytes: row!.uploaded, reservedBytes: row!.reserved };
+}
+
 export const TOTAL_JOBS = 'SELECT COALESCE(SUM(count), 0)::float8 AS total FROM job_counters WHERE api_key_id = $1';
 
 export async function listJobs(
@@ -528,8 +549,8 @@ export async function mirrorStatus(
   return withTransaction(pool, async (client) => {
     // FOR UPDATE: two writers of one job serialise here, so exactly one sees
     // the old status and queues the transition's events.
-    const cur = await client.query<JobRow & { step: string; progress: number; batch_id: string | null }>(
-      `SELECT ${JOB_ROW_COLUMNS}, step, progress, batch_id FROM jobs WHERE id = $1 FOR UPDATE`, [jobId]);
+    const cur = await client.query<JobRow & { step: string; progress: number; batch_id: string | null; reserved_bytes: string }>(
+      `SELECT ${JOB_ROW_COLUMNS}, step, progress, batch_id, reserved_bytes FROM jobs WHERE id = $1 FOR UPDATE`, [jobId]);
     const row = cur.rows[0];
     if (!row) return undefined;
     if (TERMINAL_STATUSES.includes(row.status as never)) return { previous: row.status, current: row.status, updated: false };
@@ -547,9 +568,47 @@ export async function mirrorStatus(
     if (s.status) {
       await queueJobChatNotification(client, row.api_key_id, { id: jobId, status: s.status, errorType: s.errorType ?? null, error: s.error ?? null, url: row.url });
     }
-    // The first terminal status of an episode, hence counted once; its batch_completed follows its own events.
-    if (row.batch_id && s.status && TERMINAL_STATUSES.includes(s.status)) await rollUpEpisode(client, row.batch_id, s.status);
+    if (s.status && TERMINAL_STATUSES.includes(s.status)) {
+      // The first terminal status, hence once: the reservation goes, what a completed job stored counts.
+      const stored = s.status === 'Completed' ? r?.uploadedBytes ?? r?.fileSize ?? 0 : 0;
+      await settleStorage(client, [{ api_key_id: row.api_key_id, reserved_bytes: row.reserved_bytes, uploaded_bytes: stored }]);
+      // An episode's first terminal status, counted once; its batch_completed follows its own events.
+      if (row.batch_id) await rollUpEpisode(client, row.batch_id, s.status);
+    }
     return { previous: row.status, current: s.status ?? row.status, updated: true };
+  });
+}
+
+/** A job that just ended, for its key's storage usage: what it reserved, what it stored. */
+interface EndedJob {
+  api_key_id: string;
+  reserved_bytes: string | number;
+  uploaded_bytes: number;
+}
+
+/**
+ * Release the reservations of jobs that just ended and count what they
+ * stored, per key on one counter shard, in the transaction that ended them
+ * (which made each row terminal once, so this runs once per job).
+ */
+async function settleStorage(client: pg.ClientBase, ended: readonly EndedJob[]): Promise<void> {
+  const byKey = new Map<string, { reserved: bigint; uploaded: bigint }>();
+  for (const e of ended) {
+    const t = byKey.get(e.api_key_id) ?? { reserved: 0n, uploaded: 0n };
+    t.reserved += BigInt(e.reserved_bytes);
+    t.uploaded += BigInt(e.uploaded_bytes);
+    byKey.set(e.api_key_id, t);
+  }
+  const keys = [...byKey].filter(([, t]) => t.reserved !== 0n || t.uploaded !== 0n);
+  if (!keys.length) return;
+  await client.query({
+    name: 'mj-settle-storage',
+    text: `INSERT INTO job_counters (api_key_id, shard, uploaded_bytes, reserved_bytes)
+           SELECT k, $4, u, -r FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS t(k, u, r)
+           ON CONFLICT (api_key_id, shard) DO UPDATE
+              SET uploaded_bytes = job_counters.uploaded_bytes + EXCLUDED.uploaded_bytes,
+                  reserved_bytes = job_counters.reserved_bytes + EXCLUDED.reserved_bytes`,
+    values: [keys.map(([k]) => k), keys.map(([, t]) => t.uploaded.toString()), keys.map(([, t]) => t.reserved.toString()), randomInt(COUNTER_SHARDS)],
   });
 }
 
@@ -561,7 +620,7 @@ export type CancelOutcome =
   | { outcome: 'finished'; status: JobStatus }
   | { outcome: 'not_found' };
 
-type CancelRow = JobRow & { batch_id: string | null; cr_namespace: string | null; cr_name: string | null };
+type CancelRow = JobRow & { batch_id: string | null; cr_namespace: string | null; cr_name: string | null; reserved_bytes: string };
 
 /** Tell the operator (CANCEL_CHANNEL) about cancelled rows whose MediaJob may exist; delivered on commit. */
 async function notifyCancelled(client: pg.ClientBase, rows: readonly CancelRow[], status: CancelStatus): Promise<void> {
@@ -575,13 +634,14 @@ async function notifyCancelled(client: pg.ClientBase, rows: readonly CancelRow[]
 // terminal meanwhile (it re-checks the WHERE after the lock), so a
 // cancellation and a completion cannot both win. Inline credentials go with
 // the job's end, as they do when the operator finishes a job.
-const CANCEL_COLUMNS = `${JOB_ROW_COLUMNS}, batch_id, cr_namespace, cr_name`;
+const CANCEL_COLUMNS = `${JOB_ROW_COLUMNS}, batch_id, cr_namespace, cr_name, reserved_bytes`;
 const cancelRows = (where: string) => `UPDATE jobs SET status = $2, finished_at = now(), updated_at = now(), storage_enc = NULL
   WHERE ${where} AND status NOT IN (${TERMINAL_STATUSES.map((t) => `'${t}'`).join(', ')})
   RETURNING ${CANCEL_COLUMNS}`;
 
-/** Queue each cancelled row's job_cancelled (rows with a webhook only) and notify the operator. */
+/** Queue each cancelled row's job_cancelled (rows with a webhook only), release its reservation, and notify the operator. */
 async function announceCancelled(client: pg.ClientBase, rows: readonly CancelRow[], status: CancelStatus): Promise<void> {
+  await settleStorage(client, rows.map((r) => ({ api_key_id: r.api_key_id, reserved_bytes: r.reserved_bytes, uploaded_bytes: 0 })));
   for (const row of rows) {
     if (row.webhook_url_enc) await queueEvents(client, row.id, row.webhook_url_enc, [jobCancelledEvent(row, status)], row.batch_id);
   }

@@ -431,6 +431,10 @@ function mediaJobResult(): SchemaNode {
         + 'GET /jobs/{id} gives a presigned "s3_url", valid 24 hours.',
       ),
       fileSize: int('Size of the delivered file in bytes (API "file_size").', { format: 'int64', minimum: 0 }),
+      uploadedBytes: int(
+        'Bytes the job stored: the file and its subtitles and thumbnail. Added once to the owning key\'s storage usage (GET /usage).',
+        { format: 'int64', minimum: 0 },
+      ),
       actualQuality: str('Resolution actually delivered, the shorter side with a p, e.g. 720p (API "actual_quality").'),
       format: str('Container of the delivered file, e.g. mp4.'),
       title: str('Title of the media (video and podcast sources).'),

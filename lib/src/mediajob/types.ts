@@ -144,6 +144,8 @@ export const mediaJobSpecSchema = specOptionsSchema.extend({
 export const mediaJobResultSchema = z.object({
   storageKey: z.string(),
   fileSize: z.number().int().min(0).optional(),
+  /** Bytes the job stored: the media and its sidecars (the key's storage usage); absent from older runners: fileSize counts. */
+  uploadedBytes: z.number().int().min(0).optional(),
   actualQuality: z.string().optional(),
   format: z.string().optional(),
   title: z.string().optional(),
