@@ -24,6 +24,7 @@ import { managedStorageAccess } from '../operator/src/managed-storage.js';
 import { tsxCommand } from '../test/support/tsx.js';
 import { explainFailure, firstLine, portTakenMessage, requireFreePort, requireTools, StartupError } from './local-failures.js';
 import { startLocalPostgres } from './local-postgres.js';
+import { LOCAL_PG_DEFAULT_PORT } from '@mediajobs/lib/local-database';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const LOCAL = resolve(process.env.MEDIAJOBS_LOCAL_DIR ?? join(ROOT, '.local'));
@@ -188,7 +189,7 @@ async function start(): Promise<void> {
   mkdirSync(storageDir, { recursive: true });
 
   const databaseUrl = process.env.DATABASE_URL ?? await startLocalPostgres({
-    localDir: LOCAL, port: portSetting('EMBEDDED_PG_PORT', 54329), log, checkpoint, stops,
+    localDir: LOCAL, port: portSetting('EMBEDDED_PG_PORT', LOCAL_PG_DEFAULT_PORT), log, checkpoint, stops,
   });
   checkpoint();
 

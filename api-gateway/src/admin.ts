@@ -1,12 +1,14 @@
-// Admin CLI: organizations and API keys, straight against Postgres.
+// Admin CLI: organizations and API keys, straight against Postgres:
+// DATABASE_URL, or local mode's embedded database when it is not set (so
+// next to `make run`, `npm run admin -- <command>` needs no settings).
 //
-//   npx tsx api-gateway/src/admin.ts create-org --name NAME
-//   npx tsx api-gateway/src/admin.ts create-key --name NAME [--org ID] [--storage-limit-gb N]
-//        [--max-resolution R] [--max-duration-seconds N] [--max-filesize-mb N] [--key KEY]
-//   npx tsx api-gateway/src/admin.ts revoke-key --id ID
-//   npx tsx api-gateway/src/admin.ts set-org-admin --id ID [--off]
-//   npx tsx api-gateway/src/admin.ts list-keys [--json]
-//   npx tsx api-gateway/src/admin.ts cancel-job --id JOB_ID
+//   npm run admin -- create-org --name NAME [--json]
+//   npm run admin -- create-key --name NAME [--org ID] [--storage-limit-gb N]
+//        [--max-resolution R] [--max-duration-seconds N] [--max-filesize-mb N] [--key KEY] [--json]
+//   npm run admin -- revoke-key --id ID
+//   npm run admin -- set-org-admin --id ID [--off]
+//   npm run admin -- list-keys [--json]
+//   npm run admin -- cancel-job --id JOB_ID
 //
 // create-key prints the key once; only its sha256 is stored. list-keys
 // shows the human prefix, never a key or a hash.
@@ -15,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { ConfigError, loadConfig } from '@mediajobs/lib/config';
+import { LOCAL_PG_DEFAULT_PORT, localDatabaseUrl } from '@mediajobs/lib/local-database';
 import { cancelJob } from '@mediajobs/lib/db/jobs';
 import { MAX_RESOLUTIONS } from '@mediajobs/lib/mediajob/types';
 import type pg from 'pg';
@@ -27,12 +30,13 @@ import { isUuid } from './ids.js';
 const USAGE = `usage: admin <command> [options]
 
 commands:
-  create-org --name NAME                       create an organization; prints its id
+  create-org --name NAME [--json]              create an organization; prints its id
   create-key --name NAME [--org ORG_ID]        create an API key; prints it once
              [--storage-limit-gb N] [--max-resolution R]
              [--max-duration-seconds N] [--max-filesize-mb N]
              [--key KEY]                       store this key instead of a random one
                                                (idempotent: an existing key is kept)
+             [--json]                          print {"id", "key", ...} for scripts
   revoke-key --id KEY_ID                       revoke a key (cached lookups expire within 10 s)
   set-org-admin --id KEY_ID [--off]            let the key manage its organization's storage
                                                destinations (?owner=organization), or stop it
@@ -40,7 +44,8 @@ commands:
   cancel-job --id JOB_ID                       cancel any key's unfinished job: CancelledByAdmin,
                                                job_cancelled webhook; the operator stops its runner
 
-environment: DATABASE_URL`;
+environment: DATABASE_URL (default: local mode's database, which \`make run\` starts;
+             its port is EMBEDDED_PG_PORT, default ${LOCAL_PG_DEFAULT_PORT})`;
 
 export class UsageError extends Error {}
 
@@ -103,6 +108,16 @@ async function createKey(values: Options, name: string, pool: pg.Pool, out: (lin
     ...(filesizeMb !== undefined && { maxFilesizeBytes: Math.round(filesizeMb * MB) }),
     ...(values.key !== undefined && { key: values.key }),
   });
+  if (values.json) {
+    // The key only when this call made it: an existing key's text is not known (only its hash is stored).
+    out(JSON.stringify({
+      id: created.id, ...(created.created && { key: created.key }), name, created: created.created, organization_id: org ?? null,
+      storage_limit_bytes: storageGb !== undefined ? Math.round(storageGb * GB) : null, max_resolution: maxResolution ?? null,
+      max_duration_seconds: durationS !== undefined ? Math.round(durationS) : null,
+      max_filesize_bytes: filesizeMb !== undefined ? Math.round(filesizeMb * MB) : null,
+    }));
+    return;
+  }
   if (!created.created) {
     out(`api key ${created.id} already exists`);
     return;
@@ -124,8 +139,9 @@ export async function runAdmin(argv: string[], pool: pg.Pool, out: (line: string
 
   switch (command) {
     case 'create-org': {
-      const { id } = await createOrganization(pool, need('name'));
-      out(`organization ${id}`);
+      const name = need('name');
+      const { id } = await createOrganization(pool, name);
+      out(values.json ? JSON.stringify({ id, name }) : `organization ${id}`);
       return;
     }
     case 'create-key':
@@ -183,10 +199,18 @@ async function main(): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return argv.length === 0 ? 2 : 0;
   }
-  const { DATABASE_URL } = loadConfig(z.object({ DATABASE_URL: z.string().min(1) }));
-  const pool = createPool(DATABASE_URL, 2);
+  const { DATABASE_URL, EMBEDDED_PG_PORT } = loadConfig(z.object({
+    DATABASE_URL: z.string().min(1).optional(),
+    EMBEDDED_PG_PORT: z.coerce.number().int().min(1).max(65535).default(LOCAL_PG_DEFAULT_PORT),
+  }));
+  const pool = createPool(DATABASE_URL ?? localDatabaseUrl(EMBEDDED_PG_PORT), 2);
   try {
-    await migrate(pool);
+    await migrate(pool).catch((err: unknown) => {
+      if (DATABASE_URL === undefined && (err as { code?: unknown }).code === 'ECONNREFUSED') {
+        throw new Error(`local mode's database is not running on 127.0.0.1:${EMBEDDED_PG_PORT}: start it with \`make run\`, or set DATABASE_URL`);
+      }
+      throw err;
+    });
     await runAdmin(argv, pool, (line) => process.stdout.write(`${line}\n`));
     return 0;
   } finally {

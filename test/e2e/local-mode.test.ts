@@ -288,10 +288,20 @@ describe('local mode (make run)', function () {
     }, 15_000, 200);
     expect(mediajobs).to.include(id);
 
+    // The admin CLI next to it, with no settings: local mode's database. --json is for scripts.
+    const admin = (...args: string[]) => run('npm', ['run', '--silent', 'admin', '--', ...args], { cwd: site.checkout, env: site.env, timeout: 60_000 });
+    const made = JSON.parse((await admin('create-key', '--name', 'scripted', '--storage-limit-gb', '2', '--json')).stdout) as Record<string, unknown>;
+    expect(made).to.deep.include({ name: 'scripted', created: true, storage_limit_bytes: 2 * 2 ** 30 });
+    const usage = await fetch(`${banner.baseUrl}/usage`, { headers: { 'x-api-key': made.key as string } });
+    expect(await usage.json()).to.deep.include({ client_name: 'scripted', usage_count: 0, storage_limit_gb: 2 });
+
     // Ctrl-C in a terminal signals the whole foreground process group, not only local mode.
     process.kill(-first.proc.pid!, 'SIGINT');
     expect(await waitExit(first, 30_000), first.output()).to.deep.equal({ code: 130, signal: null });
     await expectNoPostgres(site, first);
+    const down = await admin('list-keys').then(() => undefined, (err: { code?: number; stderr?: string }) => err);
+    expect(down?.code).to.equal(1);
+    expect(down?.stderr).to.include("local mode's database is not running").and.to.include('make run');
     // Stopped in order: Postgres last, so nothing lost its database while stopping.
     expect(first.output()).to.not.match(/stop failed|terminating connection|unhandled|uncaught/i);
 
