@@ -39,6 +39,16 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(sto
   RUNNER_SERVICE_ACCOUNT: z.string().optional(),
   /** Jobs running at once across the cluster; the rest wait as Pending. */
   MAX_RUNNING_JOBS: envInt(1).default(10),
+  /**
+   * Jobs one API key, and all the keys of one organization together, may
+   * run at once (a key without organization counts as its own); the rest of
+   * theirs wait Pending while other keys' jobs are let in. 0: no cap of its
+   * own, only MAX_RUNNING_JOBS. Off by default: no number suits both a
+   * single-tenant install (one key should use every slot) and a shared one;
+   * slots go round-robin across keys either way (admission.ts).
+   */
+  MAX_RUNNING_PER_KEY: envInt(0).default(0),
+  MAX_RUNNING_PER_ORG: envInt(0).default(0),
   /** A waiting MediaJob looks again for a free slot this often; a safety net, since a finishing job wakes the next at once. */
   ADMISSION_RECHECK_SECONDS: envInt(1).default(3),
   /** MediaJobs reconciled at once. */

@@ -27,7 +27,7 @@ import { WorkQueue } from '@mediajobs/lib/work-queue';
 import {
   GROUP, MEDIAJOB_PLURAL, VERSION, jobIdOf, type MediaJob, type MediaJobStatus,
 } from '@mediajobs/lib/mediajob/types';
-import { Admission } from './admission.js';
+import { Admission, ownerOf } from './admission.js';
 import {
   CancelNotices, cancellationWanted, cancelledStatus, hasFinalizer, removeDeliveredFiles, setFinalizer,
 } from './cancellation.js';
@@ -39,7 +39,9 @@ import { MANAGED_BY, runnerJobName } from './job-builder.js';
 import { JobRecord, type ManagedStorageAccess } from './job-record.js';
 import type { Kube } from './kube.js';
 import { PodIndex } from './pod-index.js';
-import { WAIT_FOR_POD, deriveStatus, failedBeforeRunning, isTerminal, statusChanged } from './status.js';
+import {
+  WAIT_FOR_POD, deriveStatus, failedBeforeRunning, isTerminal, statusChanged, statusPatch,
+} from './status.js';
 import { deleteAfterTtl } from './ttl.js';
 
 export type { ManagedStorageAccess };
@@ -57,6 +59,9 @@ export interface ControllerDeps {
 const POD_RECHECK_MS = 1000;
 
 const keyOf = (ns: string | undefined, name: string | undefined) => `${ns}/${name}`;
+
+/** A MediaJob's place in its key's line. */
+const createdAtOf = (mj: MediaJob) => Date.parse(mj.metadata.creationTimestamp ?? '') || Date.now();
 
 export class MediaJobController {
   readonly queue: WorkQueue;
@@ -85,7 +90,10 @@ export class MediaJobController {
       onError: (key, err) => log.warn({ mediajob: key, err: errFields(err) }, 'reconcile failed; will retry'),
       onPermanent: (key, err) => this.recordFailure(key, err),
     });
-    this.admission = new Admission(cfg.MAX_RUNNING_JOBS, (key) => this.queue.add(key));
+    this.admission = new Admission(
+      { maxRunning: cfg.MAX_RUNNING_JOBS, perKey: cfg.MAX_RUNNING_PER_KEY, perOrg: cfg.MAX_RUNNING_PER_ORG },
+      (key) => this.queue.add(key),
+    );
     this.notices = new CancelNotices(d.pool, log, (n) => this.onCancelNotice(n), () => void this.catchUpCancelled());
     const ns = cfg.MEDIAJOBS_NAMESPACE;
     const common = {
@@ -133,11 +141,11 @@ export class MediaJobController {
     await Promise.all([this.mediajobs.stop(), this.jobs.stop(), this.pods.stop()]);
   }
 
-  /** Begin reconciling (on becoming leader): rebuild the slot count from the caches, then pass over everything. */
+  /** Begin reconciling (on becoming leader): rebuild the slot counts (in all, per key, per organization) from the caches, then pass over everything. */
   activate(): void {
     const holding = this.mediajobs.list()
       .filter((mj) => !isTerminal(mj.status?.status) && (mj.status?.jobName || this.jobs.get(runnerJobName(mj), mj.metadata.namespace)))
-      .map((mj) => keyOf(mj.metadata.namespace, mj.metadata.name));
+      .map((mj) => [keyOf(mj.metadata.namespace, mj.metadata.name), ownerOf(mj)] as const);
     this.admission.reset(holding);
     this.active = true;
     this.enqueueAll();
@@ -209,8 +217,10 @@ export class MediaJobController {
     const ns = mj.metadata.namespace!;
     const jobName = runnerJobName(mj);
     const cached = this.jobs.get(jobName, ns);
-    if (!cached && !this.admission.has(key) && !this.admission.admit(key, Date.parse(mj.metadata.creationTimestamp ?? '') || Date.now())) {
-      await this.writeStatus(key, mj, deriveStatus({ mj, admitted: false, jobName }, new Date()) as MediaJobStatus);
+    const asked = cached || this.admission.has(key) ? undefined : this.admission.admit(key, ownerOf(mj), createdAtOf(mj));
+    if (asked && !asked.admitted) {
+      const waiting = { reason: asked.waitingFor, limit: asked.limit };
+      await this.writeStatus(key, mj, deriveStatus({ mj, admitted: false, waiting, jobName }, new Date()) as MediaJobStatus);
       // Level-triggered safety net: a waiting job looks at the free slots again
       // soon even if a wake-up was lost (a release while this pass was in flight).
       return { requeueAfter: this.d.cfg.ADMISSION_RECHECK_SECONDS * 1000 };
@@ -330,8 +340,8 @@ export class MediaJobController {
 
   private async patchStatus(mj: MediaJob, desired: MediaJobStatus): Promise<void> {
     if (!statusChanged(mj.status, desired)) return;
-    // A merge patch keeps what it does not name: a cancelled job's result (a late report) is removed explicitly.
-    const status = isCancelStatus(desired.status) ? { ...desired, result: null } : desired;
+    // A cancelled job's result goes even when the cache has not seen it yet (a late report).
+    const status = { ...statusPatch(mj.status, desired), ...(isCancelStatus(desired.status) && { result: null }) };
     try {
       await this.d.kube.custom.patchNamespacedCustomObjectStatus({
         group: GROUP, version: VERSION, namespace: mj.metadata.namespace!, plural: MEDIAJOB_PLURAL, name: mj.metadata.name!,

@@ -6,6 +6,7 @@ import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import {
   RUNNER_EXIT, TERMINAL_STATUSES, type Condition, type JobStatus, type MediaJob, type MediaJobStatus, type RunnerReport,
 } from '@mediajobs/lib/mediajob/types';
+import type { WaitReason } from './admission.js';
 
 export interface Observed {
   mj: MediaJob;
@@ -13,6 +14,8 @@ export interface Observed {
   pod?: V1Pod;
   /** The operator has admitted the job (a Job exists or is being created). */
   admitted: boolean;
+  /** Why a job that is not admitted waits, and the cap that holds it (admission.ts); unset: for a free slot. */
+  waiting?: { reason: WaitReason; limit: number };
   jobName: string;
 }
 
@@ -21,6 +24,25 @@ export const WAIT_FOR_POD = 'wait-for-pod' as const;
 
 /** How long a finished Job waits for its pod's termination state before status is concluded without it. */
 export const POD_REPORT_GRACE_MS = 15_000;
+
+/**
+ * How a waiting job shows why: its Admitted condition, and for a job its
+ * own key or organization holds back, status.reason (mirrored into the row:
+ * GET /jobs/{id}'s `reason`), gone once it is admitted.
+ */
+const WAITING: Record<WaitReason, { reason?: string; condition: string; message: (limit: number) => string }> = {
+  capacity: { condition: 'WaitingForCapacity', message: () => 'Waiting for a free runner slot' },
+  key_limit: {
+    reason: 'key_running_limit', condition: 'KeyAtRunningLimit',
+    message: (n) => `Waiting: its API key runs as many jobs as it may at once (${n})`,
+  },
+  organization_limit: {
+    reason: 'organization_running_limit', condition: 'OrganizationAtRunningLimit',
+    message: (n) => `Waiting: its organization's keys run as many jobs as they may at once (${n})`,
+  },
+};
+
+const WAIT_STATUS_REASONS = new Set(Object.values(WAITING).flatMap((w) => (w.reason ? [w.reason] : [])));
 
 export function isTerminal(status: JobStatus | undefined): boolean {
   return !!status && TERMINAL_STATUSES.includes(status);
@@ -60,6 +82,8 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
   const nowStr = timeOf(now)!;
   const next: MediaJobStatus = { ...cur, jobId: o.mj.spec.jobId ?? o.mj.metadata.uid, observedGeneration: o.mj.metadata.generation };
   if (o.admitted) next.jobName = o.jobName;
+  // A reason that said why the job waited no longer holds once it is admitted (or waits for another).
+  if (next.reason && WAIT_STATUS_REASONS.has(next.reason)) delete next.reason;
 
   const complete = jobCondition(o.job, 'Complete');
   const failed = jobCondition(o.job, 'Failed');
@@ -98,6 +122,8 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
     next.status = 'Pending';
     next.step ??= 'Queued';
     next.progress ??= 0;
+    const held = !o.admitted && o.waiting && WAITING[o.waiting.reason].reason;
+    if (held) next.reason = held;
   }
   next.conditions = conditionsFor(next, o, cur.conditions ?? [], nowStr);
   return next;
@@ -125,7 +151,7 @@ function conditionsFor(s: MediaJobStatus, o: Observed, prev: Condition[], now: s
       ? { type: 'Admitted', status: 'True', reason: 'JobCreated', message: `Job ${o.jobName} runs the download`, observedGeneration: gen }
       : isTerminal(s.status)
         ? { type: 'Admitted', status: 'False', reason: 'NotRun', message: 'The job ended before a runner was started', observedGeneration: gen }
-        : { type: 'Admitted', status: 'False', reason: 'WaitingForCapacity', message: 'Waiting for a free runner slot', observedGeneration: gen },
+        : { type: 'Admitted', status: 'False', ...waitingCondition(o.waiting), observedGeneration: gen },
     s.status === 'Processing'
       ? { type: 'Running', status: 'True', reason: 'RunnerStarted', message: `Step ${s.step ?? 'Downloading'}`, observedGeneration: gen }
       : { type: 'Running', status: 'False', reason: s.status === 'Pending' ? 'NotStarted' : 'Finished', message: '', observedGeneration: gen },
@@ -139,6 +165,21 @@ function conditionsFor(s: MediaJobStatus, o: Observed, prev: Condition[], now: s
     const lastTransitionTime = before && before.status === c.status ? before.lastTransitionTime : now;
     return { ...c, lastTransitionTime };
   });
+}
+
+function waitingCondition(w: Observed['waiting']): { reason: string; message: string } {
+  const shown = WAITING[w?.reason ?? 'capacity'];
+  return { reason: shown.condition, message: shown.message(w?.limit ?? 0) };
+}
+
+/**
+ * The merge patch that turns status `cur` into `desired`. A merge patch
+ * keeps what it does not name, so the fields `desired` dropped (a wait
+ * reason that no longer holds, a completed job's error) are named null.
+ */
+export function statusPatch(cur: MediaJobStatus | undefined, desired: MediaJobStatus): Record<string, unknown> {
+  const dropped = Object.keys(cur ?? {}).filter((k) => desired[k as keyof MediaJobStatus] === undefined);
+  return { ...desired, ...Object.fromEntries(dropped.map((k) => [k, null])) };
 }
 
 /** Fields whose change is worth a status write (conditions' times alone are not). */
