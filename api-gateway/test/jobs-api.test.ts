@@ -6,7 +6,8 @@ import { expect } from 'chai';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import type { MediaJob } from '@mediajobs/lib/mediajob/types';
 import { ApiKeyCache } from '../src/auth.js';
-import { revokeApiKey } from '../src/db/api-keys.js';
+import { createApiKey, createOrganization, revokeApiKey } from '../src/db/api-keys.js';
+import { ORGANIZATION_LABEL } from '@mediajobs/lib/mediajob/build';
 import { KubeJobSubmitter } from '../src/submitter.js';
 import { RecordingSubmitter, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
 
@@ -167,6 +168,19 @@ describe('api-gateway: REST API', function () {
       } finally {
         await g2.stop();
       }
+    });
+  });
+
+  describe('POST /jobs: the owner on the MediaJob', () => {
+    it('a key of an organization: its MediaJob carries the organization label fair admission caps by; a key without one: no label', async () => {
+      const org = await createOrganization(gw.pool, 'labelled');
+      const orgKey = await createApiKey(gw.pool, { name: 'org key', organizationId: org.id });
+      const mine = await gw.request('POST', '/jobs', { key: orgKey.key, body: { url: `${SRC}&org=1` } });
+      expect(mine.status).to.equal(201);
+      const cr = await getCr((mine.body as { job_id: string }).job_id);
+      expect(cr.metadata.labels).to.deep.include({ 'mediajobs.io/api-key-id': orgKey.id, [ORGANIZATION_LABEL]: org.id });
+      const loose = await post({ url: `${SRC}&org=0` });
+      expect((await getCr((loose.body as { job_id: string }).job_id)).metadata.labels).to.not.have.property(ORGANIZATION_LABEL);
     });
   });
 

@@ -8,13 +8,8 @@
 // Owns the admitted and waiting sets only: what a waiting job's status says
 // is status.ts's, creating the Job is children.ts's.
 import type { MediaJob } from '@mediajobs/lib/mediajob/types';
+import { ORGANIZATION_LABEL } from '@mediajobs/lib/mediajob/build';
 
-/**
- * The MediaJob label naming the owner key's organization. The gateway sets
- * it; a MediaJob without it (kubectl) counts its key as an organization of
- * its own.
- */
-export const ORGANIZATION_LABEL = 'mediajobs.io/organization-id';
 
 export interface Owner {
   apiKeyId: string;

@@ -9,7 +9,7 @@ import type pg from 'pg';
 import { episodesToCreate } from '@mediajobs/lib/db/batches';
 import { markEpisodesCreated, type EpisodeToCreate } from '@mediajobs/lib/db/jobs';
 import { isAlreadyExists } from '@mediajobs/lib/kube-client';
-import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
+import { ORGANIZATION_LABEL, buildMediaJob } from '@mediajobs/lib/mediajob/build';
 import {
   API_VERSION, GROUP, MEDIAJOB_PLURAL, VERSION, type BatchKind, type EpisodeMetadata, type MediaBatch, type MediaJob,
 } from '@mediajobs/lib/mediajob/types';
@@ -35,8 +35,8 @@ export function episodeMetadata(kind: BatchKind, info: EpisodeToCreate['info']):
 /** One episode's MediaJob: named after its job id, controlled by the MediaBatch, marked as a show episode for shows. */
 export function episodeMediaJob(mb: MediaBatch, batchId: string, kind: BatchKind, row: EpisodeToCreate): MediaJob {
   const mj = buildMediaJob({
-    jobId: row.id, apiKeyId: row.api_key_id, namespace: mb.metadata.namespace!, options: row.options,
-    ...(row.destination && { destination: row.destination }), batchId,
+    jobId: row.id, apiKeyId: row.api_key_id, organizationId: mb.metadata.labels?.[ORGANIZATION_LABEL], namespace: mb.metadata.namespace!,
+    options: row.options, ...(row.destination && { destination: row.destination }), batchId,
   });
   const name = mb.metadata.name!;
   if (name.length <= 63 && LABEL_VALUE.test(name)) mj.metadata.labels = { ...mj.metadata.labels, [BATCH_LABEL]: name };

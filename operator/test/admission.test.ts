@@ -6,7 +6,8 @@
 // have one-second resolution); the job a slot is given to is woken, and a
 // job that waits is told why, on its status (status.ts) until it runs.
 import { expect } from 'chai';
-import { Admission, ORGANIZATION_LABEL, ownerOf, type AdmissionLimits, type Owner } from '../src/admission.js';
+import { ORGANIZATION_LABEL } from '@mediajobs/lib/mediajob/build';
+import { Admission, ownerOf, type AdmissionLimits, type Owner } from '../src/admission.js';
 import { WAIT_FOR_POD, deriveStatus, statusPatch, type Observed } from '../src/status.js';
 import type { MediaJob, MediaJobStatus } from '@mediajobs/lib/mediajob/types';
 

@@ -13,7 +13,7 @@ import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob, type MediaJobOptions } 
 import { startTestCluster, eventually, type TestCluster } from '../../local-cluster/test/support.js';
 import { tsxCommand } from '../../test/support/tsx.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
-import { ORGANIZATION_LABEL } from '../src/admission.js';
+import { ORGANIZATION_LABEL } from '@mediajobs/lib/mediajob/build';
 import { loadOperatorConfig } from '../src/config.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
 

@@ -36,9 +36,18 @@ export const CONTENT_CATEGORIES = [
   'drm_protected',
 ] as const;
 
+/**
+ * The owning key's limits (spec.limits): the job fails (errorType error,
+ * the category as its reason). Not a content warning: the source is fine,
+ * and another key, or a shorter clip, gets it; and the client is told as
+ * for any failed job (job_failed webhook, red chat notification).
+ */
+export const LIMIT_CATEGORIES = ['duration_limit_exceeded', 'filesize_limit_exceeded'] as const;
+
 export type TechnicalCategory = (typeof TECHNICAL_CATEGORIES)[number];
 export type ContentCategory = (typeof CONTENT_CATEGORIES)[number];
-export type ErrorCategory = TechnicalCategory | ContentCategory;
+export type LimitCategory = (typeof LIMIT_CATEGORIES)[number];
+export type ErrorCategory = TechnicalCategory | ContentCategory | LimitCategory;
 
 /** The fixed, sanitised phrase for each category. */
 export const MESSAGES: Record<ErrorCategory, string> = {
@@ -60,11 +69,15 @@ export const MESSAGES: Record<ErrorCategory, string> = {
   upcoming: 'Video is not available yet (scheduled or upcoming)',
   unavailable: 'Video is unavailable or has been removed',
   drm_protected: 'Media is DRM-protected',
+  duration_limit_exceeded: 'The media is longer than this API key allows',
+  filesize_limit_exceeded: 'The file is larger than this API key allows',
 };
 
 /** Failure reasons (spec "Job failure reasons") set beside the error. */
 export const REASONS: Partial<Record<ErrorCategory, string>> = {
   storage_unreachable: 'storage_unreachable',
+  duration_limit_exceeded: 'duration_limit_exceeded',
+  filesize_limit_exceeded: 'filesize_limit_exceeded',
 };
 
 export interface Classification {
@@ -80,14 +93,25 @@ export function classification(category: ErrorCategory, opts: { audioOnlySource?
   if (category === 'drm_protected' && opts.audioOnlySource) {
     return { category, outcome: 'skipped', error: MESSAGES[category], reason: 'drm_audio_only' };
   }
-  const technical = (TECHNICAL_CATEGORIES as readonly string[]).includes(category);
+  const fails = [...TECHNICAL_CATEGORIES, ...LIMIT_CATEGORIES].includes(category as TechnicalCategory | LimitCategory);
   return {
     category,
-    outcome: technical ? 'failed' : 'warning',
-    errorType: technical ? 'error' : 'warning',
+    outcome: fails ? 'failed' : 'warning',
+    errorType: fails ? 'error' : 'warning',
     error: MESSAGES[category],
     ...(REASONS[category] ? { reason: REASONS[category] } : {}),
   };
+}
+
+/**
+ * A key limit's failure: the fixed phrase and the numbers that make it
+ * clear (the limit by its GET /usage name, what the job came to). Only
+ * numbers are added, never a tool's words.
+ */
+export function overLimit(category: LimitCategory, figures: Readonly<Record<string, number>>): Classification {
+  const c = classification(category);
+  const text = Object.entries(figures).map(([name, n]) => `${name}: ${n}`).join(', ');
+  return { ...c, error: `${c.error} (${text})` };
 }
 
 type Rule = readonly [ErrorCategory, RegExp];

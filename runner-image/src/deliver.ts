@@ -14,7 +14,8 @@ import { isStorageError } from '@mediajobs/lib/storage/index';
 import type { RunResult } from './child.js';
 import { classification, classifyFfmpeg, classifyUpload, type Classification } from './classify.js';
 import { uploadJobFile, type ResolvedDestination, type UploadJobFile, type UploadOutcome } from './destination.js';
-import { audioStream, mediaEnd, mux, muxToFd, muxToStream, PIPE_OUTPUT, planMux, type MuxInput, type MuxPlan } from './ffmpeg.js';
+import { audioStream, mediaEnd, mux, muxToFd, muxToStream, PIPE_OUTPUT, planMux, withOutputCap, type MuxInput, type MuxPlan } from './ffmpeg.js';
+import { capBytes, durationOverLimit, filesizeOverLimit, overFilesizeLimit } from './key-limits.js';
 import type { Clip, Container } from './plan.js';
 import { toolDetail, type JobSteps } from './steps.js';
 import { expectedOf, inspectFile, inspectStream, wrongDelivery, type Expected, type Inspection } from './verify.js';
@@ -25,6 +26,8 @@ export interface DeliveryContext {
   spec: NormalisedMediaJobSpec;
   container: Container;
   clip?: Clip;
+  /** The key's duration limit on what is delivered; absent for a live recording, which is capped instead. */
+  maxSeconds?: number;
   tools: { ffmpeg: string; ffprobe: string; threads?: number };
   destination: ResolvedDestination;
   /** Where the downloads are (removed once no longer needed) and where a muxed file goes. */
@@ -62,16 +65,21 @@ export async function deliver(ctx: DeliveryContext, inputs: MuxInput[], reading:
     }
     return { ok: false, report: steps.fail(c, detail) };
   };
-  const mediaSeconds = mediaEnd(inputs) ?? 0;
+  const end = mediaEnd(inputs);
+  const mediaSeconds = end ?? 0;
   if (clip && mediaSeconds > 0 && clip.start >= mediaSeconds) {
     return failed(classification('processing_failed'), { why: 'the clip starts after the end of the media', clip, mediaSeconds });
   }
+  // What the probe could not say, the files do: checked before any byte is muxed or stored.
+  const tooLong = durationOverLimit(end, clip, ctx.maxSeconds);
+  if (tooLong) return failed(tooLong, { mediaSeconds });
   const output = container.streamable ? PIPE_OUTPUT : path.join(ctx.outDir, `output.${container.ext}`);
-  const plan = await planMux(tools.ffprobe, inputs, output, container, ctx.spec, clip, signal, tools.threads);
-  if (!plan) {
+  const planned = await planMux(tools.ffprobe, inputs, output, container, ctx.spec, clip, signal, tools.threads);
+  if (!planned) {
     const hasAudio = inputs.some((i) => audioStream(i.probed));
     return failed(classification(container.audioOnly && !hasAudio ? 'unavailable' : 'processing_failed'), { why: 'no usable stream' });
   }
+  const plan = withOutputCap(planned, ctx.spec.limits?.maxFilesizeBytes);
   logger.info({ video: plan.codecs.video, audio: plan.codecs.audio, clip, streaming: plan.streaming, reading }, 'muxing');
   const pass: Pass = { ctx, plan, expected: expectedOf(plan, container), reading, failed, onProgress: reading ? steps.withinStep('Downloading') : steps.withinStep('Muxing') };
   return plan.streaming ? deliverStreamed(pass) : deliverFile(pass, output);
@@ -94,9 +102,11 @@ function afterReading({ ctx: { steps }, reading }: Pass): void {
 async function deliverStreamed(pass: Pass): Promise<Delivery> {
   const { ctx, plan, expected, failed, onProgress } = pass;
   const { tools, steps, signal } = ctx;
+  const maxBytes = ctx.spec.limits?.maxFilesizeBytes;
   let muxRun: Promise<RunResult> | undefined;
   let inspection: Promise<Inspection> | undefined;
   let refused: { why: string; verifyMs: number } | undefined;
+  let tooLarge: Classification | undefined;
   // What remains once ffmpeg is done is the upload's tail.
   const onMuxed = (r: RunResult) => {
     if (r.exitCode !== 0) return;
@@ -112,12 +122,14 @@ async function deliverStreamed(pass: Pass): Promise<Delivery> {
       inspection = Promise.all([copy.observed, m.done]).then(([observed]) => ({ ...(observed ? { observed } : {}), bytes: m.bytes() }));
       inspection.catch(() => undefined); // awaited once the upload is through
       m.done.then(onMuxed, () => undefined);
-      return m.body;
+      return maxBytes === undefined ? m.body : capBytes(m.body, maxBytes, () => (tooLarge = overFilesizeLimit(maxBytes)));
     },
     writeTo: async (file) => {
       muxRun = muxToFd(tools.ffmpeg, plan, file.fd, { signal, onProgress });
       const r = await muxRun;
       if (r.exitCode !== 0) throw new Error(`ffmpeg exited with ${r.exitCode ?? r.signal}`);
+      tooLarge = filesizeOverLimit((await stat(file.path)).size, maxBytes);
+      if (tooLarge) throw new Error('the staged file is over the key\'s file-size limit');
       // Judged before uploadStaged publishes it: a file that fails is discarded,
       // never visible. Its pages go to disk meanwhile, so the fsync of
       // publishing finds nothing left to write, and the check costs the job
@@ -135,6 +147,8 @@ async function deliverStreamed(pass: Pass): Promise<Delivery> {
     },
   });
   if (refused) return failed(classification('output_unverified'), refused, true);
+  // Before ffmpeg's exit: the aborted upload is what stopped it.
+  if (tooLarge) return failed(tooLarge, { maxBytes });
   const muxed = muxRun ? await muxRun : undefined;
   // A failed ffmpeg fails the upload as a broken source; any other upload
   // failure (a storage problem) comes first, since it is also what made
@@ -152,6 +166,9 @@ async function deliverFile(pass: Pass, output: string): Promise<Delivery> {
   const muxed = await mux(ctx.tools.ffmpeg, plan, { signal: ctx.signal, onProgress });
   if (muxed.exitCode !== 0) return failed(classifyFfmpeg(muxed.stderr, muxed.exitCode), toolDetail('ffmpeg', muxed), true);
   afterReading(pass);
+  const maxBytes = ctx.spec.limits?.maxFilesizeBytes;
+  const tooLarge = filesizeOverLimit((await stat(output)).size, maxBytes);
+  if (tooLarge) return failed(tooLarge, { maxBytes });
   // The downloads are no longer needed: free the disk before uploading.
   await rm(ctx.dlDir, { recursive: true, force: true });
   const written = await inspectWritten(ctx, expected, output);

@@ -230,6 +230,19 @@ export function muxPlan(inputs: MuxInput[], output: string, container: Container
 }
 
 /**
+ * The plan with ffmpeg stopping once its output passes `maxBytes` (-fs, an
+ * output option, so just before the output): a file over the key's size
+ * limit is never written whole. Its output then has more than `maxBytes`
+ * bytes exactly when the whole would have had (ffmpeg stops at the first
+ * packet that reaches -fs), which is how the caller tells.
+ */
+export function withOutputCap(plan: MuxPlan, maxBytes: number | undefined): MuxPlan {
+  if (maxBytes === undefined) return plan;
+  const output = plan.args[plan.args.length - 1]!;
+  return { ...plan, args: [...plan.args.slice(0, -1), '-fs', String(maxBytes + 1), output] };
+}
+
+/**
  * Encoder arguments sized to the job's CPUs. ffmpeg's -threads (added by
  * the caller) sizes libx264's and libvpx's threads, but libx265 runs its own
  * thread pool, one thread per core of the node whatever the pod's limit,

@@ -170,7 +170,7 @@ export interface RecordingPlan {
  */
 export function recordingPlan(
   info: LiveInfo,
-  spec: Pick<MediaJobSpec, 'liveFromStart' | 'maxDuration'>,
+  spec: Pick<MediaJobSpec, 'liveFromStart' | 'maxDuration' | 'limits'>,
   audioOnly: boolean,
   limits: LiveLimits,
   chosen?: readonly LiveFormat[],
@@ -190,7 +190,9 @@ export function recordingPlan(
   // '?': a rendition that turns out to lack the stream is not an error.
   if (!audioOnly && videoIdx >= 0) maps.push(`${videoIdx}:v:0?`);
   if (audioIdx >= 0) maps.push(`${audioIdx}:a:0?`);
-  const cap = Math.min(spec.maxDuration && spec.maxDuration > 0 ? spec.maxDuration : Infinity, limits.maxRecordingSeconds);
+  // The job's own cap, the runner's, and the owning key's duration limit (spec.limits): the smallest stops it.
+  const cap = Math.min(
+    spec.maxDuration && spec.maxDuration > 0 ? spec.maxDuration : Infinity, limits.maxRecordingSeconds, spec.limits?.maxDurationSeconds ?? Infinity);
   return {
     inputs: formats.map((f) => ({ url: f.url!, headers: f.http_headers ?? {}, hls: isHls(f) })),
     maps,
@@ -310,7 +312,7 @@ function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
  */
 export async function recordLiveSource(
   info: LiveInfo,
-  spec: Pick<MediaJobSpec, 'liveFromStart' | 'maxDuration'>,
+  spec: Pick<MediaJobSpec, 'liveFromStart' | 'maxDuration' | 'limits'>,
   audioOnly: boolean,
   dir: string,
   opts: {

@@ -19,6 +19,7 @@ import type { StatusReporter } from './report.js';
 import { drmItemIsAudioOnly, saysDrmProtected } from './drm.js';
 import { DEFAULT_LIVE_LIMITS, isLiveSource, probeWaitingForVideo, recordLiveSource, type LiveLimits } from './live.js';
 import { describedAs } from './episode.js';
+import { durationOverLimit } from './key-limits.js';
 import { withEgress, type EgressOptions } from './egress-proxy.js';
 import { deliverSidecars } from './sidecars.js';
 import { clipSections, withHlsFragments, type Section } from './sections.js';
@@ -111,14 +112,20 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   if (formats.length) audioOnlySource = formats.every((f) => f.vcodec === 'none');
   const live = await isLiveSource(info, spec, { signal, logger });
   if (live) early?.cancel();
+  const clip = live ? undefined : clipOf(spec);
+  // The key's duration limit, on the extractor's word before anything is
+  // fetched; a recording is capped instead (live.ts), and media whose
+  // extractor says nothing is judged on its files (deliver.ts).
+  const maxSeconds = live ? undefined : spec.limits?.maxDurationSeconds;
+  const tooLong = durationOverLimit(info.duration, clip, maxSeconds);
+  if (tooLong) return steps.fail(tooLong, { durationSeconds: info.duration });
   // The spec's format and resolution rules choose (plan.ts), for recordings
   // as for downloads; yt-dlp's own choice stands for lists with nothing usable.
   const choice = await chooseJobFormats(formats, spec, container, tools, logger, signal);
   const formatIds = choice ? choice.formats.map((f) => f.format_id) : selectedFormatIds(info);
   if (!formatIds.length) return steps.fail(classification('unavailable'), { why: 'no format selected' });
-  const clip = live ? undefined : clipOf(spec);
   const delivery: DeliveryContext = {
-    spec, container, ...(clip ? { clip } : {}), tools, destination: ctx.destination, dlDir, outDir, steps, logger, ...(signal ? { signal } : {}),
+    spec, container, ...(clip ? { clip } : {}), ...(maxSeconds !== undefined ? { maxSeconds } : {}), tools, destination: ctx.destination, dlDir, outDir, steps, logger, ...(signal ? { signal } : {}),
     target: { ext: container.ext, contentType: container.contentType, jobId: ctx.jobId, filename: spec.filename, folder: spec.folder },
   };
 

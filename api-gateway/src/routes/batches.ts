@@ -130,7 +130,7 @@ export async function createBatch(
   if (inserted.outcome !== 'inserted') throw new Error(`insertBatch of a new batch answered ${inserted.outcome}`);
 
   await submitBatch(deps, buildMediaBatch({
-    batchId, apiKeyId, namespace: deps.namespace, kind: expanded.kind, showUrl, paused, options,
+    batchId, apiKeyId, organizationId: n.who.organizationId, namespace: deps.namespace, kind: expanded.kind, showUrl, paused, options,
     ...(folder !== undefined && { folder }), destination: inserted.destination,
   }));
 

@@ -18,6 +18,7 @@ import type { Principal } from '../auth.js';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
 import { HttpError, failsWith } from '../http-errors.js';
 import { keyRowFor, type IdempotencyKeys } from '../idempotency.js';
+import { applyKeyLimits } from '../key-limits.js';
 import { refuseOverQuota } from './usage.js';
 import { refusedAddress } from './jobs.js';
 import { uuidv7 } from '../ids.js';
@@ -113,7 +114,7 @@ function createJobs(deps: BulkRouteDeps): RequestHandler {
       if (body[field] !== undefined && body[field] !== null) throw new HttpError(400, message);
     }
     const { urls: _urls, ...shared } = body;
-    const requests = parseEach(shared, urls, deps.outbound);
+    const requests = parseEach(shared, urls, deps.outbound).map((r) => ({ ...r, options: applyKeyLimits(r.options, who.key) }));
     const first = requests[0]!;
     await refuseOverQuota(deps.pool, who);
 
@@ -132,7 +133,7 @@ function createJobs(deps: BulkRouteDeps): RequestHandler {
     if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
 
     await submitAll(deps, jobs.map((j) => buildMediaJob({
-      jobId: j.id, apiKeyId: who.apiKeyId, namespace: deps.namespace, options: j.options, destination,
+      jobId: j.id, apiKeyId: who.apiKeyId, organizationId: who.organizationId, namespace: deps.namespace, options: j.options, destination,
     })));
     res.status(201).json(answer);
   };

@@ -16,6 +16,7 @@ import { inlineDestination } from '../destinations/job-destination.js';
 import type { ProbeCache, ProviderSettings } from '../destinations/probe.js';
 import { HttpError, failsWith } from '../http-errors.js';
 import { keyRowFor, type IdempotencyKeys } from '../idempotency.js';
+import { applyKeyLimits } from '../key-limits.js';
 import { refuseOverQuota } from './usage.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { acceptJson } from '../json-body.js';
@@ -119,10 +120,11 @@ function createJob(deps: JobsRouteDeps): RequestHandler {
   return async (req, res) => {
     const parsed = parseJobRequest(req.body);
     if (!parsed.ok) throw new HttpError(400, parsed.error);
-    const request = parsed.request;
-    const refused = refusedAddress(deps.outbound, request);
+    const refused = refusedAddress(deps.outbound, parsed.request);
     if (refused) throw new HttpError(400, refused.error);
     const who = principal(res);
+    // Before the batch decision: a show's or playlist's shared options become every episode's.
+    const request = { ...parsed.request, options: applyKeyLimits(parsed.request.options, who.key) };
     await refuseOverQuota(deps.pool, who);
     const target = await deliveryTarget(deps, request, who);
     const source = detectBatchSource(request.options.url);
@@ -147,7 +149,7 @@ function createJob(deps: JobsRouteDeps): RequestHandler {
     if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
 
     try {
-      await deps.submitter.submit(buildMediaJob({ jobId: id, apiKeyId, namespace: deps.namespace, options: request.options, destination }));
+      await deps.submitter.submit(buildMediaJob({ jobId: id, apiKeyId, organizationId: who.organizationId, namespace: deps.namespace, options: request.options, destination }));
     } catch (err) {
       // The row is committed and Pending: the operator's sweeper creates the
       // MediaJob from it, so the client still gets its job. errFields keeps

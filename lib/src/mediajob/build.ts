@@ -4,9 +4,22 @@
 // jobs; and the MediaBatch of a batch.
 import { API_VERSION, type BatchKind, type BatchOptions, type Destination, type MediaBatch, type MediaJob, type MediaJobOptions } from './types.js';
 
+/**
+ * The owning key's organization, on MediaJobs and MediaBatches the service
+ * builds: fair admission caps running jobs per organization by it
+ * (operator/src/admission.ts). Absent: the key counts alone.
+ */
+export const ORGANIZATION_LABEL = 'mediajobs.io/organization-id';
+
+/** The labels of an object owned by a key (and its organization, when it has one). */
+function ownerLabels(apiKeyId: string, organizationId: string | null | undefined): Record<string, string> {
+  return { 'mediajobs.io/api-key-id': apiKeyId, ...(organizationId ? { [ORGANIZATION_LABEL]: organizationId } : {}) };
+}
+
 export interface BuildMediaJobInput {
   jobId: string;
   apiKeyId: string;
+  organizationId?: string | null;
   namespace: string;
   options: MediaJobOptions;
   destination?: Destination;
@@ -28,7 +41,7 @@ export function buildMediaJob(i: BuildMediaJobInput): MediaJob {
     metadata: {
       name: i.jobId,
       namespace: i.namespace,
-      labels: { 'mediajobs.io/api-key-id': i.apiKeyId, ...(i.batchId ? { 'mediajobs.io/batch-id': i.batchId } : {}) },
+      labels: { ...ownerLabels(i.apiKeyId, i.organizationId), ...(i.batchId ? { 'mediajobs.io/batch-id': i.batchId } : {}) },
       // Set at creation, not on the operator's first pass: a delete in between would otherwise leave the row Pending for the sweeper.
       finalizers: [CANCEL_ON_DELETE_FINALIZER],
     },
@@ -45,6 +58,7 @@ export function buildMediaJob(i: BuildMediaJobInput): MediaJob {
 export interface BuildMediaBatchInput {
   batchId: string;
   apiKeyId: string;
+  organizationId?: string | null;
   namespace: string;
   kind: BatchKind;
   showUrl: string;
@@ -71,7 +85,7 @@ export function buildMediaBatch(i: BuildMediaBatchInput): MediaBatch {
     metadata: {
       name: i.batchId,
       namespace: i.namespace,
-      labels: { 'mediajobs.io/api-key-id': i.apiKeyId },
+      labels: ownerLabels(i.apiKeyId, i.organizationId),
     },
     spec: {
       batchId: i.batchId,

@@ -23,7 +23,7 @@ import {
   MAX_VIDEO_QUALITY, MEDIABATCH_CONDITION_TYPES, MEDIABATCH_PLURAL, MEDIAJOB_CONDITION_TYPES, MEDIAJOB_PLURAL, QUALITY_PRESETS, STORAGE_PROVIDERS, VERSION,
   VIDEO_CODECS,
   type BatchEpisode, type BatchOptions, type Condition, type Destination, type MediaBatchSpec, type MediaBatchStatus,
-  type EpisodeMetadata, type MediaJobResult, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
+  type EpisodeMetadata, type JobLimits, type MediaJobResult, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
 } from './types.js';
 
 /** The subset of OpenAPI v3 the CRDs use; `description` is required so no node can go undocumented. */
@@ -243,6 +243,24 @@ function optionProperties(): { [K in keyof Required<MediaJobSpecOptions>]: Schem
       + 'download_complete 33, muxing 33, mux_complete 66, uploading 66 percent; completion is the job_completed '
       + 'webhook. Default false.',
       { default: false },
+    ),
+    limits: obj<JobLimits>(
+      'The owning API key\'s limits (GET /usage "max_duration_limit_seconds", "max_filesize_limit_bytes"); not an API '
+      + 'field. The gateway writes them from the key when it accepts a job (it also caps maxResolution at the key\'s '
+      + '"max_resolution_limit" and refuses clips and maxDuration over the duration limit); the runner enforces them. '
+      + 'A manifest applied with kubectl carries them as written: only the gateway applies a key\'s limits.',
+      {
+        maxDurationSeconds: int(
+          'Media longer than this many seconds (for a clip, the clip\'s length) fails with reason '
+          + 'duration_limit_exceeded before anything is stored; a live recording stops after this many seconds.',
+          { format: 'int32', minimum: 1, maximum: MAX_DURATION_SECONDS },
+        ),
+        maxFilesizeBytes: int(
+          'A delivered media file larger than this many bytes fails the job with reason filesize_limit_exceeded; '
+          + 'nothing is left in the destination.',
+          { format: 'int64', minimum: 1 },
+        ),
+      },
     ),
   };
 }

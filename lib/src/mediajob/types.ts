@@ -84,6 +84,20 @@ export const destinationSchema = z.object({
 const ownerSchema = z.object({ apiKeyId: z.string() });
 
 /**
+ * The owning API key's limits on one job (issue 14, "Per-key limits"): not a
+ * request field. The gateway writes them from the key when it accepts a job
+ * (api-gateway/src/key-limits.ts) and the runner enforces them; a kubectl
+ * manifest carries them as written. max_resolution_limit needs no field
+ * here: the gateway caps maxResolution itself.
+ */
+export const jobLimitsSchema = z.object({
+  /** Longer media is refused (Failed); a live recording stops here. */
+  maxDurationSeconds: z.number().int().min(1).max(MAX_DURATION_SECONDS).optional(),
+  /** A delivered file larger than this is never stored (Failed). */
+  maxFilesizeBytes: z.number().int().min(1).optional(),
+});
+
+/**
  * The POST /jobs options as a MediaJob stores them, with the defaults the
  * CRD applies. `format` and `audioBitrate` have none: their defaults depend
  * on other fields (rule 5: m4a when audioOnly; rule 4: a given bitrate
@@ -111,6 +125,9 @@ export const specOptionsSchema = z.object({
   maxDuration: z.number().int().min(1).max(MAX_DURATION_SECONDS).optional(),
   waitForVideo: z.boolean().default(false),
   enableProgressWebhook: z.boolean().default(false),
+  // Not a request field: kept with the options so that the job row, the
+  // sweeper's MediaJob and a batch's episodes carry it as the options travel.
+  limits: jobLimitsSchema.optional(),
 });
 
 export const mediaJobSpecSchema = specOptionsSchema.extend({
@@ -221,6 +238,7 @@ export const mediaBatchStatusSchema = z.object({
 });
 
 export type Destination = z.output<typeof destinationSchema>;
+export type JobLimits = z.output<typeof jobLimitsSchema>;
 /** The options as a MediaJob stores them: a manifest applied with kubectl may leave out `format` and `audioBitrate`. */
 export type MediaJobSpecOptions = z.output<typeof specOptionsSchema>;
 /** The options as a client may write them, before any default. */
