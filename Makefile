@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 LOCAL_DIR ?= .local
 
-.PHONY: help deps need-kubectl media-tools bench-tools run run-cluster test typecheck lint unit bench clean
+.PHONY: help deps need-kubectl media-tools test-tools bench-tools run run-cluster test typecheck lint unit bench clean
 
 help:
 	@echo "make run    - run the service locally (local cluster; see README)"
@@ -29,6 +29,13 @@ media-tools:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq yt-dlp ffmpeg; \
 	fi
 
+# The rate limit's tests start their own redis-server (Debian's package) on a free loopback port.
+test-tools: media-tools
+	@if ! command -v redis-server >/dev/null; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server; \
+	fi
+
 # rclone (Debian's package) is the yardstick of the storage upload benchmark only; the tests never need it.
 bench-tools:
 	@if ! command -v rclone >/dev/null; then \
@@ -51,7 +58,7 @@ typecheck: deps
 lint: deps
 	npx eslint .
 
-unit: deps need-kubectl media-tools
+unit: deps need-kubectl test-tools
 	npx mocha
 
 test: need-kubectl typecheck lint unit
@@ -61,6 +68,7 @@ bench: deps bench-tools
 	npx tsx local-cluster/bench/create-watch.ts
 	npx tsx api-gateway/bench/post-jobs.ts
 	npx tsx api-gateway/bench/idempotency.ts
+	npx tsx api-gateway/bench/rate-limit.ts
 	npx tsx api-gateway/bench/batches.ts
 	npx tsx api-gateway/bench/usage.ts
 	npx tsx operator/bench/submit-to-job.ts

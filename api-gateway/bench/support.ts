@@ -6,7 +6,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +14,9 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { migrate } from '../src/db/migrate.js';
+import { freePort } from '../../test/support/ports.js';
+
+export { freePort };
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
 /** The gateway logs every request by default, as in production. */
@@ -25,18 +27,10 @@ export const JOB_BODY = JSON.stringify({ url: 'https://media.example/watch?v=ben
 /** Every process `start` began, for the clean-up after a bench, finished or failed. */
 const children: ChildProcess[] = [];
 
+export { startRedisServer, type RedisServer } from '../../test/support/redis.js';
+
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 export interface StartOptions {
   args?: string[];
@@ -107,14 +101,19 @@ export function serviceEnv(dbUrl: string, kubeconfig: string, work: string): Nod
   return {
     DATABASE_URL: dbUrl, KUBECONFIG: kubeconfig, SECRET_KEYS: SecretBox.generateSpec('bench'),
     FILE_URL_SECRET: randomBytes(16).toString('hex'), MANAGED_STORAGE_DIR: join(work, 'storage'), PG_POOL_MAX: '20',
+    // The benches measure what an answer costs: no request of theirs is to be refused by the rate limit
+    // (its own bench, rate-limit.ts, sets the limit it needs).
+    RATE_LIMIT_PER_SECOND: '1000000000',
   };
 }
 
-/** The gateway in its own process on a free loopback port, logging to `work`/gateway.log; resolves once it is ready. */
-export async function startGateway(env: NodeJS.ProcessEnv, work: string, nodeArgs: string[] = []): Promise<{ proc: ChildProcess; url: string }> {
+/** The gateway in its own process on a free loopback port, logging to `work`/`logName`; resolves once it is ready. */
+export async function startGateway(
+  env: NodeJS.ProcessEnv, work: string, nodeArgs: string[] = [], logName = 'gateway.log',
+): Promise<{ proc: ChildProcess; url: string }> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const proc = await start(join(root, 'api-gateway/src/main.ts'), async () => (await fetch(`${url}/readyz`)).ok, join(work, 'gateway.log'), {
+  const proc = await start(join(root, 'api-gateway/src/main.ts'), async () => (await fetch(`${url}/readyz`)).ok, join(work, logName), {
     env: { ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: GATEWAY_LOG_LEVEL }, nodeArgs,
   });
   return { proc, url };

@@ -13,6 +13,7 @@ import { ApiKeyCache, MISSING_KEY, cachedKeyLookup, requireApiKey } from './auth
 import { migrationsApplied } from './db/migrate.js';
 import { HttpError, errorResponder, notFound } from './http-errors.js';
 import { requestLogger } from './request-log.js';
+import { inProcessBudget, rateLimit, type RateBudget } from './rate-limit.js';
 import { uploadGrantsRouter } from './routes/upload-grants.js';
 import { filesRouter } from './routes/files.js';
 import { isShortRouter } from './routes/is-short.js';
@@ -48,6 +49,8 @@ export interface AppDeps {
   keyCache?: ApiKeyCache;
   /** True once SIGTERM arrived: /readyz fails and connections are not kept alive. */
   isShuttingDown?: () => boolean;
+  /** The request rate limit of every authenticated request (rate-limit.ts); default: in process, 1,000 per second. */
+  rateLimit?: RateBudget;
   /** Saved and inline storage destinations (routes/user-storage.ts, destinations/). */
   storage?: {
     /** The keyvault source (Kubernetes Secrets); absent: saved destinations are sealed into Postgres (legacy). */
@@ -120,7 +123,8 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.files) app.use(filesRouter(deps.files));
   if (deps.uploadGrants) app.use(uploadGrantsRouter({ broker: deps.uploadGrants, logger: log }));
 
-  for (const [prefix, missingKey] of AUTHENTICATED) app.use(prefix, requireApiKey(keyCache, missingKey));
+  const limit = rateLimit(deps.rateLimit ?? inProcessBudget());
+  for (const [prefix, missingKey] of AUTHENTICATED) app.use(prefix, requireApiKey(keyCache, missingKey), limit);
   const probeTimeoutMs = deps.storage?.probeTimeoutMs ?? 15_000;
   const providerSettings = deps.storage?.providerSettings ?? {};
   const probes = deps.storage?.probes ?? new ProbeCache((doc) => probeDestination(doc, probeTimeoutMs, providerSettings));

@@ -6,6 +6,10 @@ import {
 import { batchSourcesSchema } from '@mediajobs/lib/batches/config';
 import { chatSchema } from '@mediajobs/lib/chat/config';
 import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
+import { DEFAULT_RATE_LIMIT_PER_SECOND } from './rate-limit.js';
+
+/** redis:// or rediss:// (TLS), with credentials and a database number if needed; the message never echoes it. */
+const redisUrl = z.string().refine((v) => URL.canParse(v) && ['redis:', 'rediss:'].includes(new URL(v).protocol), 'must be a redis:// or rediss:// URL');
 
 export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(storageEndpointsSchema).merge(mediaInfoSchema).merge(outboundSchema)
   .merge(batchSourcesSchema).merge(chatSchema).extend({
@@ -39,6 +43,13 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
   STORAGE_VAULT: z.enum(['kubernetes', 'disabled']).default('kubernetes'),
   /** Budget of one live storage credential check (configuration endpoints, inline storage). */
   STORAGE_PROBE_TIMEOUT_MS: envInt(100, 120_000).default(15_000),
+  /** Requests per second per organization (or per legacy key without one), every endpoint; more get 429. */
+  RATE_LIMIT_PER_SECOND: envInt(1).default(DEFAULT_RATE_LIMIT_PER_SECOND),
+  /**
+   * The rate counter every replica shares. Unset: counted in this process,
+   * right for one gateway (local mode) only.
+   */
+  REDIS_URL: redisUrl.optional(),
 });
 
 export type GatewayConfig = z.infer<typeof gatewaySchema>;

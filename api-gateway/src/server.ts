@@ -17,6 +17,7 @@ import { ApiKeyCache, cachedKeyLookup } from './auth.js';
 import type { GatewayConfig } from './config.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
+import { budgetFromConfig, type RateBudget } from './rate-limit.js';
 import { KubeJobSubmitter, type BatchSubmitter, type JobSubmitter } from './submitter.js';
 import { KubeSecretVault } from './destinations/vault.js';
 
@@ -63,6 +64,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
 
   let shuttingDown = false;
   const outbound = new OutboundPolicy({ allowed: config.OUTBOUND_ALLOWED_CIDRS });
+  const rateLimit = budgetFromConfig(config, logger);
   const app = createApp({
     pool,
     logger,
@@ -75,6 +77,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
       : {}),
     keyCache: new ApiKeyCache(cachedKeyLookup(pool), config.AUTH_CACHE_TTL_MS, config.AUTH_CACHE_MAX_ENTRIES),
     isShuttingDown: () => shuttingDown,
+    rateLimit,
     mediaInfo: new MediaInfoExtractor(mediaInfoOptions(config)),
     outbound,
     batchSources: new BatchSources(batchSourcesOptions(config, mediaInfoOptions(config), outbound)),
@@ -100,19 +103,24 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.PORT, config.HOST, () => resolve());
+  }).catch((err: unknown) => {
+    rateLimit.close();
+    throw err;
   });
   const { port } = server.address() as AddressInfo;
   const url = `http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${port}`;
   logger.info({ url, namespace: config.MEDIAJOBS_NAMESPACE, managedStorage: config.MANAGED_STORAGE }, 'api-gateway listening');
 
-  return { server, pool, url, close: gracefulClose(server, pool, logger, config.SHUTDOWN_TIMEOUT_MS, () => (shuttingDown = true)) };
+  return { server, pool, url, close: gracefulClose(server, { pool, rateLimit }, logger, config.SHUTDOWN_TIMEOUT_MS, () => (shuttingDown = true)) };
 }
 
 /**
  * Stop accepting, let in-flight requests finish (up to `timeoutMs`), then
- * close the pool; calling it again returns the same promise.
+ * close the pool and the rate counter; calling it again returns the same promise.
  */
-function gracefulClose(server: Server, pool: pg.Pool, logger: Logger, timeoutMs: number, markShuttingDown: () => void): () => Promise<void> {
+function gracefulClose(
+  server: Server, { pool, rateLimit }: { pool: pg.Pool; rateLimit: RateBudget }, logger: Logger, timeoutMs: number, markShuttingDown: () => void,
+): () => Promise<void> {
   let closing: Promise<void> | undefined;
   return () => {
     closing ??= (async () => {
@@ -127,6 +135,7 @@ function gracefulClose(server: Server, pool: pg.Pool, logger: Logger, timeoutMs:
       await closed;
       clearInterval(sweep);
       clearTimeout(force);
+      rateLimit.close();
       await pool.end();
       logger.info('api-gateway stopped');
     })();

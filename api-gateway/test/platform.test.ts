@@ -193,7 +193,7 @@ describe('api-gateway: platform', function () {
       expect(key).to.match(/^mj_[A-Za-z0-9_-]{43}$/);
       const rec = (await findApiKeyByHash(pool, hashApiKey(key)))!;
       expect(rec).to.deep.equal({
-        id, organizationId: orgId, revoked: false, storageLimitBytes: 1024 * 1024 ** 3, maxResolution: '1080',
+        id, name: 'trial', organizationId: orgId, revoked: false, storageLimitBytes: 1024 * 1024 ** 3, maxResolution: '1080',
         maxDurationSeconds: 3600, maxFilesizeBytes: 500 * 1024 ** 2,
       });
       const stored = await pool.query('SELECT key_hash, key_prefix FROM api_keys WHERE id = $1', [id]);

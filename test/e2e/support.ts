@@ -21,6 +21,9 @@ import { startOperator, type OperatorHandle } from '../../operator/src/operator.
 import { startTestCluster, type TestCluster } from '../../local-cluster/test/support.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { tsxCommand } from '../support/tsx.js';
+import { freePort } from '../support/ports.js';
+
+export { freePort };
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const RUNNER_IMAGE = 'mediajobs/runner:e2e';
@@ -125,16 +128,6 @@ export async function startService(opts: ServiceOptions = {}): Promise<Service> 
 }
 
 /** A TCP port free on 127.0.0.1 now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 export interface Receiver {
   url: string;

@@ -1,0 +1,252 @@
+// The request rate limit (the spec's Limits; issue 14 item 5). Owns who
+// shares an allowance (budgetKey), the counter (Redis, shared by every
+// replica, or in process for a single gateway), and the 429 and 503 answers.
+// app.ts mounts rateLimit() right after requireApiKey on every authenticated
+// prefix, so each API request is counted once, before routing and body
+// parsing; the open routes (/healthz, /readyz, signed downloads, upload
+// grants) are not counted.
+//
+// Windows are fixed: a budget's window opens with its first request and lasts
+// one second. rate-limiter-flexible's Redis counter is one Lua script (SET NX
+// EX, then INCRBY): a rejected request increments the count but never touches
+// the expiry, and its memory counter likewise keeps the first request's
+// expiry, so a client that keeps sending while refused is served again as
+// soon as the window ends. No blockDuration: that would extend it.
+import { Redis } from 'ioredis';
+import type { RequestHandler } from 'express';
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
+import type { Principal } from './auth.js';
+import { HttpError } from './http-errors.js';
+
+export const DEFAULT_RATE_LIMIT_PER_SECOND = 1000;
+/** The spec's 429 body, `{"error":"rate_limit_exceeded"}`. */
+export const RATE_LIMITED = 'rate_limit_exceeded';
+/** The 503 body when the shared counter cannot be reached: never unlimited, never a 500. */
+export const RATE_COUNTER_UNAVAILABLE = 'rate_limit_unavailable';
+/** Seconds a refused client waits: the rest of a window is at most one second. */
+const RETRY_AFTER = '1';
+
+/** How long a request waits for Redis at most; Redis answers in well under a millisecond when it is there. */
+export const REDIS_COMMAND_TIMEOUT_MS = 500;
+const REDIS_CONNECT_TIMEOUT_MS = 2000;
+/** Reconnect attempts back off to this and keep going: requests are served again within about a second of Redis. */
+const REDIS_RECONNECT_MAX_MS = 1000;
+const KEY_PREFIX = 'mj-rate';
+
+/**
+ * The allowance a request is counted against: every key of one organization
+ * shares one, a legacy key without an organization has its own. Changing
+ * keys, connections or addresses gives no new allowance.
+ *
+ * Marketplace requests (issue 14 item 6) authenticate as the provider
+ * account's key, so they land here on that account's budget; the end user
+ * they name never picks a budget. Once marketplace keys exist, a marketplace
+ * principal whose account is not an organization is budgeted by its key id,
+ * as now: this function is the one place to change if that account gets an
+ * id of its own.
+ */
+export function budgetKey(principal: Pick<Principal, 'apiKeyId' | 'organizationId'>): string {
+  return principal.organizationId !== null ? `org:${principal.organizationId}` : `key:${principal.apiKeyId}`;
+}
+
+/** What counting one request decided. */
+export type Verdict = 'allowed' | 'limited' | 'unavailable';
+
+/** The refusal for a verdict: nothing (go on), or the error the gateway's one error path sends. */
+export function refusalFor(verdict: Verdict): HttpError | undefined {
+  if (verdict === 'limited') return new HttpError(429, RATE_LIMITED);
+  if (verdict === 'unavailable') return new HttpError(503, RATE_COUNTER_UNAVAILABLE);
+  return undefined;
+}
+
+/** Express middleware: counts the request against its principal's budget; 429 or 503 with Retry-After when refused. */
+export function rateLimit(budget: RateBudget): RequestHandler {
+  return async (_req, res, next) => {
+    const refusal = refusalFor(await budget.take(budgetKey(res.locals.principal!)));
+    if (refusal) {
+      res.setHeader('Retry-After', RETRY_AFTER);
+      throw refusal;
+    }
+    next();
+  };
+}
+
+/**
+ * Durations in microseconds, counted in buckets a sixteenth of a power of two
+ * wide, so a quantile is within about 5 % at a fixed, tiny cost per value.
+ */
+export class DurationHistogram {
+  private static readonly SUB = 16;
+  private readonly counts = new Uint32Array(DurationHistogram.SUB * 40);
+  count = 0;
+  maxUs = 0;
+
+  record(us: number): void {
+    this.count++;
+    if (us > this.maxUs) this.maxUs = us;
+    const v = Math.max(1, us);
+    const exp = Math.floor(Math.log2(v));
+    const sub = Math.floor((v / 2 ** exp - 1) * DurationHistogram.SUB);
+    this.counts[Math.min(exp * DurationHistogram.SUB + sub, this.counts.length - 1)]!++;
+  }
+
+  /** The upper edge of the bucket holding the q-quantile (0 < q <= 1); 0 when empty. */
+  quantileUs(q: number): number {
+    let rank = Math.ceil(q * this.count);
+    for (let i = 0; i < this.counts.length; i++) {
+      rank -= this.counts[i]!;
+      if (rank <= 0) {
+        const exp = Math.floor(i / DurationHistogram.SUB);
+        return Math.min(2 ** exp * (1 + ((i % DurationHistogram.SUB) + 1) / DurationHistogram.SUB), this.maxUs);
+      }
+    }
+    return 0;
+  }
+}
+
+/** The verdict of the request at place `i` (arrival order) of a batch of which `allowed` fit. */
+const verdictAt = (allowed: number | 'unavailable', i: number): Verdict => (allowed === 'unavailable' ? 'unavailable' : i < allowed ? 'allowed' : 'limited');
+
+/**
+ * One rate limit: requests per second per budget, over a rate-limiter-flexible
+ * counter. Logs when the counter becomes unreachable and when it is back (not
+ * every refused request), and at close how long its checks took.
+ *
+ * With `batched` (the Redis counter), the requests of one budget that arrive
+ * within one turn of the event loop are counted together, with one command
+ * sent at the end of that turn (setImmediate): under load that saves the
+ * gateway and Redis a round trip per request, and a reply could not have been
+ * read before the next turn anyway. Counting n at once is exact: the batch
+ * takes n consecutive places of the window's count, and the requests that fit
+ * under the limit are served in arrival order.
+ */
+export class RateBudget {
+  /** Time spent counting each request (what the limit adds to a request's latency). */
+  readonly checkTimes = new DurationHistogram();
+  private reachable = true;
+  /** Requests waiting for this turn's count, by budget. */
+  private waiting = new Map<string, ((verdict: Verdict) => void)[]>();
+
+  constructor(
+    private readonly counter: RateLimiterAbstract,
+    readonly kind: 'redis' | 'in-process',
+    private readonly opts: { logger?: Logger | undefined; batched?: boolean; onClose?: () => void } = {},
+  ) {}
+
+  get perSecond(): number {
+    return this.counter.points;
+  }
+
+  async take(budget: string): Promise<Verdict> {
+    const start = process.hrtime.bigint();
+    const verdict = this.opts.batched ? await this.inBatch(budget) : verdictAt(await this.count(budget, 1), 0);
+    this.checkTimes.record(Number(process.hrtime.bigint() - start) / 1000);
+    return verdict;
+  }
+
+  private inBatch(budget: string): Promise<Verdict> {
+    return new Promise((resolve) => {
+      const queue = this.waiting.get(budget);
+      if (queue) {
+        queue.push(resolve);
+        return;
+      }
+      if (this.waiting.size === 0) setImmediate(() => this.countBatches());
+      this.waiting.set(budget, [resolve]);
+    });
+  }
+
+  private countBatches(): void {
+    const batches = this.waiting;
+    this.waiting = new Map();
+    for (const [budget, queue] of batches) {
+      void this.count(budget, queue.length).then((allowed) => queue.forEach((resolve, i) => resolve(verdictAt(allowed, i))));
+    }
+  }
+
+  /** How many of `n` requests of `budget`, counted at once, fit in its window; 'unavailable' when the counter cannot say. */
+  private async count(budget: string, n: number): Promise<number | 'unavailable'> {
+    try {
+      await this.counter.consume(budget, n);
+      this.noteCounter(true);
+      return n;
+    } catch (err) {
+      if (!(err instanceof RateLimiterRes)) {
+        this.noteCounter(false, err);
+        return 'unavailable';
+      }
+      // The batch took the last n places of the count. A refusal of the
+      // in-memory block (a budget already over) carries no count: none fit.
+      const before = err.consumedPoints - n;
+      return before < 0 ? 0 : Math.max(0, Math.min(n, this.perSecond - before));
+    }
+  }
+
+  /** Whether the counter answers, from a check's outcome or its connection's events; logged when it changes. */
+  noteCounter(reachable: boolean, err?: unknown): void {
+    if (reachable === this.reachable) return;
+    this.reachable = reachable;
+    if (reachable) this.opts.logger?.info({ counter: this.kind }, 'rate limit counter reachable again');
+    else this.opts.logger?.warn({ counter: this.kind, err: errFields(err) }, 'rate limit counter unreachable: answering 503');
+  }
+
+  /** Logs the check times and lets go of the counter's connection. */
+  close(): void {
+    const t = this.checkTimes;
+    if (t.count) {
+      this.opts.logger?.info({
+        counter: this.kind, checks: t.count, p50Us: Math.round(t.quantileUs(0.5)), p99Us: Math.round(t.quantileUs(0.99)), maxUs: Math.round(t.maxUs),
+      }, 'rate limit checks');
+    }
+    this.opts.onClose?.();
+  }
+}
+
+const windowOf = (perSecond: number) => ({ points: perSecond, duration: 1, keyPrefix: KEY_PREFIX });
+
+/** A counter in this process: right for one gateway (local mode, tests), N times the limit with N replicas. */
+export function inProcessBudget(perSecond = DEFAULT_RATE_LIMIT_PER_SECOND, logger?: Logger): RateBudget {
+  return new RateBudget(new RateLimiterMemory(windowOf(perSecond)), 'in-process', { logger });
+}
+
+/**
+ * A counter in Redis, shared by every replica pointed at it. While Redis is
+ * unreachable, requests are answered 503 at once (no offline queue, no
+ * retries of a command, a short command timeout) and the client keeps
+ * reconnecting in the background.
+ */
+export function redisBudget(url: string, perSecond: number, logger?: Logger): RateBudget {
+  const client = new Redis(url, {
+    commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+    connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    // A count sent again after a reconnect would count one request twice.
+    autoResendUnfulfilledCommands: false,
+    retryStrategy: (attempt) => Math.min(attempt * 100, REDIS_RECONNECT_MAX_MS),
+  });
+  const counter = new RateLimiterRedis({
+    ...windowOf(perSecond),
+    storeClient: client,
+    rejectIfRedisNotReady: true,
+    // A budget already over its limit is refused on this replica without asking Redis until its window ends.
+    inMemoryBlockOnConsumed: perSecond + 1,
+  });
+  const budget = new RateBudget(counter, 'redis', { logger, batched: true, onClose: () => client.disconnect() });
+  // ioredis reports each failed reconnect attempt: only the change is logged.
+  client.on('error', (err: unknown) => budget.noteCounter(false, err));
+  client.on('ready', () => budget.noteCounter(true));
+  return budget;
+}
+
+/** The budget the settings ask for, saying at start which counter counts. */
+export function budgetFromConfig(config: { REDIS_URL?: string | undefined; RATE_LIMIT_PER_SECOND: number }, logger: Logger): RateBudget {
+  const perSecond = config.RATE_LIMIT_PER_SECOND;
+  if (config.REDIS_URL) {
+    logger.info({ perSecond, counter: 'redis' }, 'rate limit counted in Redis, shared by every gateway replica');
+    return redisBudget(config.REDIS_URL, perSecond, logger);
+  }
+  logger.info({ perSecond, counter: 'in-process' }, 'rate limit counted in this process (REDIS_URL unset): right for one gateway only');
+  return inProcessBudget(perSecond, logger);
+}
