@@ -4,7 +4,7 @@
 //
 //   npm run admin -- create-org --name NAME [--json]
 //   npm run admin -- create-key --name NAME [--org ID] [--storage-limit-gb N]
-//        [--max-resolution R] [--max-duration-seconds N] [--max-filesize-mb N] [--key KEY] [--json]
+//        [--max-resolution R] [--max-duration-seconds N] [--max-filesize-mb N] [--marketplace] [--key KEY] [--json]
 //   npm run admin -- revoke-key --id ID
 //   npm run admin -- set-org-admin --id ID [--off]
 //   npm run admin -- list-keys [--json]
@@ -34,13 +34,16 @@ commands:
   create-key --name NAME [--org ORG_ID]        create an API key; prints it once
              [--storage-limit-gb N] [--max-resolution R]
              [--max-duration-seconds N] [--max-filesize-mb N]
+             [--marketplace]                   a provider account's key for an API marketplace:
+                                               each request names its end user in a header
              [--key KEY]                       store this key instead of a random one
                                                (idempotent: an existing key is kept)
              [--json]                          print {"id", "key", ...} for scripts
   revoke-key --id KEY_ID                       revoke a key (cached lookups expire within 10 s)
   set-org-admin --id KEY_ID [--off]            let the key manage its organization's storage
                                                destinations (?owner=organization), or stop it
-  list-keys [--json]                           list keys (prefix only, never the key)
+  list-keys [--json]                           list keys (prefix only, never the key), their kind,
+                                               and a marketplace key's end users seen
   cancel-job --id JOB_ID                       cancel any key's unfinished job: CancelledByAdmin,
                                                job_cancelled webhook; the operator stops its runner
 
@@ -75,6 +78,7 @@ const OPTIONS = {
   'max-filesize-mb': { type: 'string' },
   json: { type: 'boolean' },
   off: { type: 'boolean' },
+  marketplace: { type: 'boolean' },
 } as const;
 
 function parseOptions(args: string[]) {
@@ -99,8 +103,10 @@ async function createKey(values: Options, name: string, pool: pg.Pool, out: (lin
   const filesizeMb = positive('max-filesize-mb', values['max-filesize-mb']);
   if (values.key !== undefined && values.key.length < 16) throw new UsageError('--key must be at least 16 characters');
   const org = uuidOption('org', values.org);
+  const kind = values.marketplace ? 'marketplace' : 'direct';
   const created = await createApiKey(pool, {
     name,
+    kind,
     ...(org && { organizationId: org }),
     ...(storageGb !== undefined && { storageLimitBytes: Math.round(storageGb * GB) }),
     ...(maxResolution !== undefined && { maxResolution }),
@@ -111,7 +117,7 @@ async function createKey(values: Options, name: string, pool: pg.Pool, out: (lin
   if (values.json) {
     // The key only when this call made it: an existing key's text is not known (only its hash is stored).
     out(JSON.stringify({
-      id: created.id, ...(created.created && { key: created.key }), name, created: created.created, organization_id: org ?? null,
+      id: created.id, ...(created.created && { key: created.key }), name, kind, created: created.created, organization_id: org ?? null,
       storage_limit_bytes: storageGb !== undefined ? Math.round(storageGb * GB) : null, max_resolution: maxResolution ?? null,
       max_duration_seconds: durationS !== undefined ? Math.round(durationS) : null,
       max_filesize_bytes: filesizeMb !== undefined ? Math.round(filesizeMb * MB) : null,
@@ -125,6 +131,7 @@ async function createKey(values: Options, name: string, pool: pg.Pool, out: (lin
   out(`api key id: ${created.id}`);
   out(`api key:    ${created.key}`);
   if (values.key === undefined) out('store it now: it is not shown again');
+  if (kind === 'marketplace') out('a marketplace key: each request names its end user in a header (MARKETPLACE_USER_HEADER, default x-marketplace-user)');
 }
 
 /** Run one command; output lines go to `out`. Exported for tests and the local-mode launcher. */
@@ -168,7 +175,7 @@ export async function runAdmin(argv: string[], pool: pg.Pool, out: (line: string
         out(JSON.stringify(keys));
         return;
       }
-      out(['ID', 'NAME', 'PREFIX', 'ORGANIZATION', 'CREATED', 'REVOKED', 'LIMITS'].join('\t'));
+      out(['ID', 'NAME', 'KIND', 'PREFIX', 'ORGANIZATION', 'CREATED', 'REVOKED', 'LIMITS'].join('\t'));
       for (const k of keys) {
         const limits = [
           k.storageLimitBytes !== null && `storage=${(k.storageLimitBytes / GB).toFixed(0)}GB`,
@@ -176,7 +183,8 @@ export async function runAdmin(argv: string[], pool: pg.Pool, out: (line: string
           k.maxDurationSeconds !== null && `duration=${k.maxDurationSeconds}s`,
           k.maxFilesizeBytes !== null && `filesize=${(k.maxFilesizeBytes / MB).toFixed(0)}MB`,
         ].filter(Boolean).join(',') || '-';
-        out([k.id, k.name, `${k.keyPrefix}…`, k.organizationId ?? '-', k.createdAt.toISOString(), k.revokedAt?.toISOString() ?? '-', limits].join('\t'));
+        const kind = k.kind === 'marketplace' ? `marketplace(${k.endUsers} users)` : k.kind;
+        out([k.id, k.name, kind, `${k.keyPrefix}…`, k.organizationId ?? '-', k.createdAt.toISOString(), k.revokedAt?.toISOString() ?? '-', limits].join('\t'));
       }
       return;
     }

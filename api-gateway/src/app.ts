@@ -14,6 +14,7 @@ import { migrationsApplied } from './db/migrate.js';
 import { HttpError, errorResponder, notFound } from './http-errors.js';
 import { requestLogger } from './request-log.js';
 import { inProcessBudget, rateLimit, type RateBudget } from './rate-limit.js';
+import { MarketplaceUsers } from './marketplace.js';
 import { uploadGrantsRouter } from './routes/upload-grants.js';
 import { filesRouter } from './routes/files.js';
 import { isShortRouter } from './routes/is-short.js';
@@ -47,6 +48,8 @@ export interface AppDeps {
   uploadGrants?: Pick<UploadGrantBroker, 'handle'>;
   /** Defaults to a 10 s cache over the api_keys table. */
   keyCache?: ApiKeyCache;
+  /** Marketplace keys' end users (marketplace.ts); default: header x-marketplace-user, a 10 s cache. */
+  marketplaceUsers?: MarketplaceUsers;
   /** True once SIGTERM arrived: /readyz fails and connections are not kept alive. */
   isShuttingDown?: () => boolean;
   /** The request rate limit of every authenticated request (rate-limit.ts); default: in process, 1,000 per second. */
@@ -124,7 +127,9 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.uploadGrants) app.use(uploadGrantsRouter({ broker: deps.uploadGrants, logger: log }));
 
   const limit = rateLimit(deps.rateLimit ?? inProcessBudget());
-  for (const [prefix, missingKey] of AUTHENTICATED) app.use(prefix, requireApiKey(keyCache, missingKey), limit);
+  // Counted against the account before a marketplace request becomes its end user's.
+  const endUser = (deps.marketplaceUsers ?? new MarketplaceUsers(deps.pool)).middleware();
+  for (const [prefix, missingKey] of AUTHENTICATED) app.use(prefix, requireApiKey(keyCache, missingKey), limit, endUser);
   const probeTimeoutMs = deps.storage?.probeTimeoutMs ?? 15_000;
   const providerSettings = deps.storage?.providerSettings ?? {};
   const probes = deps.storage?.probes ?? new ProbeCache((doc) => probeDestination(doc, probeTimeoutMs, providerSettings));
@@ -137,7 +142,9 @@ export function createApp(deps: AppDeps): express.Express {
   const batches = { batchSources, ...(batchSubmitter && { batchSubmitter }) };
   const idempotency = new IdempotencyKeys(deps.pool, log);
   app.use(bulkRouter({ ...deps, outbound, idempotency }));
-  app.use(jobsRouter({ ...deps, probes, providerSettings, outbound, ...batches, idempotency }));
+  app.use(jobsRouter({
+    ...deps, probes, providerSettings, outbound, ...batches, idempotency, ...(deps.storage?.vault && { vault: deps.storage.vault }),
+  }));
   app.use(batchesRouter({ pool: deps.pool, logger: log, ...batches }));
   app.use(webhooksRouter(deps));
   app.use(cancelRouter(deps));

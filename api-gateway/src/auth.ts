@@ -3,7 +3,9 @@
 // sha256 and a Map read. The price is a revocation delay: a revoked key
 // keeps working on each replica for at most AUTH_CACHE_TTL_MS (10 s by
 // default). Unknown keys are cached too (as "invalid"), so a client hammering
-// with a bad key does not reach Postgres on every request.
+// with a bad key does not reach Postgres on every request. A marketplace
+// key's end user is resolved after this, by marketplace.ts, through the
+// same kind of cache.
 import type { NextFunction, Request, Response } from 'express';
 import { findApiKeyByHash, hashApiKey, type ApiKeyRecord } from './db/api-keys.js';
 import { HttpError } from './http-errors.js';
@@ -11,10 +13,22 @@ import { HttpError } from './http-errors.js';
 export type KeyLookup = (keyHash: string) => Promise<ApiKeyRecord | undefined>;
 
 export interface Principal {
+  /**
+   * Whose jobs, usage, saved destinations and settings a request acts on:
+   * the key's id, or for a marketplace key its end user's (marketplace.ts).
+   */
   apiKeyId: string;
+  /** The account's organization: the rate budget and the operator's admission group. */
   organizationId: string | null;
+  /**
+   * The key that authenticated, whose name and limits apply: a marketplace
+   * end user's is the provider account's key.
+   */
   key: ApiKeyRecord;
 }
+
+/** Whether a principal is an end user of a marketplace key (every request with such a key is, once authenticated). */
+export const isMarketplaceUser = (who: Principal): boolean => who.key.kind === 'marketplace';
 
 declare module 'express-serve-static-core' {
   interface Locals {
@@ -22,37 +36,39 @@ declare module 'express-serve-static-core' {
   }
 }
 
-interface Entry {
+interface Entry<V> {
   expires: number;
-  value: Promise<ApiKeyRecord | undefined>;
+  value: Promise<V>;
 }
 
-export class ApiKeyCache {
-  private readonly entries = new Map<string, Entry>();
+/** Lookups by a string key, remembered for a TTL, at most `maxEntries` (the oldest go first). */
+export class LookupCache<V> {
+  private readonly entries = new Map<string, Entry<V>>();
 
   constructor(
-    private readonly lookup: KeyLookup,
+    private readonly lookup: (key: string) => Promise<V>,
     private readonly ttlMs = 10_000,
     private readonly maxEntries = 10_000,
     private readonly now: () => number = Date.now,
   ) {}
 
   /**
-   * The key record for a hash; concurrent misses for one hash share a
-   * single query. A failed lookup is not cached, so the next request retries.
+   * The value for a key (an API key's record for its hash); concurrent
+   * misses for one key share a single query. A failed lookup is not cached,
+   * so the next request retries.
    */
-  get(keyHash: string): Promise<ApiKeyRecord | undefined> {
+  get(key: string): Promise<V> {
     const t = this.now();
-    const hit = this.entries.get(keyHash);
+    const hit = this.entries.get(key);
     if (hit && hit.expires > t) return hit.value;
-    if (hit) this.entries.delete(keyHash);
-    const value = this.lookup(keyHash);
+    if (hit) this.entries.delete(key);
+    const value = this.lookup(key);
     if (this.ttlMs > 0) {
       // Map iteration order is insertion order: the first entry is the oldest.
       while (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
-      this.entries.set(keyHash, { expires: t + this.ttlMs, value });
+      this.entries.set(key, { expires: t + this.ttlMs, value });
       value.catch(() => {
-        if (this.entries.get(keyHash)?.value === value) this.entries.delete(keyHash);
+        if (this.entries.get(key)?.value === value) this.entries.delete(key);
       });
     }
     return value;
@@ -67,6 +83,9 @@ export class ApiKeyCache {
     return this.entries.size;
   }
 }
+
+/** API key records by key hash; `undefined` for an unknown key. */
+export class ApiKeyCache extends LookupCache<ApiKeyRecord | undefined> {}
 
 export function cachedKeyLookup(pool: Parameters<typeof findApiKeyByHash>[0]): KeyLookup {
   return (keyHash) => findApiKeyByHash(pool, keyHash);

@@ -6,6 +6,7 @@ import {
 import { batchSourcesSchema } from '@mediajobs/lib/batches/config';
 import { chatSchema } from '@mediajobs/lib/chat/config';
 import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
+import { DEFAULT_MARKETPLACE_USER_HEADER } from './marketplace.js';
 import { DEFAULT_RATE_LIMIT_PER_SECOND } from './rate-limit.js';
 
 /** redis:// or rediss:// (TLS), with credentials and a database number if needed; the message never echoes it. */
@@ -43,6 +44,13 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
   STORAGE_VAULT: z.enum(['kubernetes', 'disabled']).default('kubernetes'),
   /** Budget of one live storage credential check (configuration endpoints, inline storage). */
   STORAGE_PROBE_TIMEOUT_MS: envInt(100, 120_000).default(15_000),
+  /**
+   * The header naming a marketplace key's end user (ADR 0015); an HTTP
+   * header name, matched case-insensitively.
+   */
+  MARKETPLACE_USER_HEADER: z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$/, 'must be an HTTP header name')
+    .refine((v) => v.toLowerCase() !== 'x-api-key', 'must not be x-api-key')
+    .transform((v) => v.toLowerCase()).default(DEFAULT_MARKETPLACE_USER_HEADER),
   /** Requests per second per organization (or per legacy key without one), every endpoint; more get 429. */
   RATE_LIMIT_PER_SECOND: envInt(1).default(DEFAULT_RATE_LIMIT_PER_SECOND),
   /**

@@ -39,15 +39,14 @@ const KEY_PREFIX = 'mj-rate';
  * shares one, a legacy key without an organization has its own. Changing
  * keys, connections or addresses gives no new allowance.
  *
- * Marketplace requests (issue 14 item 6) authenticate as the provider
- * account's key, so they land here on that account's budget; the end user
- * they name never picks a budget. Once marketplace keys exist, a marketplace
- * principal whose account is not an organization is budgeted by its key id,
- * as now: this function is the one place to change if that account gets an
- * id of its own.
+ * Marketplace requests (issue 14 item 6, ADR 0015) are the provider
+ * account's: counted by its key's organization, else by that key (`key.id`,
+ * which for an end user is its marketplace key's, while `apiKeyId` is the
+ * end user's). The end user a request names never picks a budget, so new
+ * end users give no new allowance either.
  */
-export function budgetKey(principal: Pick<Principal, 'apiKeyId' | 'organizationId'>): string {
-  return principal.organizationId !== null ? `org:${principal.organizationId}` : `key:${principal.apiKeyId}`;
+export function budgetKey(principal: Pick<Principal, 'organizationId'> & { key: Pick<Principal['key'], 'id'> }): string {
+  return principal.organizationId !== null ? `org:${principal.organizationId}` : `key:${principal.key.id}`;
 }
 
 /** What counting one request decided. */

@@ -18,6 +18,7 @@ import type { GatewayConfig } from './config.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
 import { budgetFromConfig, type RateBudget } from './rate-limit.js';
+import { MarketplaceUsers } from './marketplace.js';
 import { KubeJobSubmitter, type BatchSubmitter, type JobSubmitter } from './submitter.js';
 import { KubeSecretVault } from './destinations/vault.js';
 
@@ -76,6 +77,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
       ? { files: { dir: config.MANAGED_STORAGE_DIR, secret: config.FILE_URL_SECRET } }
       : {}),
     keyCache: new ApiKeyCache(cachedKeyLookup(pool), config.AUTH_CACHE_TTL_MS, config.AUTH_CACHE_MAX_ENTRIES),
+    marketplaceUsers: new MarketplaceUsers(pool, config.MARKETPLACE_USER_HEADER, config.AUTH_CACHE_TTL_MS, config.AUTH_CACHE_MAX_ENTRIES),
     isShuttingDown: () => shuttingDown,
     rateLimit,
     mediaInfo: new MediaInfoExtractor(mediaInfoOptions(config)),

@@ -122,6 +122,8 @@ describe('api-gateway: platform', function () {
         expect(batch).to.include('batches_pkey').and.not.to.match(/\bjobs\b|Seq Scan|Sort/);
         const auth = await plan('auth', 'SELECT id FROM api_keys WHERE key_hash = $1', "'x'");
         expect(auth).to.include('api_keys_key_hash_key');
+        const endUser = await plan('end_user', 'SELECT id FROM api_keys WHERE parent_id = $1 AND marketplace_user = $2', `'${uuidv7()}', 'u'`);
+        expect(endUser).to.include('api_keys_parent_user_key');
       } finally {
         client.release(true);
         await pool.query('TRUNCATE jobs');
@@ -193,7 +195,7 @@ describe('api-gateway: platform', function () {
       expect(key).to.match(/^mj_[A-Za-z0-9_-]{43}$/);
       const rec = (await findApiKeyByHash(pool, hashApiKey(key)))!;
       expect(rec).to.deep.equal({
-        id, name: 'trial', organizationId: orgId, revoked: false, storageLimitBytes: 1024 * 1024 ** 3, maxResolution: '1080',
+        id, name: 'trial', organizationId: orgId, revoked: false, kind: 'direct', storageLimitBytes: 1024 * 1024 ** 3, maxResolution: '1080',
         maxDurationSeconds: 3600, maxFilesizeBytes: 500 * 1024 ** 2,
       });
       const stored = await pool.query('SELECT key_hash, key_prefix FROM api_keys WHERE id = $1', [id]);

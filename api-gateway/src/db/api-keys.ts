@@ -1,7 +1,11 @@
-// Organizations and API keys. Keys are stored only as sha256 hex; the key
-// text exists once, in the admin CLI's output.
+// Organizations and API keys, and the end users of marketplace keys (rows
+// of api_keys too: migration 0011, ADR 0015). Keys are stored only as
+// sha256 hex; the key text exists once, in the admin CLI's output.
 import { createHash, randomBytes } from 'node:crypto';
 import type pg from 'pg';
+
+/** Keys that authenticate: a client's own (`direct`), or a provider account's used through an API marketplace. */
+export type KeyKind = 'direct' | 'marketplace';
 
 export interface ApiKeyRecord {
   id: string;
@@ -9,6 +13,8 @@ export interface ApiKeyRecord {
   name: string;
   organizationId: string | null;
   revoked: boolean;
+  /** Absent: `direct` (stand-in records in tests); a stored key always says. */
+  kind?: KeyKind;
   storageLimitBytes: number | null;
   maxResolution: string | null;
   maxDurationSeconds: number | null;
@@ -18,6 +24,9 @@ export interface ApiKeyRecord {
 export interface ApiKeyListing {
   id: string;
   name: string;
+  kind: KeyKind;
+  /** A marketplace key's end users seen so far; 0 for a direct key. */
+  endUsers: number;
   organizationId: string | null;
   keyPrefix: string;
   createdAt: Date;
@@ -30,6 +39,8 @@ export interface ApiKeyListing {
 
 export interface NewApiKey {
   name: string;
+  /** Default `direct`. */
+  kind?: KeyKind;
   organizationId?: string;
   storageLimitBytes?: number;
   maxResolution?: string;
@@ -50,16 +61,20 @@ export function generateApiKey(): string {
 
 const num = (v: string | number | null): number | null => (v === null ? null : Number(v));
 
+/**
+ * The key a hash belongs to. End users' rows never match: their key_hash is
+ * not a sha256 hex (migration 0011), and the kind is checked besides.
+ */
 export async function findApiKeyByHash(pool: pg.Pool, keyHash: string): Promise<ApiKeyRecord | undefined> {
   const r = await pool.query({
     name: 'mj-api-key-by-hash',
-    text: `SELECT id, name, organization_id, revoked_at IS NOT NULL AS revoked, storage_limit_bytes, max_resolution,
+    text: `SELECT id, name, organization_id, revoked_at IS NOT NULL AS revoked, kind, storage_limit_bytes, max_resolution,
                   max_duration_seconds, max_filesize_bytes
-             FROM api_keys WHERE key_hash = $1`,
+             FROM api_keys WHERE key_hash = $1 AND kind <> 'end_user'`,
     values: [keyHash],
   });
   const row = r.rows[0] as {
-    id: string; name: string; organization_id: string | null; revoked: boolean; storage_limit_bytes: string | null;
+    id: string; name: string; organization_id: string | null; revoked: boolean; kind: KeyKind; storage_limit_bytes: string | null;
     max_resolution: string | null; max_duration_seconds: number | null; max_filesize_bytes: string | null;
   } | undefined;
   if (!row) return undefined;
@@ -68,6 +83,7 @@ export async function findApiKeyByHash(pool: pg.Pool, keyHash: string): Promise<
     name: row.name,
     organizationId: row.organization_id,
     revoked: row.revoked,
+    kind: row.kind,
     storageLimitBytes: num(row.storage_limit_bytes),
     maxResolution: row.max_resolution,
     maxDurationSeconds: row.max_duration_seconds,
@@ -89,13 +105,13 @@ export async function createApiKey(pool: pg.Pool, k: NewApiKey): Promise<{ id: s
   const key = k.key ?? generateApiKey();
   const r = await pool.query(
     `INSERT INTO api_keys (organization_id, name, key_hash, key_prefix, storage_limit_bytes, max_resolution,
-                           max_duration_seconds, max_filesize_bytes)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                           max_duration_seconds, max_filesize_bytes, kind)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
      ON CONFLICT (key_hash) DO NOTHING
      RETURNING id`,
     [
       k.organizationId ?? null, k.name, hashApiKey(key), key.slice(0, 8), k.storageLimitBytes ?? null,
-      k.maxResolution ?? null, k.maxDurationSeconds ?? null, k.maxFilesizeBytes ?? null,
+      k.maxResolution ?? null, k.maxDurationSeconds ?? null, k.maxFilesizeBytes ?? null, k.kind ?? 'direct',
     ],
   );
   if (r.rows[0]) return { id: (r.rows[0] as { id: string }).id, key, created: true };
@@ -109,19 +125,23 @@ export async function revokeApiKey(pool: pg.Pool, id: string): Promise<boolean> 
   return (r.rowCount ?? 0) > 0;
 }
 
-/** Never returns hashes or keys: only the human prefix. */
+/** The keys (not the end users, counted on their marketplace key). Never returns hashes or keys: only the human prefix. */
 export async function listApiKeys(pool: pg.Pool): Promise<ApiKeyListing[]> {
   const r = await pool.query(
-    `SELECT id, name, organization_id, key_prefix, created_at, revoked_at, storage_limit_bytes, max_resolution,
-            max_duration_seconds, max_filesize_bytes
-       FROM api_keys ORDER BY created_at, id`,
+    `SELECT id, name, kind, organization_id, key_prefix, created_at, revoked_at, storage_limit_bytes, max_resolution,
+            max_duration_seconds, max_filesize_bytes,
+            (SELECT count(*) FROM api_keys u WHERE u.parent_id = k.id)::int AS end_users
+       FROM api_keys k WHERE kind <> 'end_user' ORDER BY created_at, id`,
   );
   return (r.rows as {
-    id: string; name: string; organization_id: string | null; key_prefix: string; created_at: Date; revoked_at: Date | null;
-    storage_limit_bytes: string | null; max_resolution: string | null; max_duration_seconds: number | null; max_filesize_bytes: string | null;
+    id: string; name: string; kind: KeyKind; end_users: number; organization_id: string | null; key_prefix: string; created_at: Date;
+    revoked_at: Date | null; storage_limit_bytes: string | null; max_resolution: string | null; max_duration_seconds: number | null;
+    max_filesize_bytes: string | null;
   }[]).map((row) => ({
     id: row.id,
     name: row.name,
+    kind: row.kind,
+    endUsers: row.end_users,
     organizationId: row.organization_id,
     keyPrefix: row.key_prefix,
     createdAt: row.created_at,
@@ -131,4 +151,37 @@ export async function listApiKeys(pool: pg.Pool): Promise<ApiKeyListing[]> {
     maxDurationSeconds: row.max_duration_seconds,
     maxFilesizeBytes: num(row.max_filesize_bytes),
   }));
+}
+
+/** An end user of a marketplace key, as authentication needs it. */
+export interface EndUserRecord {
+  id: string;
+  revoked: boolean;
+}
+
+/**
+ * The end user `user` of marketplace key `parentId`, created on first
+ * sight. Looked up first (the common case, one index read); a new one is
+ * inserted with its key's name (GET /usage's client_name names the
+ * provider's integration, never the user), and when a concurrent request
+ * inserted it first, the no-op update of ON CONFLICT returns that row.
+ * Throws when `parentId` is not a marketplace key.
+ */
+export async function endUserOf(pool: pg.Pool, parentId: string, user: string): Promise<EndUserRecord> {
+  const found = await pool.query<EndUserRecord>({
+    name: 'mj-end-user',
+    text: 'SELECT id, revoked_at IS NOT NULL AS revoked FROM api_keys WHERE parent_id = $1 AND marketplace_user = $2',
+    values: [parentId, user],
+  });
+  if (found.rows[0]) return found.rows[0];
+  const made = await pool.query<EndUserRecord>({
+    name: 'mj-end-user-create',
+    text: `INSERT INTO api_keys (kind, parent_id, marketplace_user, name, key_hash, key_prefix)
+           SELECT 'end_user', p.id, $2, p.name, 'end-user:' || gen_random_uuid(), '' FROM api_keys p WHERE p.id = $1 AND p.kind = 'marketplace'
+           ON CONFLICT (parent_id, marketplace_user) DO UPDATE SET parent_id = EXCLUDED.parent_id
+           RETURNING id, revoked_at IS NOT NULL AS revoked`,
+    values: [parentId, user],
+  });
+  if (!made.rows[0]) throw new Error(`api key ${parentId} is not a marketplace key`);
+  return made.rows[0];
 }

@@ -131,8 +131,12 @@ export function maskAccessKey(key: string): string {
   return key.length <= 4 ? '****' : `****${key.slice(-4)}`;
 }
 
-/** Which endpoint saved an s3 destination: `base_folder` is answered only for POST /user/s3 (spec). */
-export type SavedVia = 'user_provider' | 'user_bucket';
+/**
+ * What saved a destination: POST /user/<provider>, the deprecated POST
+ * /user/bucket (its s3 destinations answer no `base_folder`, spec), or a
+ * marketplace end user's inline storage on POST /jobs (ADR 0015).
+ */
+export type SavedVia = 'user_provider' | 'user_bucket' | 'marketplace_job';
 
 /**
  * What the database row may keep about a destination: everything but the

@@ -19,7 +19,11 @@ export interface JobDestination {
   storageEnc: string;
 }
 
-export type JobDestinationResult = { ok: true; value: JobDestination } | { ok: false; error: string };
+/**
+ * `document`: the checked destination document, credentials included, for a
+ * caller that saves it (a marketplace end user's storage); never logged.
+ */
+export type JobDestinationResult = { ok: true; value: JobDestination; document: Record<string, unknown> } | { ok: false; error: string };
 
 const invalid = (reason: string): JobDestinationResult => ({ ok: false, error: `Invalid storage configuration: ${reason}` });
 
@@ -90,5 +94,6 @@ export async function inlineDestination(deps: JobDestinationDeps, storage: Recor
   return {
     ok: true,
     value: { destination: { type: 'inline', provider: provider as StorageProviderName }, storageEnc: deps.secretBox.seal(JSON.stringify(document)) },
+    document,
   };
 }

@@ -119,6 +119,20 @@ export const resolveDefaultSql = (key: string, org: string) => `SELECT ${COLUMNS
   ORDER BY (owner_kind = 'api_key') DESC, is_default DESC, updated_at DESC
   LIMIT 1`;
 
+/**
+ * The provider of the key's own default destination (rule 9 without
+ * `storage_provider`, the organization's left out), or undefined when the
+ * key has none: a marketplace end user's jobs use only what it saved.
+ */
+export async function ownDefaultProvider(pool: pg.Pool, apiKeyId: string): Promise<StorageProviderName | undefined> {
+  const r = await pool.query<{ provider: StorageProviderName }>({
+    name: 'mj-own-default-provider',
+    text: `SELECT provider FROM (${resolveDefaultSql('$1', 'NULL::uuid')}) own`,
+    values: [apiKeyId],
+  });
+  return r.rows[0]?.provider;
+}
+
 /** Whether the key may manage its organization's destinations. */
 export async function isOrgAdmin(pool: pg.Pool, apiKeyId: string): Promise<boolean> {
   const r = await pool.query<{ org_admin: boolean }>('SELECT org_admin FROM api_keys WHERE id = $1', [apiKeyId]);

@@ -14,7 +14,7 @@ import type { MediaJob } from '@mediajobs/lib/mediajob/types';
 import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
-import type { Principal } from '../auth.js';
+import { isMarketplaceUser, type Principal } from '../auth.js';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
 import { HttpError, failsWith } from '../http-errors.js';
 import { keyRowFor, type IdempotencyKeys } from '../idempotency.js';
@@ -59,14 +59,9 @@ export function bulkRouter(deps: BulkRouteDeps): Router {
   return router;
 }
 
-/**
- * Whether a key may create jobs in bulk (spec: direct API keys only). Every
- * key the service issues today is a direct key: marketplace users, the only
- * other kind in the spec, do not exist here yet. When they do, their
- * principal answers false and they get 403 NOT_DIRECT_KEY.
- */
-function isDirectKey(_who: Principal): boolean {
-  return true;
+/** Whether a key may create jobs in bulk (spec: direct API keys only): a marketplace key's end users get 403 NOT_DIRECT_KEY. */
+function isDirectKey(who: Principal): boolean {
+  return !isMarketplaceUser(who);
 }
 
 /** The `urls` list: 1 to 100 strings; 400 otherwise. */

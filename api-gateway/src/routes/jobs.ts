@@ -9,14 +9,16 @@ import { urlFieldError, type OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { JobStatus } from '@mediajobs/lib/mediajob/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
-import type { Principal } from '../auth.js';
+import { isMarketplaceUser, type Principal } from '../auth.js';
 import { getJob, jobInserter, listJobs, type JobDetail, type NewJob } from '@mediajobs/lib/db/jobs';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
 import { inlineDestination } from '../destinations/job-destination.js';
 import type { ProbeCache, ProviderSettings } from '../destinations/probe.js';
+import type { DestinationVault } from '../destinations/vault.js';
 import { HttpError, failsWith } from '../http-errors.js';
 import { keyRowFor, type IdempotencyKeys } from '../idempotency.js';
 import { applyKeyLimits } from '../key-limits.js';
+import { endUserSavedTarget, saveEndUserStorage } from '../marketplace.js';
 import { refuseOverQuota } from './usage.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { acceptJson } from '../json-body.js';
@@ -49,6 +51,8 @@ export interface JobsRouteDeps extends BatchCreateDeps {
   /** Which source URLs and storage endpoints may be contacted. */
   outbound: OutboundPolicy;
   idempotency: IdempotencyKeys;
+  /** Where a marketplace end user's storage is saved (keyvault); absent: sealed into Postgres. */
+  vault?: DestinationVault;
 }
 
 function principal(res: Response): Principal {
@@ -93,13 +97,18 @@ export function jobsRouter(deps: JobsRouteDeps): Router {
  * (checked and probed; 400 with the reason), else rule 9 over the saved
  * destinations, else managed storage; the insert resolves rule 9. Decided
  * once, at creation: a job never falls back to another destination later.
+ * A marketplace end user's inline storage is also saved for them, and
+ * without it only their own saved destination will do (marketplace.ts).
  */
 async function deliveryTarget(deps: JobsRouteDeps, request: JobRequest, who: Principal): Promise<NewJob['target']> {
+  const endUser = isMarketplaceUser(who);
   if (request.storage === undefined) {
+    if (endUser) return endUserSavedTarget(deps.pool, who, request.storageProvider);
     return { kind: 'saved', organizationId: who.organizationId, ...(request.storageProvider !== undefined && { provider: request.storageProvider }) };
   }
   const checked = await inlineDestination(deps, request.storage);
   if (!checked.ok) throw new HttpError(400, checked.error);
+  if (endUser) await saveEndUserStorage(deps, who, checked.document);
   return { kind: 'inline', ...checked.value };
 }
 

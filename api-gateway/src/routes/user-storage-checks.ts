@@ -9,16 +9,12 @@ import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { DRIVE_REASON_TEXT, parseDestination } from '@mediajobs/lib/storage/index';
 import { StorageError } from '@mediajobs/lib/storage/types';
 import type pg from 'pg';
-import { FieldError, PROVIDER_FIELDS, destinationDocument } from '../destinations/fields.js';
+import { FieldError, destinationDocument } from '../destinations/fields.js';
 import { isForbiddenEndpoint } from '../destinations/job-destination.js';
 import { DestinationCheckError, probeDestination, verifyBucketListing, type ProviderSettings } from '../destinations/probe.js';
 import { isOrgAdmin } from '../destinations/store.js';
 import type { Owner } from '../destinations/vault.js';
 import { HttpError } from '../http-errors.js';
-
-/** The 503 of every configuration endpoint when the secret store or Postgres cannot be used. */
-export const unavailable = (provider: StorageProviderName) =>
-  new HttpError(503, `${PROVIDER_FIELDS[provider].label} storage configuration is temporarily unavailable`);
 
 /**
  * Whose destination a request manages: the key's own, or with

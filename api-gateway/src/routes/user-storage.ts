@@ -1,9 +1,10 @@
 // The storage configuration endpoints: POST/GET/DELETE /user/<provider> for
 // s3, blob, gcs, oss and drive, and the deprecated POST/DELETE /user/bucket.
 // Saving runs the spec's verification (fields, client, live upload and
-// delete of verify_credentials.txt) before anything is stored; credentials
-// go to the vault (a Kubernetes Secret, source `keyvault`) or, with the
-// vault disabled and for /user/bucket, sealed into Postgres (`legacy`).
+// delete of verify_credentials.txt) before anything is stored; storing
+// (destinations/save.ts) puts the credentials in the vault (a Kubernetes
+// Secret, source `keyvault`) or, with the vault disabled and for
+// /user/bucket, seals them into Postgres (`legacy`).
 // The checks are in user-storage-checks.ts; every refusal is an HttpError
 // answered by the error middleware. Nothing here ever answers or logs a
 // credential.
@@ -13,12 +14,13 @@ import { STORAGE_PROVIDERS, type StorageProviderName } from '@mediajobs/lib/medi
 import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
-import { PROVIDER_FIELDS, publicConfig, type SavedVia } from '../destinations/fields.js';
+import { PROVIDER_FIELDS } from '../destinations/fields.js';
 import type { ProviderSettings } from '../destinations/probe.js';
-import { deleteDestinations, findDestinations, saveDestination, type SavedDestination } from '../destinations/store.js';
-import type { DestinationVault, Owner } from '../destinations/vault.js';
+import { storeDestination, unavailable } from '../destinations/save.js';
+import { deleteDestinations, findDestinations, type SavedDestination } from '../destinations/store.js';
+import type { DestinationVault } from '../destinations/vault.js';
 import { acceptJson, bodyObject } from '../json-body.js';
-import { ownerOf, parseDefault, unavailable, verifiedBucket, verifiedDestination } from './user-storage-checks.js';
+import { ownerOf, parseDefault, verifiedBucket, verifiedDestination } from './user-storage-checks.js';
 
 /** Authentication is app.ts's (every /user path needs a key); these are the handlers behind it. */
 export interface UserStorageDeps {
@@ -60,7 +62,7 @@ function saveProvider(deps: UserStorageDeps, provider: StorageProviderName): Req
     const b = bodyObject(req);
     const isDefault = parseDefault(b);
     const document = await verifiedDestination(provider, b, deps.outbound, deps.probeTimeoutMs, deps.providerSettings);
-    const saved = await store(deps, { owner, provider, document, isDefault, savedVia: 'user_provider' });
+    const saved = await storeDestination(deps, { owner, provider, document, isDefault, savedVia: 'user_provider' });
     deps.logger.info({ provider, owner: owner.kind, source: saved.source }, 'storage destination saved');
     const prefix = typeof document.folder_prefix === 'string' ? document.folder_prefix : undefined;
     if (provider === 'drive') {
@@ -115,7 +117,7 @@ function saveBucket(deps: UserStorageDeps): RequestHandler {
   return async (req, res) => {
     const owner = await ownerOf(req, res, deps.pool);
     const document = await verifiedBucket(bodyObject(req), deps.outbound, deps.probeTimeoutMs);
-    await store(deps, { owner, provider: 's3', document, isDefault: undefined, savedVia: 'user_bucket', forceLegacy: true });
+    await storeDestination(deps, { owner, provider: 's3', document, isDefault: undefined, savedVia: 'user_bucket', forceLegacy: true });
     deps.logger.info({ provider: 's3', owner: owner.kind, source: 'legacy' }, 'custom bucket saved');
     res.json({ message: 'Custom bucket configured successfully' });
   };
@@ -135,42 +137,14 @@ function removeBucket(deps: UserStorageDeps): RequestHandler {
   };
 }
 
-interface Verified {
-  owner: Owner;
-  provider: StorageProviderName;
-  /** The destination document, credentials included. */
-  document: Record<string, unknown>;
-  isDefault: boolean | undefined;
-  savedVia: SavedVia;
-  /** Seal into Postgres even with the vault enabled (/user/bucket). */
-  forceLegacy?: boolean;
-}
-
-/** Store a verified destination in the vault (or sealed, with the vault disabled); 503 naming the provider when that fails. */
-async function store(deps: UserStorageDeps, v: Verified): Promise<SavedDestination> {
-  const { owner, provider, document, isDefault } = v;
-  const config = publicConfig(document, v.savedVia);
-  try {
-    if (deps.vault && !v.forceLegacy) {
-      const secretName = await deps.vault.put(owner, provider, document);
-      return await saveDestination(deps.pool, { owner, provider, source: 'keyvault', config, secretName, isDefault });
-    }
-    const credentialsEnc = deps.secretBox.seal(JSON.stringify(document));
-    return await saveDestination(deps.pool, { owner, provider, source: 'legacy', config, credentialsEnc, isDefault });
-  } catch (err) {
-    deps.logger.warn({ provider, owner: owner.kind, err: errFields(err) }, 'saving a storage destination failed');
-    throw unavailable(provider);
-  }
-}
-
 /** GET /user/<provider>: the spec's fields for the source that wins, never a credential. */
 function describeDestination(d: SavedDestination): Record<string, unknown> {
   const f = PROVIDER_FIELDS[d.provider];
   const c = d.config;
   const out: Record<string, unknown> = { configured: true, provider: d.provider, container_or_bucket: c[f.container] ?? '' };
   if (typeof c.folder_prefix === 'string' && c.folder_prefix) out.folder_prefix = c.folder_prefix;
-  // base_folder belongs to configurations saved through POST /user/<provider>; /user/bucket has none.
-  if (c.saved_via === 'user_provider') out.base_folder = typeof c.base_folder === 'string' && c.base_folder ? c.base_folder : 'videos';
+  // base_folder belongs to configurations saved through POST /user/<provider> or a marketplace job's storage; /user/bucket has none.
+  if (c.saved_via === 'user_provider' || c.saved_via === 'marketplace_job') out.base_folder = typeof c.base_folder === 'string' && c.base_folder ? c.base_folder : 'videos';
   if (d.source === 'legacy') {
     if (typeof c.endpoint === 'string') out.endpoint = c.endpoint;
     if (typeof c.region === 'string') out.region = c.region;
