@@ -249,8 +249,11 @@ describe('api-gateway: rate limit', function () {
           expect(logs.lines.filter((l) => l.includes('rate limit counted'))).to.have.length(1);
           expect(logs.text()).to.include(says);
           const { key } = await createApiKey(g.pool, { name: 'cfg' });
-          const answers = await burst(g.url, key, LIMIT + 1);
-          expect(served(answers)).to.equal(LIMIT);
+          // One request first: the new gateway's pool connections and key cache are warm, so the burst
+          // that follows is answered within the window this one opened, even on a loaded machine.
+          expect(served([await send(g.url, key)])).to.equal(1);
+          const answers = await burst(g.url, key, LIMIT);
+          expect(served(answers)).to.equal(LIMIT - 1);
           expectRefusals(answers, 1);
         } finally {
           await g.close();
