@@ -69,7 +69,8 @@ export class Sweeper {
       if (this.d.caches.hasMediaJob(row.cr_namespace, row.cr_name)) continue;
       // The destination the gateway resolved: a stranded job must not fall back to managed storage.
       const body = buildMediaJob({
-        jobId: row.id, apiKeyId: row.api_key_id, namespace: row.cr_namespace, options: row.options as unknown as MediaJobOptions,
+        jobId: row.id, apiKeyId: row.api_key_id, organizationId: row.organization_id, namespace: row.cr_namespace,
+        options: row.options as unknown as MediaJobOptions,
         ...(row.destination && { destination: row.destination }),
       });
       if (await this.create(MEDIAJOB_PLURAL, row.cr_namespace, body, { jobId: row.id })) created++;
@@ -82,7 +83,7 @@ export class Sweeper {
     for (const row of await this.d.rows.batches(this.d.afterSeconds)) {
       if (this.d.caches.hasMediaBatch(row.cr_namespace, row.cr_name)) continue;
       const body = buildMediaBatch({
-        batchId: row.id, apiKeyId: row.api_key_id, namespace: row.cr_namespace, kind: row.kind, showUrl: row.show_url,
+        batchId: row.id, apiKeyId: row.api_key_id, organizationId: row.organization_id, namespace: row.cr_namespace, kind: row.kind, showUrl: row.show_url,
         paused: row.status === 'paused', options: row.options as unknown as BatchOptions,
         ...(row.folder !== null && { folder: row.folder }), ...(row.destination && { destination: row.destination }),
       });

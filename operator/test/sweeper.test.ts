@@ -8,7 +8,8 @@ import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { insertBatch, strandedBatches, type NewBatch } from '@mediajobs/lib/db/batches';
 import { strandedPending } from '@mediajobs/lib/db/jobs';
-import { GROUP, MEDIABATCH_PLURAL, VERSION, type MediaBatch } from '@mediajobs/lib/mediajob/types';
+import { ORGANIZATION_LABEL } from '@mediajobs/lib/mediajob/build';
+import { GROUP, MEDIABATCH_PLURAL, MEDIAJOB_PLURAL, VERSION, type MediaBatch, type MediaJob } from '@mediajobs/lib/mediajob/types';
 import { startTestCluster, type TestCluster } from '../../local-cluster/test/support.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
 import { Sweeper } from '../src/sweeper.js';
@@ -66,5 +67,26 @@ describe('operator: the sweeper of stranded rows', function () {
 
     expect(await sweeper(new Set()).sweep(), 'already there: AlreadyExists, not a second one').to.equal(0);
     expect(await sweeper(new Set([`default/${id}`])).sweep(), 'in the cache: not even tried').to.equal(0);
+  });
+
+  it("labels what it creates with the owning key's organization, as the gateway does (fair admission caps by it)", async () => {
+    const org = (await db.pool.query<{ id: string }>(`INSERT INTO organizations (name) VALUES ('swept') RETURNING id`)).rows[0]!.id;
+    const apiKeyId = await insertApiKey(db.pool, 'org key');
+    await db.pool.query('UPDATE api_keys SET organization_id = $2 WHERE id = $1', [apiKeyId, org]);
+    const jobId = randomUUID();
+    await db.pool.query(`INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, cr_namespace, cr_name, created_at)
+      VALUES ($1, $2, 'https://media.example/v', 'Pending', 'Queued', 0, '{"url":"https://media.example/v"}', 'default', $3, now() - interval '1 minute')`,
+    [jobId, apiKeyId, jobId]);
+    const batchId = randomUUID();
+    expect(await insertBatch(db.pool, {
+      id: batchId, apiKeyId, kind: 'playlist', showUrl: 'https://www.youtube.com/playlist?list=PLx', folder: null, paused: false, webhookUrlEnc: null,
+      crNamespace: 'default', crName: batchId, options: SHARED, target: { kind: 'given', destination: { type: 'managed' } },
+    }, [{ id: randomUUID(), url: 'https://www.youtube.com/watch?v=a' }])).to.include({ outcome: 'inserted' });
+    await db.pool.query(`UPDATE batches SET created_at = now() - interval '1 minute' WHERE id = $1`, [batchId]);
+
+    expect(await sweeper(new Set()).sweep()).to.equal(2);
+    const get = (plural: string, name: string) => custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural, name });
+    expect(((await get(MEDIAJOB_PLURAL, jobId)) as MediaJob).metadata.labels).to.deep.include({ [ORGANIZATION_LABEL]: org });
+    expect(((await get(MEDIABATCH_PLURAL, batchId)) as MediaBatch).metadata.labels).to.deep.include({ [ORGANIZATION_LABEL]: org });
   });
 });

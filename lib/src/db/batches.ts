@@ -294,6 +294,8 @@ export type StrandedBatch = Pick<BatchRecord, 'id' | 'api_key_id' | 'kind' | 'sh
   cr_name: string;
   /** The options every episode shares (the first episode's, which carry them all). */
   options: Record<string, unknown>;
+  /** The owning key's organization, for the MediaBatch's label (its episodes inherit it). */
+  organization_id: string | null;
 };
 
 /**
@@ -303,7 +305,8 @@ export type StrandedBatch = Pick<BatchRecord, 'id' | 'api_key_id' | 'kind' | 'sh
  */
 export async function strandedBatches(pool: pg.Pool, olderThanSeconds: number, limit = 50): Promise<StrandedBatch[]> {
   const r = await pool.query<StrandedBatch>(
-    `SELECT b.id, b.api_key_id, b.kind, b.show_url, b.status, b.folder, b.destination, b.cr_namespace, b.cr_name, first.options
+    `SELECT b.id, b.api_key_id, b.kind, b.show_url, b.status, b.folder, b.destination, b.cr_namespace, b.cr_name, first.options,
+            (SELECT k.organization_id FROM api_keys k WHERE k.id = b.api_key_id) AS organization_id
        FROM batches b
        JOIN LATERAL (SELECT options FROM jobs WHERE batch_id = b.id ORDER BY batch_index LIMIT 1) first ON true
       WHERE b.status IN ('paused', 'processing') AND b.cr_name IS NOT NULL

@@ -93,6 +93,8 @@ export interface StrandedJob extends JobRow {
   cr_name: string;
   created_at: Date;
   destination: Destination | null;
+  /** The owning key's organization, for the MediaJob's label (fair admission's per-organization cap). */
+  organization_id: string | null;
 }
 
 /** The legacy saved destination a job was resolved to: its owner and its sealed credentials. */
@@ -505,7 +507,9 @@ export async function grantJobState(pool: pg.Pool, id: string): Promise<{ status
  */
 export async function strandedPending(pool: pg.Pool, olderThanSeconds: number, limit = 200): Promise<StrandedJob[]> {
   const r = await pool.query<StrandedJob>(
-    `SELECT ${JOB_ROW_COLUMNS}, cr_namespace, cr_name, created_at, destination FROM jobs
+    `SELECT ${JOB_ROW_COLUMNS}, cr_namespace, cr_name, created_at, destination,
+            (SELECT k.organization_id FROM api_keys k WHERE k.id = jobs.api_key_id) AS organization_id
+       FROM jobs
      WHERE status = 'Pending' AND cr_name IS NOT NULL AND batch_id IS NULL
        AND created_at < now() - make_interval(secs => $1) AND created_at > now() - interval '1 hour'
      ORDER BY created_at LIMIT $2`, [olderThanSeconds, limit]);
