@@ -14,14 +14,13 @@
 import type autocannon from 'autocannon';
 import { createApiKey } from '../src/db/api-keys.js';
 import {
-  GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, cannon, figures, loadAverage, machine, postgresPids, rowPrinter, runBench, serviceEnv, sleep,
-  startCluster, startGateway, withCpu, withScratch, type Figures,
+  BENCH_ADMIN_URL, cannon, type Figures, figures, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, median, postgresPids,
+  rowPrinter, runBench, serviceEnv, sleep, startCluster, startGateway, withCpu, withScratch,
 } from './support.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
-const ADMIN_URL = process.env.BENCH_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 interface Run extends Figures {
   /** CPU ms per 2xx answer: gateway, local cluster, Postgres (every backend on the machine), and their sum. */
@@ -45,11 +44,10 @@ async function postRun(url: string, apiKey: string, withKey: boolean, seconds: n
   return { ...r, cpuMs: { gateway, cluster, postgres, all: gateway + cluster + postgres } };
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<void> {
   const load0 = loadAverage();
-  await withScratch({ adminUrl: ADMIN_URL, poolMax: 2, workPrefix: 'mj-bench-idem-' }, async ({ dbUrl, pool, work }) => {
+  await withScratch({ adminUrl: BENCH_ADMIN_URL, poolMax: 2, workPrefix: 'mj-bench-idem-' }, async ({ dbUrl, pool, work }) => {
     const { key } = await createApiKey(pool, { name: 'bench' });
     const cluster = await startCluster(work, ['mediajob.yaml']);
     served.cluster = cluster.proc.pid!;

@@ -17,8 +17,8 @@ import * as k8s from '@kubernetes/client-node';
 import type autocannon from 'autocannon';
 import { createApiKey } from '../src/db/api-keys.js';
 import {
-  GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, cannon, figures, freePort, loadAverage, machine, postgresPids, root, rowPrinter, runBench, serviceEnv,
-  sleep, start, startCluster, startGateway, stop, withCpu, withScratch,
+  BENCH_ADMIN_URL, cannon, figures, freePort, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, postgresPids, root,
+  rowPrinter, runBench, serviceEnv, sleep, start, startCluster, startGateway, stop, withCpu, withScratch,
 } from './support.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 20);
@@ -26,7 +26,6 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
 const GET_DURATION = Number(process.env.BENCH_GET_DURATION ?? 10);
 const GET_CONNECTIONS = Number(process.env.BENCH_GET_CONNECTIONS ?? 10);
-const ADMIN_URL = process.env.BENCH_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR;
 const profile = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
 
@@ -42,7 +41,7 @@ async function postLoad(url: string, headers: Record<string, string>, groups: Re
 async function main(): Promise<void> {
   // Everything here shares the machine's CPUs; other work running at the same time shows in the figures.
   const load0 = loadAverage();
-  await withScratch({ adminUrl: ADMIN_URL, poolMax: 4, workPrefix: 'mj-bench-' }, async ({ dbUrl, pool, work }) => {
+  await withScratch({ adminUrl: BENCH_ADMIN_URL, poolMax: 4, workPrefix: 'mj-bench-' }, async ({ dbUrl, pool, work }) => {
     await pool.query('CREATE TABLE bare_jobs (LIKE jobs INCLUDING ALL)');
     const { id: apiKeyId, key } = await createApiKey(pool, { name: 'bench' });
 

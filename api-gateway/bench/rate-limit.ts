@@ -28,14 +28,13 @@ import { join } from 'node:path';
 import type autocannon from 'autocannon';
 import { createApiKey, createOrganization } from '../src/db/api-keys.js';
 import {
-  GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, cannon, figures, loadAverage, machine, postgresPids, rowPrinter, runBench, serviceEnv, sleep,
-  startCluster, startGateway, startRedisServer, stop, withCpu, withScratch, type Figures,
+  BENCH_ADMIN_URL, cannon, type Figures, figures, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, median, postgresPids,
+  rowPrinter, runBench, serviceEnv, sleep, startCluster, startGateway, startRedisServer, stop, withCpu, withScratch,
 } from './support.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
-const ADMIN_URL = process.env.BENCH_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 /** High enough that no request of the load is refused: what is measured is the counting. */
 const LIMIT = '1000000000';
 
@@ -55,7 +54,6 @@ interface Served {
   helpers: () => number[];
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 /** One load run against a gateway. */
 async function loadRun(gw: Served, load: Load, apiKey: string, jobIds: string[], seconds: number, connections = CONNECTIONS): Promise<Run> {
@@ -85,7 +83,7 @@ function checkTimes(log: string): { checks: number; p50Us: number; p99Us: number
 
 async function main(): Promise<void> {
   const load0 = loadAverage();
-  await withScratch({ adminUrl: ADMIN_URL, poolMax: 2, workPrefix: 'mj-bench-rate-' }, async ({ dbUrl, pool, work }) => {
+  await withScratch({ adminUrl: BENCH_ADMIN_URL, poolMax: 2, workPrefix: 'mj-bench-rate-' }, async ({ dbUrl, pool, work }) => {
     const org = await createOrganization(pool, 'bench');
     const { key } = await createApiKey(pool, { name: 'bench', organizationId: org.id });
     const cluster = await startCluster(work, ['mediajob.yaml']);

@@ -29,6 +29,12 @@ const children: ChildProcess[] = [];
 
 export { startRedisServer, type RedisServer } from '../../test/support/redis.js';
 
+/** The database the benches create their scratch databases from (BENCH_DATABASE_ADMIN_URL). */
+export const BENCH_ADMIN_URL = process.env.BENCH_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+/** The median of a few runs' figures (the upper one of an even count). */
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 

@@ -12,16 +12,15 @@
 // (postgres://postgres@127.0.0.1:5432/test), BENCH_GATEWAY_LOG_LEVEL (info).
 import { createApiKey } from '../src/db/api-keys.js';
 import {
-  cannon, figures, loadAverage, machine, rowPrinter, runBench, serviceEnv, startCluster, startGateway, withScratch, type Figures,
+  BENCH_ADMIN_URL, cannon, type Figures, figures, loadAverage, machine, median, rowPrinter, runBench, serviceEnv, startCluster,
+  startGateway, withScratch,
 } from './support.js';
 
 const JOBS = Number(process.env.BENCH_JOBS ?? 1_000_000);
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
-const ADMIN_URL = process.env.BENCH_DATABASE_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 function usageRun(url: string, apiKey: string, seconds: number): Promise<Figures> {
   return cannon({ url: `${url}/usage`, connections: CONNECTIONS, duration: seconds, headers: { 'x-api-key': apiKey } }).then(figures);
@@ -29,7 +28,7 @@ function usageRun(url: string, apiKey: string, seconds: number): Promise<Figures
 
 async function main(): Promise<void> {
   const load0 = loadAverage();
-  await withScratch({ adminUrl: ADMIN_URL, poolMax: 2, workPrefix: 'mj-bench-usage-' }, async ({ dbUrl, pool, work }) => {
+  await withScratch({ adminUrl: BENCH_ADMIN_URL, poolMax: 2, workPrefix: 'mj-bench-usage-' }, async ({ dbUrl, pool, work }) => {
     const big = await createApiKey(pool, { name: 'a million jobs', storageLimitBytes: 1024 * 2 ** 30 });
     const small = await createApiKey(pool, { name: 'no jobs', storageLimitBytes: 1024 * 2 ** 30 });
     process.stdout.write(`writing ${JOBS.toLocaleString('en')} jobs...\n`);
