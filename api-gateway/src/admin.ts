@@ -4,7 +4,8 @@
 //
 //   npm run admin -- create-org --name NAME [--json]
 //   npm run admin -- create-key --name NAME [--org ID] [--storage-limit-gb N]
-//        [--max-resolution R] [--max-duration-seconds N] [--max-filesize-mb N] [--marketplace] [--key KEY] [--json]
+//        [--max-resolution R] [--max-duration-seconds N] [--max-filesize-mb N] [--marketplace]
+//        [--billing-customer CUS_ID] [--key KEY] [--json]
 //   npm run admin -- revoke-key --id ID
 //   npm run admin -- set-org-admin --id ID [--off]
 //   npm run admin -- list-keys [--json]
@@ -16,6 +17,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { BILLING_CUSTOMER } from '@mediajobs/lib/billing';
 import { ConfigError, loadConfig } from '@mediajobs/lib/config';
 import { LOCAL_PG_DEFAULT_PORT, localDatabaseUrl } from '@mediajobs/lib/local-database';
 import { cancelJob } from '@mediajobs/lib/db/jobs';
@@ -36,6 +38,8 @@ commands:
              [--max-duration-seconds N] [--max-filesize-mb N]
              [--marketplace]                   a provider account's key for an API marketplace:
                                                each request names its end user in a header
+             [--billing-customer CUS_ID]       bill the key's usage to this Stripe customer
+                                               (STRIPE_SECRET_KEY on gateway and operator)
              [--key KEY]                       store this key instead of a random one
                                                (idempotent: an existing key is kept)
              [--json]                          print {"id", "key", ...} for scripts
@@ -79,6 +83,7 @@ const OPTIONS = {
   json: { type: 'boolean' },
   off: { type: 'boolean' },
   marketplace: { type: 'boolean' },
+  'billing-customer': { type: 'string' },
 } as const;
 
 function parseOptions(args: string[]) {
@@ -104,6 +109,10 @@ async function createKey(values: Options, name: string, pool: pg.Pool, out: (lin
   if (values.key !== undefined && values.key.length < 16) throw new UsageError('--key must be at least 16 characters');
   const org = uuidOption('org', values.org);
   const kind = values.marketplace ? 'marketplace' : 'direct';
+  const billingCustomer = values['billing-customer'];
+  if (billingCustomer !== undefined && !BILLING_CUSTOMER.test(billingCustomer)) {
+    throw new UsageError('--billing-customer must be a Stripe customer id (cus_…)');
+  }
   const created = await createApiKey(pool, {
     name,
     kind,
@@ -112,6 +121,7 @@ async function createKey(values: Options, name: string, pool: pg.Pool, out: (lin
     ...(maxResolution !== undefined && { maxResolution }),
     ...(durationS !== undefined && { maxDurationSeconds: Math.round(durationS) }),
     ...(filesizeMb !== undefined && { maxFilesizeBytes: Math.round(filesizeMb * MB) }),
+    ...(billingCustomer !== undefined && { billingCustomer }),
     ...(values.key !== undefined && { key: values.key }),
   });
   if (values.json) {
@@ -121,6 +131,7 @@ async function createKey(values: Options, name: string, pool: pg.Pool, out: (lin
       storage_limit_bytes: storageGb !== undefined ? Math.round(storageGb * GB) : null, max_resolution: maxResolution ?? null,
       max_duration_seconds: durationS !== undefined ? Math.round(durationS) : null,
       max_filesize_bytes: filesizeMb !== undefined ? Math.round(filesizeMb * MB) : null,
+      billing_customer: billingCustomer ?? null,
     }));
     return;
   }
@@ -182,6 +193,7 @@ export async function runAdmin(argv: string[], pool: pg.Pool, out: (line: string
           k.maxResolution !== null && `resolution=${k.maxResolution}`,
           k.maxDurationSeconds !== null && `duration=${k.maxDurationSeconds}s`,
           k.maxFilesizeBytes !== null && `filesize=${(k.maxFilesizeBytes / MB).toFixed(0)}MB`,
+          k.billingCustomer !== null && `billing=${k.billingCustomer}`,
         ].filter(Boolean).join(',') || '-';
         const kind = k.kind === 'marketplace' ? `marketplace(${k.endUsers} users)` : k.kind;
         out([k.id, k.name, kind, `${k.keyPrefix}…`, k.organizationId ?? '-', k.createdAt.toISOString(), k.revokedAt?.toISOString() ?? '-', limits].join('\t'));

@@ -25,6 +25,7 @@ import { cancelRouter } from './routes/cancel.js';
 import { chatRouter } from './routes/chat.js';
 import { jobsRouter } from './routes/jobs.js';
 import { usageRouter } from './routes/usage.js';
+import type { BillingReader } from '@mediajobs/lib/billing';
 import { IdempotencyKeys } from './idempotency.js';
 import { metadataRouter } from './routes/metadata.js';
 import { userStorageRouter } from './routes/user-storage.js';
@@ -52,6 +53,8 @@ export interface AppDeps {
   marketplaceUsers?: MarketplaceUsers;
   /** True once SIGTERM arrived: /readyz fails and connections are not kept alive. */
   isShuttingDown?: () => boolean;
+  /** Stripe billing (STRIPE_SECRET_KEY): GET /usage's billing fields; absent: none. */
+  billing?: BillingReader;
   /** The request rate limit of every authenticated request (rate-limit.ts); default: in process, 1,000 per second. */
   rateLimit?: RateBudget;
   /** Saved and inline storage destinations (routes/user-storage.ts, destinations/). */
@@ -148,7 +151,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(batchesRouter({ pool: deps.pool, logger: log, ...batches }));
   app.use(webhooksRouter(deps));
   app.use(cancelRouter(deps));
-  app.use(usageRouter({ pool: deps.pool, logger: log }));
+  app.use(usageRouter({ pool: deps.pool, logger: log, ...(deps.billing && { billing: deps.billing }) }));
   app.use(chatRouter({
     pool: deps.pool, logger: log, secretBox: deps.secretBox, outbound, webhookPrefix: deps.chatWebhookPrefix ?? DEFAULT_CHAT_WEBHOOK_PREFIX,
   }));

@@ -7,13 +7,14 @@ import { batchSourcesSchema } from '@mediajobs/lib/batches/config';
 import { chatSchema } from '@mediajobs/lib/chat/config';
 import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
 import { DEFAULT_MARKETPLACE_USER_HEADER } from './marketplace.js';
+import { billingSchema } from '@mediajobs/lib/billing';
 import { DEFAULT_RATE_LIMIT_PER_SECOND } from './rate-limit.js';
 
 /** redis:// or rediss:// (TLS), with credentials and a database number if needed; the message never echoes it. */
 const redisUrl = z.string().refine((v) => URL.canParse(v) && ['redis:', 'rediss:'].includes(new URL(v).protocol), 'must be a redis:// or rediss:// URL');
 
 export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(storageEndpointsSchema).merge(mediaInfoSchema).merge(outboundSchema)
-  .merge(batchSourcesSchema).merge(chatSchema).extend({
+  .merge(batchSourcesSchema).merge(chatSchema).merge(billingSchema).extend({
   DATABASE_URL: z.string().min(1),
   PORT: envInt(0, 65535).default(8080),
   HOST: z.string().default('0.0.0.0'),

@@ -13,6 +13,7 @@ import { createManagedStorage, createUploadGrantBroker } from '@mediajobs/lib/st
 import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
 import type pg from 'pg';
 import { createApp } from './app.js';
+import { BillingReader, stripeClient } from '@mediajobs/lib/billing';
 import { ApiKeyCache, cachedKeyLookup } from './auth.js';
 import type { GatewayConfig } from './config.js';
 import { migrate } from './db/migrate.js';
@@ -66,6 +67,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   let shuttingDown = false;
   const outbound = new OutboundPolicy({ allowed: config.OUTBOUND_ALLOWED_CIDRS });
   const rateLimit = budgetFromConfig(config, logger);
+  const stripe = stripeClient(config);
   const app = createApp({
     pool,
     logger,
@@ -80,6 +82,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     marketplaceUsers: new MarketplaceUsers(pool, config.MARKETPLACE_USER_HEADER, config.AUTH_CACHE_TTL_MS, config.AUTH_CACHE_MAX_ENTRIES),
     isShuttingDown: () => shuttingDown,
     rateLimit,
+    ...(stripe && { billing: new BillingReader(stripe, config) }),
     mediaInfo: new MediaInfoExtractor(mediaInfoOptions(config)),
     outbound,
     batchSources: new BatchSources(batchSourcesOptions(config, mediaInfoOptions(config), outbound)),

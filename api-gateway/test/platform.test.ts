@@ -189,20 +189,20 @@ describe('api-gateway: platform', function () {
       const [orgLine] = await run('create-org', '--name', 'Acme');
       const orgId = /^organization (\S+)$/.exec(orgLine!)![1]!;
       const out = await run('create-key', '--name', 'trial', '--org', orgId, '--storage-limit-gb', '1024', '--max-resolution', '1080',
-        '--max-duration-seconds', '3600', '--max-filesize-mb', '500');
+        '--max-duration-seconds', '3600', '--max-filesize-mb', '500', '--billing-customer', 'cus_Acme42');
       const id = /^api key id: (\S+)$/.exec(out[0]!)![1]!;
       const key = /^api key: +(\S+)$/.exec(out[1]!)![1]!;
       expect(key).to.match(/^mj_[A-Za-z0-9_-]{43}$/);
       const rec = (await findApiKeyByHash(pool, hashApiKey(key)))!;
       expect(rec).to.deep.equal({
         id, name: 'trial', organizationId: orgId, revoked: false, kind: 'direct', storageLimitBytes: 1024 * 1024 ** 3, maxResolution: '1080',
-        maxDurationSeconds: 3600, maxFilesizeBytes: 500 * 1024 ** 2,
+        maxDurationSeconds: 3600, maxFilesizeBytes: 500 * 1024 ** 2, billingCustomer: 'cus_Acme42',
       });
       const stored = await pool.query('SELECT key_hash, key_prefix FROM api_keys WHERE id = $1', [id]);
       expect(stored.rows[0]).to.deep.equal({ key_hash: hashApiKey(key), key_prefix: key.slice(0, 8) });
 
       const listing = (await run('list-keys')).join('\n');
-      expect(listing).to.include(id).and.include(`${key.slice(0, 8)}…`).and.include('storage=1024GB');
+      expect(listing).to.include(id).and.include(`${key.slice(0, 8)}…`).and.include('storage=1024GB').and.include('billing=cus_Acme42');
       expect(listing).not.to.include(key).and.not.to.include(hashApiKey(key));
       const json = (await run('list-keys', '--json')).join('\n');
       expect(json).not.to.include(key).and.not.to.include(hashApiKey(key));
@@ -222,6 +222,7 @@ describe('api-gateway: platform', function () {
       [], ['nope'], ['create-key'], ['create-org'], ['revoke-key'], ['revoke-key', '--id', 'x'],
       ['create-key', '--name', 'a', '--max-resolution', '4k'], ['create-key', '--name', 'a', '--storage-limit-gb', '-1'],
       ['create-key', '--name', 'a', '--org', 'not-a-uuid'], ['create-key', '--name', 'a', '--key', 'short'],
+      ['create-key', '--name', 'a', '--billing-customer', 'acct_123'], ['create-key', '--name', 'a', '--billing-customer', 'cus_'],
     ];
     for (const argv of usage) {
       it(`refuses ${JSON.stringify(argv)} with a usage error`, async () => {

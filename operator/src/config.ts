@@ -6,6 +6,7 @@ import {
   withOutboundAllowance,
 } from '@mediajobs/lib/config';
 import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
+import { billingSchema } from '@mediajobs/lib/billing';
 
 // A Kubernetes resource quantity: 500m, 2, 1.5, 512Mi, 2Gi, 1G.
 const quantity = z.string().regex(/^\d+(\.\d+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/, 'must be a Kubernetes quantity such as 500m, 2 or 512Mi');
@@ -29,7 +30,7 @@ export const DEFAULT_RUNNER_RESOURCES = { requests: { cpu: '1', memory: '256Mi' 
 // with kubectl is expanded by the operator (batch-record.ts) with the same
 // lookup endpoint, size limit, yt-dlp settings and address policy as the gateway's.
 export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(storageEndpointsSchema)
-  .merge(batchSourcesSchema).merge(mediaInfoSchema).merge(outboundSchema).extend({
+  .merge(batchSourcesSchema).merge(mediaInfoSchema).merge(outboundSchema).merge(billingSchema).extend({
   DATABASE_URL: z.string().min(1),
   /** kubeconfig file; unset means in-cluster (or ~/.kube/config). */
   KUBECONFIG: z.string().optional(),

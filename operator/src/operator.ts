@@ -3,6 +3,7 @@
 // replica holds the Lease.
 import { hostname } from 'node:os';
 import pg from 'pg';
+import { stripeClient } from '@mediajobs/lib/billing';
 import { createLogger, errFields, type Logger } from '@mediajobs/lib/logger';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { MediaBatchController } from './batch-controller.js';
@@ -40,9 +41,11 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   const kube = makeKube(cfg.KUBECONFIG);
   const controller = new MediaJobController({ kube, pool, box, storage: deps.storage, log, cfg });
   const batches = new MediaBatchController({ kube, pool, box, log, cfg });
+  const stripe = stripeClient(cfg);
   const outbox = new OutboxDispatcher(pool, box, log, {
     timeoutMs: cfg.WEBHOOK_TIMEOUT_MS, attempts: cfg.WEBHOOK_ATTEMPTS, backoffMs: cfg.WEBHOOK_BACKOFF_MS,
     outbound: { allowed: cfg.OUTBOUND_ALLOWED_CIDRS },
+    ...(stripe && { billing: { stripe, meterEvent: cfg.STRIPE_METER_EVENT } }),
   });
   const sweeper = new Sweeper({
     rows: { jobs: (olderThan) => strandedPending(pool, olderThan), batches: (olderThan) => strandedBatches(pool, olderThan) },

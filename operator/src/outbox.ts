@@ -11,7 +11,12 @@
 // receiver delays only its own events. Every attempt is written to the
 // delivery log (lib/src/db/webhook-log.ts). The HTTP POST and the address
 // policy are ./webhook-post.ts's; the outbox statements lib/src/db/outbox.ts's.
+// Billing rows (a completed job's usage report) go to Stripe through its
+// client (lib/src/billing.ts) with the same retries; an operator without
+// Stripe settings does not claim them.
 import type pg from 'pg';
+import type Stripe from 'stripe';
+import { reportUsage, type UsageReport } from '@mediajobs/lib/billing';
 import {
   OUTBOX_CHANNEL, claimDueEvents, markDelivered, markFailed, releaseClaim, scheduleRetry, type ClaimedEvent,
 } from '@mediajobs/lib/db/outbox';
@@ -37,6 +42,8 @@ export interface OutboxOptions {
   maxInFlight?: number;
   /** An event given back because its origin was at `perOrigin` is due again after this; default 250 ms. */
   originBusyDelayMs?: number;
+  /** Where usage reports go (STRIPE_*); without it they stay queued. */
+  billing?: { stripe: Stripe; meterEvent: string };
 }
 
 export class OutboxDispatcher {
@@ -139,7 +146,8 @@ export class OutboxDispatcher {
    * the signing-secret read and the log writes come on top of the POST's timeout.
    */
   private claim(batch: number): Promise<ClaimedEvent[]> {
-    return claimDueEvents(this.pool, { batch, leaseSeconds: Math.ceil(this.opts.timeoutMs / 1000) + 30 });
+    const channels = this.opts.billing ? ['webhook', 'chat', 'billing'] as const : ['webhook', 'chat'] as const;
+    return claimDueEvents(this.pool, { batch, leaseSeconds: Math.ceil(this.opts.timeoutMs / 1000) + 30, channels });
   }
 
   /** Start the row's delivery, unless it is over its attempts or its receiver has enough in flight. */
@@ -151,9 +159,9 @@ export class OutboxDispatcher {
       this.log.warn({ eventId: row.event_id, type: row.type, attempt: row.attempts - 1 }, 'webhook given up');
       return;
     }
-    const target = this.box.open(row.target_enc);
+    const target = row.target_enc === null ? BILLING_ORIGIN : this.box.open(row.target_enc);
     // A chat service is one origin for every tenant: there each incoming webhook is its own receiver.
-    const origin = row.channel === 'chat' ? target : originOf(target);
+    const origin = row.channel === 'webhook' ? originOf(target) : target;
     const busy = this.perOrigin.get(origin) ?? 0;
     if (busy >= (this.opts.perOrigin ?? 4)) {
       await releaseClaim(this.pool, row.id, this.opts.originBusyDelayMs ?? 250);
@@ -200,6 +208,7 @@ export class OutboxDispatcher {
   /** One signed POST; the timestamp is this attempt's, the secrets the key's now (both during a rotation's overlap). */
   private async post(row: ClaimedEvent, target: string): Promise<PostOutcome> {
     if (row.channel === 'chat') return this.postChat(row, target);
+    if (row.channel === 'billing') return this.reportUsage(row);
     const secrets = row.api_key_id ? await signingSecrets(this.pool, this.box, row.api_key_id) : [];
     const body = JSON.stringify(row.payload);
     const signed = signedHeaders(secrets.map(secretKey), row.event_id, Math.floor(Date.now() / 1000), body);
@@ -219,6 +228,25 @@ export class OutboxDispatcher {
     });
   }
 
+  /** A usage report, through the Stripe client; its answer or error, shaped as a POST's for the delivery log and retries. */
+  private async reportUsage(row: ClaimedEvent): Promise<PostOutcome> {
+    const started = Date.now();
+    const billing = this.opts.billing!;
+    try {
+      await reportUsage(billing.stripe, billing.meterEvent, row.payload as unknown as UsageReport);
+      return { statusCode: 200, error: null, excerpt: null, durationMs: Date.now() - started };
+    } catch (err) {
+      const e = err as { statusCode?: number; type?: string; message?: string };
+      const statusCode = typeof e.statusCode === 'number' ? e.statusCode : null;
+      return {
+        statusCode,
+        error: statusCode ? `HTTP ${statusCode}` : e.type ?? 'stripe_error',
+        excerpt: (e.message ?? '').slice(0, 200) || null,
+        durationMs: Date.now() - started,
+      };
+    }
+  }
+
   /** A chat notification: the chat service's JSON as it is, unsigned (the chat service reads no signature). */
   private postChat(row: ClaimedEvent, target: string): Promise<PostOutcome> {
     return this.client.post({
@@ -230,6 +258,9 @@ export class OutboxDispatcher {
     });
   }
 }
+
+/** The per-origin slot of usage reports: Stripe, one receiver for every customer. */
+const BILLING_ORIGIN = 'billing:stripe';
 
 /** The receiver a URL names, for the per-origin limit; an unparsable one is its own (its POST fails as invalid_url). */
 function originOf(target: string): string {

@@ -19,6 +19,8 @@ export interface ApiKeyRecord {
   maxResolution: string | null;
   maxDurationSeconds: number | null;
   maxFilesizeBytes: number | null;
+  /** The Stripe customer the key's usage is billed to (migration 0012); absent in stand-in records. */
+  billingCustomer?: string | null;
 }
 
 export interface ApiKeyListing {
@@ -35,6 +37,7 @@ export interface ApiKeyListing {
   maxResolution: string | null;
   maxDurationSeconds: number | null;
   maxFilesizeBytes: number | null;
+  billingCustomer: string | null;
 }
 
 export interface NewApiKey {
@@ -46,6 +49,8 @@ export interface NewApiKey {
   maxResolution?: string;
   maxDurationSeconds?: number;
   maxFilesizeBytes?: number;
+  /** A Stripe customer id (cus_…): the key is billed through Stripe. */
+  billingCustomer?: string;
   /** Use this key text instead of a random one (e.g. a fixed dev key). */
   key?: string;
 }
@@ -69,13 +74,13 @@ export async function findApiKeyByHash(pool: pg.Pool, keyHash: string): Promise<
   const r = await pool.query({
     name: 'mj-api-key-by-hash',
     text: `SELECT id, name, organization_id, revoked_at IS NOT NULL AS revoked, kind, storage_limit_bytes, max_resolution,
-                  max_duration_seconds, max_filesize_bytes
+                  max_duration_seconds, max_filesize_bytes, billing_customer
              FROM api_keys WHERE key_hash = $1 AND kind <> 'end_user'`,
     values: [keyHash],
   });
   const row = r.rows[0] as {
     id: string; name: string; organization_id: string | null; revoked: boolean; kind: KeyKind; storage_limit_bytes: string | null;
-    max_resolution: string | null; max_duration_seconds: number | null; max_filesize_bytes: string | null;
+    max_resolution: string | null; max_duration_seconds: number | null; max_filesize_bytes: string | null; billing_customer: string | null;
   } | undefined;
   if (!row) return undefined;
   return {
@@ -88,6 +93,7 @@ export async function findApiKeyByHash(pool: pg.Pool, keyHash: string): Promise<
     maxResolution: row.max_resolution,
     maxDurationSeconds: row.max_duration_seconds,
     maxFilesizeBytes: num(row.max_filesize_bytes),
+    billingCustomer: row.billing_customer,
   };
 }
 
@@ -105,13 +111,14 @@ export async function createApiKey(pool: pg.Pool, k: NewApiKey): Promise<{ id: s
   const key = k.key ?? generateApiKey();
   const r = await pool.query(
     `INSERT INTO api_keys (organization_id, name, key_hash, key_prefix, storage_limit_bytes, max_resolution,
-                           max_duration_seconds, max_filesize_bytes, kind)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                           max_duration_seconds, max_filesize_bytes, kind, billing_customer)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
      ON CONFLICT (key_hash) DO NOTHING
      RETURNING id`,
     [
       k.organizationId ?? null, k.name, hashApiKey(key), key.slice(0, 8), k.storageLimitBytes ?? null,
       k.maxResolution ?? null, k.maxDurationSeconds ?? null, k.maxFilesizeBytes ?? null, k.kind ?? 'direct',
+      k.billingCustomer ?? null,
     ],
   );
   if (r.rows[0]) return { id: (r.rows[0] as { id: string }).id, key, created: true };
@@ -129,14 +136,14 @@ export async function revokeApiKey(pool: pg.Pool, id: string): Promise<boolean> 
 export async function listApiKeys(pool: pg.Pool): Promise<ApiKeyListing[]> {
   const r = await pool.query(
     `SELECT id, name, kind, organization_id, key_prefix, created_at, revoked_at, storage_limit_bytes, max_resolution,
-            max_duration_seconds, max_filesize_bytes,
+            max_duration_seconds, max_filesize_bytes, billing_customer,
             (SELECT count(*) FROM api_keys u WHERE u.parent_id = k.id)::int AS end_users
        FROM api_keys k WHERE kind <> 'end_user' ORDER BY created_at, id`,
   );
   return (r.rows as {
     id: string; name: string; kind: KeyKind; end_users: number; organization_id: string | null; key_prefix: string; created_at: Date;
     revoked_at: Date | null; storage_limit_bytes: string | null; max_resolution: string | null; max_duration_seconds: number | null;
-    max_filesize_bytes: string | null;
+    max_filesize_bytes: string | null; billing_customer: string | null;
   }[]).map((row) => ({
     id: row.id,
     name: row.name,
@@ -150,6 +157,7 @@ export async function listApiKeys(pool: pg.Pool): Promise<ApiKeyListing[]> {
     maxResolution: row.max_resolution,
     maxDurationSeconds: row.max_duration_seconds,
     maxFilesizeBytes: num(row.max_filesize_bytes),
+    billingCustomer: row.billing_customer,
   }));
 }
 

@@ -6,9 +6,13 @@
 // by a power of two is exact in a JSON number, so storage_usage_gb * 2^30
 // gives back the bytes. The quota counts every destination, not only
 // managed storage: docs in api-gateway/README.md, "Usage and storage quota".
+// A key billed through Stripe also shows its billing period and this
+// period's metered usage, read from Stripe (lib/src/billing.ts); when that
+// read fails, billing_error says why and the rest is answered as ever.
 import { Router, type RequestHandler } from 'express';
+import { BillingError, type BillingReader } from '@mediajobs/lib/billing';
 import { keyUsage, type KeyUsage } from '@mediajobs/lib/db/jobs';
-import type { Logger } from '@mediajobs/lib/logger';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 import type pg from 'pg';
 import type { Principal } from '../auth.js';
 import type { ApiKeyRecord } from '../db/api-keys.js';
@@ -17,6 +21,8 @@ import { HttpError, failsWith } from '../http-errors.js';
 export interface UsageRouteDeps {
   pool: pg.Pool;
   logger: Logger;
+  /** Stripe, when STRIPE_SECRET_KEY is set. */
+  billing?: BillingReader;
 }
 
 const GIB = 2 ** 30;
@@ -36,8 +42,27 @@ export function usageRouter(deps: UsageRouteDeps): Router {
 function showUsage(deps: UsageRouteDeps): RequestHandler {
   return async (_req, res) => {
     const who: Principal = res.locals.principal!;
-    res.json(usageAnswer(who.key, await keyUsage(deps.pool, who.apiKeyId)));
+    const [usage, billing] = await Promise.all([keyUsage(deps.pool, who.apiKeyId), billingFields(deps, who)]);
+    res.json({ ...usageAnswer(who.key, usage), ...billing });
   };
+}
+
+/**
+ * The billing fields of a key billed through Stripe; none for other keys
+ * and for a marketplace's end users (their usage is billed to the provider's
+ * account, whose period and total are not theirs to see).
+ */
+async function billingFields(deps: UsageRouteDeps, who: Principal): Promise<Record<string, unknown>> {
+  const customer = who.key.billingCustomer;
+  if (!customer || who.apiKeyId !== who.key.id) return {};
+  if (!deps.billing) return { billing_error: 'Billing is not configured on this server' };
+  try {
+    const p = await deps.billing.period(customer);
+    return { billing_period_start: p.start, billing_period_end: p.end, current_period_usage_gb: gib(p.usageBytes) };
+  } catch (err) {
+    deps.logger.warn({ err: errFields(err) }, 'billing read failed');
+    return { billing_error: err instanceof BillingError ? err.message : 'Billing information is unavailable right now; try again later' };
+  }
 }
 
 /** The spec's fields: the totals always, the limit fields only for a limited key, each per-key limit only when set. */

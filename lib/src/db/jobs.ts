@@ -20,7 +20,7 @@ import { TERMINAL_STATUSES } from '../mediajob/types.js';
 import { withTransaction } from '../pg-client.js';
 import { rollUpEpisode, type EpisodeInfo } from './batches.js';
 import { queueJobChatNotification } from './chat-settings.js';
-import { queueEvents, type OutboxEvent } from './outbox.js';
+import { queueEvents, queueUsageReport, type OutboxEvent } from './outbox.js';
 import { CANCEL_CHANNEL, jobCancelledEvent, type CancelStatus } from '../job-cancellation.js';
 import { keyHeld, keyLockCte, keyRowCte, keyRowValues, withKeyRow, type NewKeyRow } from './idempotency.js';
 
@@ -576,11 +576,18 @@ export async function mirrorStatus(
       // The first terminal status, hence once: the reservation goes, what a completed job stored counts.
       const stored = s.status === 'Completed' ? r?.uploadedBytes ?? r?.fileSize ?? 0 : 0;
       await settleStorage(client, [{ api_key_id: row.api_key_id, reserved_bytes: row.reserved_bytes, uploaded_bytes: stored }]);
+      if (stored > 0) await queueUsageReport(client, jobId, row.api_key_id, stored, endedAt(s.finishTime));
       // An episode's first terminal status, counted once; its batch_completed follows its own events.
       if (row.batch_id) await rollUpEpisode(client, row.batch_id, s.status);
     }
     return { previous: row.status, current: s.status ?? row.status, updated: true };
   });
+}
+
+/** When a job ended, from its status (a kubectl-written one may say anything): never later than now. */
+function endedAt(finishTime: string | undefined): Date {
+  const at = finishTime ? Date.parse(finishTime) : NaN;
+  return new Date(Number.isFinite(at) ? Math.min(at, Date.now()) : Date.now());
 }
 
 /** A job that just ended, for its key's storage usage: what it reserved, what it stored. */

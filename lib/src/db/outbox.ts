@@ -23,8 +23,8 @@ export interface ClaimedEvent {
   id: string;
   event_id: string;
   type: string;
-  /** The webhook URL, sealed with the SecretBox. */
-  target_enc: string;
+  /** The webhook or chat URL, sealed with the SecretBox; null for a billing report (Stripe's address is a setting). */
+  target_enc: string | null;
   payload: Record<string, unknown>;
   /** Attempts so far, this one included: counted when claimed (since the last redelivery). */
   attempts: number;
@@ -32,9 +32,16 @@ export interface ClaimedEvent {
   redeliveries: number;
   /** The job's (or batch's) API key: whose secret signs the delivery. */
   api_key_id: string | null;
-  /** `webhook`, or `chat`: a chat notification, its payload the chat service's JSON, sent unsigned. */
-  channel: 'webhook' | 'chat';
+  channel: OutboxChannel;
 }
+
+/**
+ * `webhook`: a job's or batch's event, signed. `chat`: a chat notification,
+ * its payload the chat service's JSON, sent unsigned. `billing`: a completed
+ * job's usage report to Stripe, its payload a UsageReport (lib/src/billing.ts).
+ */
+export type OutboxChannel = 'webhook' | 'chat' | 'billing';
+export const OUTBOX_CHANNELS: readonly OutboxChannel[] = ['webhook', 'chat', 'billing'];
 
 /** The channel a queued event is announced on; the dispatcher LISTENs to it. */
 export const OUTBOX_CHANNEL = 'mediajobs_outbox';
@@ -101,6 +108,30 @@ export async function queueChatNotification(client: pg.ClientBase, jobId: string
   await client.query(`NOTIFY ${OUTBOX_CHANNEL}`);
 }
 
+/** The type of a billing usage report's outbox row. */
+export const USAGE_REPORT = 'usage_report';
+
+/**
+ * Queue a completed job's usage report, when its key is billed through
+ * Stripe (its own customer, or its marketplace account's for an end user),
+ * in the transaction that recorded the completion: at most one per job (its
+ * event id comes from the job id, and is the meter event's identifier).
+ * `finishedAt` dates the usage: it counts in the period the job ended in.
+ */
+export async function queueUsageReport(client: pg.ClientBase, jobId: string, apiKeyId: string, bytes: number, finishedAt: Date): Promise<void> {
+  const r = await client.query(
+    `INSERT INTO outbox (event_id, job_id, batch_id, type, target_enc, payload, attempts, next_attempt_at, created_at, channel)
+     SELECT $1::uuid, NULL, NULL, $2, NULL,
+            jsonb_build_object('identifier', $1::uuid::text, 'customer', coalesce(k.billing_customer, p.billing_customer),
+                               'bytes', $4::bigint, 'timestamp', $5::bigint),
+            0, now(), now(), 'billing'
+       FROM api_keys k LEFT JOIN api_keys p ON p.id = k.parent_id
+      WHERE k.id = $3 AND coalesce(k.billing_customer, p.billing_customer) IS NOT NULL
+     ON CONFLICT (event_id) DO NOTHING`,
+    [eventId(jobId, USAGE_REPORT), USAGE_REPORT, apiKeyId, bytes, Math.floor(finishedAt.getTime() / 1000)]);
+  if (r.rowCount) await client.query(`NOTIFY ${OUTBOX_CHANNEL}`);
+}
+
 /**
  * Claim due events; the lease (next_attempt_at pushed forward) keeps others
  * off them meanwhile. Only the oldest open event of each job is due, so a
@@ -108,12 +139,17 @@ export async function queueChatNotification(client: pg.ClientBase, jobId: string
  * stages, then job_completed) even when one of them needs a retry; jobs
  * still go out in parallel. A batch's own event (no job) is due only when
  * no older event of the batch is open, its episodes' included: a receiver
- * hears batch_completed after every episode's job_completed.
+ * hears batch_completed after every episode's job_completed. Only rows of
+ * `channels` (default: all): an operator without Stripe settings leaves the
+ * billing reports queued for one that has them.
  */
-export async function claimDueEvents(pool: pg.Pool, opts: { batch: number; leaseSeconds: number }): Promise<ClaimedEvent[]> {
+export async function claimDueEvents(
+  pool: pg.Pool, opts: { batch: number; leaseSeconds: number; channels?: readonly OutboxChannel[] },
+): Promise<ClaimedEvent[]> {
   const r = await pool.query<ClaimedEvent>(
     `UPDATE outbox SET next_attempt_at = now() + make_interval(secs => $2), attempts = attempts + 1
      WHERE id IN (SELECT o.id FROM outbox o WHERE o.delivered_at IS NULL AND o.failed_at IS NULL AND o.next_attempt_at <= now()
+                    AND o.channel = ANY($3::text[])
                     AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.job_id = o.job_id AND p.id < o.id
                                       AND p.delivered_at IS NULL AND p.failed_at IS NULL)
                     AND (o.job_id IS NOT NULL OR o.batch_id IS NULL
@@ -123,7 +159,7 @@ export async function claimDueEvents(pool: pg.Pool, opts: { batch: number; lease
      RETURNING id, event_id, type, target_enc, payload, attempts, redeliveries, channel,
                coalesce((SELECT j.api_key_id FROM jobs j WHERE j.id = outbox.job_id),
                         (SELECT b.api_key_id FROM batches b WHERE b.id = outbox.batch_id)) AS api_key_id`,
-    [opts.batch, opts.leaseSeconds]);
+    [opts.batch, opts.leaseSeconds, opts.channels ?? OUTBOX_CHANNELS]);
   return r.rows;
 }
 
