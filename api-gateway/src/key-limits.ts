@@ -2,9 +2,12 @@
 // when the gateway accepts it: POST /jobs, its shows and playlists (whose
 // shared options become every episode's) and POST /jobs/bulk all call
 // applyKeyLimits here. The resolution limit is applied here, by capping
-// max_resolution; the duration and file-size limits travel in the options
-// (`limits`) for the runner, which alone learns how long the media is and
-// how large the file comes out. A request already longer than the duration
+// max_resolution (which chooses the format), and travels on as a number
+// for the runner, which scales a larger delivered frame down to it: a hard
+// cap even when every format of the source exceeds it. The duration and
+// file-size limits travel in the options (`limits`) for the runner, which
+// alone learns how long the media is, how large its frame and how large the
+// file comes out. A request already longer than the duration
 // limit (a clip, a live max_duration) is refused here, before anything is
 // written. The admin CLI stores the limits and GET /usage shows them.
 import { parseClipTime } from '@mediajobs/lib/job-options';
@@ -55,9 +58,16 @@ function refuseOverDuration(o: MediaJobOptions, limit: number | null): void {
   }
 }
 
-/** The limits the runner enforces, only those the key has; undefined when it has none. */
-function runnerLimits(key: KeyLimits): JobLimits | undefined {
+/**
+ * The limits the runner enforces, only those the key has; undefined when it
+ * has none. The resolution limit only as a number of lines: `best` limits
+ * nothing, and `lowest` (the smallest format, whatever its size) has no
+ * number to scale to, so the capped max_resolution alone carries it.
+ */
+export function runnerLimits(key: KeyLimits): JobLimits | undefined {
+  const lines = isMaxResolution(key.maxResolution) ? Number(key.maxResolution) : NaN;
   const limits: JobLimits = {
+    ...(Number.isInteger(lines) && { maxResolution: lines }),
     ...(key.maxDurationSeconds !== null && { maxDurationSeconds: key.maxDurationSeconds }),
     ...(key.maxFilesizeBytes !== null && { maxFilesizeBytes: key.maxFilesizeBytes }),
   };

@@ -1,7 +1,8 @@
 // Per-key limits (issue 14, "Per-key limits") as the gateway applies them,
 // on real Postgres and a local API server with the generated CRDs: a
-// limited key's max_resolution is capped and its duration and file-size
-// limits ride in the MediaJob's spec (and in a batch's shared options, and
+// limited key's max_resolution is capped and its resolution (as a number of
+// lines, the runner's hard cap), duration and file-size limits ride in the
+// MediaJob's spec (and in a batch's shared options, and
 // each job row, from which the sweeper and the batch controller build
 // MediaJobs); a request already longer than the duration limit is a 400
 // naming the field and the limit, with nothing written.
@@ -12,7 +13,7 @@ import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { EXAMPLE_FEED } from '../../lib/test/batches-fixtures.js';
 import { lookupResult, serve, startFakePlatform, type FakePlatform } from '../../lib/test/batches-support.js';
 import { createApiKey, type NewApiKey } from '../src/db/api-keys.js';
-import { cappedResolution } from '../src/key-limits.js';
+import { cappedResolution, runnerLimits } from '../src/key-limits.js';
 import { KubeJobSubmitter } from '../src/submitter.js';
 import { startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
 
@@ -22,7 +23,7 @@ const SRC = 'https://media.example/watch?v=limits';
 const SHOW_ID = '1000000001';
 const SHOW_URL = `https://podcasts.apple.com/us/podcast/the-example-show/id${SHOW_ID}`;
 const LIMITED: Omit<NewApiKey, 'name'> = { maxResolution: '720', maxDurationSeconds: 600, maxFilesizeBytes: 50_000_000 };
-const RUNNER_LIMITS = { maxDurationSeconds: 600, maxFilesizeBytes: 50_000_000 };
+const RUNNER_LIMITS = { maxResolution: 720, maxDurationSeconds: 600, maxFilesizeBytes: 50_000_000 };
 
 describe('api-gateway: per-key limits on accepted jobs', function () {
   this.timeout(60_000);
@@ -83,6 +84,15 @@ describe('api-gateway: per-key limits on accepted jobs', function () {
       expect(cappedResolution('1440', '1080')).to.equal('1080');
       expect(cappedResolution('360', '1080')).to.equal('360');
       expect(cappedResolution('best', null)).to.equal('best');
+    });
+
+    it('travels to the runner as a number of lines, a hard cap whatever max_resolution asks; best and lowest have none', () => {
+      const key = { maxDurationSeconds: null, maxFilesizeBytes: null };
+      expect(runnerLimits({ ...key, maxResolution: '144' })).to.deep.equal({ maxResolution: 144 });
+      expect(runnerLimits({ ...key, maxResolution: '2160' })).to.deep.equal({ maxResolution: 2160 });
+      expect(runnerLimits({ ...key, maxResolution: 'best' })).to.equal(undefined);
+      expect(runnerLimits({ ...key, maxResolution: 'lowest' })).to.equal(undefined);
+      expect(runnerLimits({ ...key, maxResolution: null })).to.equal(undefined);
     });
 
     it('a key without limits: the request as asked, and no limits in the spec', async () => {

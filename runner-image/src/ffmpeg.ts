@@ -6,7 +6,9 @@ import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { MediaJobOptions } from '@mediajobs/lib/mediajob/types';
 import { runProcess, type RunResult } from './child.js';
 import { activeEgress } from './egress-proxy.js';
-import { codecPlan, codecPlanArgs, type Clip, type CodecPlan, type Container, type MeasuredAudio, type YtDlpFormat } from './plan.js';
+import {
+  codecPlan, codecPlanArgs, frameScale, type Clip, type CodecPlan, type Container, type Frame, type MeasuredAudio, type YtDlpFormat,
+} from './plan.js';
 
 export interface ProbedStream {
   index: number;
@@ -136,9 +138,15 @@ export const PIPE_OUTPUT = 'pipe:1';
 export interface MuxPlan {
   args: string[];
   codecs: CodecPlan;
-  /** The delivered video and audio streams as the inputs have them (the runner never scales, so their size is the output's). */
+  /** The delivered video and audio streams as the inputs have them. */
   video?: { input: MuxInput; stream: ProbedStream };
   audio?: { input: MuxInput; stream: ProbedStream };
+  /**
+   * The delivered video's frame, when known: the input's, or what the key's
+   * resolution limit scales it down to (frameScale). As coded: a rotated
+   * video plays with the two sides swapped.
+   */
+  frame?: Frame;
   /** Seconds ffmpeg will write: what progress is measured against. */
   durationSeconds?: number;
   /** Where in the media the output begins, seconds (a clip's start; on a keyframe found, where the copy starts). */
@@ -164,7 +172,10 @@ const secs = (n: number) => n.toFixed(3);
  * would otherwise keep. Copied video is only ever cut at a keyframe (see
  * planMux), so it needs no such rule.
  */
-export function muxPlan(inputs: MuxInput[], output: string, container: Container, spec: Pick<MediaJobOptions, 'videoCodec' | 'audioCodec' | 'audioBitrate' | 'videoQuality'>, opts: MuxOptions = {}): MuxPlan | undefined {
+export function muxPlan(
+  inputs: MuxInput[], output: string, container: Container,
+  spec: Pick<MediaJobOptions, 'videoCodec' | 'audioCodec' | 'audioBitrate' | 'videoQuality' | 'limits'>, opts: MuxOptions = {},
+): MuxPlan | undefined {
   let video: MuxPlan['video'];
   let audio: MuxPlan['audio'];
   for (const input of inputs) {
@@ -177,7 +188,12 @@ export function muxPlan(inputs: MuxInput[], output: string, container: Container
   if (!video && !audio) return undefined;
   if (container.audioOnly && !audio) return undefined;
 
-  const codecs = codecPlan(spec, container, { video: video?.stream.codec_name, audio: audio?.stream.codec_name }, { reencodeVideo: opts.reencodeVideo });
+  // The key's resolution limit is a hard cap: a frame larger than it (rule 3
+  // found none within it, or could not tell) is scaled down: an encode.
+  const scale = video ? frameScale(video.stream, spec.limits?.maxResolution) : undefined;
+  const codecs = codecPlan(
+    spec, container, { video: video?.stream.codec_name, audio: audio?.stream.codec_name }, { reencodeVideo: opts.reencodeVideo || scale !== undefined },
+  );
   const streaming = output === PIPE_OUTPUT;
   const clip = opts.clip;
   const args = ['-hide_banner', '-nostdin', '-loglevel', 'error', '-nostats', '-progress', streaming ? 'pipe:3' : 'pipe:1', '-y'];
@@ -198,6 +214,7 @@ export function muxPlan(inputs: MuxInput[], output: string, container: Container
   if (audio) args.push('-map', at(audio));
   args.push(...withThreadBudget(codecPlanArgs(codecs), opts.threads));
   if (opts.threads && codecs.video && !codecs.video.copy) args.push('-threads', String(opts.threads));
+  if (scale) args.push('-vf', scale.filter);
   // AAC from MPEG-TS (HLS) carries ADTS headers that MP4 stores as
   // AudioSpecificConfig. The mp4 muxer converts by itself only when it writes
   // its moov at the end; fragmented MP4 writes it first, so the filter must
@@ -220,9 +237,11 @@ export function muxPlan(inputs: MuxInput[], output: string, container: Container
     const end = clip.end !== undefined && (whole === undefined || clip.end < whole) ? clip.end : whole;
     durationSeconds = end === undefined ? undefined : end - clip.start;
   }
+  const frame = scale ? scale.frame : video?.stream.width && video.stream.height ? { width: video.stream.width, height: video.stream.height } : undefined;
   return {
     args, codecs, streaming,
     ...(video ? { video } : {}),
+    ...(frame ? { frame } : {}),
     ...(audio ? { audio } : {}),
     ...(durationSeconds !== undefined && durationSeconds > 0 ? { durationSeconds } : {}),
     ...(clip ? { startSeconds: clip.start } : {}),

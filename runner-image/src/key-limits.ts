@@ -5,7 +5,10 @@
 // before the mux; a clip counts its own length. A live recording is capped
 // instead (live.ts recordingPlan). Size: a file over the limit is never
 // stored, judged on disk before an upload or on the bytes of a streamed one.
-// The resolution limit is the gateway's alone (it caps maxResolution).
+// Resolution: the gateway caps maxResolution, so rule 3 chooses a format
+// within the limit where the source has one; when it has none (or its size
+// is unknown), the mux scales the video down so its shorter side is within
+// the limit (plan.ts frameScale, ffmpeg.ts muxPlan), recordings included.
 import { pipeline, Transform, type Readable, type TransformCallback } from 'node:stream';
 import { overLimit, type Classification } from './classify.js';
 import type { Clip } from './plan.js';

@@ -209,8 +209,8 @@ function completedReport(
     // Everything this job stored, sidecars included: what the key's storage usage counts.
     uploadedBytes: uploaded.result.size + sidecars.bytes,
     format: container.format,
-    // The runner never scales: the delivered frame is the chosen input's.
-    ...optional('actualQuality', actualQuality(plan.video?.stream.width, plan.video?.stream.height)),
+    // The delivered frame: the chosen input's, or the key's resolution limit's.
+    ...optional('actualQuality', actualQuality(plan.frame?.width, plan.frame?.height)),
     ...described,
     ...sidecars.keys,
   };

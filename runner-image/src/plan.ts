@@ -279,7 +279,8 @@ export function encoderCrf(target: VideoTarget, crf: number): number {
  * pair rule 4 does not cover (mov+vp9, m4a+mp3, webm+h265) or a source codec
  * the container refuses all end here in the container's fallback codec.
  * `reencodeVideo` asks for an encode even when copy would do (an exact cut
- * that does not start on a keyframe); it keeps the source's codec family.
+ * that does not start on a keyframe, a frame scaled down to the key's
+ * resolution limit); it keeps the source's codec family.
  */
 export function codecPlan(spec: CodecSpec, container: Container, source: StreamCodecs, opts: { reencodeVideo?: boolean } = {}): CodecPlan {
   const plan: CodecPlan = {};
@@ -380,10 +381,12 @@ type ChoiceSpec = Pick<MediaJobOptions, 'maxResolution' | 'videoCodec' | 'audioC
 /**
  * Rule 3 on the video formats: `best` takes the largest shorter side,
  * `lowest` the smallest, a number the largest at or below it, or the
- * smallest when every format exceeds it (never resized: the runner does not
- * scale). Within the chosen resolution, a format whose codec the container
- * takes as is comes first when copying (no needless re-encode), then yt-dlp's
- * order decides: its best for `best` and numbers, its worst for `lowest`.
+ * smallest when every format exceeds it. Rule 3 never resizes what it
+ * chooses; only the key's resolution limit (limits.maxResolution) does, at
+ * the mux (frameScale), when even this choice is larger. Within the chosen
+ * resolution, a format whose codec the container takes as is comes first
+ * when copying (no needless re-encode), then yt-dlp's order decides: its
+ * best for `best` and numbers, its worst for `lowest`.
  */
 function chooseVideo(candidates: YtDlpFormat[], spec: ChoiceSpec, container: Container): YtDlpFormat | undefined {
   if (!candidates.length) return undefined;
@@ -525,6 +528,51 @@ export function clipOf(spec: Pick<MediaJobOptions, 'clipStart' | 'clipEnd'>): Cl
   if (clip.start === 0 && clip.end === undefined) return undefined;
   if (clip.end !== undefined && clip.end <= clip.start) return undefined;
   return clip;
+}
+
+/* ------------------------------------------------------------------ */
+/* The key's resolution limit (limits.maxResolution)                    */
+/* ------------------------------------------------------------------ */
+
+export interface Frame {
+  width: number;
+  height: number;
+}
+
+/** How the delivered video is scaled down to the key's resolution limit. */
+export interface FrameScale {
+  /** The ffmpeg video filter (-vf). */
+  filter: string;
+  /** The delivered frame, when the source's is known. */
+  frame?: Frame;
+}
+
+/**
+ * Whether, and how, a video of `source`'s frame is scaled down so that its
+ * shorter side (a vertical video's width) is at most `limit` lines: the
+ * key's max_resolution_limit as a hard cap, for a source whose every format
+ * exceeds it. Undefined without a limit or when the frame is within it.
+ * The other side keeps the aspect ratio, rounded to an even number as
+ * ffmpeg's `-2` does (4:2:0 video has even dimensions); an odd limit counts
+ * as the even number below it. A frame of unknown size gets a filter that
+ * only ever shrinks, sized on the decoded frame itself.
+ */
+export function frameScale(source: Partial<Frame>, limit: number | undefined): FrameScale | undefined {
+  if (limit === undefined) return undefined;
+  const lines = Math.max(2, limit - (limit % 2));
+  const { width, height } = source;
+  const known = Boolean(width && height);
+  if (known && Math.min(width!, height!) <= lines) return undefined;
+  // Decided on the frame the filter gets (after ffmpeg's autorotation, so a
+  // rotated phone video is judged upright); iw >= ih: landscape or square.
+  // Commas inside quotes do not split the filter graph.
+  const side = (s: 'iw' | 'ih') => `min(trunc(${s}/2)*2,${lines})`;
+  const filter = `scale=w='if(gte(iw,ih),-2,${side('iw')})':h='if(gte(iw,ih),${side('ih')},-2)'`;
+  if (!known) return { filter };
+  const [short, long] = [Math.min(width!, height!), Math.max(width!, height!)];
+  // ffmpeg's -2: the other side from the aspect ratio, to the nearest even number.
+  const other = Math.round((long * lines) / (short * 2)) * 2;
+  return { filter, frame: width! >= height! ? { width: other, height: lines } : { width: lines, height: other } };
 }
 
 /* ------------------------------------------------------------------ */

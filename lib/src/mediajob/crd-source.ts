@@ -181,7 +181,8 @@ function optionProperties(): { [K in keyof Required<MediaJobSpecOptions>]: Schem
       'Highest resolution to deliver (API "max_resolution"), compared with the shorter side of the video, so horizontal '
       + 'and vertical videos are treated alike (rule 3). best: the best available format. lowest: the smallest '
       + 'available format. A number (2160 ... 144): the highest available resolution at or below it; if every format '
-      + 'exceeds it, the smallest format is used and the video is not resized. With 144 and lowest, separate audio '
+      + 'exceeds it, the smallest format is used and the video is not resized (only the owning key\'s limit, '
+      + 'limits.maxResolution, resizes). With 144 and lowest, separate audio '
       + 'is the lowest available AAC track unless audioCodec is set. Default best.',
       MAX_RESOLUTIONS, { default: 'best' },
     ),
@@ -245,11 +246,20 @@ function optionProperties(): { [K in keyof Required<MediaJobSpecOptions>]: Schem
       { default: false },
     ),
     limits: obj<JobLimits>(
-      'The owning API key\'s limits (GET /usage "max_duration_limit_seconds", "max_filesize_limit_bytes"); not an API '
-      + 'field. The gateway writes them from the key when it accepts a job (it also caps maxResolution at the key\'s '
-      + '"max_resolution_limit" and refuses clips and maxDuration over the duration limit); the runner enforces them. '
-      + 'A manifest applied with kubectl carries them as written: only the gateway applies a key\'s limits.',
+      'The owning API key\'s limits (GET /usage "max_resolution_limit", "max_duration_limit_seconds", '
+      + '"max_filesize_limit_bytes"); not an API field. The gateway writes them from the key when it accepts a job (it '
+      + 'also caps maxResolution at the key\'s "max_resolution_limit" and refuses clips and maxDuration over the '
+      + 'duration limit); the runner enforces them. A manifest applied with kubectl carries them as written: only the '
+      + 'gateway applies a key\'s limits.',
       {
+        maxResolution: int(
+          'The most lines the delivered video\'s shorter side may have (a numeric "max_resolution_limit": 144 ... 2160), '
+          + 'whatever maxResolution asks: when even the chosen format is larger (every format of the source exceeds '
+          + 'it, or its size was unknown), the video is scaled down to it, aspect ratio kept, and so re-encoded '
+          + '(videoCodec when it names one, else the source\'s codec family where the container holds it). An odd '
+          + 'number counts as the even one below it. Audio-only jobs are unaffected.',
+          { format: 'int32', minimum: 2 },
+        ),
         maxDurationSeconds: int(
           'Media longer than this many seconds (for a clip, the clip\'s length) fails with reason '
           + 'duration_limit_exceeded before anything is stored; a live recording stops after this many seconds.',

@@ -87,10 +87,16 @@ const ownerSchema = z.object({ apiKeyId: z.string() });
  * The owning API key's limits on one job (issue 14, "Per-key limits"): not a
  * request field. The gateway writes them from the key when it accepts a job
  * (api-gateway/src/key-limits.ts) and the runner enforces them; a kubectl
- * manifest carries them as written. max_resolution_limit needs no field
- * here: the gateway caps maxResolution itself.
+ * manifest carries them as written. The gateway also caps maxResolution at
+ * max_resolution_limit, which chooses the format; maxResolution here is the
+ * hard cap the runner scales down to when even the chosen format is larger.
  */
 export const jobLimitsSchema = z.object({
+  /**
+   * The most lines the delivered video's shorter side may have (a numeric
+   * max_resolution_limit: 144 ... 2160): a larger frame is scaled down to it.
+   */
+  maxResolution: z.number().int().min(2).optional(),
   /** Longer media is refused (Failed); a live recording stops here. */
   maxDurationSeconds: z.number().int().min(1).max(MAX_DURATION_SECONDS).optional(),
   /** A delivered file larger than this is never stored (Failed). */
