@@ -22,7 +22,11 @@ const resourceList = z.strictObject({ 'cpu': quantity.optional(), 'memory': quan
  * 4K transcodes 0.9 GB (libx264), 1.1 GB (VP9), 1.4 GB (x265). The limit
  * leaves room for the last; the request covers copy jobs, the common case.
  */
-export const DEFAULT_RUNNER_RESOURCES = { requests: { cpu: '1', memory: '256Mi' }, limits: { cpu: '2', memory: '2Gi' } };
+export const DEFAULT_RUNNER_RESOURCES = {
+  requests: { 'cpu': '1', 'memory': '256Mi', 'ephemeral-storage': '1Gi' },
+  // ephemeral-storage: the work volume (/tmp) holds the media's working copy; the limit also sizes that volume (job-builder.ts).
+  limits: { 'cpu': '2', 'memory': '2Gi', 'ephemeral-storage': '20Gi' },
+};
 
 // storageEndpointsSchema: the operator signs GCS URLs (they name the API
 // host) and forwards the same settings to runner pods (JobDestinations.runnerEnv).

@@ -9,6 +9,12 @@ export const MANAGED_BY = 'mediajobs-operator';
 export const LABEL_JOB_ID = 'mediajobs.io/job-id';
 export const LABEL_MEDIAJOB = 'mediajobs.io/mediajob';
 export const CREDENTIALS_MOUNT = '/var/run/mediajobs/credentials';
+/** The runner image's unprivileged user and group (the node base image's `node`, runner-image/Dockerfile). */
+export const RUNNER_UID = 1000;
+/** The media's working copy, yt-dlp's cache and HOME: the only writable place of a read-only root filesystem. */
+const WORK_MOUNT = '/tmp';
+/** The work volume's size when RUNNER_RESOURCES sets no ephemeral-storage limit. */
+const DEFAULT_WORK_SIZE = '20Gi';
 
 export interface JobSettings {
   image: string;
@@ -58,6 +64,11 @@ export function buildCredentialsSecret(mj: MediaJob, destination: Record<string,
   };
 }
 
+/** The work volume's size: the container's ephemeral-storage limit, which the kubelet enforces on it too. */
+function workSize(resources: V1ResourceRequirements | undefined): string {
+  return resources?.limits?.['ephemeral-storage'] ?? DEFAULT_WORK_SIZE;
+}
+
 export function buildRunnerJob(mj: MediaJob, s: JobSettings): V1Job {
   // The runner gets the options it needs, never the webhook address (the operator delivers webhooks).
   const { webhookUrl: _webhook, ...spec } = mj.spec;
@@ -84,14 +95,29 @@ export function buildRunnerJob(mj: MediaJob, s: JobSettings): V1Job {
         spec: {
           restartPolicy: 'Never',
           serviceAccountName: s.serviceAccountName,
-          securityContext: { runAsNonRoot: true },
-          volumes: [{ name: 'credentials', secret: { secretName: credentialsSecretName(mj), defaultMode: 0o400 } }],
+          // The Secret's files are root's (kubelet) with the pod's fsGroup as
+          // their group: 0440 lets the runner's user read them and nobody
+          // else; 0400 would leave them unreadable to uid 1000.
+          securityContext: {
+            runAsNonRoot: true, runAsUser: RUNNER_UID, runAsGroup: RUNNER_UID, fsGroup: RUNNER_UID,
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
+          volumes: [
+            { name: 'credentials', secret: { secretName: credentialsSecretName(mj), defaultMode: 0o440 } },
+            { name: 'work', emptyDir: { sizeLimit: workSize(s.resources) } },
+          ],
           containers: [{
             name: 'runner',
             image: s.image,
-            env,
+            env: [...env, { name: 'HOME', value: WORK_MOUNT }],
             ...(s.resources ? { resources: s.resources } : {}),
-            volumeMounts: [{ name: 'credentials', mountPath: CREDENTIALS_MOUNT, readOnly: true }],
+            securityContext: {
+              allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] }, runAsNonRoot: true,
+            },
+            volumeMounts: [
+              { name: 'credentials', mountPath: CREDENTIALS_MOUNT, readOnly: true },
+              { name: 'work', mountPath: WORK_MOUNT },
+            ],
             terminationMessagePolicy: 'FallbackToLogsOnError',
           }],
         },

@@ -148,6 +148,27 @@ describe('runner Job', () => {
     const env = job.spec!.template.spec!.containers[0]!.env!;
     expect(env.find((e) => e.name === 'MEDIAJOB_JOB_ID')!.value).to.equal('0b7c0f5e-1111-4222-8333-944445555666');
   });
+
+  it('runs hardened as the image\'s user, who can read the credentials and write only the work volume', () => {
+    const settings = { image: 'mediajobs/runner:dev', backoffLimit: 0, activeDeadlineSeconds: 60, ttlSecondsAfterFinished: 0 };
+    const pod = buildRunnerJob(mj(), { ...settings, resources: { limits: { 'ephemeral-storage': '8Gi' } } }).spec!.template.spec!;
+    const c = pod.containers[0]!;
+    expect(pod.securityContext).to.deep.equal({
+      runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(c.securityContext).to.deep.equal({
+      allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] }, runAsNonRoot: true,
+    });
+    // The Secret's files are root:<fsGroup> on a kubelet: the group bit is what lets uid 1000 read them.
+    const credentials = pod.volumes!.find((v) => v.name === 'credentials')!.secret!;
+    expect(credentials.defaultMode! & 0o040, 'group-readable').to.equal(0o040);
+    expect(credentials.defaultMode! & 0o007, 'nothing for others').to.equal(0);
+    // The only writable place, sized by the ephemeral-storage limit, and HOME for yt-dlp's cache.
+    expect(pod.volumes!.find((v) => v.name === 'work')!.emptyDir).to.deep.equal({ sizeLimit: '8Gi' });
+    expect(c.volumeMounts!.find((m) => m.name === 'work')!.mountPath).to.equal('/tmp');
+    expect(c.env!.find((e) => e.name === 'HOME')!.value).to.equal('/tmp');
+    expect(buildRunnerJob(mj(), settings).spec!.template.spec!.volumes!.find((v) => v.name === 'work')!.emptyDir).to.deep.equal({ sizeLimit: '20Gi' });
+  });
 });
 
 describe('operator settings for runner pods', () => {
