@@ -24,7 +24,7 @@ declare module 'express-serve-static-core' {
   }
 }
 
-const INTERNAL = 'Internal server error';
+export const INTERNAL = 'Internal server error';
 
 /**
  * Route middleware naming what an unexpected failure of the route answers,
@@ -44,7 +44,7 @@ export function sendError(res: Response, status: number, message: string, extra:
 }
 
 /** body-parser's error types (its `type` field), as the gateway answers them. */
-const BODY_ERRORS: Readonly<Record<string, readonly [number, string]>> = {
+export const BODY_ERRORS: Readonly<Record<string, readonly [number, string]>> = {
   'entity.parse.failed': [400, 'Invalid JSON body'],
   'entity.too.large': [413, 'Request body too large'],
   'charset.unsupported': [415, 'Unsupported charset; send UTF-8 JSON'],

@@ -4,6 +4,9 @@
 import { json, type Request, type RequestHandler } from 'express';
 import { HttpError } from './http-errors.js';
 
+export const NOT_JSON = 'Content-Type must be application/json';
+export const NOT_AN_OBJECT = 'Request body must be a JSON object';
+
 /**
  * `Content-Type: application/json` (415 otherwise, checked before anything is
  * read), then express.json: strict (an object or array), at most `limitBytes`.
@@ -12,7 +15,7 @@ export function acceptJson(limitBytes: number): RequestHandler[] {
   return [
     (req, _res, next) => {
       if (req.is('application/json')) next();
-      else next(new HttpError(415, 'Content-Type must be application/json'));
+      else next(new HttpError(415, NOT_JSON));
     },
     json({ limit: limitBytes, strict: true }),
   ];
@@ -28,6 +31,6 @@ export const optionalJsonBody = (): RequestHandler => json({ limit: '16kb' });
 /** The parsed body as an object; 400 for an array or anything else. */
 export function bodyObject(req: Request): Record<string, unknown> {
   const b: unknown = req.body;
-  if (typeof b !== 'object' || b === null || Array.isArray(b)) throw new HttpError(400, 'Request body must be a JSON object');
+  if (typeof b !== 'object' || b === null || Array.isArray(b)) throw new HttpError(400, NOT_AN_OBJECT);
   return b as Record<string, unknown>;
 }

@@ -137,7 +137,7 @@ const formatField = z
 
 const VIDEO_QUALITY_RANGE = `must be an integer from 0 to ${MAX_VIDEO_QUALITY}`;
 
-const bodySchema = z.object({
+export const jobRequestBodySchema = z.object({
   url: httpUrl(),
   format: optional(formatField),
   video_codec: optional(enumField(VIDEO_CODECS)),
@@ -175,9 +175,9 @@ const bodySchema = z.object({
 });
 
 // The order errors are reported in when a body has several: the spec table's.
-const FIELD_ORDER = Object.keys(bodySchema.shape);
+const FIELD_ORDER = Object.keys(jobRequestBodySchema.shape);
 
-type Body = z.infer<typeof bodySchema>;
+type Body = z.infer<typeof jobRequestBodySchema>;
 
 /**
  * Seconds of a clip time in one of the spec's forms: `HH:MM:SS`, `MM:SS`, or
@@ -263,7 +263,7 @@ export function parseJobRequest(body: unknown): JobRequestResult {
   }
   const url = (body as Record<string, unknown>).url;
   if (url === undefined || url === null) return { ok: false, error: "Missing required field 'url'" };
-  const parsed = bodySchema.safeParse(body);
+  const parsed = jobRequestBodySchema.safeParse(body);
   if (!parsed.success) return { ok: false, error: issueMessage(parsed.error.issues) };
   const b = parsed.data;
 

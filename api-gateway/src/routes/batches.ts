@@ -32,6 +32,8 @@ import type { BatchSubmitter } from '../submitter.js';
 
 export const NOT_FOUND = 'Batch not found';
 export const NOT_OWNER = 'Batch does not belong to this API key';
+export const NOT_PAUSED_RENAME = 'Batch is not paused. Only paused batches can be renamed.';
+export const notPausedToStart = (status: string) => `Batch is not paused (current status: ${status})`;
 const RENAME_BODY_BYTES = 1024 * 1024;
 
 export interface BatchCreateDeps {
@@ -250,7 +252,7 @@ function renameBatchJobs(deps: BatchesRouteDeps): RequestHandler {
     if (!isUuid(id)) throw new HttpError(404, NOT_FOUND);
     const renames = parseRenames(bodyObject(req));
     const r = await renameEpisodes(deps.pool, id.toLowerCase(), principal(res).apiKeyId, renames);
-    if (r.outcome !== 'renamed') throw refused(r, () => 'Batch is not paused. Only paused batches can be renamed.');
+    if (r.outcome !== 'renamed') throw refused(r, () => NOT_PAUSED_RENAME);
     res.json({ updated: r.updated, errors: r.errors.map((e) => e.message) });
   };
 }
@@ -259,7 +261,7 @@ function startPausedBatch(deps: BatchesRouteDeps): RequestHandler {
   return async (req, res) => {
     const batch = await ownBatch(deps, req.params.id, res);
     const r = await startBatch(deps.pool, batch.id, principal(res).apiKeyId);
-    if (r.outcome !== 'started') throw refused(r, (status) => `Batch is not paused (current status: ${status})`);
+    if (r.outcome !== 'started') throw refused(r, notPausedToStart);
     await resume(deps, batch);
     res.json({ batch_id: batch.id, started_jobs: r.startedJobs, status: 'processing' });
   };

@@ -23,8 +23,8 @@ export interface ChatDeps {
   webhookPrefix: string;
 }
 
-const UNAVAILABLE = 'Chat webhook configuration is temporarily unavailable';
-const BAD_LEVEL = "Invalid notify_level. Must be 'all', 'errors_only', or 'warnings_only'";
+export const UNAVAILABLE = 'Chat webhook configuration is temporarily unavailable';
+export const BAD_LEVEL = "Invalid notify_level. Must be 'all', 'errors_only', or 'warnings_only'";
 const MAX_URL = 2048;
 
 export function chatRouter(deps: ChatDeps): Router {

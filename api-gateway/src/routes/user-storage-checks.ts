@@ -95,7 +95,7 @@ export async function verifiedDestination(
   return document;
 }
 
-const BUCKET_FIELDS = ['endpoint', 'bucket', 'region', 'access_key', 'secret_key'] as const;
+export const BUCKET_FIELDS = ['endpoint', 'bucket', 'region', 'access_key', 'secret_key'] as const;
 
 /** The deprecated POST /user/bucket's verification: its five fields only, then a listing of the bucket. */
 export async function verifiedBucket(body: Record<string, unknown>, outbound: OutboundPolicy, timeoutMs: number): Promise<Record<string, unknown>> {
