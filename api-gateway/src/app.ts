@@ -13,6 +13,7 @@ import { ApiKeyCache, MISSING_KEY, cachedKeyLookup, requireApiKey } from './auth
 import { migrationsApplied } from './db/migrate.js';
 import { HttpError, errorResponder, notFound } from './http-errors.js';
 import { requestLogger } from './request-log.js';
+import { openApiRouter } from './openapi/serve.js';
 import { inProcessBudget, rateLimit, type RateBudget } from './rate-limit.js';
 import { MarketplaceUsers } from './marketplace.js';
 import { uploadGrantsRouter } from './routes/upload-grants.js';
@@ -125,6 +126,9 @@ export function createApp(deps: AppDeps): express.Express {
     if (!applied) throw new HttpError(503, 'Database migrations not applied');
     res.json({ status: 'ready' });
   });
+
+  // The API description: open, before the key and rate-limit prefixes (none of which covers it).
+  app.use(openApiRouter());
 
   if (deps.files) app.use(filesRouter(deps.files));
   if (deps.uploadGrants) app.use(uploadGrantsRouter({ broker: deps.uploadGrants, logger: log }));
