@@ -14,25 +14,12 @@ import express, { type Express } from 'express';
 import { ApiKeyCache } from '../src/auth.js';
 import { HttpError, errorResponder, failsWith, notFound } from '../src/http-errors.js';
 import { acceptJson, bodyObject } from '../src/json-body.js';
-import { RecordingSubmitter, captureLogger, startTestGateway, type TestGateway } from './support.js';
+import { RecordingSubmitter, appRoutes, captureLogger, startTestGateway, type TestGateway } from './support.js';
 
 type Json = Record<string, unknown>;
 
-/** Every [method, path] the app routes, from express's router stack (all routers are mounted at the root). */
-function appRoutes(app: Express): [string, string][] {
-  const out: [string, string][] = [];
-  const walk = (stack: { route?: { path: string; methods: Record<string, boolean> }; handle?: { stack?: unknown[] } }[]) => {
-    for (const layer of stack) {
-      if (layer.route) for (const m of Object.keys(layer.route.methods)) out.push([m.toUpperCase(), layer.route.path]);
-      else if (layer.handle?.stack) walk(layer.handle.stack as typeof stack);
-    }
-  };
-  walk((app as unknown as { router: { stack: [] } }).router.stack);
-  return out;
-}
-
 /** Routes whose URL is the credential (a signature), and the probes: no API key. */
-const PUBLIC = new Set(['GET /healthz', 'GET /readyz', 'GET /files/*key', 'GET /drive-files/*path', `POST ${UPLOAD_GRANT_PATH}/:op`]);
+const PUBLIC = new Set(['GET /healthz', 'GET /readyz', 'GET /openapi.json', 'GET /docs', 'GET /files/*key', 'GET /drive-files/*path', `POST ${UPLOAD_GRANT_PATH}/:op`]);
 
 /** The spec's missing-key message: its own wording on POST /is-short. */
 const missingMessage = (path: string) => (path === '/is-short' ? 'Missing API key' : 'Missing x-api-key header');

@@ -22,7 +22,7 @@ import pg from 'pg';
 import { INFO_SHORT } from '../../lib/test/media-info-fixtures.js';
 import { createApp } from '../src/app.js';
 import { UNDOCUMENTED_ROUTES, openApiDocument } from '../src/openapi/document.js';
-import { RecordingSubmitter, startTestGateway, type TestGateway } from './support.js';
+import { RecordingSubmitter, appRoutes, startTestGateway, type TestGateway } from './support.js';
 
 type Json = Record<string, unknown>;
 const run = promisify(execFile);
@@ -32,25 +32,9 @@ const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
 /** Express path syntax to OpenAPI's: `:id` and the wildcard `*key` become `{id}`, `{key}`. */
 const openApiPath = (path: string) => path.replace(/[:*](\w+)/g, '{$1}');
 
-/**
- * Every route of an express 5 app as method + OpenAPI path: the app's own
- * router stack and the Routers mounted in it (all at the root; a Router
- * mounted under a prefix would need its prefix here, so it fails loudly).
- */
+/** The app's routes as `METHOD /openapi/{path}`. */
 function routesOf(app: Express): string[] {
-  const out: string[] = [];
-  type Layer = { route?: { path: string; methods: Record<string, boolean> }; handle?: { stack?: Layer[] }; slash?: boolean; name?: string };
-  const walk = (stack: Layer[]) => {
-    for (const layer of stack) {
-      if (layer.route) {
-        for (const m of Object.keys(layer.route.methods)) if (METHODS.includes(m)) out.push(`${m.toUpperCase()} ${openApiPath(layer.route.path)}`);
-      } else if (Array.isArray(layer.handle?.stack)) {
-        if (!layer.slash) throw new Error('a Router mounted under a path prefix: routesOf cannot see its full paths');
-        walk(layer.handle.stack);
-      }
-    }
-  };
-  walk((app as unknown as { router: { stack: Layer[] } }).router.stack);
+  const out = appRoutes(app).filter(([m]) => METHODS.includes(m.toLowerCase())).map(([m, p]) => `${m} ${openApiPath(p)}`);
   return [...new Set(out)].sort();
 }
 

@@ -11,6 +11,7 @@ import { createLogger, type Logger } from '@mediajobs/lib/logger';
 import type { MediaBatch, MediaJob, MediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { SecretBox } from '@mediajobs/lib/secret-box';
+import type { Express } from 'express';
 import pg from 'pg';
 import { createApp, type AppDeps } from '../src/app.js';
 import { ApiKeyCache, cachedKeyLookup } from '../src/auth.js';
@@ -36,6 +37,27 @@ export function captureLogger(level = 'debug'): { logger: Logger; lines: string[
     },
   });
   return { logger, lines, text: () => lines.join('') };
+}
+
+/**
+ * Every [method, path] the app routes (express syntax: `/jobs/:id`), from
+ * express 5's router stack and the Routers mounted in it. All are mounted at
+ * the root; one under a prefix would hide that prefix, so it throws.
+ */
+export function appRoutes(app: Express): [string, string][] {
+  type Layer = { route?: { path: string; methods: Record<string, boolean> }; handle?: { stack?: Layer[] }; slash?: boolean };
+  const out: [string, string][] = [];
+  const walk = (stack: Layer[]) => {
+    for (const layer of stack) {
+      if (layer.route) for (const m of Object.keys(layer.route.methods)) out.push([m.toUpperCase(), layer.route.path]);
+      else if (layer.handle?.stack) {
+        if (!layer.slash) throw new Error('a Router mounted under a path prefix: appRoutes cannot see its full paths');
+        walk(layer.handle.stack);
+      }
+    }
+  };
+  walk((app as unknown as { router: { stack: Layer[] } }).router.stack);
+  return out;
 }
 
 export class RecordingSubmitter implements JobSubmitter, BatchSubmitter {
