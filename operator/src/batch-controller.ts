@@ -31,8 +31,10 @@ import { CreationRate } from './batch-rate.js';
 import { batchIdOf, recordManifestBatch, type BatchRecorderDeps } from './batch-record.js';
 import { batchStatusChanged, deriveBatchStatus, rejectedBatchStatus, rejectedForGeneration } from './batch-status.js';
 import type { OperatorConfig } from './config.js';
+import type { EventRecorder } from './events.js';
 import { ResilientInformer } from './informer.js';
 import type { Kube } from './kube.js';
+import { Announced, mediaBatchRef, mediaBatchTransition } from './transition-events.js';
 
 export interface BatchControllerDeps {
   kube: Kube;
@@ -42,6 +44,8 @@ export interface BatchControllerDeps {
   cfg: OperatorConfig;
   /** Expansion of kubectl-applied shows and playlists; built from cfg when absent. */
   sources?: BatchSources;
+  /** Kubernetes Events at the batch's transitions (transition-events.ts). */
+  events: EventRecorder;
 }
 
 /** MediaBatches reconciled at once: each pass is a few queries and at most a page of creations. */
@@ -54,6 +58,8 @@ export class MediaBatchController {
   private readonly batches: ResilientInformer<MediaBatch & k8s.KubernetesObject>;
   private readonly rate: CreationRate;
   private readonly recorder: BatchRecorderDeps;
+  /** Transitions announced as Events, per MediaBatch key. */
+  private readonly announced = new Announced();
   private active = false;
 
   constructor(private readonly d: BatchControllerDeps) {
@@ -181,7 +187,9 @@ export class MediaBatchController {
     if (!this.active) return undefined;
     const [ns, name] = key.split('/') as [string, string];
     const mb = this.batches.get(name, ns);
-    return mb && !mb.metadata.deletionTimestamp ? mb : undefined;
+    if (mb && !mb.metadata.deletionTimestamp) return mb;
+    this.announced.forget(key);
+    return undefined;
   }
 
   private async writeStatus(mb: MediaBatch, desired: MediaBatchStatus): Promise<void> {
@@ -195,7 +203,12 @@ export class MediaBatchController {
         body: { status: changed },
       }, MERGE_PATCH);
     } catch (err) {
-      if (!isNotFound(err)) throw err;
+      if (isNotFound(err)) return;
+      throw err;
+    }
+    const key = `${mb.metadata.namespace}/${mb.metadata.name}`;
+    for (const a of this.announced.fresh(key, mediaBatchTransition(mb.status, desired))) {
+      this.d.events.event(mediaBatchRef(mb), a.type, a.reason, a.message);
     }
   }
 }

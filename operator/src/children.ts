@@ -26,6 +26,8 @@ export interface ChildrenDeps {
     | 'RUNNER_SERVICE_ACCOUNT' | 'RUNNER_RESOURCES' | 'OUTBOUND_ALLOWED_CIDRS' | 'OUTBOUND_ALLOW_PRIVATE'>;
   destinations: Pick<JobDestinations, 'document' | 'runnerEnv'>;
   log: Logger;
+  /** Told of each runner Job this created (not of one found made already): the controller records its Event. */
+  onJobCreated?: (mj: MediaJob, job: k8s.V1Job) => void;
 }
 
 /** True when `obj` names `mj` as its controller (metav1.IsControlledBy). */
@@ -130,6 +132,7 @@ export class RunnerChildren {
     try {
       const job = await kube.batch.createNamespacedJob({ namespace, body });
       this.d.log.info({ jobId: jobIdOf(mj), job: name }, 'runner job created');
+      this.d.onJobCreated?.(mj, job);
       return job;
     } catch (err) {
       if (!isAlreadyExists(err)) throw err;

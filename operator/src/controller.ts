@@ -34,6 +34,7 @@ import {
 import { RunnerChildren } from './children.js';
 import type { OperatorConfig } from './config.js';
 import { JobDestinations } from './destinations.js';
+import type { EventRecorder } from './events.js';
 import { ResilientInformer } from './informer.js';
 import { MANAGED_BY, runnerJobName } from './job-builder.js';
 import { JobRecord, type ManagedStorageAccess } from './job-record.js';
@@ -42,6 +43,9 @@ import { PodIndex } from './pod-index.js';
 import {
   WAIT_FOR_POD, deriveStatus, failedBeforeRunning, isTerminal, statusChanged, statusPatch,
 } from './status.js';
+import {
+  Announced, admitted, hasWaited, mediaJobRef, mediaJobTransition, runnerJobCreated, type Announcement,
+} from './transition-events.js';
 import { deleteAfterTtl } from './ttl.js';
 
 export type { ManagedStorageAccess };
@@ -53,6 +57,8 @@ export interface ControllerDeps {
   storage: ManagedStorageAccess;
   log: Logger;
   cfg: OperatorConfig;
+  /** Kubernetes Events at the transitions a person looks for (transition-events.ts). */
+  events: EventRecorder;
 }
 
 /** How soon a Job that finished is looked at again when its pod's exit code has not been seen (its event usually comes first). */
@@ -76,12 +82,17 @@ export class MediaJobController {
   private readonly notices: CancelNotices;
   /** MediaJob keys whose row was cancelled (API, admin CLI), with the status it got. */
   private readonly cancelled = new Map<string, CancelStatus>();
+  /** Transitions announced as Events, per MediaJob key. */
+  private readonly announced = new Announced();
   private active = false;
 
   constructor(private readonly d: ControllerDeps) {
     const { kube, cfg, log } = d;
     this.destinations = new JobDestinations(kube.core, d.pool, d.box, (jobId, apiKeyId) => d.storage.destination(jobId, apiKeyId), cfg);
-    this.children = new RunnerChildren({ kube, cfg, destinations: this.destinations, log });
+    this.children = new RunnerChildren({
+      kube, cfg, destinations: this.destinations, log,
+      onJobCreated: (mj, job) => this.announce(keyOf(mj.metadata.namespace, mj.metadata.name), mj, [runnerJobCreated(job.metadata!.name!)]),
+    });
     this.record = new JobRecord({ pool: d.pool, box: d.box, storage: d.storage, destinations: this.destinations, log });
     this.queue = new WorkQueue((key) => this.reconcile(key), {
       concurrency: cfg.RECONCILE_CONCURRENCY,
@@ -225,6 +236,7 @@ export class MediaJobController {
       // soon even if a wake-up was lost (a release while this pass was in flight).
       return { requeueAfter: this.d.cfg.ADMISSION_RECHECK_SECONDS * 1000 };
     }
+    if (!cached && !mj.status?.jobName) this.announce(key, mj, [admitted(jobName, hasWaited(mj.status))]);
     const job = cached ? this.children.owned(cached, mj) : await this.children.ensure(mj);
     const desired = deriveStatus({ mj, job, pod: this.podIndex.latest(ns, jobName), admitted: true, jobName }, new Date());
     if (desired === WAIT_FOR_POD) return { requeueAfter: POD_RECHECK_MS };
@@ -273,10 +285,12 @@ export class MediaJobController {
     if (!isTerminal(mj.status?.status)) {
       if (!this.cancelled.has(key)) await cancelJob(this.d.pool, jobIdOf(mj), 'CancelledByAdmin');
       await this.children.removeRunner(this.jobs.get(runnerJobName(mj), mj.metadata.namespace), mj);
+      this.announce(key, mj, [{ type: 'Normal', reason: 'Cancelled', message: 'Deleted before it finished: the job was cancelled' }]);
     }
     this.admission.release(key);
     await setFinalizer(this.d.kube.custom, mj, false);
     this.record.forget(key);
+    this.announced.forget(key);
     this.cancelled.delete(key);
     return DONE;
   }
@@ -308,6 +322,7 @@ export class MediaJobController {
     if (mj && (!mj.metadata.deletionTimestamp || hasFinalizer(mj))) return mj;
     this.admission.release(key);
     this.record.forget(key);
+    this.announced.forget(key);
     this.cancelled.delete(key);
     return undefined;
   }
@@ -340,6 +355,7 @@ export class MediaJobController {
 
   private async patchStatus(mj: MediaJob, desired: MediaJobStatus): Promise<void> {
     if (!statusChanged(mj.status, desired)) return;
+    const announcements = mediaJobTransition(mj.status, desired);
     // A cancelled job's result goes even when the cache has not seen it yet (a late report).
     const status = { ...statusPatch(mj.status, desired), ...(isCancelStatus(desired.status) && { result: null }) };
     try {
@@ -348,8 +364,15 @@ export class MediaJobController {
         body: { status },
       }, MERGE_PATCH);
     } catch (err) {
-      if (!isNotFound(err)) throw err;
+      if (isNotFound(err)) return;
+      throw err;
     }
+    this.announce(keyOf(mj.metadata.namespace, mj.metadata.name), mj, announcements);
+  }
+
+  /** Record the Events of a transition not announced yet (queued: never delays or fails the pass). */
+  private announce(key: string, mj: MediaJob, list: Announcement[]): void {
+    for (const a of this.announced.fresh(key, list)) this.d.events.event(mediaJobRef(mj), a.type, a.reason, a.message);
   }
 
   /** A finished MediaJob: free its slot, drop its credentials, and delete it after the TTL. */

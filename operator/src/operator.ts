@@ -12,6 +12,7 @@ import { MediaJobController } from './controller.js';
 import type { ManagedStorageAccess } from './job-record.js';
 import { strandedBatches } from '@mediajobs/lib/db/batches';
 import { strandedPending } from '@mediajobs/lib/db/jobs';
+import { EventRecorder, REPORTING_CONTROLLER } from './events.js';
 import { makeKube } from './kube.js';
 import { LeaderElector } from './leader.js';
 import { OutboxDispatcher } from './outbox.js';
@@ -39,8 +40,10 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   // An idle client failing (Postgres restarting or stopping first) must not crash the process; the pool replaces it.
   pool.on('error', (err) => log.warn({ err: errFields(err) }, 'idle Postgres connection failed'));
   const kube = makeKube(cfg.KUBECONFIG);
-  const controller = new MediaJobController({ kube, pool, box, storage: deps.storage, log, cfg });
-  const batches = new MediaBatchController({ kube, pool, box, log, cfg });
+  const identity = cfg.POD_NAME ?? `${hostname()}-${process.pid}`;
+  const events = new EventRecorder(kube.core, log, { component: REPORTING_CONTROLLER, instance: identity });
+  const controller = new MediaJobController({ kube, pool, box, storage: deps.storage, log, cfg, events });
+  const batches = new MediaBatchController({ kube, pool, box, log, cfg, events });
   const stripe = stripeClient(cfg);
   const outbox = new OutboxDispatcher(pool, box, log, {
     timeoutMs: cfg.WEBHOOK_TIMEOUT_MS, attempts: cfg.WEBHOOK_ATTEMPTS, backoffMs: cfg.WEBHOOK_BACKOFF_MS,
@@ -77,7 +80,7 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
     elector = new LeaderElector(kube.coordination, log, {
       namespace: cfg.MEDIAJOBS_NAMESPACE,
       name: cfg.LEASE_NAME,
-      identity: cfg.POD_NAME ?? `${hostname()}-${process.pid}`,
+      identity,
       leaseDurationSeconds: cfg.LEASE_DURATION_SECONDS,
       renewSeconds: cfg.LEASE_RENEW_SECONDS,
       renewDeadlineSeconds: renewDeadlineSeconds(cfg),
@@ -99,6 +102,7 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
       else await unlead();
       await Promise.all([controller.stop(), batches.stop()]);
       await Promise.all([controller.stopInformers(), batches.stopInformers()]);
+      await events.flush();
       if (ownPool) await pool.end();
     },
   };
