@@ -145,6 +145,14 @@ describe('MediaBatch controller on the local cluster', function () {
     expect(table[1]!.slice(0, 4)).to.deep.equal([id, 'completed', '5/5', '0']);
     const described = (await tc.kubectl(['describe', 'mb', id])).stdout;
     expect(described).to.match(/All 5 episodes completed/);
+    // Events are written in the background, just after the status.
+    const events = await eventually(async () => {
+      const out = (await tc.kubectl(['describe', 'mb', id])).stdout;
+      return /Completed/.test(out.slice(out.indexOf('Events:'))) ? out.slice(out.indexOf('Events:')) : undefined;
+    });
+    expect(events).to.match(/Normal\s+Expanded\s+.*Batch .*: 5 episodes/);
+    expect(events).to.match(/Normal\s+EpisodesCreated\s+.*5 episode MediaJobs created/);
+    expect(events).to.match(/Normal\s+Completed\s+.*All 5 episodes completed/);
   });
 
   it('marks playlist videos as no show episodes: no episode metadata, no thumbnail', async () => {

@@ -75,6 +75,11 @@ describe('operator on the local cluster', function () {
   const get = async (name: string) => (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, name })) as MediaJob;
   const statusOf = async (name: string) => (await get(name)).status?.status;
   const row = async (id: string) => (await db.pool.query('SELECT * FROM jobs WHERE id = $1', [id])).rows[0] as Record<string, unknown> | undefined;
+  /** The Events about a MediaJob, as `kubectl get events` lists them: [type, reason, message]. */
+  const eventsOf = async (name: string) => {
+    const out = await tc.kubectl(['get', 'events', '--field-selector', `involvedObject.kind=MediaJob,involvedObject.name=${name}`, '-o', 'json']);
+    return (JSON.parse(out.stdout) as { items: k8s.CoreV1Event[] }).items.map((e) => [e.type, e.reason, e.message]);
+  };
 
   before(async () => {
     tc = await startTestCluster({ imageCommands: { 'mediajobs/runner:scripted': tsxCommand(RUNNER) } });
@@ -187,6 +192,15 @@ describe('operator on the local cluster', function () {
     expect((await batch.listNamespacedJob({ namespace: 'default', labelSelector: 'mediajobs.io/mediajob=no-dest' })).items).to.deep.equal([]);
     await new Promise((r) => setTimeout(r, 300));
     expect(receiver.hooks.filter((h) => h.body.job_id === mj.metadata.uid).map((h) => h.body.type)).to.deep.equal(['job_processing', 'job_failed']);
+    const events = await eventually(async () => {
+      const e = await eventsOf('no-dest');
+      return e.length >= 3 ? e : undefined;
+    });
+    expect(events).to.deep.equal([
+      ['Normal', 'Admitted', `A runner slot is free: runner Job ${runnerJobName(mj)} is created`],
+      ['Warning', 'Failed', 'Failed (storage_unreachable): The storage destination is unreachable or rejected the credentials'],
+      ['Warning', 'StorageUnreachable', 'The storage destination is unreachable or rejected the credentials'],
+    ]);
   });
 
   it('fails a MediaJob whose runner Job name is taken by a Job it does not control, and leaves that Job alone', async () => {
@@ -249,6 +263,19 @@ describe('operator on the local cluster', function () {
     const fifo = [...waited].sort((a, b) => Date.parse(a.metadata.creationTimestamp!) - Date.parse(b.metadata.creationTimestamp!)
       || (a.metadata.name! < b.metadata.name! ? -1 : 1));
     expect(admitted.slice(1)).to.deep.equal(fifo.map((mj) => mj.metadata.name));
+    // Each waiter says so once (not once per look at the slots), then is admitted.
+    for (const name of admitted.slice(1)) {
+      const reasons = await eventually(async () => {
+        const r = (await eventsOf(name)).map(([, reason]) => reason);
+        return r.includes('Completed') ? r : undefined;
+      });
+      expect(reasons, name).to.deep.equal(['WaitingForSlot', 'Admitted', 'RunnerJobCreated', 'Completed']);
+    }
+    const first = await eventually(async () => {
+      const e = await eventsOf(admitted[0]!);
+      return e.length >= 3 ? e : undefined;
+    });
+    expect(first.map(([, reason]) => reason)).to.deep.equal(['Admitted', 'RunnerJobCreated', 'Completed']);
   });
 
   it('survives a restart mid-job: one runner Job, one terminal webhook', async () => {
