@@ -34,6 +34,7 @@ import { driveFilesRouter } from './routes/user-storage-drive-files.js';
 import { ProbeCache, probeDestination, type ProviderSettings } from './destinations/probe.js';
 import type { DestinationVault } from './destinations/vault.js';
 import { isBatchSubmitter, type BatchSubmitter, type JobSubmitter } from './submitter.js';
+import type { GatewayMetrics } from './metrics.js';
 
 export interface AppDeps {
   pool: pg.Pool;
@@ -81,6 +82,8 @@ export interface AppDeps {
   batchSubmitter?: BatchSubmitter;
   /** POST /user/chat's CHAT_WEBHOOK_PREFIX; default the chat service's. */
   chatWebhookPrefix?: string;
+  /** Prometheus metrics (metrics.ts), served at GET /metrics; absent (METRICS_ENABLED=false): none kept, no /metrics. */
+  metrics?: GatewayMetrics;
 }
 
 /**
@@ -108,7 +111,9 @@ export function createApp(deps: AppDeps): express.Express {
   const log = deps.logger;
   const keyCache = deps.keyCache ?? new ApiKeyCache(cachedKeyLookup(deps.pool));
   const shuttingDown = deps.isShuttingDown ?? (() => false);
+  const metrics = deps.metrics;
 
+  if (metrics) app.use(metrics.middleware());
   app.use(requestLogger(log));
   app.use((_req, res, next) => {
     if (shuttingDown()) res.setHeader('Connection', 'close');
@@ -126,6 +131,8 @@ export function createApp(deps: AppDeps): express.Express {
     if (!applied) throw new HttpError(503, 'Database migrations not applied');
     res.json({ status: 'ready' });
   });
+  // Open like /healthz: the figures name no job, key or URL; keep it off the public ingress (docs/metrics.md).
+  if (metrics) app.get('/metrics', metrics.handler());
 
   // The API description: open, before the key and rate-limit prefixes (none of which covers it).
   app.use(openApiRouter());
@@ -133,10 +140,17 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.files) app.use(filesRouter(deps.files));
   if (deps.uploadGrants) app.use(uploadGrantsRouter({ broker: deps.uploadGrants, logger: log }));
 
-  const limit = rateLimit(deps.rateLimit ?? inProcessBudget());
+  const limit = rateLimit(deps.rateLimit ?? inProcessBudget(), metrics && ((counter, seconds, verdict) => metrics.rateCheck(counter, seconds, verdict)));
   // Counted against the account before a marketplace request becomes its end user's.
   const endUser = (deps.marketplaceUsers ?? new MarketplaceUsers(deps.pool)).middleware();
-  for (const [prefix, missingKey] of AUTHENTICATED) app.use(prefix, requireApiKey(keyCache, missingKey), limit, endUser);
+  for (const [prefix, missingKey] of AUTHENTICATED) {
+    // The metrics' route of a request answered before any route matched (401, 429): `${prefix}/*`.
+    const under: express.RequestHandler = (_req, res, next) => {
+      res.locals.routePrefix = prefix;
+      next();
+    };
+    app.use(prefix, ...(metrics ? [under] : []), requireApiKey(keyCache, missingKey), limit, endUser);
+  }
   const probeTimeoutMs = deps.storage?.probeTimeoutMs ?? 15_000;
   const providerSettings = deps.storage?.providerSettings ?? {};
   const probes = deps.storage?.probes ?? new ProbeCache((doc) => probeDestination(doc, probeTimeoutMs, providerSettings));

@@ -1,7 +1,7 @@
 // Gateway settings, read once at start through lib's config loader.
 import { z } from 'zod';
 import {
-  commonSchema, envInt, loadConfig, managedStorageSchema, outboundSchema, storageEndpointsSchema, withOutboundAllowance,
+  commonSchema, envBoolean, envInt, loadConfig, managedStorageSchema, outboundSchema, storageEndpointsSchema, withOutboundAllowance,
 } from '@mediajobs/lib/config';
 import { batchSourcesSchema } from '@mediajobs/lib/batches/config';
 import { chatSchema } from '@mediajobs/lib/chat/config';
@@ -59,6 +59,8 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
    * right for one gateway (local mode) only.
    */
   REDIS_URL: redisUrl.optional(),
+  /** Prometheus metrics at GET /metrics (docs/metrics.md); false: none kept, and no /metrics. */
+  METRICS_ENABLED: envBoolean.default(true),
 });
 
 export type GatewayConfig = z.infer<typeof gatewaySchema>;

@@ -59,10 +59,16 @@ export function refusalFor(verdict: Verdict): HttpError | undefined {
   return undefined;
 }
 
+/** Told how long each check took (what the limit adds to a request's latency) and what it decided (metrics.ts). */
+export type CheckObserver = (counter: RateBudget['kind'], seconds: number, verdict: Verdict) => void;
+
 /** Express middleware: counts the request against its principal's budget; 429 or 503 with Retry-After when refused. */
-export function rateLimit(budget: RateBudget): RequestHandler {
+export function rateLimit(budget: RateBudget, observe?: CheckObserver): RequestHandler {
   return async (_req, res, next) => {
-    const refusal = refusalFor(await budget.take(budgetKey(res.locals.principal!)));
+    const start = observe ? process.hrtime.bigint() : undefined;
+    const verdict = await budget.take(budgetKey(res.locals.principal!));
+    if (start !== undefined) observe!(budget.kind, Number(process.hrtime.bigint() - start) / 1e9, verdict);
+    const refusal = refusalFor(verdict);
     if (refusal) {
       res.setHeader('Retry-After', RETRY_AFTER);
       throw refusal;
@@ -71,46 +77,14 @@ export function rateLimit(budget: RateBudget): RequestHandler {
   };
 }
 
-/**
- * Durations in microseconds, counted in buckets a sixteenth of a power of two
- * wide, so a quantile is within about 5 % at a fixed, tiny cost per value.
- */
-export class DurationHistogram {
-  private static readonly SUB = 16;
-  private readonly counts = new Uint32Array(DurationHistogram.SUB * 40);
-  count = 0;
-  maxUs = 0;
-
-  record(us: number): void {
-    this.count++;
-    if (us > this.maxUs) this.maxUs = us;
-    const v = Math.max(1, us);
-    const exp = Math.floor(Math.log2(v));
-    const sub = Math.floor((v / 2 ** exp - 1) * DurationHistogram.SUB);
-    this.counts[Math.min(exp * DurationHistogram.SUB + sub, this.counts.length - 1)]!++;
-  }
-
-  /** The upper edge of the bucket holding the q-quantile (0 < q <= 1); 0 when empty. */
-  quantileUs(q: number): number {
-    let rank = Math.ceil(q * this.count);
-    for (let i = 0; i < this.counts.length; i++) {
-      rank -= this.counts[i]!;
-      if (rank <= 0) {
-        const exp = Math.floor(i / DurationHistogram.SUB);
-        return Math.min(2 ** exp * (1 + ((i % DurationHistogram.SUB) + 1) / DurationHistogram.SUB), this.maxUs);
-      }
-    }
-    return 0;
-  }
-}
-
 /** The verdict of the request at place `i` (arrival order) of a batch of which `allowed` fit. */
 const verdictAt = (allowed: number | 'unavailable', i: number): Verdict => (allowed === 'unavailable' ? 'unavailable' : i < allowed ? 'allowed' : 'limited');
 
 /**
  * One rate limit: requests per second per budget, over a rate-limiter-flexible
  * counter. Logs when the counter becomes unreachable and when it is back (not
- * every refused request), and at close how long its checks took.
+ * every refused request). How long checks take, and the refusals, are
+ * metrics (rateLimit's observer, metrics.ts).
  *
  * With `batched` (the Redis counter), the requests of one budget that arrive
  * within one turn of the event loop are counted together, with one command
@@ -121,8 +95,6 @@ const verdictAt = (allowed: number | 'unavailable', i: number): Verdict => (allo
  * under the limit are served in arrival order.
  */
 export class RateBudget {
-  /** Time spent counting each request (what the limit adds to a request's latency). */
-  readonly checkTimes = new DurationHistogram();
   private reachable = true;
   /** Requests waiting for this turn's count, by budget. */
   private waiting = new Map<string, ((verdict: Verdict) => void)[]>();
@@ -138,10 +110,7 @@ export class RateBudget {
   }
 
   async take(budget: string): Promise<Verdict> {
-    const start = process.hrtime.bigint();
-    const verdict = this.opts.batched ? await this.inBatch(budget) : verdictAt(await this.count(budget, 1), 0);
-    this.checkTimes.record(Number(process.hrtime.bigint() - start) / 1000);
-    return verdict;
+    return this.opts.batched ? this.inBatch(budget) : verdictAt(await this.count(budget, 1), 0);
   }
 
   private inBatch(budget: string): Promise<Verdict> {
@@ -190,14 +159,8 @@ export class RateBudget {
     else this.opts.logger?.warn({ counter: this.kind, err: errFields(err) }, 'rate limit counter unreachable: answering 503');
   }
 
-  /** Logs the check times and lets go of the counter's connection. */
+  /** Lets go of the counter's connection. */
   close(): void {
-    const t = this.checkTimes;
-    if (t.count) {
-      this.opts.logger?.info({
-        counter: this.kind, checks: t.count, p50Us: Math.round(t.quantileUs(0.5)), p99Us: Math.round(t.quantileUs(0.99)), maxUs: Math.round(t.maxUs),
-      }, 'rate limit checks');
-    }
     this.opts.onClose?.();
   }
 }

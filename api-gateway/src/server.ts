@@ -22,6 +22,8 @@ import { budgetFromConfig, type RateBudget } from './rate-limit.js';
 import { MarketplaceUsers } from './marketplace.js';
 import { KubeJobSubmitter, type BatchSubmitter, type JobSubmitter } from './submitter.js';
 import { KubeSecretVault } from './destinations/vault.js';
+import { GatewayMetrics } from './metrics.js';
+import { newRegistry, type Registry } from '@mediajobs/lib/metrics';
 
 export interface RunningGateway {
   server: Server;
@@ -37,6 +39,11 @@ export interface StartOptions {
   submitter?: JobSubmitter;
   /** Replaces the Kubernetes MediaBatch submitter (tests). */
   batchSubmitter?: BatchSubmitter;
+  /**
+   * Where the metrics go (with METRICS_ENABLED); default a registry of the
+   * gateway's own. Local mode passes the operator's too, so /metrics serves both.
+   */
+  metricsRegistry?: Registry;
 }
 
 export async function startGateway(config: GatewayConfig, opts: StartOptions = {}): Promise<RunningGateway> {
@@ -68,7 +75,10 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   const outbound = new OutboundPolicy({ allowed: config.OUTBOUND_ALLOWED_CIDRS });
   const rateLimit = budgetFromConfig(config, logger);
   const stripe = stripeClient(config);
+  const metrics = config.METRICS_ENABLED ? new GatewayMetrics(opts.metricsRegistry ?? newRegistry()) : undefined;
+  metrics?.trackPool(pool);
   const app = createApp({
+    ...(metrics && { metrics }),
     pool,
     logger,
     submitter,

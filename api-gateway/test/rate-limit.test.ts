@@ -13,6 +13,7 @@ import { expect } from 'chai';
 import { ConfigError } from '@mediajobs/lib/config';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { startRedisServer, type RedisServer } from '../../test/support/redis.js';
+import { scrape } from '../../test/support/metrics.js';
 import { createApp } from '../src/app.js';
 import { loadGatewayConfig } from '../src/config.js';
 import { createApiKey, createOrganization } from '../src/db/api-keys.js';
@@ -240,7 +241,7 @@ describe('api-gateway: rate limit', function () {
       ['Redis', () => redis.url, 'rate limit counted in Redis, shared by every gateway replica'],
       ['this process', () => undefined, 'rate limit counted in this process (REDIS_URL unset): right for one gateway only'],
     ] as const) {
-      it(`RATE_LIMIT_PER_SECOND and ${counter} as REDIS_URL says, named at start; the check times logged at close`, async () => {
+      it(`RATE_LIMIT_PER_SECOND and ${counter} as REDIS_URL says, named at start; checks and refusals in /metrics`, async () => {
         const dir = mkdtempSync(join(tmpdir(), 'mj-rate-'));
         const logs = captureLogger();
         const url = redisUrl();
@@ -255,12 +256,15 @@ describe('api-gateway: rate limit', function () {
           const answers = await burst(g.url, key, LIMIT);
           expect(served(answers)).to.equal(LIMIT - 1);
           expectRefusals(answers, 1);
+          const m = await scrape(`${g.url}/metrics`);
+          const kind = url ? 'redis' : 'in-process';
+          expect(m.value('mediajobs_rate_limit_check_duration_seconds_count', { counter: kind })).to.equal(LIMIT + 1);
+          expect(m.value('mediajobs_rate_limit_rejections_total', { counter: kind, verdict: 'limited' })).to.equal(1);
+          expect(m.value('mediajobs_http_requests_total', { route: '/jobs/*', status: '429' })).to.equal(1);
         } finally {
           await g.close();
           rmSync(dir, { recursive: true, force: true });
         }
-        const checks = logs.lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'rate limit checks');
-        expect(checks).to.include({ checks: LIMIT + 1, counter: url ? 'redis' : 'in-process' });
       });
     }
 

@@ -9,6 +9,7 @@
 // the key's backoff, a TemporaryError waits its own delay or backs off, a
 // PermanentError is never retried but handed to onPermanent, and any other
 // throw backs off.
+import type { WorkQueueMetrics } from './metrics.js';
 import { PermanentError, TemporaryError, type ReconcileResult } from './reconcile.js';
 
 /** One pass over a key: what to do next, or a throw (see ./reconcile.ts). */
@@ -31,12 +32,17 @@ export interface WorkQueueOptions {
    * Without it, permanent errors go to onError and are dropped.
    */
   onPermanent?: (key: string, err: PermanentError) => Promise<ReconcileResult | void> | ReconcileResult | void;
+  /** Adds, depth, waiting and working times, retries (lib/src/metrics.ts workQueueMetrics). */
+  metrics?: WorkQueueMetrics;
 }
 
 export class WorkQueue {
   private readonly waiting: string[] = [];
   private readonly queued = new Set<string>();
-  private readonly inFlight = new Set<string>();
+  /** Keys being processed, with when their pass began. */
+  private readonly inFlight = new Map<string, number>();
+  /** When each waiting key was added, for the queue-duration metric. */
+  private readonly addedAt = new Map<string, number>();
   /** Keys added while in flight: run again when the current pass ends. */
   private readonly dirty = new Set<string>();
   private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
@@ -62,6 +68,11 @@ export class WorkQueue {
     if (this.queued.has(key)) return;
     this.queued.add(key);
     this.waiting.push(key);
+    if (this.opts.metrics) {
+      this.addedAt.set(key, performance.now());
+      this.opts.metrics.added();
+      this.opts.metrics.depth(this.waiting.length);
+    }
     this.pump();
   }
 
@@ -85,6 +96,7 @@ export class WorkQueue {
   addRateLimited(key: string): void {
     const n = this.failures.get(key) ?? 0;
     this.failures.set(key, n + 1);
+    this.opts.metrics?.retried();
     this.addAfter(key, Math.min(this.retryMaxMs, this.retryBaseMs * 2 ** Math.min(n, 30)));
   }
 
@@ -95,6 +107,11 @@ export class WorkQueue {
 
   get length(): number {
     return this.waiting.length;
+  }
+
+  /** When each pass in flight began (Date.now()): client-go's unfinished work. */
+  inFlightSince(): Iterable<number> {
+    return this.inFlight.values();
   }
 
   /** Resolves when nothing is waiting or in flight (timers not counted). */
@@ -110,7 +127,9 @@ export class WorkQueue {
     this.timers.clear();
     this.waiting.length = 0;
     this.queued.clear();
+    this.addedAt.clear();
     this.dirty.clear();
+    this.opts.metrics?.depth(0);
     return this.idle();
   }
 
@@ -118,7 +137,14 @@ export class WorkQueue {
     while (!this.stopped && this.inFlight.size < this.concurrency && this.waiting.length) {
       const key = this.waiting.shift()!;
       this.queued.delete(key);
-      this.inFlight.add(key);
+      this.inFlight.set(key, Date.now());
+      const metrics = this.opts.metrics;
+      if (metrics) {
+        const at = this.addedAt.get(key);
+        this.addedAt.delete(key);
+        if (at !== undefined) metrics.waited((performance.now() - at) / 1000);
+        metrics.depth(this.waiting.length);
+      }
       void this.run(key);
     }
     if (!this.waiting.length && !this.inFlight.size) {
@@ -127,11 +153,13 @@ export class WorkQueue {
   }
 
   private async run(key: string): Promise<void> {
+    const started = performance.now();
     try {
       this.settle(key, await this.handler(key));
     } catch (err) {
       await this.failed(key, err);
     } finally {
+      this.opts.metrics?.worked((performance.now() - started) / 1000);
       this.inFlight.delete(key);
       if (this.dirty.delete(key)) this.add(key);
       // Yield so a burst of synchronous handlers does not starve timers and I/O.

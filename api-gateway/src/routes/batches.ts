@@ -29,6 +29,7 @@ import { HttpError, failsWith } from '../http-errors.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { acceptJson, bodyObject, optionalJsonBody } from '../json-body.js';
 import type { BatchSubmitter } from '../submitter.js';
+import type { GatewayMetrics } from '../metrics.js';
 
 export const NOT_FOUND = 'Batch not found';
 export const NOT_OWNER = 'Batch does not belong to this API key';
@@ -46,6 +47,8 @@ export interface BatchCreateDeps {
   batchSources: BatchSources;
   /** Creates and unpauses MediaBatches; absent: batches are only recorded (a batch sweeper must create them). */
   batchSubmitter?: BatchSubmitter;
+  /** Counts the episodes accepted (metrics.ts). */
+  metrics?: GatewayMetrics;
 }
 
 export interface NewBatchRequest {
@@ -130,6 +133,7 @@ export async function createBatch(
   }, episodes);
   if (inserted.outcome === 'storage_provider_not_configured') throw new HttpError(400, 'storage_provider_not_configured');
   if (inserted.outcome !== 'inserted') throw new Error(`insertBatch of a new batch answered ${inserted.outcome}`);
+  deps.metrics?.jobsAccepted('batch', episodes.length);
 
   await submitBatch(deps, buildMediaBatch({
     batchId, apiKeyId, organizationId: n.who.organizationId, namespace: deps.namespace, kind: expanded.kind, showUrl, paused, options,

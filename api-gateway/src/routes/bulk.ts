@@ -24,6 +24,7 @@ import { refusedAddress } from './jobs.js';
 import { uuidv7 } from '../ids.js';
 import { acceptJson, bodyObject } from '../json-body.js';
 import type { JobSubmitter } from '../submitter.js';
+import type { GatewayMetrics } from '../metrics.js';
 
 export const MAX_BULK_URLS = 100;
 /** 100 URLs of up to 4 KiB each, and the shared options. */
@@ -50,6 +51,8 @@ export interface BulkRouteDeps {
   namespace: string;
   outbound: OutboundPolicy;
   idempotency: IdempotencyKeys;
+  /** Counts the jobs accepted (metrics.ts). */
+  metrics?: GatewayMetrics;
 }
 
 export function bulkRouter(deps: BulkRouteDeps): Router {
@@ -126,6 +129,7 @@ function createJobs(deps: BulkRouteDeps): RequestHandler {
       keyRow: keyRowFor(res, { status: 201, body: answer, location: null }),
     });
     if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
+    deps.metrics?.jobsAccepted('bulk', jobs.length);
 
     await submitAll(deps, jobs.map((j) => buildMediaJob({
       jobId: j.id, apiKeyId: who.apiKeyId, organizationId: who.organizationId, namespace: deps.namespace, options: j.options, destination,

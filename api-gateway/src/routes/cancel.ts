@@ -15,6 +15,7 @@ import { isUuid } from '../ids.js';
 import { optionalJsonBody } from '../json-body.js';
 import { NOT_FOUND as BATCH_NOT_FOUND, NOT_OWNER as BATCH_NOT_OWNER, batchResponse } from './batches.js';
 import { jobResponse } from './jobs.js';
+import type { GatewayMetrics } from '../metrics.js';
 
 export interface CancelRouteDeps {
   pool: pg.Pool;
@@ -22,6 +23,8 @@ export interface CancelRouteDeps {
   secretBox: SecretBox;
   /** A 24 h download URL for a managed-storage key (the answer is GET /jobs/{id}'s). */
   presign: (key: string) => Promise<string>;
+  /** Counts the jobs cancelled (metrics.ts). */
+  metrics?: GatewayMetrics;
 }
 
 export const JOB_NOT_FOUND = 'Job not found';
@@ -52,6 +55,7 @@ function cancelOneJob(deps: CancelRouteDeps): RequestHandler {
     if (r.outcome === 'not_found') throw new HttpError(404, JOB_NOT_FOUND);
     if (r.outcome === 'finished') throw new HttpError(409, alreadyFinished('Job', r.status));
     deps.logger.info({ jobId: id, previous: r.previous }, 'job cancelled');
+    deps.metrics?.jobsCancelled();
     const job = await getJob(deps.pool, apiKeyId, id);
     if (!job) throw new HttpError(404, JOB_NOT_FOUND);
     res.json(await jobResponse(job, deps, deps.logger));
@@ -74,6 +78,7 @@ function cancelWholeBatch(deps: CancelRouteDeps): RequestHandler {
     if (r.outcome === 'not_owner') throw new HttpError(401, BATCH_NOT_OWNER);
     if (r.outcome === 'finished') throw new HttpError(409, alreadyFinished('Batch', r.status));
     deps.logger.info({ batchId: id, cancelled: r.cancelledJobs.length }, 'batch cancelled');
+    deps.metrics?.jobsCancelled(r.cancelledJobs.length);
     const batch = await getBatch(deps.pool, id);
     if (!batch) throw new HttpError(404, BATCH_NOT_FOUND);
     res.json({ ...batchResponse(batch), cancelled_jobs: r.cancelledJobs });

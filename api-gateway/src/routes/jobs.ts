@@ -156,6 +156,7 @@ function createJob(deps: JobsRouteDeps): RequestHandler {
       keyRow: keyRowFor(res, { status: 201, body: { job_id: id }, location: `/jobs/${id}` }),
     });
     if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
+    deps.metrics?.jobsAccepted('api');
 
     try {
       await deps.submitter.submit(buildMediaJob({ jobId: id, apiKeyId, organizationId: who.organizationId, namespace: deps.namespace, options: request.options, destination }));

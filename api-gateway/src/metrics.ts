@@ -1,0 +1,106 @@
+// The gateway's Prometheus metrics (docs/metrics.md): HTTP requests by
+// route template, method and status with their latency, jobs accepted,
+// cancellations through the API, rate-limit checks and refusals, and its
+// Postgres pool. Registered in the registry the gateway is given (in local
+// mode the operator's metrics are in it too), served at GET /metrics.
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type pg from 'pg';
+import {
+  Counter, Histogram, PREFIX, SHORT_SECONDS, jobsAccepted, jobsFinished, sendMetrics, trackPool, type JobSource, type Registry,
+} from '@mediajobs/lib/metrics';
+
+declare module 'express-serve-static-core' {
+  interface Locals {
+    /** The authenticated prefix a request came under (app.ts), for the route of one answered before routing. */
+    routePrefix?: string;
+  }
+}
+
+/** Methods counted by name; any other is `other`, so a client cannot make up label values. */
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+/** The route of a request that matched none (404s, and what was answered before routing, res.locals.routePrefix unset). */
+export const UNMATCHED = 'unmatched';
+
+export class GatewayMetrics {
+  private readonly requests: Counter<'route' | 'method' | 'status'>;
+  private readonly latency: Histogram<'route' | 'method'>;
+  private readonly accepted: Counter<'source'>;
+  private readonly finished: Counter<'status' | 'error_category'>;
+  private readonly rateLimited: Counter<'counter' | 'verdict'>;
+  private readonly rateChecks: Histogram<'counter'>;
+
+  constructor(readonly registry: Registry) {
+    const registers = [registry];
+    this.requests = new Counter({
+      name: `${PREFIX}http_requests_total`, help: 'HTTP requests answered, by route template, method and status code',
+      labelNames: ['route', 'method', 'status'] as const, registers,
+    });
+    this.latency = new Histogram({
+      name: `${PREFIX}http_request_duration_seconds`, help: 'Time from a request arriving to its answer being sent, by route template and method',
+      labelNames: ['route', 'method'] as const, buckets: SHORT_SECONDS, registers,
+    });
+    this.accepted = jobsAccepted(registry);
+    this.finished = jobsFinished(registry);
+    this.rateLimited = new Counter({
+      name: `${PREFIX}rate_limit_rejections_total`,
+      help: 'Requests refused by the rate limit: 429 (limited) or 503 (unavailable: the shared counter could not be reached)',
+      labelNames: ['counter', 'verdict'] as const, registers,
+    });
+    this.rateChecks = new Histogram({
+      name: `${PREFIX}rate_limit_check_duration_seconds`, help: 'Time the rate limit took to count one request (what it adds to its latency)',
+      labelNames: ['counter'] as const, buckets: [0.000001, 0.0000025, 0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.5], registers,
+    });
+  }
+
+  /** Express middleware, first in the chain: times every request and counts it by route template at its end. */
+  middleware(): RequestHandler {
+    return (req: Request, res: Response, next: NextFunction) => {
+      const start = process.hrtime.bigint();
+      res.once('finish', () => {
+        const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+        const route = routeOf(req, res);
+        const method = METHODS.has(req.method) ? req.method : 'other';
+        this.requests.inc({ route, method, status: String(res.statusCode) });
+        this.latency.observe({ route, method }, seconds);
+      });
+      next();
+    };
+  }
+
+  /** GET /metrics: this registry's exposition text. */
+  handler(): RequestHandler {
+    return async (_req, res) => {
+      await sendMetrics(this.registry, res);
+    };
+  }
+
+  trackPool(pool: pg.Pool): void {
+    trackPool(this.registry, 'gateway', pool);
+  }
+
+  jobsAccepted(source: JobSource, n = 1): void {
+    if (n > 0) this.accepted.inc({ source }, n);
+  }
+
+  /** Jobs the API cancelled (their rows became Cancelled here). */
+  jobsCancelled(n = 1): void {
+    if (n > 0) this.finished.inc({ status: 'Cancelled', error_category: 'none' }, n);
+  }
+
+  rateCheck(counter: string, seconds: number, verdict: 'allowed' | 'limited' | 'unavailable'): void {
+    this.rateChecks.observe({ counter }, seconds);
+    if (verdict !== 'allowed') this.rateLimited.inc({ counter, verdict });
+  }
+}
+
+/**
+ * The route template that answered (mount path and route path, e.g.
+ * /jobs/:id), never the URL; under an authenticated prefix, a request
+ * answered before any route matched (401, 429) is `<prefix>/*`.
+ */
+function routeOf(req: Request, res: Response): string {
+  const path = (req.route as { path?: unknown } | undefined)?.path;
+  if (typeof path === 'string') return req.baseUrl + path;
+  const prefix = res.locals.routePrefix;
+  return prefix ? `${prefix}/*` : UNMATCHED;
+}
