@@ -25,6 +25,7 @@ import { tsxCommand } from '../test/support/tsx.js';
 import { explainFailure, firstLine, portTakenMessage, requireFreePort, requireTools, StartupError } from './local-failures.js';
 import { startLocalPostgres } from './local-postgres.js';
 import { LOCAL_PG_DEFAULT_PORT } from '@mediajobs/lib/local-database';
+import { newRegistry } from '@mediajobs/lib/metrics';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const LOCAL = resolve(process.env.MEDIAJOBS_LOCAL_DIR ?? join(ROOT, '.local'));
@@ -218,14 +219,16 @@ async function start(): Promise<void> {
     // (OUTBOUND_ALLOWED_CIDRS, if set, adds to this; link-local and metadata stay refused).
     OUTBOUND_ALLOW_PRIVATE: process.env.OUTBOUND_ALLOW_PRIVATE ?? 'true',
   };
-  const gateway = await startGateway(loadGatewayConfig(env), { logger: createLogger('api-gateway', env.LOG_LEVEL ?? 'info') })
+  // One process, one registry: the gateway's /metrics serves the operator's metrics too.
+  const metricsRegistry = newRegistry();
+  const gateway = await startGateway(loadGatewayConfig(env), { logger: createLogger('api-gateway', env.LOG_LEVEL ?? 'info'), metricsRegistry })
     .catch(portTaken('the gateway', port, 'PORT'));
   stops.push(() => gateway.close());
   checkpoint();
   const operatorConfig = loadOperatorConfig(env);
   const storage = await managedStorageAccess(operatorConfig);
   checkpoint();
-  const operator = await startOperator(operatorConfig, { storage, log: createLogger('operator', env.LOG_LEVEL ?? 'info') });
+  const operator = await startOperator(operatorConfig, { storage, log: createLogger('operator', env.LOG_LEVEL ?? 'info'), metricsRegistry });
   stops.push(() => operator.stop());
   checkpoint();
 

@@ -59,8 +59,19 @@ export class Admission {
   /** The key the last slot went to; the next turn is the one after it in the ring. */
   private lastServed: string | undefined;
 
-  /** `wake` is called for each waiting job a slot was given to (the controller enqueues it). */
-  constructor(private readonly limits: AdmissionLimits, private readonly wake: (key: string) => void) {}
+  /**
+   * `wake` is called for each waiting job a slot was given to (the
+   * controller enqueues it); `onAdmitted` with the creation time of every job
+   * given a slot (the admission wait-time metric).
+   */
+  constructor(
+    private readonly limits: AdmissionLimits, private readonly wake: (key: string) => void, private readonly onAdmitted?: (createdAt: number) => void,
+  ) {}
+
+  /** Jobs holding a slot, and jobs waiting for one. */
+  counts(): { running: number; waiting: number } {
+    return { running: this.admitted.size, waiting: this.waiting.size };
+  }
 
   /** Start over with the jobs known to hold a slot (on becoming leader, from the caches). */
   reset(holding: Iterable<readonly [string, Owner]>): void {
@@ -107,6 +118,7 @@ export class Admission {
       if (!next) return;
       this.leaveLine(next);
       this.hold(next.key, next.owner);
+      this.onAdmitted?.(next.createdAt);
       this.lastServed = next.owner.apiKeyId;
       if (next.key !== asking) this.wake(next.key);
     }

@@ -32,6 +32,7 @@ import { batchIdOf, recordManifestBatch, type BatchRecorderDeps } from './batch-
 import { batchStatusChanged, deriveBatchStatus, rejectedBatchStatus, rejectedForGeneration } from './batch-status.js';
 import type { OperatorConfig } from './config.js';
 import type { EventRecorder } from './events.js';
+import type { OperatorMetrics } from './metrics.js';
 import { ResilientInformer } from './informer.js';
 import type { Kube } from './kube.js';
 import { Announced, mediaBatchRef, mediaBatchTransition } from './transition-events.js';
@@ -46,6 +47,7 @@ export interface BatchControllerDeps {
   sources?: BatchSources;
   /** Kubernetes Events at the batch's transitions (transition-events.ts). */
   events: EventRecorder;
+  metrics?: OperatorMetrics;
 }
 
 /** MediaBatches reconciled at once: each pass is a few queries and at most a page of creations. */
@@ -73,9 +75,11 @@ export class MediaBatchController {
       retryMaxMs: 60_000,
       onError: (key, err) => log.warn({ mediabatch: key, err: errFields(err) }, 'batch reconcile failed; will retry'),
       onPermanent: (key, err) => this.recordFailure(key, err),
+      ...(d.metrics && { metrics: d.metrics.workQueue('mediabatches', () => this.queue.inFlightSince()) }),
     });
     const ns = cfg.MEDIAJOBS_NAMESPACE;
     this.batches = new ResilientInformer({
+      ...(d.metrics && { metrics: d.metrics }),
       kc: kube.kc, resyncMs: cfg.RESYNC_SECONDS * 1000, watchdogMs: cfg.WATCHDOG_SECONDS * 1000, relistMs: cfg.RELIST_SECONDS * 1000, log,
       name: 'mediabatches',
       path: `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${MEDIABATCH_PLURAL}`,

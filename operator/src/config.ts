@@ -106,6 +106,13 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(sto
   }, 'must be an http(s) URL without credentials').optional(),
   /** Extra env for runner pods, JSON object of strings (e.g. proxy settings). */
   RUNNER_ENV: envJson(z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'), z.string())).optional(),
+  /**
+   * The operator's Prometheus listener (GET /metrics, docs/metrics.md) on
+   * METRICS_HOST; unset: none (local mode serves the operator's metrics at
+   * the gateway's /metrics). The chart sets 9090.
+   */
+  METRICS_PORT: envInt(0, 65535).optional(),
+  METRICS_HOST: z.string().default('0.0.0.0'),
   /** The runner container's resources, JSON `{"requests": {...}, "limits": {...}}` (cpu, memory, ephemeral-storage). */
   RUNNER_RESOURCES: envJson(z.strictObject({ requests: resourceList.optional(), limits: resourceList.optional() })).default(DEFAULT_RUNNER_RESOURCES),
 });

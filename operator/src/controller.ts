@@ -38,6 +38,7 @@ import type { EventRecorder } from './events.js';
 import { ResilientInformer } from './informer.js';
 import { MANAGED_BY, runnerJobName } from './job-builder.js';
 import { JobRecord, type ManagedStorageAccess } from './job-record.js';
+import type { OperatorMetrics } from './metrics.js';
 import type { Kube } from './kube.js';
 import { PodIndex } from './pod-index.js';
 import {
@@ -59,6 +60,7 @@ export interface ControllerDeps {
   cfg: OperatorConfig;
   /** Kubernetes Events at the transitions a person looks for (transition-events.ts). */
   events: EventRecorder;
+  metrics?: OperatorMetrics;
 }
 
 /** How soon a Job that finished is looked at again when its pod's exit code has not been seen (its event usually comes first). */
@@ -93,21 +95,27 @@ export class MediaJobController {
       kube, cfg, destinations: this.destinations, log,
       onJobCreated: (mj, job) => this.announce(keyOf(mj.metadata.namespace, mj.metadata.name), mj, [runnerJobCreated(job.metadata!.name!)]),
     });
-    this.record = new JobRecord({ pool: d.pool, box: d.box, storage: d.storage, destinations: this.destinations, log });
+    this.record = new JobRecord({
+      pool: d.pool, box: d.box, storage: d.storage, destinations: this.destinations, log, ...(d.metrics && { metrics: d.metrics }),
+    });
     this.queue = new WorkQueue((key) => this.reconcile(key), {
       concurrency: cfg.RECONCILE_CONCURRENCY,
       retryBaseMs: 500,
       retryMaxMs: 60_000,
       onError: (key, err) => log.warn({ mediajob: key, err: errFields(err) }, 'reconcile failed; will retry'),
       onPermanent: (key, err) => this.recordFailure(key, err),
+      ...(d.metrics && { metrics: d.metrics.workQueue('mediajobs', () => this.queue.inFlightSince()) }),
     });
     this.admission = new Admission(
       { maxRunning: cfg.MAX_RUNNING_JOBS, perKey: cfg.MAX_RUNNING_PER_KEY, perOrg: cfg.MAX_RUNNING_PER_ORG },
       (key) => this.queue.add(key),
+      d.metrics && ((createdAt) => d.metrics!.admitted(createdAt)),
     );
+    d.metrics?.watchAdmission(() => this.admission.counts(), cfg.MAX_RUNNING_JOBS);
     this.notices = new CancelNotices(d.pool, log, (n) => this.onCancelNotice(n), () => void this.catchUpCancelled());
     const ns = cfg.MEDIAJOBS_NAMESPACE;
     const common = {
+      ...(d.metrics && { metrics: d.metrics }),
       kc: kube.kc, resyncMs: cfg.RESYNC_SECONDS * 1000, watchdogMs: cfg.WATCHDOG_SECONDS * 1000, relistMs: cfg.RELIST_SECONDS * 1000, log,
     };
     this.mediajobs = new ResilientInformer({
@@ -256,6 +264,7 @@ export class MediaJobController {
     if (!this.cancelled.has(key)) {
       const r = await cancelJob(this.d.pool, jobIdOf(mj), wanted);
       if (r.outcome === 'finished') status = r.status;
+      if (r.outcome === 'cancelled') this.d.metrics?.jobCancelled(wanted);
     }
     if (!isCancelStatus(status)) return undefined;
     return this.followCancelled(key, mj, status);
@@ -283,7 +292,9 @@ export class MediaJobController {
    */
   private async deleted(key: string, mj: MediaJob): Promise<ReconcileResult> {
     if (!isTerminal(mj.status?.status)) {
-      if (!this.cancelled.has(key)) await cancelJob(this.d.pool, jobIdOf(mj), 'CancelledByAdmin');
+      if (!this.cancelled.has(key) && (await cancelJob(this.d.pool, jobIdOf(mj), 'CancelledByAdmin')).outcome === 'cancelled') {
+        this.d.metrics?.jobCancelled('CancelledByAdmin');
+      }
       await this.children.removeRunner(this.jobs.get(runnerJobName(mj), mj.metadata.namespace), mj);
       this.announce(key, mj, [{ type: 'Normal', reason: 'Cancelled', message: 'Deleted before it finished: the job was cancelled' }]);
     }

@@ -7,6 +7,7 @@
 // reconciled again.
 import * as k8s from '@kubernetes/client-node';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
+import type { OperatorMetrics, RelistTrigger } from './metrics.js';
 
 export interface ResilientInformerOptions<T extends k8s.KubernetesObject> {
   name: string;
@@ -20,6 +21,8 @@ export interface ResilientInformerOptions<T extends k8s.KubernetesObject> {
   watchdogMs: number;
   relistMs: number;
   log: Logger;
+  /** Counts relists by trigger, and failed ones. */
+  metrics?: Pick<OperatorMetrics, 'relisted' | 'relistFailed'>;
 }
 
 export class ResilientInformer<T extends k8s.KubernetesObject> {
@@ -51,7 +54,7 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
       // A replaced informer's aborted watch, or a relist's failed one (relist retries itself), is not ours to restart.
       if (this.stopped || inf !== this.informer) return;
       this.o.log.warn({ informer: this.o.name, err: errFields(err) }, 'informer stopped; restarting');
-      this.restartLater();
+      this.restartLater('error');
     });
     return inf;
   }
@@ -64,12 +67,12 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     const watchdog = setInterval(() => {
       if (Date.now() - this.lastEvent > this.o.watchdogMs) {
         this.o.log.info({ informer: this.o.name }, 'no watch events for a while; restarting the informer');
-        void this.restart();
+        void this.restart('watchdog');
       }
     }, Math.max(1000, Math.floor(this.o.watchdogMs / 4)));
     const relist = setInterval(() => {
       this.o.log.debug({ informer: this.o.name }, 'periodic relist');
-      void this.restart();
+      void this.restart('periodic');
     }, this.o.relistMs);
     resync.unref();
     watchdog.unref();
@@ -78,18 +81,19 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
   }
 
   /** restart() after a failure, waiting longer after each one in a row (250 ms doubling, at most 30 s). */
-  private restartLater(): void {
-    const t = setTimeout(() => void this.restart(), Math.min(30_000, 250 * 2 ** Math.min(this.restarts++, 7)));
+  private restartLater(trigger: RelistTrigger): void {
+    const t = setTimeout(() => void this.restart(trigger), Math.min(30_000, 250 * 2 ** Math.min(this.restarts++, 7)));
     t.unref();
     this.timers.push(t);
   }
 
-  private async restart(): Promise<void> {
+  private async restart(trigger: RelistTrigger): Promise<void> {
     // One at a time: the watchdog, the relist timer and an error may all ask at once.
     if (this.stopped || this.restarting) return;
     this.restarting = true;
     try {
-      await this.relist();
+      this.o.metrics?.relisted(this.o.name, trigger);
+      await this.relist(trigger);
     } finally {
       this.restarting = false;
     }
@@ -102,7 +106,7 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
    * would stay lost. The fresh one announces every object as added; what
    * the old cache held and the list no longer has is announced as deleted.
    */
-  private async relist(): Promise<void> {
+  private async relist(trigger: RelistTrigger): Promise<void> {
     this.lastEvent = Date.now();
     const old = this.informer;
     try {
@@ -117,7 +121,8 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
       // rejection): keep the old cache, whole but stale, rather than an empty one.
       await fresh.stop().catch(() => undefined);
       this.o.log.warn({ informer: this.o.name }, 'informer relist failed; keeping the cache and trying again');
-      this.restartLater();
+      this.o.metrics?.relistFailed(this.o.name);
+      this.restartLater(trigger);
       return;
     }
     this.informer = fresh;

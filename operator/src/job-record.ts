@@ -14,6 +14,7 @@ import { jobIdOf, type JobStatus, type MediaJob, type MediaJobResult, type Media
 import { findJob, insertFromManifest, mirrorStatus } from '@mediajobs/lib/db/jobs';
 import { isCancelStatus } from '@mediajobs/lib/job-cancellation';
 import { JobDestinations, type DownloadUrls } from './destinations.js';
+import type { OperatorMetrics } from './metrics.js';
 import { transitionEvents } from './webhook-events.js';
 
 /** What the operator needs from managed storage. */
@@ -33,6 +34,8 @@ export interface JobRecordDeps {
   storage: ManagedStorageAccess;
   destinations: JobDestinations;
   log: Logger;
+  /** Counts kubectl-applied jobs recorded, and the row's transitions (started, finished). */
+  metrics?: Pick<OperatorMetrics, 'jobAccepted' | 'jobMoved'>;
 }
 
 /**
@@ -70,6 +73,7 @@ export class JobRecord {
       if (!(await insertFromManifest(this.d.pool, jobId, withDefaults(mj), webhook))) {
         throw new PermanentError(INVALID_OWNER.reason, INVALID_OWNER.message);
       }
+      this.d.metrics?.jobAccepted();
     }
     this.recorded.set(key, jobId);
   }
@@ -92,6 +96,8 @@ export class JobRecord {
     const urls = s.status === 'Completed' ? await this.presignResult(mj, s.result) : {};
     const m = await mirrorStatus(this.d.pool, jobId, s, (old, r) => transitionEvents(old, s, r, mj, urls));
     this.synced.set(key, fingerprint);
+    // Once per transition: only the write that found the row at its old status moves it.
+    if (m?.updated && m.previous !== m.current) this.d.metrics?.jobMoved(m.previous, s);
     return m && !m.updated && m.current !== s.status ? (m.current as JobStatus) : undefined;
   }
 

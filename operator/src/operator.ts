@@ -17,11 +17,16 @@ import { makeKube } from './kube.js';
 import { LeaderElector } from './leader.js';
 import { OutboxDispatcher } from './outbox.js';
 import { Sweeper } from './sweeper.js';
+import { newRegistry, type Registry } from '@mediajobs/lib/metrics';
+import { OperatorMetrics, serveMetrics } from './metrics.js';
 
 export interface OperatorHandle {
   controller: MediaJobController;
   batches: MediaBatchController;
   isLeader(): boolean;
+  metrics: OperatorMetrics;
+  /** The METRICS_PORT listener's address; unset without one. */
+  metricsUrl?: string;
   stop(): Promise<void>;
 }
 
@@ -29,6 +34,8 @@ export interface OperatorDeps {
   storage: ManagedStorageAccess;
   log?: Logger;
   pool?: pg.Pool;
+  /** Where the metrics go; default a registry of the operator's own. Local mode passes the gateway's. */
+  metricsRegistry?: Registry;
 }
 
 export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Promise<OperatorHandle> {
@@ -39,16 +46,25 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   const ownPool = !deps.pool;
   // An idle client failing (Postgres restarting or stopping first) must not crash the process; the pool replaces it.
   pool.on('error', (err) => log.warn({ err: errFields(err) }, 'idle Postgres connection failed'));
+  const metrics = new OperatorMetrics(deps.metricsRegistry ?? newRegistry());
+  metrics.trackPool(pool);
+  // First, so a taken port stops the start before anything runs. Every
+  // replica serves its metrics, leading or not: a standby's informers and pool are worth watching too.
+  const listener = cfg.METRICS_PORT === undefined ? undefined : await serveMetrics(metrics.registry, cfg.METRICS_HOST, cfg.METRICS_PORT).catch(async (err: unknown) => {
+    if (ownPool) await pool.end();
+    throw err;
+  });
   const kube = makeKube(cfg.KUBECONFIG);
   const identity = cfg.POD_NAME ?? `${hostname()}-${process.pid}`;
   const events = new EventRecorder(kube.core, log, { component: REPORTING_CONTROLLER, instance: identity });
-  const controller = new MediaJobController({ kube, pool, box, storage: deps.storage, log, cfg, events });
-  const batches = new MediaBatchController({ kube, pool, box, log, cfg, events });
+  const controller = new MediaJobController({ kube, pool, box, storage: deps.storage, log, cfg, events, metrics });
+  const batches = new MediaBatchController({ kube, pool, box, log, cfg, events, metrics });
   const stripe = stripeClient(cfg);
   const outbox = new OutboxDispatcher(pool, box, log, {
     timeoutMs: cfg.WEBHOOK_TIMEOUT_MS, attempts: cfg.WEBHOOK_ATTEMPTS, backoffMs: cfg.WEBHOOK_BACKOFF_MS,
     outbound: { allowed: cfg.OUTBOUND_ALLOWED_CIDRS },
     ...(stripe && { billing: { stripe, meterEvent: cfg.STRIPE_METER_EVENT } }),
+    metrics,
   });
   const sweeper = new Sweeper({
     rows: { jobs: (olderThan) => strandedPending(pool, olderThan), batches: (olderThan) => strandedBatches(pool, olderThan) },
@@ -91,13 +107,16 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   } else {
     await lead();
   }
-  log.info({ namespace: cfg.MEDIAJOBS_NAMESPACE, maxRunningJobs: cfg.MAX_RUNNING_JOBS }, 'operator started');
+  log.info({ namespace: cfg.MEDIAJOBS_NAMESPACE, maxRunningJobs: cfg.MAX_RUNNING_JOBS, ...(listener && { metrics: `${listener.url}/metrics` }) }, 'operator started');
 
   return {
     controller,
     batches,
     isLeader: () => leading,
+    metrics,
+    ...(listener && { metricsUrl: listener.url }),
     async stop() {
+      if (listener) await new Promise((resolve) => listener.server.close(resolve));
       if (elector) await elector.stop();
       else await unlead();
       await Promise.all([controller.stop(), batches.stop()]);

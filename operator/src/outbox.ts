@@ -26,6 +26,7 @@ import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { OutboundPolicy, type OutboundPolicyOptions } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import { secretKey, signedHeaders } from '@mediajobs/lib/webhook-signing';
+import type { OperatorMetrics } from './metrics.js';
 import { WebhookClient, type PostOutcome } from './webhook-post.js';
 
 export interface OutboxOptions {
@@ -44,6 +45,8 @@ export interface OutboxOptions {
   originBusyDelayMs?: number;
   /** Where usage reports go (STRIPE_*); without it they stay queued. */
   billing?: { stripe: Stripe; meterEvent: string };
+  /** Counts each attempt by channel and result, with its time. */
+  metrics?: Pick<OperatorMetrics, 'delivered'>;
 }
 
 export class OutboxDispatcher {
@@ -156,6 +159,7 @@ export class OutboxDispatcher {
     // perhaps sent) still counts: never more POSTs than attempts.
     if (row.attempts > this.opts.attempts) {
       await markFailed(this.pool, row.id);
+      this.opts.metrics?.delivered(row.channel, 'failed');
       this.log.warn({ eventId: row.event_id, type: row.type, attempt: row.attempts - 1 }, 'webhook given up');
       return;
     }
@@ -165,6 +169,7 @@ export class OutboxDispatcher {
     const busy = this.perOrigin.get(origin) ?? 0;
     if (busy >= (this.opts.perOrigin ?? 4)) {
       await releaseClaim(this.pool, row.id, this.opts.originBusyDelayMs ?? 250);
+      this.opts.metrics?.delivered(row.channel, 'deferred');
       return;
     }
     this.perOrigin.set(origin, busy + 1);
@@ -190,18 +195,22 @@ export class OutboxDispatcher {
     });
     const { error } = outcome;
     const fields = { eventId: row.event_id, type: row.type, attempt, ...(error && { error }) };
+    const seconds = outcome.durationMs / 1000;
     if (!error) {
       await markDelivered(this.pool, row.id);
+      this.opts.metrics?.delivered(row.channel, 'delivered', seconds);
       this.log.info(fields, 'webhook delivered');
       return;
     }
     if (attempt >= this.opts.attempts) {
       await markFailed(this.pool, row.id, error);
+      this.opts.metrics?.delivered(row.channel, 'failed', seconds);
       this.log.warn(fields, 'webhook given up');
       return;
     }
     const delayMs = this.opts.backoffMs * 2 ** (attempt - 1);
     await scheduleRetry(this.pool, row.id, error, delayMs);
+    this.opts.metrics?.delivered(row.channel, 'retry', seconds);
     this.log.info({ ...fields, retryInMs: delayMs }, 'webhook attempt failed');
   }
 

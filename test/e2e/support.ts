@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino, type DestinationStream } from 'pino';
 import { createLogger } from '@mediajobs/lib/logger';
+import type { Registry } from '@mediajobs/lib/metrics';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { managedKeyPrefix } from '@mediajobs/lib/storage/types';
 import { loadGatewayConfig } from '../../api-gateway/src/config.js';
@@ -57,6 +58,12 @@ export interface ServiceOptions {
    * at `logLevel`, which is silent unless LOG_LEVEL says otherwise.
    */
   logDestination?: DestinationStream;
+  /**
+   * One metrics registry for the gateway and the operator, as local mode
+   * has: the gateway's /metrics serves both. Not with restartOperator (a
+   * second operator would define its metrics again in it).
+   */
+  metricsRegistry?: Registry;
 }
 
 export async function startService(opts: ServiceOptions = {}): Promise<Service> {
@@ -92,10 +99,11 @@ export async function startService(opts: ServiceOptions = {}): Promise<Service> 
   const logger = (name: string) => opts.logDestination
     ? createLogger(name, opts.logLevel ?? 'debug', {}, opts.logDestination)
     : pino({ level: logLevel });
-  const gw = await startGateway(loadGatewayConfig(env), { logger: logger('api-gateway') });
+  const metricsRegistry = opts.metricsRegistry && { metricsRegistry: opts.metricsRegistry };
+  const gw = await startGateway(loadGatewayConfig(env), { logger: logger('api-gateway'), ...metricsRegistry });
   const startOp = async () => {
     const cfg = loadOperatorConfig(env);
-    return startOperator(cfg, { storage: await managedStorageAccess(cfg), log: logger('operator') });
+    return startOperator(cfg, { storage: await managedStorageAccess(cfg), log: logger('operator'), ...metricsRegistry });
   };
   let operator = await startOp();
   const { key: apiKey, id: apiKeyId } = await createApiKey(db.pool, { name: 'e2e' });

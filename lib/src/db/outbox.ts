@@ -236,3 +236,17 @@ export async function redeliverEvent(
   const exists = await pool.query('SELECT 1 FROM outbox WHERE job_id = $1 AND event_id = $2::uuid', [jobId, eventUuid]);
   return { outcome: exists.rowCount ? 'open' : 'unknown' };
 }
+
+/**
+ * Per channel, the age in seconds of the oldest event neither delivered
+ * nor given up (a redelivered event counts from its creation). Reads only
+ * the undelivered rows, through the partial index outbox_due_idx.
+ */
+export async function oldestUndelivered(pool: pg.Pool): Promise<Map<OutboxChannel, number>> {
+  const r = await pool.query<{ channel: OutboxChannel; age: number }>({
+    name: 'mj-outbox-oldest',
+    text: `SELECT channel, extract(epoch FROM now() - min(created_at))::float8 AS age FROM outbox
+           WHERE delivered_at IS NULL AND failed_at IS NULL GROUP BY channel`,
+  });
+  return new Map(r.rows.map((row) => [row.channel, Math.max(0, row.age)]));
+}

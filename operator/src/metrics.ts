@@ -1,0 +1,164 @@
+// The operator's Prometheus metrics (docs/metrics.md): jobs started and
+// finished, admission (Kueue's pending workloads and admission wait time
+// are the model), the work queues (client-go's workqueue names), informer
+// relists, outbox deliveries and the oldest undelivered event, and the
+// Postgres pool. Served by the operator's own listener (METRICS_PORT,
+// serveMetrics), or in local mode by the gateway's /metrics, whose
+// registry the operator is then given.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type pg from 'pg';
+import { OUTBOX_CHANNELS, oldestUndelivered, type OutboxChannel } from '@mediajobs/lib/db/outbox';
+import {
+  Counter, Gauge, Histogram, LONG_SECONDS, PREFIX, SHORT_SECONDS, errorCategory, jobsAccepted, jobsFinished, sendMetrics, statusLabel, trackPool,
+  workQueueMetrics, type Registry, type WorkQueueMetrics,
+} from '@mediajobs/lib/metrics';
+import type { MediaJobStatus } from '@mediajobs/lib/mediajob/types';
+
+/** What admission shows at a scrape (admission.ts). */
+export interface AdmissionCounts {
+  running: number;
+  waiting: number;
+}
+
+/** Why an informer listed again: its watch failed, it went quiet (watchdog), or the periodic relist. */
+export type RelistTrigger = 'error' | 'watchdog' | 'periodic';
+
+/** How one outbox attempt ended: delivered, failed and retried later, failed for good, or not sent (its receiver busy). */
+export type DeliveryResult = 'delivered' | 'retry' | 'failed' | 'deferred';
+
+export class OperatorMetrics {
+  private readonly accepted: Counter<'source'>;
+  private readonly started: Counter;
+  private readonly finished: Counter<'status' | 'error_category'>;
+  private readonly admissionWait: Histogram;
+  private readonly relists: Counter<'informer' | 'trigger'>;
+  private readonly relistFailures: Counter<'informer'>;
+  private readonly deliveries: Counter<'channel' | 'result'>;
+  private readonly deliveryTime: Histogram<'channel'>;
+  private admission: (() => AdmissionCounts) | undefined;
+  private maxRunning = 0;
+  private outboxPool: pg.Pool | undefined;
+
+  constructor(readonly registry: Registry) {
+    const registers = [registry];
+    this.accepted = jobsAccepted(registry);
+    this.finished = jobsFinished(registry);
+    this.started = new Counter({
+      name: `${PREFIX}jobs_started_total`, help: 'Jobs whose runner started (Pending to Processing or straight to an end after running)', registers,
+    });
+    const admission = () => this.admission?.();
+    const gauge = (name: string, help: string, value: () => number | undefined) => new Gauge({
+      name: `${PREFIX}${name}`, help, registers,
+      collect() {
+        const v = value();
+        if (v !== undefined) this.set(v);
+      },
+    });
+    gauge('admission_pending_jobs', 'MediaJobs waiting for a runner slot (Kueue: pending_workloads)', () => admission()?.waiting);
+    gauge('admission_running_jobs', 'MediaJobs holding a runner slot', () => admission()?.running);
+    gauge('admission_max_running_jobs', 'The cap on MediaJobs holding a slot (MAX_RUNNING_JOBS)', () => (this.admission ? this.maxRunning : undefined));
+    this.admissionWait = new Histogram({
+      name: `${PREFIX}admission_wait_time_seconds`,
+      help: 'From a MediaJob\'s creation to its admission (a runner slot given), Kueue\'s admission_wait_time_seconds',
+      buckets: [0.1, 0.5, ...LONG_SECONDS], registers,
+    });
+    this.relists = new Counter({
+      name: `${PREFIX}informer_relists_total`, help: 'Informers started over with a fresh LIST, by why', labelNames: ['informer', 'trigger'] as const, registers,
+    });
+    this.relistFailures = new Counter({
+      name: `${PREFIX}informer_relist_failures_total`, help: 'Relists whose LIST failed (the cache is kept, and the relist tried again)',
+      labelNames: ['informer'] as const, registers,
+    });
+    this.deliveries = new Counter({
+      name: `${PREFIX}outbox_deliveries_total`, help: 'Outbox delivery attempts (webhooks, chat notifications, usage reports) by result',
+      labelNames: ['channel', 'result'] as const, registers,
+    });
+    this.deliveryTime = new Histogram({
+      name: `${PREFIX}outbox_delivery_duration_seconds`, help: 'Time of one delivery attempt (the POST, or the Stripe call)',
+      labelNames: ['channel'] as const, buckets: SHORT_SECONDS, registers,
+    });
+    const oldest = new Gauge({
+      name: `${PREFIX}outbox_oldest_undelivered_age_seconds`,
+      help: 'Age of the oldest outbox event neither delivered nor given up, by channel (0: none waiting)', labelNames: ['channel'] as const, registers,
+      collect: async () => {
+        if (!this.outboxPool) return;
+        // One cheap query per scrape; a database that cannot answer leaves the gauge out rather than failing the scrape.
+        const ages = await oldestUndelivered(this.outboxPool).catch(() => undefined);
+        oldest.reset();
+        if (!ages) return;
+        for (const channel of OUTBOX_CHANNELS) oldest.set({ channel }, ages.get(channel) ?? 0);
+      },
+    });
+  }
+
+  /** Count what admission holds at each scrape. */
+  watchAdmission(counts: () => AdmissionCounts, maxRunning: number): void {
+    this.admission = counts;
+    this.maxRunning = maxRunning;
+  }
+
+  /** Read the outbox's oldest undelivered event at each scrape, and the pool's usage. */
+  trackPool(pool: pg.Pool): void {
+    this.outboxPool = pool;
+    trackPool(this.registry, 'operator', pool);
+  }
+
+  workQueue(name: string, inFlightSince: () => Iterable<number>): WorkQueueMetrics {
+    return workQueueMetrics(this.registry, name, inFlightSince);
+  }
+
+  jobAccepted(): void {
+    this.accepted.inc({ source: 'kubectl' });
+  }
+
+  /** The row's status moved from `previous` to `s` (lib/src/db/jobs.ts mirrorStatus, once per transition). */
+  jobMoved(previous: string, s: MediaJobStatus): void {
+    if (previous === 'Pending' && s.status !== 'Pending' && s.startTime) this.started.inc();
+    const ended = statusLabel(s.status);
+    if (['Pending', 'Processing', 'other'].includes(ended)) return;
+    this.finished.inc({ status: ended, error_category: errorCategory(s) });
+  }
+
+  /** Rows this operator cancelled (spec.cancel, a delete), once each. */
+  jobCancelled(status: 'Cancelled' | 'CancelledByAdmin'): void {
+    this.finished.inc({ status, error_category: 'none' });
+  }
+
+  admitted(createdAt: number): void {
+    this.admissionWait.observe(Math.max(0, Date.now() - createdAt) / 1000);
+  }
+
+  relisted(informer: string, trigger: RelistTrigger): void {
+    this.relists.inc({ informer, trigger });
+  }
+
+  relistFailed(informer: string): void {
+    this.relistFailures.inc({ informer });
+  }
+
+  delivered(channel: OutboxChannel, result: DeliveryResult, seconds?: number): void {
+    this.deliveries.inc({ channel, result });
+    if (seconds !== undefined) this.deliveryTime.observe({ channel }, seconds);
+  }
+}
+
+/** The operator's own /metrics listener (METRICS_PORT); resolves once it listens. */
+export async function serveMetrics(registry: Registry, host: string, port: number): Promise<{ server: Server; url: string }> {
+  const server = createServer((req, res) => {
+    if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
+      sendMetrics(registry, res).catch(() => {
+        if (!res.headersSent) res.writeHead(500);
+        res.end();
+      });
+      return;
+    }
+    res.writeHead(404, { 'Content-Type': 'application/json' }).end('{"error":"Not found"}');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  const { port: bound } = server.address() as AddressInfo;
+  return { server, url: `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${bound}` };
+}
