@@ -112,6 +112,7 @@ export async function startTestGateway(deps: Partial<AppDeps> & { submitter: Job
     outbound: new OutboundPolicy({ allowed: ['127.0.0.0/8', '::1/128'] }), // storage emulators and media servers on loopback
     ...deps,
   });
+  deps.metrics?.trackPool(pool);
   const server = createServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

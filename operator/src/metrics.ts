@@ -30,6 +30,7 @@ export type DeliveryResult = 'delivered' | 'retry' | 'failed' | 'deferred';
 export class OperatorMetrics {
   private readonly accepted: Counter<'source'>;
   private readonly started: Counter;
+  private readonly deliveredBytes: Counter;
   private readonly finished: Counter<'status' | 'error_category'>;
   private readonly admissionWait: Histogram;
   private readonly relists: Counter<'informer' | 'trigger'>;
@@ -44,6 +45,9 @@ export class OperatorMetrics {
     const registers = [registry];
     this.accepted = jobsAccepted(registry);
     this.finished = jobsFinished(registry);
+    this.deliveredBytes = new Counter({
+      name: `${PREFIX}delivered_bytes_total`, help: 'Bytes completed jobs stored (the media and its sidecars)', registers,
+    });
     this.started = new Counter({
       name: `${PREFIX}jobs_started_total`, help: 'Jobs whose runner started (Pending to Processing or straight to an end after running)', registers,
     });
@@ -118,6 +122,8 @@ export class OperatorMetrics {
     const ended = statusLabel(s.status);
     if (['Pending', 'Processing', 'other'].includes(ended)) return;
     this.finished.inc({ status: ended, error_category: errorCategory(s) });
+    const bytes = s.status === 'Completed' ? s.result?.uploadedBytes ?? s.result?.fileSize ?? 0 : 0;
+    if (bytes > 0) this.deliveredBytes.inc(bytes);
   }
 
   /** Rows this operator cancelled (spec.cancel, a delete), once each. */

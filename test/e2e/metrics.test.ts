@@ -75,6 +75,7 @@ describe('end to end: metrics', function () {
     expect(finished('Warning', 'unavailable'), m.text).to.equal(1);
     expect(finished('Cancelled', 'none')).to.equal(1);
     expect(moved(m, 'mediajobs_jobs_finished_total')).to.equal(4);
+    expect(moved(m, 'mediajobs_delivered_bytes_total')).to.be.greaterThan(1000);
 
     // Admission: every job was admitted once, most after waiting for the one slot; none waits or runs now.
     expect(moved(m, 'mediajobs_admission_wait_time_seconds_count')).to.equal(4);

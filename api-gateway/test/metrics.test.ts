@@ -1,0 +1,104 @@
+// The gateway's /metrics as Prometheus scrapes it: requests counted by route
+// template (never the URL), method and status, with their latency; jobs
+// accepted by how they came; API cancellations; rate-limit refusals; the
+// Postgres pool. Label values come from fixed sets only.
+import { expect } from 'chai';
+import { newRegistry } from '@mediajobs/lib/metrics';
+import { scrape, type Scrape } from '../../test/support/metrics.js';
+import { GatewayMetrics } from '../src/metrics.js';
+import { inProcessBudget } from '../src/rate-limit.js';
+import { RecordingSubmitter, startTestGateway, type TestGateway } from './support.js';
+
+describe('api-gateway: metrics', () => {
+  let gw: TestGateway;
+  let key: string;
+  let start: Scrape;
+
+  before(async () => {
+    // A limit of 8 per second: a burst of 10 is refused in part.
+    gw = await startTestGateway({ submitter: new RecordingSubmitter(), metrics: new GatewayMetrics(newRegistry()), rateLimit: inProcessBudget(8) });
+    key = (await gw.newKey('metrics')).key;
+    start = await scrape(`${gw.url}/metrics`);
+  });
+
+  after(async () => {
+    await gw?.stop();
+  });
+
+  const moved = (now: Scrape, name: string, labels: Record<string, string> = {}) => now.value(name, labels) - start.value(name, labels);
+  const pause = () => new Promise((r) => setTimeout(r, 1100)); // a fresh rate-limit window
+
+  it('counts requests by route template, method and status, with a latency histogram, and jobs accepted', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await gw.request('POST', '/jobs', { key, body: { url: `https://media.example/watch?v=${i}` } });
+      expect(r.status, r.text).to.equal(201);
+      ids.push((r.body as { job_id: string }).job_id);
+    }
+    await pause();
+    for (const id of ids) expect((await gw.request('GET', `/jobs/${id}`, { key })).status).to.equal(200);
+    expect((await gw.request('GET', '/jobs/0190a0a0-0000-7000-8000-000000000000', { key })).status).to.equal(404);
+    expect((await gw.request('POST', '/jobs', { key, body: { url: 'not a url' } })).status).to.equal(400);
+    await pause();
+    expect((await gw.request('POST', '/jobs/bulk', { key, body: { urls: ['https://media.example/watch?v=a', 'https://media.example/watch?v=b'] } })).status)
+      .to.equal(201);
+    expect((await gw.request('POST', `/jobs/${ids[0]}/cancel`, { key })).status).to.equal(200);
+    expect((await gw.request('GET', '/jobs', { key: null })).status).to.equal(401);
+    expect((await gw.request('GET', '/no/such/path', { key: null })).status).to.equal(404);
+
+    const m = await scrape(`${gw.url}/metrics`);
+    const requests = (route: string, method: string, status: string) => moved(m, 'mediajobs_http_requests_total', { route, method, status });
+    expect(requests('/jobs', 'POST', '201')).to.equal(3);
+    expect(requests('/jobs', 'POST', '400')).to.equal(1);
+    expect(requests('/jobs/:id', 'GET', '200')).to.equal(3);
+    expect(requests('/jobs/:id', 'GET', '404')).to.equal(1);
+    expect(requests('/jobs/bulk', 'POST', '201')).to.equal(1);
+    expect(requests('/jobs/:id/cancel', 'POST', '200')).to.equal(1);
+    expect(requests('/jobs/*', 'GET', '401'), 'refused before routing: its prefix').to.equal(1);
+    expect(requests('unmatched', 'GET', '404')).to.equal(1);
+    expect(moved(m, 'mediajobs_http_request_duration_seconds_count', { route: '/jobs/:id', method: 'GET' })).to.equal(4);
+    expect(moved(m, 'mediajobs_http_request_duration_seconds_bucket', { route: '/jobs/:id', method: 'GET', le: '+Inf' })).to.equal(4);
+
+    expect(moved(m, 'mediajobs_jobs_accepted_total', { source: 'api' })).to.equal(3);
+    expect(moved(m, 'mediajobs_jobs_accepted_total', { source: 'bulk' })).to.equal(2);
+    expect(moved(m, 'mediajobs_jobs_finished_total', { status: 'Cancelled', error_category: 'none' })).to.equal(1);
+
+    // No URL, id or key in the text: routes are templates.
+    for (const id of ids) expect(m.text).to.not.include(id);
+    expect(m.text).to.not.include('/no/such/path');
+    expect(m.text).to.not.include(key);
+  });
+
+  it('counts rate-limit refusals and checks, and a method nobody defined as `other`', async () => {
+    await pause();
+    const answers = await Promise.all(Array.from({ length: 10 }, () => gw.request('GET', '/jobs', { key })));
+    const refused = answers.filter((a) => a.status === 429).length;
+    expect(refused).to.be.greaterThan(0);
+    expect((await fetch(`${gw.url}/healthz`, { method: 'PROPFIND' })).status).to.equal(404);
+
+    const m = await scrape(`${gw.url}/metrics`);
+    expect(moved(m, 'mediajobs_rate_limit_rejections_total', { counter: 'in-process', verdict: 'limited' })).to.equal(refused);
+    expect(moved(m, 'mediajobs_http_requests_total', { route: '/jobs/*', method: 'GET', status: '429' })).to.equal(refused);
+    expect(moved(m, 'mediajobs_rate_limit_check_duration_seconds_count', { counter: 'in-process' })).to.be.at.least(10);
+    expect(moved(m, 'mediajobs_http_requests_total', { method: 'other' })).to.equal(1);
+    expect(m.text).to.not.include('PROPFIND');
+  });
+
+  it('shows the Postgres pool and Node process metrics, every name prefixed mediajobs_', async () => {
+    const m = await scrape(`${gw.url}/metrics`);
+    expect(m.value('mediajobs_pg_pool_max_clients', { pool: 'gateway' })).to.equal(10);
+    expect(m.find('mediajobs_pg_pool_clients', { pool: 'gateway' }).map((s) => s.labels.state).sort()).to.deep.equal(['idle', 'in_use']);
+    expect(m.find('mediajobs_pg_pool_waiting_requests', { pool: 'gateway' })).to.have.length(1);
+    expect(m.find('mediajobs_process_cpu_seconds_total')).to.have.length(1);
+    for (const s of m.samples) expect(s.name).to.match(/^mediajobs_/);
+  });
+
+  it('has no /metrics, and keeps nothing, without metrics', async () => {
+    const plain = await startTestGateway({ submitter: new RecordingSubmitter() });
+    try {
+      expect((await plain.request('GET', '/metrics', { key: null })).status).to.equal(404);
+    } finally {
+      await plain.stop();
+    }
+  });
+});
