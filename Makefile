@@ -69,6 +69,7 @@ bench: deps bench-tools
 	npx tsx api-gateway/bench/post-jobs.ts
 	npx tsx api-gateway/bench/idempotency.ts
 	npx tsx api-gateway/bench/rate-limit.ts
+	npx tsx api-gateway/bench/metrics.ts
 	npx tsx api-gateway/bench/batches.ts
 	npx tsx api-gateway/bench/usage.ts
 	npx tsx operator/bench/submit-to-job.ts
