@@ -21,6 +21,8 @@ import { SecretBox } from '@mediajobs/lib/secret-box';
 import pg from 'pg';
 import { INFO_SHORT } from '../../lib/test/media-info-fixtures.js';
 import { createApp } from '../src/app.js';
+import { GatewayMetrics } from '../src/metrics.js';
+import { newRegistry } from '@mediajobs/lib/metrics';
 import { UNDOCUMENTED_ROUTES, openApiDocument } from '../src/openapi/document.js';
 import { RecordingSubmitter, appRoutes, startTestGateway, type TestGateway } from './support.js';
 
@@ -91,6 +93,7 @@ describe('api-gateway: the OpenAPI document', function () {
       files: { dir: tmpdir(), secret: 'x' },
       uploadGrants: { handle: async () => undefined },
       storage: { driveDownloadSecret: 'x' },
+      metrics: new GatewayMetrics(newRegistry()),
     });
     const undocumented = UNDOCUMENTED_ROUTES.map((r) => `${r.method.toUpperCase()} ${r.path}`);
     const routes = routesOf(app);
