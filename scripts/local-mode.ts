@@ -270,6 +270,7 @@ for (const [signal, code] of Object.entries(EXIT_CODES) as [StopSignal, number][
     void startup.then(() => stopAndExit(code), () => stopAndExit(code));
   });
 }
+let failed = false;
 /**
  * Ends local mode on a failure: one line saying what failed, why and what to
  * do (the stack only at debug level: an expected failure is not a bug
@@ -278,6 +279,9 @@ for (const [signal, code] of Object.entries(EXIT_CODES) as [StopSignal, number][
 function fail(err: unknown): void {
   if (err instanceof StartupAborted || signalled) return;
   log.debug({ stack: (err as Error)?.stack }, 'failure details');
+  // One cause often fails twice (a full disk: startup's chain and a stray write): the first says it.
+  if (failed) return;
+  failed = true;
   log.fatal(explainFailure(err, LOCAL));
   void stopAndExit(1);
 }
