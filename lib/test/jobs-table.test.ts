@@ -1,13 +1,15 @@
 // The jobs table on real Postgres: a job counts toward its key's total
 // exactly once however it is recorded, a finished job's row never changes,
 // a status change and its webhook events commit together (a replay adds
-// nothing), and the sealed columns are kept and cleared as the operator asks.
+// nothing), a running job's reservation follows what its runner expects to
+// deliver and its end releases exactly that, and the sealed columns are kept
+// and cleared as the operator asks.
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type pg from 'pg';
 import {
-  forgetInlineCredentials, getJob, inlineCredentials, insertFromManifest, jobInserter, legacyDestination, listJobs,
-  resolvedDestination, saveResultUrls, strandedPending, syncStatus, type JobRow, type NewJob,
+  cancelJob, forgetInlineCredentials, getJob, inlineCredentials, insertFromManifest, jobInserter, keyUsage, legacyDestination, listJobs,
+  MIN_RESERVED_BYTES, resolvedDestination, saveResultUrls, strandedPending, syncStatus, type JobRow, type NewJob,
 } from '../src/db/jobs.js';
 import { eventId, OUTBOX_CHANNEL, type OutboxEvent } from '../src/db/outbox.js';
 import type { MediaJob, MediaJobOptions, MediaJobStatus } from '../src/mediajob/types.js';
@@ -204,6 +206,79 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
       await syncStatus(pool, id, { status: 'Processing' }, (_old, row) => ((seen = row), []));
       expect(seen).to.include({ id, status: 'Pending', url: options.url, webhook_url_enc: 'sealed-hook' });
       expect(seen!.options).to.deep.equal(options);
+    });
+  });
+
+  describe('storage reservation', () => {
+    const MIB = 2 ** 20;
+    const DEFAULT = 512 * MIB;
+    const none = () => [];
+    const reserved = async (key: string) => (await keyUsage(pool, key)).reservedBytes;
+    const rowReserved = async (id: string) => Number((await pool.query('SELECT reserved_bytes FROM jobs WHERE id = $1', [id])).rows[0].reserved_bytes);
+
+    async function running(opts: MediaJobOptions = options): Promise<{ key: string; id: string }> {
+      const key = await insertApiKey(pool);
+      const j = { ...newJob(key, { kind: 'saved', organizationId: null }), options: opts };
+      await insertJob(pool, j);
+      return { key, id: j.id };
+    }
+
+    it('takes the default when the job is written, then what the runner expects, once however often it is mirrored; the end releases it', async () => {
+      const { key, id } = await running();
+      expect(await reserved(key)).to.equal(DEFAULT);
+      const processing: MediaJobStatus = { status: 'Processing', step: 'Downloading', progress: 5 };
+      await syncStatus(pool, id, processing, none);
+      expect(await reserved(key), 'no size reported yet').to.equal(DEFAULT);
+
+      const expecting = { ...processing, expectedBytes: 300 * MIB };
+      await syncStatus(pool, id, expecting, none);
+      // An operator restarting replays what it mirrored last: nothing more is counted.
+      await syncStatus(pool, id, expecting, none);
+      await syncStatus(pool, id, { ...expecting, progress: 40 }, none);
+      expect(await reserved(key)).to.equal(300 * MIB);
+      expect(await rowReserved(id)).to.equal(300 * MIB);
+
+      // A second report (a retried pod's choice) moves it again, by the difference.
+      await syncStatus(pool, id, { ...expecting, expectedBytes: 2 * DEFAULT }, none);
+      expect(await reserved(key)).to.equal(2 * DEFAULT);
+
+      const done: MediaJobStatus = {
+        status: 'Completed', step: 'Finished', progress: 100, expectedBytes: 2 * DEFAULT,
+        result: { storageKey: 'videos/r.mp4', fileSize: 1000, uploadedBytes: 1200 },
+      };
+      await syncStatus(pool, id, done, none);
+      await syncStatus(pool, id, done, none);
+      expect(await keyUsage(pool, key)).to.deep.include({ reservedBytes: 0, uploadedBytes: 1200 });
+    });
+
+    it('is at least MIN_RESERVED_BYTES and at most the job\'s file-size limit', async () => {
+      const small = await running();
+      await syncStatus(pool, small.id, { status: 'Processing', expectedBytes: 1234 }, none);
+      expect(await reserved(small.key)).to.equal(MIN_RESERVED_BYTES);
+      await syncStatus(pool, small.id, { status: 'Processing', expectedBytes: 0 }, none);
+      expect(await reserved(small.key)).to.equal(MIN_RESERVED_BYTES);
+
+      const limited = await running({ ...options, limits: { maxFilesizeBytes: 50 * MIB } });
+      await syncStatus(pool, limited.id, { status: 'Processing', expectedBytes: 4 * DEFAULT }, none);
+      expect(await reserved(limited.key)).to.equal(50 * MIB);
+      await syncStatus(pool, limited.id, { status: 'Failed', errorType: 'error', error: 'too large', expectedBytes: 4 * DEFAULT }, none);
+      expect(await keyUsage(pool, limited.key)).to.deep.include({ reservedBytes: 0, uploadedBytes: 0 });
+    });
+
+    it('a cancellation releases what the row holds then, and a late report changes nothing', async () => {
+      const { key, id } = await running();
+      await syncStatus(pool, id, { status: 'Processing', expectedBytes: 3 * MIB }, none);
+      expect(await reserved(key)).to.equal(3 * MIB);
+      expect(await cancelJob(pool, id, 'Cancelled', key)).to.deep.include({ outcome: 'cancelled' });
+      expect(await reserved(key)).to.equal(0);
+      await syncStatus(pool, id, { status: 'Processing', expectedBytes: 9 * MIB }, none);
+      expect(await reserved(key)).to.equal(0);
+    });
+
+    it('a status whose first mirror is already terminal releases the default, whatever it expected', async () => {
+      const { key, id } = await running();
+      await syncStatus(pool, id, { status: 'Failed', errorType: 'error', error: 'x', expectedBytes: 7 * MIB }, none);
+      expect(await keyUsage(pool, key)).to.deep.include({ reservedBytes: 0, uploadedBytes: 0 });
     });
   });
 

@@ -86,7 +86,7 @@ export class JobRecord {
    */
   async sync(key: string, mj: MediaJob, s: MediaJobStatus): Promise<JobStatus | undefined> {
     const jobId = jobIdOf(mj);
-    const fingerprint = JSON.stringify([jobId, s.status, s.step, s.progress, s.error, s.reason, s.result?.storageKey]);
+    const fingerprint = JSON.stringify([jobId, s.status, s.step, s.progress, s.error, s.reason, s.result?.storageKey, s.expectedBytes]);
     if (this.synced.get(key) === fingerprint || !s.status) return undefined;
     // Completed is signed only if it is going to be recorded: a cancelled row refuses it anyway.
     if (s.status === 'Completed') {

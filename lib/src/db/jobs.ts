@@ -531,7 +531,10 @@ export interface MirrorOutcome {
  * built by `eventsFor(oldStatus)` go to the outbox in the same transaction,
  * and only for a job with a webhook. An episode reaching a terminal status
  * is counted in its batch in the same transaction (job row locked first,
- * then the batch row).
+ * then the batch row). A running job's storage reservation becomes what
+ * its runner expects to deliver (status.expectedBytes, reservationFor), the
+ * difference added to its key's totals in the same transaction; its end
+ * releases what the row holds then, and counts what it stored.
  */
 export async function syncStatus(
   pool: pg.Pool, jobId: string, s: MediaJobStatus,
@@ -559,26 +562,34 @@ export async function mirrorStatus(
     if (!row) return undefined;
     if (TERMINAL_STATUSES.includes(row.status as never)) return { previous: row.status, current: row.status, updated: false };
     const r = s.result;
+    const ended = s.status !== undefined && TERMINAL_STATUSES.includes(s.status) ? s.status : undefined;
+    // A job that ends releases what it holds (below); one still running holds what its runner expects to deliver.
+    const reserve = ended ? undefined : reservationFor(s.expectedBytes, row.options);
+    const reservedChange = reserve === undefined ? 0n : BigInt(reserve) - BigInt(row.reserved_bytes);
     await client.query(
       `UPDATE jobs SET status = $2, step = $3, progress = $4, error = $5, error_type = $6, reason = $7,
          s3_key = $8, file_size = $9, actual_quality = $10, title = $11, description = $12, release_date = $13,
-         subtitle_key = $14, thumbnail_key = $15, started_at = $16, finished_at = $17, updated_at = now()
+         subtitle_key = $14, thumbnail_key = $15, started_at = $16, finished_at = $17, updated_at = now(),
+         reserved_bytes = reserved_bytes + $18
        WHERE id = $1`,
       [jobId, s.status, s.step ?? row.step, s.progress ?? row.progress, s.error ?? null, s.errorType ?? null, s.reason ?? null,
         r?.storageKey ?? null, r?.fileSize ?? null, r?.actualQuality ?? null, r?.title ?? null, r?.description ?? null,
-        r?.releaseDate ?? null, r?.subtitleKey ?? null, r?.thumbnailKey ?? null, s.startTime ?? null, s.finishTime ?? null],
+        r?.releaseDate ?? null, r?.subtitleKey ?? null, r?.thumbnailKey ?? null, s.startTime ?? null, s.finishTime ?? null,
+        reservedChange.toString()],
     );
+    // Under the row lock and against what the row holds: a replay of the same status changes nothing.
+    if (reservedChange !== 0n) await countStorage(client, [{ api_key_id: row.api_key_id, reserved: reservedChange, uploaded: 0n }]);
     if (row.webhook_url_enc) await queueEvents(client, jobId, row.webhook_url_enc, eventsFor(row.status, row), row.batch_id);
     if (s.status) {
       await queueJobChatNotification(client, row.api_key_id, { id: jobId, status: s.status, errorType: s.errorType ?? null, error: s.error ?? null, url: row.url });
     }
-    if (s.status && TERMINAL_STATUSES.includes(s.status)) {
+    if (ended) {
       // The first terminal status, hence once: the reservation goes, what a completed job stored counts.
-      const stored = s.status === 'Completed' ? r?.uploadedBytes ?? r?.fileSize ?? 0 : 0;
+      const stored = ended === 'Completed' ? r?.uploadedBytes ?? r?.fileSize ?? 0 : 0;
       await settleStorage(client, [{ api_key_id: row.api_key_id, reserved_bytes: row.reserved_bytes, uploaded_bytes: stored }]);
       if (stored > 0) await queueUsageReport(client, jobId, row.api_key_id, stored, endedAt(s.finishTime));
       // An episode's first terminal status, counted once; its batch_completed follows its own events.
-      if (row.batch_id) await rollUpEpisode(client, row.batch_id, s.status);
+      if (row.batch_id) await rollUpEpisode(client, row.batch_id, ended);
     }
     return { previous: row.status, current: s.status ?? row.status, updated: true };
   });
@@ -599,28 +610,59 @@ interface EndedJob {
 
 /**
  * Release the reservations of jobs that just ended and count what they
- * stored, per key on one counter shard, in the transaction that ended them
- * (which made each row terminal once, so this runs once per job).
+ * stored, in the transaction that ended them (which made each row terminal
+ * once, so this runs once per job). What is released is what the row holds
+ * then: the default taken at insert, or what the runner's expectedBytes
+ * made of it (reservationFor).
  */
 async function settleStorage(client: pg.ClientBase, ended: readonly EndedJob[]): Promise<void> {
+  await countStorage(client, ended.map((e) => ({ api_key_id: e.api_key_id, reserved: -BigInt(e.reserved_bytes), uploaded: BigInt(e.uploaded_bytes) })));
+}
+
+/** A change to a key's storage totals: bytes reserved (negative: released) and bytes stored. */
+interface StorageChange {
+  api_key_id: string;
+  reserved: bigint;
+  uploaded: bigint;
+}
+
+/** Add changes to their keys' storage totals, per key on one counter shard (ON CONFLICT may touch a shard once per statement). */
+async function countStorage(client: pg.ClientBase, changes: readonly StorageChange[]): Promise<void> {
   const byKey = new Map<string, { reserved: bigint; uploaded: bigint }>();
-  for (const e of ended) {
-    const t = byKey.get(e.api_key_id) ?? { reserved: 0n, uploaded: 0n };
-    t.reserved += BigInt(e.reserved_bytes);
-    t.uploaded += BigInt(e.uploaded_bytes);
-    byKey.set(e.api_key_id, t);
+  for (const c of changes) {
+    const t = byKey.get(c.api_key_id) ?? { reserved: 0n, uploaded: 0n };
+    t.reserved += c.reserved;
+    t.uploaded += c.uploaded;
+    byKey.set(c.api_key_id, t);
   }
   const keys = [...byKey].filter(([, t]) => t.reserved !== 0n || t.uploaded !== 0n);
   if (!keys.length) return;
   await client.query({
-    name: 'mj-settle-storage',
+    name: 'mj-count-storage',
     text: `INSERT INTO job_counters (api_key_id, shard, uploaded_bytes, reserved_bytes)
-           SELECT k, $4, u, -r FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS t(k, u, r)
+           SELECT k, $4, u, r FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS t(k, u, r)
            ON CONFLICT (api_key_id, shard) DO UPDATE
               SET uploaded_bytes = job_counters.uploaded_bytes + EXCLUDED.uploaded_bytes,
                   reserved_bytes = job_counters.reserved_bytes + EXCLUDED.reserved_bytes`,
     values: [keys.map(([k]) => k), keys.map(([, t]) => t.uploaded.toString()), keys.map(([, t]) => t.reserved.toString()), randomInt(COUNTER_SHARDS)],
   });
+}
+
+/** The least a running job reserves, whatever its runner expects: its sidecars and the estimate's error need room too. */
+export const MIN_RESERVED_BYTES = 2 ** 20;
+
+/**
+ * What a running job reserves once its runner reported `expectedBytes`
+ * (status.expectedBytes): that, at least MIN_RESERVED_BYTES, and at most
+ * the job's file-size limit (options.limits.maxFilesizeBytes: the runner
+ * never stores a larger file). Undefined when nothing was reported: the
+ * reservation stays as it is (the default taken at insert, 512 MiB).
+ */
+export function reservationFor(expectedBytes: number | undefined, options: Record<string, unknown>): number | undefined {
+  if (expectedBytes === undefined || !Number.isSafeInteger(expectedBytes) || expectedBytes < 0) return undefined;
+  const cap = (options.limits as { maxFilesizeBytes?: unknown } | undefined)?.maxFilesizeBytes;
+  const capped = typeof cap === 'number' && cap > 0 ? Math.min(expectedBytes, cap) : expectedBytes;
+  return Math.max(MIN_RESERVED_BYTES, capped);
 }
 
 // ---- Cancellation (docs/adr/0013) ----

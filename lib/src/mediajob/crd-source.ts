@@ -481,7 +481,7 @@ function mediaJobStatus(): SchemaNode {
   const conditionTypes = list2(MEDIAJOB_CONDITION_TYPES);
   return obj<MediaJobStatus>(
     'Observed state, written only through the status subresource: by the operator (status, times, conditions) and '
-    + 'the runner (step, progress, result, error).',
+    + 'the runner (step, progress, expectedBytes, result, error).',
     {
       jobId: str('The job id the API knows this job by: spec.jobId, or metadata.uid for manifests.'),
       status: oneOf(
@@ -495,6 +495,12 @@ function mediaJobStatus(): SchemaNode {
         JOB_STEPS,
       ),
       progress: int('Progress in percent, 0 to 100, reported by the runner.', { format: 'int32', minimum: 0, maximum: 100 }),
+      expectedBytes: int(
+        'Bytes the runner expects to deliver, reported once it has chosen the formats (their sizes, a clip\'s share): the '
+        + 'owning key\'s storage reservation for this job from then on (GET /usage). Absent while unknown (live recordings, '
+        + 'sources that give no size): the job keeps the default reservation.',
+        { format: 'int64', minimum: 0 },
+      ),
       result: mediaJobResult(),
       error: str('Sanitised error message when the job failed or ended with a warning (API "error").'),
       errorType: oneOf(

@@ -192,6 +192,13 @@ export const mediaJobStatusSchema = z.object({
   status: z.enum(JOB_STATUSES).optional(),
   step: z.enum(JOB_STEPS).optional(),
   progress: z.number().int().min(0).max(100).optional(),
+  /**
+   * Bytes the runner expects to deliver, once it has chosen what to fetch
+   * (the chosen formats' sizes, a clip's share of them): the job's storage
+   * reservation from then on (lib/src/db/jobs.ts mirrorStatus). Absent
+   * while nobody knows (a live recording, a source that gives no size).
+   */
+  expectedBytes: z.number().int().min(0).optional(),
   result: mediaJobResultSchema.optional(),
   error: z.string().optional(),
   errorType: z.enum(ERROR_TYPES).optional(),
