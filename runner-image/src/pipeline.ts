@@ -12,7 +12,8 @@ import { deliver, type Delivery, type DeliveryContext } from './deliver.js';
 import type { ResolvedDestination } from './destination.js';
 import { ffprobe, measureAudio, remuxIndexed, type FfprobeResult, type MuxInput } from './ffmpeg.js';
 import {
-  actualQuality, chooseFormats, clipOf, containerFor, formatSelector, formatsToMeasure, selectedFormatIds, withMeasurements,
+  actualQuality, chooseFormats, clipOf, containerFor, expectedDeliveryBytes, formatSelector, formatsById, formatsToMeasure, selectedFormatIds,
+  withMeasurements,
   type Clip, type Container, type FormatChoice, type MeasuredAudio, type YtDlpFormat, type YtDlpInfo,
 } from './plan.js';
 import type { StatusReporter } from './report.js';
@@ -132,8 +133,15 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   // Formats on plain HTTP(S) are read by ffmpeg straight from their URLs: one
   // pass that downloads, muxes and uploads (ADR 0007). Anything else, and a
   // pass that fails on its source, is downloaded with yt-dlp first.
-  const direct = !live && choice ? await readableInputs(choice, tools, signal) : undefined;
+  const read = !live && choice ? await readableInputs(choice, tools, signal) : undefined;
+  const direct = read?.inputs;
   if (direct) early?.cancel();
+  // What it will deliver, for the key's storage reservation; a recording's size is anyone's guess.
+  const expected = live ? undefined : expectedDeliveryBytes(choice?.formats ?? formatsById(info, formatIds), info.duration, clip, read?.bytes);
+  if (expected !== undefined) {
+    logger.info({ expectedBytes: expected }, 'expected size');
+    void ctx.reporter.setExpectedBytes(expected);
+  }
   logger.info({ formats: formatIds, extractor: info.extractor }, 'downloading');
   const delivered = (direct && (await deliverDirect(delivery, direct))) || await fetchAndDeliver(ctx, delivery, {
     info, infoPath: probed.infoPath, formatIds, choice, live, clip, liveLimits,

@@ -8,6 +8,7 @@ import { parseClipTime } from '@mediajobs/lib/job-options';
 import {
   AUDIO_FORMATS, DEFAULT_VIDEO_QUALITY, MAX_VIDEO_QUALITY, type Format, type MediaJobOptions,
 } from '@mediajobs/lib/mediajob/types';
+import { deliveredSeconds } from './key-limits.js';
 
 /** The slice of yt-dlp's info JSON (`-J`) the runner reads. */
 export interface YtDlpFormat {
@@ -120,6 +121,12 @@ export function formatSelector(container: Pick<Container, 'audioOnly'>): string 
   return container.audioOnly ? 'ba/b' : 'bv*+ba/b';
 }
 
+/** The formats of `ids` as the probe describes them (only the id when it does not). */
+export function formatsById(info: YtDlpInfo, ids: readonly string[]): YtDlpFormat[] {
+  const all = info.requested_formats ?? info.formats ?? [];
+  return ids.map((id) => all.find((f) => f.format_id === id) ?? { format_id: id });
+}
+
 /** The format ids yt-dlp selected in its probe, to download one by one (each to its own file). */
 export function selectedFormatIds(info: YtDlpInfo): string[] {
   const requested = info.requested_formats?.map((f) => f.format_id).filter(Boolean) ?? [];
@@ -130,9 +137,37 @@ export function selectedFormatIds(info: YtDlpInfo): string[] {
 
 /** Bytes expected for a selected format, when the probe knows, so progress can be weighted across files. */
 export function expectedBytes(info: YtDlpInfo, formatId: string): number | undefined {
-  const f = (info.requested_formats ?? info.formats ?? []).find((x) => x.format_id === formatId);
+  return formatBytes(formatsById(info, [formatId])[0]);
+}
+
+/** A format's size as the probe gives it: the extractor's exact size, else its estimate (yt-dlp: bitrate × duration). */
+export function formatBytes(f: YtDlpFormat | undefined): number | undefined {
   const n = f?.filesize ?? f?.filesize_approx;
   return typeof n === 'number' && n > 0 ? n : undefined;
+}
+
+/**
+ * Bytes a job expects to deliver, for the owning key's storage reservation
+ * (status.expectedBytes): the sizes of the formats it fetches (the video
+ * and audio it muxes; for an audio-only job, chooseFormats took the audio
+ * alone), each the probe's (formatBytes) or else what its server said
+ * (`served`, source-read.ts SourceHead), times a clip's share of the media
+ * when its duration is known. The source's size, not the output's: a
+ * re-encode or another container changes it a little, sidecars add a
+ * little, and the reservation has a floor (lib/src/db/jobs.ts
+ * reservationFor). Undefined when a size is unknown: the job keeps the
+ * default reservation.
+ */
+export function expectedDeliveryBytes(
+  formats: readonly YtDlpFormat[], durationSeconds: number | null | undefined, clip: Clip | undefined,
+  served: ReadonlyMap<string, number> = new Map(),
+): number | undefined {
+  const sizes = formats.map((f) => formatBytes(f) ?? served.get(f.format_id));
+  if (!sizes.length || sizes.some((n) => n === undefined)) return undefined;
+  const whole = sizes.reduce<number>((sum, n) => sum + n!, 0);
+  const known = typeof durationSeconds === 'number' && Number.isFinite(durationSeconds) && durationSeconds > 0;
+  const share = clip && known ? deliveredSeconds(durationSeconds, clip) / durationSeconds : 1;
+  return Math.ceil(whole * share);
 }
 
 /* ------------------------------------------------------------------ */

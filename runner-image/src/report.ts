@@ -12,7 +12,7 @@ import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { GROUP, MEDIAJOB_PLURAL, VERSION, type JobStep, type MediaJobStatus, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 
 /** The status fields the runner owns (spine.md): everything else is the operator's. */
-export type RunnerStatus = Pick<MediaJobStatus, 'step' | 'progress' | 'result' | 'error' | 'errorType' | 'reason'>;
+export type RunnerStatus = Pick<MediaJobStatus, 'step' | 'progress' | 'expectedBytes' | 'result' | 'error' | 'errorType' | 'reason'>;
 /** A merge patch of those fields; null removes a field (left over from an earlier attempt of the pod). */
 export type RunnerStatusPatch = { [K in keyof RunnerStatus]?: RunnerStatus[K] | null };
 
@@ -227,6 +227,15 @@ export class StatusReporter {
     if (this.progressTimer) clearTimeout(this.progressTimer);
     this.progressTimer = undefined;
     this.pendingProgress = undefined;
+  }
+
+  /**
+   * What the job expects to deliver, once the formats are chosen: the
+   * operator makes it the job's storage reservation (lib/src/db/jobs.ts
+   * reservationFor). With every attempt, as a step change.
+   */
+  setExpectedBytes(bytes: number): Promise<void> {
+    return this.enqueue({ expectedBytes: bytes }, this.attempts);
   }
 
   /** The final report: step, progress, result or error, with every attempt it takes. */

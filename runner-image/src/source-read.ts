@@ -61,6 +61,13 @@ export function sourceInputArgs(f: YtDlpFormat, timeoutSeconds: number): string[
 /** How many bytes of a source's head are enough to find where an MP4 keeps its index. */
 const HEAD_BYTES = 64 * 1024;
 
+/** What the first request for a source's head tells: how ffmpeg can read it, and how large it is when the server says. */
+export interface SourceHead {
+  readable: 'seekable' | 'front-to-back' | false;
+  /** The whole file's size: a partial answer's Content-Range total, a full answer's Content-Length. */
+  bytes?: number;
+}
+
 /**
  * Whether ffmpeg can read this source from its URL: the server answers
  * range requests (ffmpeg then seeks: to an MP4's index wherever it is, to a
@@ -71,25 +78,41 @@ const HEAD_BYTES = 64 * 1024;
  * go back for the media, logs "partial file" and ends as if at the end of
  * the file, so a stream copy exits 0 with no frames. Such a source is
  * downloaded whole by yt-dlp instead. One request for the first 64 KiB,
- * with the format's headers; false when it cannot be made.
+ * with the format's headers; readable false when it cannot be made. The
+ * same answer gives the file's size, which extractors of plain files do
+ * not (the job's storage reservation, plan.ts expectedDeliveryBytes).
  */
-export async function readableFromUrl(f: YtDlpFormat, timeoutSeconds: number, signal?: AbortSignal): Promise<'seekable' | 'front-to-back' | false> {
+export async function readableFromUrl(f: YtDlpFormat, timeoutSeconds: number, signal?: AbortSignal): Promise<SourceHead> {
   const abort = AbortSignal.any([AbortSignal.timeout(timeoutSeconds * 1000), ...(signal ? [signal] : [])]);
   try {
     // Through the job's egress (ADR 0014): the policy is checked on every redirect and resolved address.
     const res = await egressFetch(f.url!, { headers: { ...(f.http_headers ?? {}), Range: `bytes=0-${HEAD_BYTES - 1}` }, signal: abort });
+    const bytes = sizeFromHeaders(res.status, res.headers);
+    const head = (readable: SourceHead['readable']): SourceHead => ({ readable, ...(bytes !== undefined ? { bytes } : {}) });
     if (res.status === 206) {
       await res.body?.cancel();
-      return 'seekable';
+      return head('seekable');
     }
     if (res.status !== 200 || !res.body) {
       await res.body?.cancel();
-      return false;
+      return head(false);
     }
-    return (await readsFrontToBack(res.body)) && 'front-to-back';
+    return head((await readsFrontToBack(res.body)) && 'front-to-back');
   } catch {
-    return false;
+    return { readable: false };
   }
+}
+
+/**
+ * The whole file's size from an answer to a range request: 206's
+ * Content-Range total (`bytes 0-65535/1234567`; `*` is unknown), 200's
+ * Content-Length unless the body is encoded (then it counts the encoding).
+ */
+export function sizeFromHeaders(status: number, headers: Headers): number | undefined {
+  let n: number | undefined;
+  if (status === 206) n = Number(/\/(\d+)\s*$/.exec(headers.get('content-range') ?? '')?.[1]);
+  else if (status === 200 && /^(identity)?$/i.test(headers.get('content-encoding') ?? '')) n = Number(headers.get('content-length') ?? NaN);
+  return n !== undefined && Number.isSafeInteger(n) && n > 0 ? n : undefined;
 }
 
 /** streamsFrontToBack on a body, read only as far as it takes to tell (a few dozen bytes for most files). */
@@ -139,21 +162,30 @@ export function streamsFrontToBack(head: Buffer, more = false): boolean | undefi
 /** Boxes an ISO BMFF file starts with (ISO/IEC 14496-12: ftyp first; QuickTime files may open with these). */
 const ISO_BMFF_FIRST_BOXES = new Set(['ftyp', 'styp', 'moov', 'mdat', 'free', 'skip', 'wide', 'pnot']);
 
+/** readableInputs' answer: the inputs when ffmpeg reads every format from its URL, and the sizes the servers gave. */
+export interface ReadableInputs {
+  /** Undefined when the caller downloads with yt-dlp instead. */
+  inputs?: MuxInput[];
+  /** Each format's size (bytes) by format id, where its server said (SourceHead). */
+  bytes: ReadonlyMap<string, number>;
+}
+
 /**
  * The chosen formats as mux inputs read from their URLs (each probed there
- * by ffprobe, in parallel); undefined when any of them is not for reading
+ * by ffprobe, in parallel); no inputs when any of them is not for reading
  * directly or cannot be probed, and the caller downloads with yt-dlp.
  */
-export async function readableInputs(choice: FormatChoice, tools: SourceReadTools, signal?: AbortSignal): Promise<MuxInput[] | undefined> {
-  if (!transportIsDefault(tools.ytdlpArgs ?? []) || !choice.formats.length || !choice.formats.every(readsDirectly)) return undefined;
+export async function readableInputs(choice: FormatChoice, tools: SourceReadTools, signal?: AbortSignal): Promise<ReadableInputs> {
+  if (!transportIsDefault(tools.ytdlpArgs ?? []) || !choice.formats.length || !choice.formats.every(readsDirectly)) return { bytes: new Map() };
   // Checked before the probe: ffprobe itself would read a whole unseekable MP4 to find its index.
-  const readable = await Promise.all(choice.formats.map((f) => readableFromUrl(f, tools.socketTimeoutSeconds, signal)));
-  if (!readable.every(Boolean)) return undefined;
+  const heads = await Promise.all(choice.formats.map((f) => readableFromUrl(f, tools.socketTimeoutSeconds, signal)));
+  const bytes = new Map(choice.formats.flatMap((f, i) => (heads[i]!.bytes !== undefined ? [[f.format_id, heads[i]!.bytes!] as const] : [])));
+  if (!heads.every((h) => h.readable)) return { bytes };
   const inputs = await Promise.all(choice.formats.map(async (f, i): Promise<MuxInput | undefined> => {
     const inputArgs = sourceInputArgs(f, tools.socketTimeoutSeconds);
     const p = await ffprobe(tools.ffprobe, f.url!, signal, inputArgs);
     if (!p.ok) return undefined;
-    return { path: f.url!, inputArgs, probed: p.probed, carriesAudio: f.format_id === choice.audioFrom, seekable: readable[i] === 'seekable' };
+    return { path: f.url!, inputArgs, probed: p.probed, carriesAudio: f.format_id === choice.audioFrom, seekable: heads[i]!.readable === 'seekable' };
   }));
-  return inputs.every((i) => i !== undefined) ? (inputs as MuxInput[]) : undefined;
+  return inputs.every((i) => i !== undefined) ? { inputs: inputs as MuxInput[], bytes } : { bytes };
 }

@@ -8,7 +8,8 @@ import { QUALITY_PRESET_CRF } from '@mediajobs/lib/job-options';
 import { parseSpec } from '../src/config.js';
 import { muxPlan, PIPE_OUTPUT, type Probed } from '../src/ffmpeg.js';
 import {
-  AUDIO_OK, VIDEO_OK, chooseFormats, clipOf, codecPlan, containerFor, encoderCrf, ffmpegCodecName, formatsToMeasure, shortSide, withMeasurements,
+  AUDIO_OK, VIDEO_OK, chooseFormats, clipOf, codecPlan, containerFor, encoderCrf, expectedDeliveryBytes, ffmpegCodecName, formatsToMeasure,
+  shortSide, withMeasurements,
   type VideoTarget, type YtDlpFormat,
 } from '../src/plan.js';
 
@@ -195,6 +196,40 @@ describe('runner plan: formats, codecs, clips', () => {
       expect(ids(formats, {}, 'webm')).to.deep.equal(['5', 'group_A1-opus']);
       // What yt-dlp did know is kept.
       expect(withMeasurements(dashHorizontal, new Map([['6', { codec: 'opus', kbps: 1 }]]))[0]).to.include({ acodec: 'mp4a.40.2', abr: 64 });
+    });
+  });
+
+  describe('expected size (the key\'s storage reservation)', () => {
+    // YouTube gives exact sizes for some formats, yt-dlp's estimate (bitrate × duration) for others.
+    const sized: YtDlpFormat[] = youtube.map((f) => ({
+      ...f, ...({ 140: { filesize: 3_000_000 }, 251: { filesize_approx: 3_200_000 }, 399: { filesize: 60_000_000 }, 18: { filesize: 11_000_000 } }[f.format_id] ?? {}),
+    }));
+    const expected = (spec: Partial<MediaJobSpec>, format: Format, audioOnly: boolean, duration: number | undefined, formats = sized) => {
+      const choice = chooseFormats(formats, job(spec), containerFor({ format, audioOnly }))!;
+      return expectedDeliveryBytes(choice.formats, duration, clipOf(spec));
+    };
+
+    it('video and audio: the two chosen formats\' sizes together, exact or approximate', () => {
+      expect(expected({}, 'mkv', false, 600)).to.equal(60_000_000 + 3_200_000);
+    });
+
+    it('audio only: the chosen audio format alone', () => {
+      expect(expected({ audioOnly: true }, 'm4a', true, 600)).to.equal(3_000_000);
+    });
+
+    it('a clip: its share of the duration; the whole when the duration is unknown', () => {
+      expect(expected({ clipStart: '00:01:00', clipEnd: '00:02:00' }, 'mkv', false, 600)).to.equal(Math.ceil((63_200_000 * 60) / 600));
+      expect(expected({ clipStart: '00:09:00' }, 'm4a', true, 600), 'to the end').to.equal(300_000);
+      expect(expected({ clipStart: '00:01:00', clipEnd: '00:02:00' }, 'mkv', false, undefined)).to.equal(63_200_000);
+    });
+
+    it('a size nobody gave: what the server said (Content-Length), else unknown', () => {
+      const plain: YtDlpFormat[] = [{ format_id: 'mp4', url: 'http://media/v.mp4', protocol: 'http' }];
+      const choice = chooseFormats(plain, job(), containerFor({ format: 'mp4', audioOnly: false }))!;
+      expect(expectedDeliveryBytes(choice.formats, 3, undefined, new Map([['mp4', 123_456]]))).to.equal(123_456);
+      expect(expectedDeliveryBytes(choice.formats, 3, undefined)).to.equal(undefined);
+      // One format of two without a size: no sum would be honest.
+      expect(expected({}, 'mkv', false, 600, youtube)).to.equal(undefined);
     });
   });
 

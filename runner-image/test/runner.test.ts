@@ -16,7 +16,7 @@ import { pino } from 'pino';
 import { LocalCluster } from '@mediajobs/local-cluster';
 import { mediaJobCrd } from '@mediajobs/lib/mediajob/crd-source';
 import { API_VERSION, GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJobStatus, type RunnerReport } from '@mediajobs/lib/mediajob/types';
-import { MEDIA, startMediaServer, unreachableUrl, type MediaServer } from '../../test/support/media.js';
+import { generateMedia, MEDIA, startMediaServer, unreachableUrl, type MediaServer } from '../../test/support/media.js';
 import { cpuBudget } from '../src/child.js';
 import { inClusterSink, inClusterTarget, StatusReporter } from '../src/report.js';
 
@@ -221,6 +221,10 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
       expect(stepSequence(r.statuses)).to.deep.equal(['Downloading', 'Muxing', 'Uploading', 'Finished']);
       const progress = r.statuses.map((s) => s.progress ?? 0);
       expect(progress).to.deep.equal([...progress].sort((a, b) => a - b), 'progress never goes backwards');
+      // yt-dlp gives a plain file no size; the server's answer to the runner's first request does (the key's reservation).
+      const sourceBytes = statSync(join(await generateMedia(), MEDIA.mp4.path)).size;
+      expect(new Set(r.statuses.map((s) => s.expectedBytes).filter((b) => b !== undefined))).to.deep.equal(new Set([sourceBytes]));
+      expect(r.statuses.find((s) => s.expectedBytes !== undefined)?.step, 'reported while downloading').to.equal('Downloading');
       const result = r.termination!.result!;
       const probe = await ffprobeJson(join(store, result.storageKey));
       expect(Number(probe.format.duration)).to.be.closeTo(MEDIA.mp4.durationSeconds, 0.2);
@@ -264,6 +268,8 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     expect(Number(probe.format.duration)).to.be.closeTo(MEDIA.hls.durationSeconds, 0.2);
     // Intermediate progress was reported inside the steps, not only at their edges.
     expect(r.statuses.some((s) => s.progress !== undefined && ![0, 33, 66, 100].includes(s.progress))).to.equal(true);
+    // The audio rendition has no size (EXT-X-MEDIA gives no bandwidth): nothing is expected, the job keeps the default reservation.
+    expect(r.statuses.map((s) => s.expectedBytes).filter((b) => b !== undefined)).to.deep.equal([]);
   });
 
   it('works in a directory whose path has spaces, quotes and # (the download run reads its options as a yt-dlp config)', async () => {

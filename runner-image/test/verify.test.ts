@@ -4,7 +4,7 @@
 // wrote (Python's http.server, which answers no range request).
 import { expect } from 'chai';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { createReadStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createReadStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -74,13 +74,21 @@ describe('runner: reading sources directly, and checking what is delivered', fun
     });
 
     it('a server that answers range requests: any file; one without (python http.server): only what reads front to back', async () => {
-      const verdict = async (base: string, name: Name) => readableFromUrl({ format_id: 'x', url: `${base}/${name}` }, 5);
+      const verdict = async (base: string, name: Name) => (await readableFromUrl({ format_id: 'x', url: `${base}/${name}` }, 5)).readable;
       expect(await verdict(ranged.baseUrl, 'moov-last.mp4')).to.equal('seekable');
       expect(await verdict(plain, 'moov-last.mp4')).to.equal(false);
       expect(await verdict(plain, 'moov-last.mov')).to.equal(false);
       expect(await verdict(plain, 'faststart.mp4')).to.equal('front-to-back');
       expect(await verdict(plain, 'plain.webm')).to.equal('front-to-back');
-      expect(await readableFromUrl({ format_id: 'x', url: `${plain}/missing.mp4` }, 5)).to.equal(false);
+      expect(await readableFromUrl({ format_id: 'x', url: `${plain}/missing.mp4` }, 5)).to.deep.equal({ readable: false });
+    });
+
+    it('the same request tells the file\'s size, from either server, readable or not (the job\'s storage reservation)', async () => {
+      const size = (name: Name) => statSync(join(dir, name)).size;
+      const bytes = async (base: string, name: Name) => (await readableFromUrl({ format_id: 'x', url: `${base}/${name}` }, 5)).bytes;
+      expect(await bytes(ranged.baseUrl, 'moov-last.mp4'), 'Content-Range total').to.equal(size('moov-last.mp4'));
+      expect(await bytes(plain, 'faststart.mp4'), 'Content-Length').to.equal(size('faststart.mp4'));
+      expect(await bytes(plain, 'moov-last.mov'), 'not readable, still sized').to.equal(size('moov-last.mov'));
     });
   });
 
