@@ -4,7 +4,9 @@
 // official stripe client against the local fake of Stripe: a limited key's
 // jobs complete until the quota is reached, then the spec's 403, with GET
 // /usage agreeing byte for byte with what was stored and what was billed;
-// reservations held while a job runs and released after; the per-key
+// reservations held while a job runs and released after, the default for a
+// source whose size nobody knows, the source's size once the runner knows
+// it (a plain file's Content-Length); the per-key
 // resolution and duration limits; the rate limit shared by an
 // organization's keys, another organization unaffected, 503 while Redis is
 // down; a marketplace user's first job with storage and the next without.
@@ -16,7 +18,7 @@ import { expect } from 'chai';
 import { eventually } from '../../local-cluster/test/support.js';
 import { createApiKey, createOrganization, type NewApiKey } from '../../api-gateway/src/db/api-keys.js';
 import { FakeStripe } from '../support/fake-stripe.js';
-import { startMediaServer, type MediaServer } from '../support/media.js';
+import { generateMedia, MEDIA, startMediaServer, type MediaServer } from '../support/media.js';
 import { startRedisServer, type RedisServer } from '../support/redis.js';
 import { startS3rver, type RunningS3rver } from '../support/s3rver.js';
 import { startService, type Service } from './support.js';
@@ -103,14 +105,16 @@ describe('end to end: usage, quotas, per-key limits, rate limits, marketplace us
     const made = await createApiKey(svc.db.pool, { name: 'quota', storageLimitBytes: GIB, billingCustomer: customer });
     const key = made.key;
 
-    const first = await submit(key, { url: media.mp4Url });
+    // A source that gives no size (no Content-Length, and yt-dlp knows none): its jobs hold the default while they run.
+    const unsized = media.unsizedUrl(MEDIA.mp4.path);
+    const first = await submit(key, { url: unsized });
     // Reserved while it runs (512 MiB per job, api-gateway/README.md "Usage and storage quota").
     expect(await usage(key)).to.deep.include({ usage_count: 1, storage_reserved_gb: 512 * MIB / GIB });
     expect((await ended(key, first)).status).to.equal('Completed');
 
     // Two more reserve 1 GiB together, on top of what the first stored: the next is refused.
-    const second = await submit(key, { url: media.mp4Url, max_resolution: 'lowest' });
-    const third = await submit(key, { url: media.mp4Url, audio_only: true });
+    const second = await submit(key, { url: unsized, max_resolution: 'lowest' });
+    const third = await submit(key, { url: unsized, audio_only: true });
     const refused = await request('POST', '/jobs', key, { url: media.mp4Url });
     expect(refused.status).to.equal(403);
     expect(Object.keys(refused.body).sort()).to.deep.equal(['error', 'limit_gb', 'message', 'used_gb']);
@@ -148,6 +152,25 @@ describe('end to end: usage, quotas, per-key limits, rate limits, marketplace us
     } finally {
       stripe.outage = false;
     }
+  });
+
+  it('a running job reserves its source\'s size once the runner knows it (here the Content-Length), and releases it when it ends', async () => {
+    const key = await newKey();
+    const sourceBytes = statSync(join(await generateMedia(), MEDIA.mp4.path)).size;
+    // 20 s of download: the runner reports what it expects long before it is done.
+    const id = await submit(key, { url: media.slowUrl(20) });
+    const expected = await eventually(async () => {
+      const r = await svc.cluster.kubectl(['get', 'mediajob', id, '-o', 'jsonpath={.status.expectedBytes}']);
+      return r.stdout ? Number(r.stdout) : undefined;
+    }, 60_000, 200);
+    expect(expected).to.equal(sourceBytes);
+    // The reservation follows: no longer 512 MiB but the source's size, at least the documented 1 MiB (a reservation of 0 would mean it ended).
+    await eventually(async () => (await usage(key)).storage_reserved_gb === Math.max(MIB, sourceBytes) / GIB, 30_000, 200);
+    const done = await ended(key, id);
+    expect(done.status).to.equal('Completed');
+    const u = await usage(key);
+    expect(u).to.deep.include({ storage_reserved_gb: 0, usage_count: 1 });
+    expect((u.storage_usage_gb as number) * GIB).to.equal(done.file_size);
   });
 
   it('a resolution-limited key gets a file no larger than its limit, whatever max_resolution asks', async () => {

@@ -100,6 +100,8 @@ export interface MediaServer {
   bytesSent(prefix?: string): number;
   /** The same file at `/norange/<path>`: served as a server without range support does (no Accept-Ranges, Range ignored). */
   noRangeUrl(path: string): string;
+  /** The same file at `/unsized/<path>`: without range support and without its size (no Content-Length: chunked), so nobody knows it beforehand. */
+  unsizedUrl(path: string): string;
   stop(): Promise<void>;
 }
 
@@ -236,7 +238,7 @@ export async function startMediaServer(opts: MediaServerOptions = {}): Promise<M
 
   const paths: string[] = [];
   const sent = new Map<string, number>();
-  const serveFile = async (req: IncomingMessage, res: ServerResponse, rel: string, ranges = true) => {
+  const serveFile = async (req: IncomingMessage, res: ServerResponse, rel: string, ranges = true, sized = true) => {
     const file = normalize(join(root, rel));
     if (!file.startsWith(root + sep)) return notFound(res);
     let size: number;
@@ -257,12 +259,12 @@ export async function startMediaServer(opts: MediaServerOptions = {}): Promise<M
     const { start, end } = range ?? { start: 0, end: size - 1 };
     res.writeHead(range ? 206 : 200, {
       ...headers,
-      'content-length': end - start + 1,
+      ...(sized ? { 'content-length': end - start + 1 } : {}),
       ...(range ? { 'content-range': `bytes ${start}-${end}/${size}` } : {}),
     });
     if (req.method === 'HEAD') return void res.end();
     const body = createReadStream(file, { start, end }).on('error', () => res.destroy());
-    const key = `/${ranges ? '' : 'norange/'}${rel}`;
+    const key = `/${!sized ? 'unsized/' : ranges ? '' : 'norange/'}${rel}`;
     paths.push(key);
     body.on('data', (chunk: Buffer | string) => sent.set(key, (sent.get(key) ?? 0) + chunk.length));
     // A client that stops reading (ffmpeg after a seek) ends the read, as a real server's would.
@@ -323,9 +325,11 @@ export async function startMediaServer(opts: MediaServerOptions = {}): Promise<M
     }
     const slow = /^\/slow\/(\d+)\/video\.mp4$/.exec(path);
     const noRange = /^\/norange\/(.+)$/.exec(path);
+    const unsized = /^\/unsized\/(.+)$/.exec(path);
     const done = slow ? serveSlow(req, res, Number(slow[1]))
       : noRange ? serveFile(req, res, noRange[1]!, false)
-        : serveFile(req, res, path.replace(/^\/+/, ''));
+        : unsized ? serveFile(req, res, unsized[1]!, false, false)
+          : serveFile(req, res, path.replace(/^\/+/, ''));
     done.catch(() => res.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -352,6 +356,7 @@ export async function startMediaServer(opts: MediaServerOptions = {}): Promise<M
     },
     bytesSent: (prefix = '/') => [...sent].filter(([k]) => k.startsWith(prefix)).reduce((n, [, b]) => n + b, 0),
     noRangeUrl: (path: string) => `${baseUrl}/norange/${path.replace(/^\/+/, '')}`,
+    unsizedUrl: (path: string) => `${baseUrl}/unsized/${path.replace(/^\/+/, '')}`,
     stop: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
