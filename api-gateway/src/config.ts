@@ -10,6 +10,9 @@ import { DEFAULT_MARKETPLACE_USER_HEADER } from './marketplace.js';
 import { billingSchema } from '@mediajobs/lib/billing';
 import { DEFAULT_RATE_LIMIT_PER_SECOND } from './rate-limit.js';
 
+/** The HTTP server's bounds on slow clients and idle connections (server.ts httpServer). */
+export const DEFAULT_SERVER_TIMEOUTS = { headersTimeoutMs: 20_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 65_000 } as const;
+
 /** redis:// or rediss:// (TLS), with credentials and a database number if needed; the message never echoes it. */
 const redisUrl = z.string().refine((v) => URL.canParse(v) && ['redis:', 'rediss:'].includes(new URL(v).protocol), 'must be a redis:// or rediss:// URL');
 
@@ -33,6 +36,16 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
   /** How long a looked-up API key is trusted in memory: a revoked key keeps working this long at most. */
   AUTH_CACHE_TTL_MS: envInt(0, 300_000).default(10_000),
   AUTH_CACHE_MAX_ENTRIES: envInt(1).default(10_000),
+  /**
+   * Slow clients (slowloris): a request's line and headers must arrive within
+   * HTTP_HEADERS_TIMEOUT_MS and the whole request, body included, within
+   * HTTP_REQUEST_TIMEOUT_MS, else 408 and the connection is closed. Neither
+   * bounds the time an answer takes (a probe, a playlist expansion).
+   */
+  HTTP_HEADERS_TIMEOUT_MS: envInt(100, 600_000).default(DEFAULT_SERVER_TIMEOUTS.headersTimeoutMs),
+  HTTP_REQUEST_TIMEOUT_MS: envInt(100, 600_000).default(DEFAULT_SERVER_TIMEOUTS.requestTimeoutMs),
+  /** Idle keep-alive connections close after this; above a load balancer's idle timeout (60 s on common ones). */
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: envInt(1_000, 600_000).default(DEFAULT_SERVER_TIMEOUTS.keepAliveTimeoutMs),
   /** On SIGTERM, how long in-flight requests get before connections are cut. */
   SHUTDOWN_TIMEOUT_MS: envInt(0).default(25_000),
   /** MediaJob create timeout; a slower API server leaves the job to the operator's sweeper. */

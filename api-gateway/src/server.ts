@@ -1,6 +1,6 @@
 // Wiring for a running gateway: configuration → pool, migrations,
 // submitter, managed storage → app → HTTP server, with graceful shutdown.
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { storageEndpoints } from '@mediajobs/lib/config';
 import { BatchSources, batchSourcesOptions } from '@mediajobs/lib/batches/index';
@@ -109,11 +109,10 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     },
   });
 
-  const server = createServer({ keepAliveTimeout: 65_000 }, app);
-  // Malformed HTTP from a client: answer 400 and drop the socket, never throw.
-  server.on('clientError', (_err, socket) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{"error":"Bad request"}');
-    else socket.destroy();
+  const server = httpServer(app, {
+    headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
+    keepAliveTimeoutMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -127,6 +126,55 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   logger.info({ url, namespace: config.MEDIAJOBS_NAMESPACE, managedStorage: config.MANAGED_STORAGE }, 'api-gateway listening');
 
   return { server, pool, url, close: gracefulClose(server, { pool, rateLimit }, logger, config.SHUTDOWN_TIMEOUT_MS, () => (shuttingDown = true)) };
+}
+
+export interface ServerTimeouts {
+  /** HTTP_HEADERS_TIMEOUT_MS: a client's request line and headers must have arrived within this; else 408 and the socket closes. */
+  headersTimeoutMs: number;
+  /** HTTP_REQUEST_TIMEOUT_MS: the whole request, body included; else 408. Not the time to answer. */
+  requestTimeoutMs: number;
+  /** HTTP_KEEP_ALIVE_TIMEOUT_MS: an idle keep-alive connection is closed after this (above a load balancer's idle timeout). */
+  keepAliveTimeoutMs: number;
+}
+
+/** A client error Node reports before the app sees a request, as the gateway answers it: status and the error body. */
+function clientErrorAnswer(code: string | undefined): [status: number, reason: string, message: string] {
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return [408, 'Request Timeout', 'Request timeout'];
+  if (code === 'HPE_HEADER_OVERFLOW') return [431, 'Request Header Fields Too Large', 'Request headers too large'];
+  return [400, 'Bad Request', 'Bad request'];
+}
+
+/**
+ * The HTTP server of an app, bounded against slow and malformed clients:
+ * a client that trickles its headers (slowloris) or its body is answered
+ * 408 and dropped at the timeouts, malformed HTTP 400 (431 for oversized
+ * headers), an unsupported Expect 417, every one a JSON error body like the
+ * app's, never a throw.
+ */
+export function httpServer(app: RequestListener, t: ServerTimeouts): Server {
+  const server = createServer({
+    headersTimeout: t.headersTimeoutMs,
+    requestTimeout: t.requestTimeoutMs,
+    keepAliveTimeout: t.keepAliveTimeoutMs,
+    // Node checks the two request timeouts on this period (30 s by default): without it a 20 s timeout can take 50 s.
+    connectionsCheckingInterval: Math.max(50, Math.min(5_000, Math.floor(Math.min(t.headersTimeoutMs, t.requestTimeoutMs) / 4))),
+  }, app);
+  // An Expect other than 100-continue: Node's own 417 has no body; the gateway's errors are all JSON.
+  server.on('checkExpectation', (_req, res: ServerResponse) => {
+    res.writeHead(417, { 'Content-Type': 'application/json', Connection: 'close' }).end(JSON.stringify({ error: 'Unsupported Expect header' }));
+  });
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    // Mid-answer (a pipelined request after one being answered): a status line now would corrupt that answer.
+    const answering = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+    if (!socket.writable || answering) {
+      socket.destroy();
+      return;
+    }
+    const [status, reason, message] = clientErrorAnswer(err.code);
+    const body = JSON.stringify({ error: message });
+    socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  });
+  return server;
 }
 
 /**

@@ -2,7 +2,7 @@
 // an ephemeral port, API keys, a log capture, and a local cluster with the
 // MediaJob CRD.
 import { existsSync, readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
@@ -17,7 +17,9 @@ import { createApp, type AppDeps } from '../src/app.js';
 import { ApiKeyCache, cachedKeyLookup } from '../src/auth.js';
 import { createApiKey } from '../src/db/api-keys.js';
 import { migrate } from '../src/db/migrate.js';
+import { DEFAULT_SERVER_TIMEOUTS } from '../src/config.js';
 import { createPool } from '../src/db/pool.js';
+import { httpServer, type ServerTimeouts } from '../src/server.js';
 import type { BatchSubmitter, JobSubmitter } from '../src/submitter.js';
 
 // One scratch-database helper for the whole repository; the gateway's tests apply migrations themselves.
@@ -96,7 +98,14 @@ export interface TestGateway {
   stop(): Promise<void>;
 }
 
-export async function startTestGateway(deps: Partial<AppDeps> & { submitter: JobSubmitter }): Promise<TestGateway> {
+/**
+ * The app on real Postgres behind the production HTTP server (server.ts
+ * httpServer: its timeouts and malformed-request answers); `serverTimeouts`
+ * overrides the configuration defaults.
+ */
+export async function startTestGateway(
+  { serverTimeouts, ...deps }: Partial<AppDeps> & { submitter: JobSubmitter; serverTimeouts?: Partial<ServerTimeouts> },
+): Promise<TestGateway> {
   const db = await createTestDatabase();
   const pool = createPool(db.url, 10);
   await migrate(pool);
@@ -113,7 +122,7 @@ export async function startTestGateway(deps: Partial<AppDeps> & { submitter: Job
     ...deps,
   });
   deps.metrics?.trackPool(pool);
-  const server = createServer(app);
+  const server = httpServer(app, { ...DEFAULT_SERVER_TIMEOUTS, ...serverTimeouts });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   let defaultKey: string | undefined;
