@@ -42,9 +42,15 @@ describe('media-info: accepted URLs', () => {
 
   describe('/metadata URLs', () => {
     it('takes any http(s) URL as given', () => {
-      for (const url of ['https://vimeo.com/76979871', 'http://media.example/path/clip.mp4?token=a%20b', 'https://198.51.100.7/internal.mp4', 'http://[2001:db8::1]/v.mp4', 'http://[::ffff:8.8.8.8]/v.mp4']) {
+      for (const url of ['https://vimeo.com/76979871', 'http://media.example/path/clip.mp4?token=a%20b', 'https://198.51.100.7/internal.mp4', 'http://[2001:db8::1]/v.mp4']) {
         expect(metadataUrl(url)).to.deep.equal({ ok: true, url });
       }
+    });
+    it('hands on the URL as parsed, which the policy judged: never a control character yt-dlp would read differently', () => {
+      expect(metadataUrl('http://[::ffff:8.8.8.8]/v.mp4')).to.deep.equal({ ok: true, url: 'http://[::ffff:808:808]/v.mp4' });
+      // A NUL is no process argument (spawn threw: a 500); tabs and newlines are dropped by the parser, not by yt-dlp.
+      expect(metadataUrl('http://198.51.100.7/a\u0000b\u0000')).to.deep.equal({ ok: true, url: 'http://198.51.100.7/a%00b' });
+      expect(metadataUrl(' http://198.51.100.7/\tv.mp4\n')).to.deep.equal({ ok: true, url: 'http://198.51.100.7/v.mp4' });
     });
     it('reduces a platform video URL to its watch URL, so list= never makes it a playlist', () => {
       expect(metadataUrl(`https://youtu.be/${ID}?list=PLwiyx1dc3P2JR9N8gQaQN_BCvlSlap7re`)).to.deep.equal({ ok: true, url: WATCH });

@@ -190,5 +190,8 @@ export function metadataUrl(input: string, policy: OutboundPolicy = DEFAULT_OUTB
   const refused = urlFieldError(policy, 'url', u);
   if (refused) return { ok: false, error: refused };
   const platform = parsePlatformVideoUrl(input);
-  return { ok: true, url: platform.ok ? platform.video.canonicalUrl : input };
+  // The URL as parsed, which is what the policy judged: the parser drops the
+  // leading and trailing control characters and spaces the raw text may carry
+  // (a NUL there could never be a child's argument).
+  return { ok: true, url: platform.ok ? platform.video.canonicalUrl : u.href };
 }
