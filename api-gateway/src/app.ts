@@ -9,7 +9,7 @@ import { DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '@mediajobs/lib/out
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type { UploadGrantBroker } from '@mediajobs/lib/storage/upload-grants';
 import type pg from 'pg';
-import { ApiKeyCache, MISSING_KEY, cachedKeyLookup, requireApiKey } from './auth.js';
+import { ApiKeyCache, KeyLookupBudget, MISSING_KEY, cachedKeyLookup, requireApiKey } from './auth.js';
 import { migrationsApplied } from './db/migrate.js';
 import { HttpError, errorResponder, notFound } from './http-errors.js';
 import { requestLogger } from './request-log.js';
@@ -51,6 +51,8 @@ export interface AppDeps {
   uploadGrants?: Pick<UploadGrantBroker, 'handle'>;
   /** Defaults to a 10 s cache over the api_keys table. */
   keyCache?: ApiKeyCache;
+  /** Key lookups (cache misses) per client address and second; default 50 (AUTH_LOOKUPS_PER_ADDRESS_PER_SECOND). */
+  keyLookups?: KeyLookupBudget;
   /** Marketplace keys' end users (marketplace.ts); default: header x-marketplace-user, a 10 s cache. */
   marketplaceUsers?: MarketplaceUsers;
   /** True once SIGTERM arrived: /readyz fails and connections are not kept alive. */
@@ -143,13 +145,14 @@ export function createApp(deps: AppDeps): express.Express {
   const limit = rateLimit(deps.rateLimit ?? inProcessBudget(), metrics && ((counter, seconds, verdict) => metrics.rateCheck(counter, seconds, verdict)));
   // Counted against the account before a marketplace request becomes its end user's.
   const endUser = (deps.marketplaceUsers ?? new MarketplaceUsers(deps.pool)).middleware();
+  const keyLookups = deps.keyLookups ?? new KeyLookupBudget();
   for (const [prefix, missingKey] of AUTHENTICATED) {
     // The metrics' route of a request answered before any route matched (401, 429): `${prefix}/*`.
     const under: express.RequestHandler = (_req, res, next) => {
       res.locals.routePrefix = prefix;
       next();
     };
-    app.use(prefix, ...(metrics ? [under] : []), requireApiKey(keyCache, missingKey), limit, endUser);
+    app.use(prefix, ...(metrics ? [under] : []), requireApiKey(keyCache, missingKey, keyLookups), limit, endUser);
   }
   const probeTimeoutMs = deps.storage?.probeTimeoutMs ?? 15_000;
   const providerSettings = deps.storage?.providerSettings ?? {};

@@ -3,7 +3,9 @@
 // sha256 and a Map read. The price is a revocation delay: a revoked key
 // keeps working on each replica for at most AUTH_CACHE_TTL_MS (10 s by
 // default). Unknown keys are cached too (as "invalid"), so a client hammering
-// with a bad key does not reach Postgres on every request. A marketplace
+// with a bad key does not reach Postgres on every request, and a client
+// sending ever new keys gets a budget of lookups per address (KeyLookupBudget)
+// before it costs a query: past it, 429 without one. A marketplace
 // key's end user is resolved after this, by marketplace.ts, through the
 // same kind of cache.
 import type { NextFunction, Request, Response } from 'express';
@@ -74,6 +76,12 @@ export class LookupCache<V> {
     return value;
   }
 
+  /** Whether `key` has a live entry (a value, or a lookup under way): get() would not look it up. */
+  has(key: string): boolean {
+    const hit = this.entries.get(key);
+    return hit !== undefined && hit.expires > this.now();
+  }
+
   /** Forget everything (tests, and an admin action in the same process). */
   clear(): void {
     this.entries.clear();
@@ -91,6 +99,43 @@ export function cachedKeyLookup(pool: Parameters<typeof findApiKeyByHash>[0]): K
   return (keyHash) => findApiKeyByHash(pool, keyHash);
 }
 
+export const DEFAULT_KEY_LOOKUPS_PER_ADDRESS = 50;
+
+/**
+ * How many key lookups (cache misses: keys this replica has not seen within
+ * the cache TTL) each client address may cause per one-second window, in
+ * process. A key already cached, valid or not, costs nothing and is never
+ * refused here; so a client with a working key keeps working while someone
+ * at its address floods with random keys. The address is the connection's
+ * (X-Forwarded-For is anyone's to write): behind a proxy that does not keep
+ * it, every client shares the proxy's budget, which still bounds the queries
+ * a flood can cost. At most `maxAddresses` are tracked (the oldest go first).
+ */
+export class KeyLookupBudget {
+  private readonly windows = new Map<string, { start: number; used: number }>();
+
+  constructor(
+    readonly perSecond = DEFAULT_KEY_LOOKUPS_PER_ADDRESS,
+    private readonly maxAddresses = 10_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Take one lookup for `address`; false when its window is spent. */
+  take(address: string): boolean {
+    const t = this.now();
+    let w = this.windows.get(address);
+    if (!w || t - w.start >= 1_000) {
+      this.windows.delete(address);
+      while (this.windows.size >= this.maxAddresses) this.windows.delete(this.windows.keys().next().value!);
+      w = { start: t, used: 0 };
+      this.windows.set(address, w);
+    }
+    if (w.used >= this.perSecond) return false;
+    w.used++;
+    return true;
+  }
+}
+
 /** The spec's 401 answers: a request without a key, and one whose key is unknown or revoked. */
 export const MISSING_KEY = 'Missing x-api-key header';
 export const INVALID_KEY = 'Invalid API Key';
@@ -98,14 +143,21 @@ export const INVALID_KEY = 'Invalid API Key';
 /**
  * Express middleware: a 401 HttpError with the spec's messages, else
  * res.locals.principal. `missingMessage`: the spec words it differently for
- * POST /is-short. Mounted once per authenticated path prefix in app.ts.
+ * POST /is-short. `lookups`: a key not in the cache is looked up only
+ * within its address's budget, else 429 `rate_limit_exceeded`. Mounted once
+ * per authenticated path prefix in app.ts.
  */
-export function requireApiKey(cache: ApiKeyCache, missingMessage = MISSING_KEY) {
+export function requireApiKey(cache: ApiKeyCache, missingMessage = MISSING_KEY, lookups?: KeyLookupBudget) {
   return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     const header = req.headers['x-api-key'];
     const key = Array.isArray(header) ? header[0] : header;
     if (key === undefined || key === '') throw new HttpError(401, missingMessage);
-    const record = await cache.get(hashApiKey(key));
+    const hash = hashApiKey(key);
+    if (lookups && !cache.has(hash) && !lookups.take(req.socket.remoteAddress ?? '')) {
+      res.setHeader('Retry-After', '1');
+      throw new HttpError(429, 'rate_limit_exceeded');
+    }
+    const record = await cache.get(hash);
     if (!record || record.revoked) throw new HttpError(401, INVALID_KEY);
     res.locals.principal = { apiKeyId: record.id, organizationId: record.organizationId, key: record };
     next();

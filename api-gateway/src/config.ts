@@ -9,6 +9,7 @@ import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
 import { DEFAULT_MARKETPLACE_USER_HEADER } from './marketplace.js';
 import { billingSchema } from '@mediajobs/lib/billing';
 import { DEFAULT_RATE_LIMIT_PER_SECOND } from './rate-limit.js';
+import { DEFAULT_KEY_LOOKUPS_PER_ADDRESS } from './auth.js';
 
 /** The HTTP server's bounds on slow clients and idle connections (server.ts httpServer). */
 export const DEFAULT_SERVER_TIMEOUTS = { headersTimeoutMs: 20_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 65_000 } as const;
@@ -36,6 +37,8 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
   /** How long a looked-up API key is trusted in memory: a revoked key keeps working this long at most. */
   AUTH_CACHE_TTL_MS: envInt(0, 300_000).default(10_000),
   AUTH_CACHE_MAX_ENTRIES: envInt(1).default(10_000),
+  /** Keys not in the cache looked up per client address and second; more get 429 before any query (auth.ts KeyLookupBudget). */
+  AUTH_LOOKUPS_PER_ADDRESS_PER_SECOND: envInt(1).default(DEFAULT_KEY_LOOKUPS_PER_ADDRESS),
   /**
    * Slow clients (slowloris): a request's line and headers must arrive within
    * HTTP_HEADERS_TIMEOUT_MS and the whole request, body included, within

@@ -14,7 +14,7 @@ import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
 import type pg from 'pg';
 import { createApp } from './app.js';
 import { BillingReader, stripeClient } from '@mediajobs/lib/billing';
-import { ApiKeyCache, cachedKeyLookup } from './auth.js';
+import { ApiKeyCache, KeyLookupBudget, cachedKeyLookup } from './auth.js';
 import type { GatewayConfig } from './config.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
@@ -89,6 +89,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
       ? { files: { dir: config.MANAGED_STORAGE_DIR, secret: config.FILE_URL_SECRET } }
       : {}),
     keyCache: new ApiKeyCache(cachedKeyLookup(pool), config.AUTH_CACHE_TTL_MS, config.AUTH_CACHE_MAX_ENTRIES),
+    keyLookups: new KeyLookupBudget(config.AUTH_LOOKUPS_PER_ADDRESS_PER_SECOND),
     marketplaceUsers: new MarketplaceUsers(pool, config.MARKETPLACE_USER_HEADER, config.AUTH_CACHE_TTL_MS, config.AUTH_CACHE_MAX_ENTRIES),
     isShuttingDown: () => shuttingDown,
     rateLimit,

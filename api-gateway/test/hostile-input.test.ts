@@ -25,8 +25,8 @@ import { inProcessBudget } from '../src/rate-limit.js';
 import { rawRequest, requestBytes, type RawAnswer } from './raw-http.js';
 import { RecordingSubmitter, appRoutes, startTestGateway, type TestGateway } from './support.js';
 
-/** The error statuses the spec documents (Errors), plus the HTTP layer's own for malformed requests (408, 417, 431). */
-const DOCUMENTED_ERRORS = new Set([400, 401, 403, 404, 408, 409, 413, 415, 417, 431]);
+/** The error statuses the spec documents (Errors; 429 also for a flood of unknown keys), plus the HTTP layer's own for malformed requests (408, 417, 431). */
+const DOCUMENTED_ERRORS = new Set([400, 401, 403, 404, 408, 409, 413, 415, 417, 429, 431]);
 /**
  * Routes whose valid input goes to yt-dlp, here a program that always fails:
  * their documented 502 for an extraction failure is the upstream's answer, not the input's.
