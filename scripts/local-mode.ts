@@ -148,6 +148,8 @@ async function startCluster(port: number): Promise<LocalCluster> {
       workDir: join(LOCAL, 'cluster-work'),
       imageCommands: { [RUNNER_IMAGE]: tsxCommand(join(ROOT, 'runner-image/src/main.ts')) },
       maxRunningPods: Number(process.env.LOCAL_MAX_RUNNING_PODS ?? 4),
+      // Unset or 0: no throttle. Set: writes past it get API Priority and Fairness's 429 with Retry-After.
+      maxWritesPerSecond: Number(process.env.LOCAL_CLUSTER_WRITE_RATE ?? 0) || undefined,
       logger: createLogger('local-cluster', process.env.LOG_LEVEL ?? 'warn'),
     });
   } catch (err) {

@@ -114,3 +114,23 @@ export function isAlreadyExists(err: unknown): boolean {
 export function isConflict(err: unknown): boolean {
   return apiStatus(err) === 409;
 }
+
+/** 429 Too Many Requests: API Priority and Fairness (or a max-in-flight limit) turned the request away. */
+export function isTooManyRequests(err: unknown): boolean {
+  return apiStatus(err) === 429;
+}
+
+/**
+ * How long a refused request asked to be left alone, from its Retry-After
+ * header (seconds, or an HTTP date); undefined when it said nothing usable.
+ */
+export function retryAfterMs(err: unknown, now = Date.now()): number | undefined {
+  if (!(err instanceof k8s.ApiException)) return undefined;
+  const headers = (err as k8s.ApiException<unknown>).headers as Record<string, string> | undefined;
+  const raw = headers && Object.entries(headers).find(([k]) => k.toLowerCase() === 'retry-after')?.[1];
+  if (raw === undefined) return undefined;
+  const value = raw.trim();
+  if (/^\d+$/.test(value)) return Number(value) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}

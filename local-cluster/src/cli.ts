@@ -5,7 +5,8 @@ import { readFileSync } from 'node:fs';
 import { startLocalCluster } from './index.js';
 
 const USAGE = `usage: local-cluster --kubeconfig <file> [--port N] [--state <dir>] [--work-dir <dir>]
-                     [--image-map <json-file>] [--max-running-pods N] [--backoff-base-ms N]`;
+                     [--image-map <json-file>] [--max-running-pods N] [--backoff-base-ms N]
+                     [--max-writes-per-second N]   (or LOCAL_CLUSTER_WRITE_RATE)`;
 
 function fail(message: string): never {
   process.stderr.write(`${message}\n${USAGE}\n`);
@@ -31,6 +32,7 @@ async function main(): Promise<void> {
         'image-map': { type: 'string' },
         'max-running-pods': { type: 'string' },
         'backoff-base-ms': { type: 'string' },
+        'max-writes-per-second': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -58,6 +60,7 @@ async function main(): Promise<void> {
     imageCommands,
     maxRunningPods: intOption('max-running-pods', values['max-running-pods']),
     backoffBaseMs: intOption('backoff-base-ms', values['backoff-base-ms']),
+    maxWritesPerSecond: intOption('max-writes-per-second', values['max-writes-per-second'] ?? process.env.LOCAL_CLUSTER_WRITE_RATE) || undefined,
   });
   process.stdout.write(`local cluster at ${cluster.url}\nkubeconfig: ${cluster.kubeconfigPath}\n`);
   let stopping = false;

@@ -25,6 +25,7 @@ import { apiVersionOf } from './types.js';
 import type { WatchHub } from './watch.js';
 import { isObject } from './object-meta.js';
 import { PODS } from './builtin-types.js';
+import type { WriteThrottle } from './throttle.js';
 
 export const MAX_BODY_BYTES = 3 * 1024 * 1024;
 
@@ -37,6 +38,8 @@ export interface HttpContext {
   api: ApiServer;
   watches: WatchHub;
   logs?: LogSource;
+  /** Writes past a rate get APF's 429 (throttle.ts); read at each request, so it can be changed while serving. */
+  throttle?: () => WriteThrottle | undefined;
   onError?: (err: unknown, req: IncomingMessage) => void;
 }
 
@@ -56,6 +59,13 @@ type Query = URLSearchParams;
 
 export function createHandler(ctx: HttpContext): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
+    const throttle = ctx.throttle?.();
+    if (throttle && !throttle.admit(req.method ?? 'GET')) {
+      // As APF: turned away before the body is read.
+      req.resume();
+      throttle.refuse(res);
+      return;
+    }
     handle(ctx, req, res).catch((err: unknown) => {
       if (!(err instanceof StatusError)) ctx.onError?.(err, req);
       const status = err instanceof StatusError ? err : internal(err instanceof Error ? err.message : String(err));

@@ -14,6 +14,7 @@ import { Kubelet } from './controllers/kubelet.js';
 import { createHandler } from './http.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { StatePersistence } from './persistence.js';
+import { WriteThrottle } from './throttle.js';
 import { WatchHub } from './watch.js';
 
 export { ApiServer } from './apiserver.js';
@@ -45,6 +46,12 @@ export interface LocalClusterOptions {
   /** Lifetime of a watch that sets no timeoutSeconds (real apiservers: a random 30-60 min). */
   watchTimeoutMs?: number;
   nodeName?: string;
+  /**
+   * Throttle writes (POST, PUT, PATCH, DELETE) past this many per second,
+   * as API Priority and Fairness does: 429 with Retry-After (throttle.ts).
+   * Unset: no throttle. Changed later with throttleWrites().
+   */
+  maxWritesPerSecond?: number;
   logger?: Logger;
 }
 
@@ -59,6 +66,7 @@ export class LocalCluster {
     readonly url: string,
     readonly kubeconfigPath: string,
     readonly workDir: string,
+    private readonly throttleRef: { current: WriteThrottle | undefined },
   ) {}
 
   static async start(opts: LocalClusterOptions = {}): Promise<LocalCluster> {
@@ -93,8 +101,9 @@ export class LocalCluster {
       maxBufferedBytes: 64 * 1024 * 1024,
       defaultTimeoutMs: opts.watchTimeoutMs ?? 45 * 60_000,
     });
+    const throttleRef = { current: opts.maxWritesPerSecond ? new WriteThrottle(opts.maxWritesPerSecond) : undefined };
     const server = createServer({ keepAliveTimeout: 60_000 }, createHandler({
-      api, watches, logs: kubelet,
+      api, watches, logs: kubelet, throttle: () => throttleRef.current,
       onError: (err, req) => logger.error({ err, method: req.method, url: req.url }, 'request failed'),
     }));
     server.on('clientError', (_err, socket) => socket.destroy());
@@ -110,7 +119,17 @@ export class LocalCluster {
     ttl.start();
     kubelet.start();
     logger.info({ url, kubeconfig: kubeconfigPath }, 'local cluster listening');
-    return new LocalCluster(api, server, watches, kubelet, [jobs, ttl, api.gc], persistence, url, kubeconfigPath, workDir);
+    return new LocalCluster(api, server, watches, kubelet, [jobs, ttl, api.gc], persistence, url, kubeconfigPath, workDir, throttleRef);
+  }
+
+  /** Throttle writes past this many per second (APF's 429 with Retry-After), or stop throttling (undefined). */
+  throttleWrites(perSecond: number | undefined): void {
+    this.throttleRef.current = perSecond ? new WriteThrottle(perSecond) : undefined;
+  }
+
+  /** Writes the throttle has turned away since it was last set. */
+  get throttledWrites(): number {
+    return this.throttleRef.current?.rejected ?? 0;
   }
 
   /** Drop all watch history, as an etcd compaction: resuming from an older resourceVersion gets 410 Expired. */
