@@ -14,7 +14,7 @@ import { BillingError, type BillingReader } from '@mediajobs/lib/billing';
 import { keyUsage, type KeyUsage } from '@mediajobs/lib/db/jobs';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import type pg from 'pg';
-import type { Principal } from '../auth.js';
+import { isMarketplaceUser, type Principal } from '../auth.js';
 import type { ApiKeyRecord } from '../db/api-keys.js';
 import { HttpError, failsWith } from '../http-errors.js';
 
@@ -54,7 +54,7 @@ function showUsage(deps: UsageRouteDeps): RequestHandler {
  */
 async function billingFields(deps: UsageRouteDeps, who: Principal): Promise<Record<string, unknown>> {
   const customer = who.key.billingCustomer;
-  if (!customer || who.apiKeyId !== who.key.id) return {};
+  if (!customer || isMarketplaceUser(who)) return {};
   if (!deps.billing) return { billing_error: 'Billing is not configured on this server' };
   try {
     const p = await deps.billing.period(customer);
