@@ -115,11 +115,6 @@ export function isConflict(err: unknown): boolean {
   return apiStatus(err) === 409;
 }
 
-/** 429 Too Many Requests: API Priority and Fairness (or a max-in-flight limit) turned the request away. */
-export function isTooManyRequests(err: unknown): boolean {
-  return apiStatus(err) === 429;
-}
-
 /**
  * How long a refused request asked to be left alone, from its Retry-After
  * header (seconds, or an HTTP date); undefined when it said nothing usable.
