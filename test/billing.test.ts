@@ -12,7 +12,7 @@ import { loadConfig } from '@mediajobs/lib/config';
 import { syncStatus } from '@mediajobs/lib/db/jobs';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { createApiKey, endUserOf } from '../api-gateway/src/db/api-keys.js';
-import { RecordingSubmitter, startTestGateway, type TestGateway } from '../api-gateway/test/support.js';
+import { startTestGateway, type TestGateway } from '../api-gateway/test/support.js';
 import { OutboxDispatcher } from '../operator/src/outbox.js';
 import { FakeStripe } from './support/fake-stripe.js';
 
@@ -32,7 +32,7 @@ describe('billing: usage reported to Stripe and shown in GET /usage', function (
   before(async () => {
     const apiUrl = await stripe.start();
     settings = loadConfig(billingSchema, { STRIPE_SECRET_KEY: stripe.secretKey, STRIPE_API_URL: apiUrl, BILLING_CACHE_SECONDS: '0' });
-    gw = await startTestGateway({ submitter: new RecordingSubmitter(), billing: new BillingReader(stripeClient(settings)!, settings) });
+    gw = await startTestGateway({ billing: new BillingReader(stripeClient(settings)!, settings) });
   });
   afterEach(async () => {
     await dispatcher?.stop();

@@ -13,7 +13,7 @@ import { parse } from 'yaml';
 import { newRegistry } from '@mediajobs/lib/metrics';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { GatewayMetrics } from '../api-gateway/src/metrics.js';
-import { RecordingSubmitter, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from '../api-gateway/test/support.js';
+import { startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from '../api-gateway/test/support.js';
 import { loadOperatorConfig } from '../operator/src/config.js';
 import { startOperator, type OperatorHandle } from '../operator/src/operator.js';
 import { scrape } from './support/metrics.js';
@@ -173,7 +173,7 @@ describe('monitoring bundle (deploy/monitoring)', function () {
     const types = new Map<string, string>();
 
     before(async () => {
-      gw = await startTestGateway({ submitter: new RecordingSubmitter(), metrics: new GatewayMetrics(newRegistry()) });
+      gw = await startTestGateway({ metrics: new GatewayMetrics(newRegistry()) });
       tc = await startClusterWithCrd({ mediaBatch: true });
       op = await startOperator(loadOperatorConfig({
         DATABASE_URL: gw.db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: SecretBox.generateSpec('t1'),

@@ -14,7 +14,8 @@
 //      BATCH_CREATE_PER_SECOND unless that is set.
 //   3. GET /batch/{id} latency while phase 2 runs (BENCH_GET_CONNECTIONS loops of GETs).
 //   4. POST /jobs/bulk with 100 URLs, BENCH_BULK_REQUESTS requests, operator stopped
-//      (the gateway's kube submitter creates the 100 MediaJobs, as post-jobs.ts's does).
+//      (the gateway only commits the 100 rows; their MediaJobs are the operator's
+//      materializer's, so the gateway is measured alone, as post-jobs.ts measures POST /jobs).
 //
 //   npx tsx api-gateway/bench/batches.ts
 //

@@ -1,6 +1,8 @@
-// Benchmark (issue 3): POST /jobs through the gateway, Postgres and the
-// local cluster (no operator) at concurrency 50 for 20 s, against a bare
-// express handler doing one INSERT in the same run; then GET /jobs/{id} and
+// Benchmark (issues 3 and 16): POST /jobs through the gateway and Postgres
+// with the operator stopped (acceptance is the commit, docs/adr/0017: the
+// API server is not on the path; the local cluster runs, idle) at
+// concurrency 50 for 20 s, against a bare express handler doing one INSERT
+// in the same run; then GET /jobs/{id} and
 // GET /jobs?limit=100 with 1,000,000 rows in the jobs table. Each server
 // runs in its own process, as in production; everything uses a scratch
 // database that is dropped at the end.
@@ -13,7 +15,6 @@
 // BENCH_GATEWAY_LOG_LEVEL (info: the gateway logs every request, as in production),
 // BENCH_CPU_PROFILE_DIR (unset: with it, the gateway and the local cluster write V8 CPU profiles there on exit).
 import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
 import type autocannon from 'autocannon';
 import { createApiKey } from '../src/db/api-keys.js';
 import {
@@ -46,7 +47,7 @@ async function main(): Promise<void> {
     const { id: apiKeyId, key } = await createApiKey(pool, { name: 'bench' });
 
     // Local cluster (its own process), with the MediaJob CRD; no operator.
-    const { proc: cluster, kubeconfig, kc } = await startCluster(work, ['mediajob.yaml'], { nodeArgs: profile });
+    const { proc: cluster, kubeconfig } = await startCluster(work, ['mediajob.yaml'], { nodeArgs: profile });
 
     // Baseline first, alone on the machine.
     const barePort = await freePort();
@@ -66,11 +67,10 @@ async function main(): Promise<void> {
     // Requests the load generator gave up on at the deadline may still be finishing.
     await sleep(1000);
 
-    // Every accepted job has its row and its MediaJob.
+    // Every accepted job has its row, counted once, waiting for the operator's materializer.
     const rows = Number((await pool.query('SELECT count(*) AS n FROM jobs')).rows[0].n);
     const counted = Number((await pool.query('SELECT sum(count) AS n FROM job_counters WHERE api_key_id = $1', [apiKeyId])).rows[0].n);
-    const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-    const crs = ((await custom.listNamespacedCustomObject({ group: 'mediajobs.io', version: 'v1alpha1', namespace: 'default', plural: 'mediajobs' })) as { items: unknown[] }).items.length;
+    const waiting = Number((await pool.query('SELECT count(*) AS n FROM jobs WHERE cr_created_at IS NULL')).rows[0].n);
 
     // Reads with 1,000,000 rows: the bench key owns a tenth of them, the
     // rest belong to 99 other keys, statuses spread as in a live system.
@@ -112,14 +112,14 @@ async function main(): Promise<void> {
       ['bare express + INSERT: p50 / p99 (ms)', `${ms(base.p50)} / ${ms(base.p99)}`, ''],
       [`gateway POST /jobs: jobs/s (c=${CONNECTIONS}, ${DURATION} s)`, gateway.rps.toFixed(0), '>= 1000'],
       ['gateway POST /jobs: p50 / p99 (ms)', `${ms(gateway.p50)} / ${ms(gateway.p99)}`, 'p99 < 50'],
-      ['gateway / bare throughput ratio', (gateway.rps / base.rps).toFixed(2), '>= 0.5'],
+      ['gateway / bare throughput ratio', (gateway.rps / base.rps).toFixed(2), '>= 0.6'],
       ['non-2xx or errors (bare / gateway)', `${base.bad} / ${gateway.bad}`, '0 / 0'],
       ['CPU ms per job, bare run', cpuLine(base.cpu), ''],
       ['CPU ms per job, gateway run', cpuLine(gateway.cpu), ''],
       // Every process of both runs shares this machine's CPUs, so the work a
       // job costs all of them together bounds the ratio a saturated run can show.
       ['ratio the CPU per job allows (bare all / gateway all)', (cpuTotal(base.cpu) / cpuTotal(gateway.cpu)).toFixed(2), ''],
-      ['jobs rows / counter total / MediaJobs (after POST runs)', `${rows} / ${counted} / ${crs}`, 'equal'],
+      ['jobs rows / counter total / awaiting their MediaJob (after POST runs)', `${rows} / ${counted} / ${waiting}`, 'equal'],
       [`GET /jobs/{id} p50 / p99 (ms), ${total} rows, c=${GET_CONNECTIONS}`, `${ms(getOne.p50)} / ${ms(getOne.p99)}`, 'p99 < 10'],
       [`GET /jobs/{id} req/s`, getOne.rps.toFixed(0), ''],
       [`GET /jobs?limit=100 p50 / p99 (ms), c=${GET_CONNECTIONS}`, `${ms(getList.p50)} / ${ms(getList.p99)}`, 'p99 < 30'],

@@ -1,5 +1,5 @@
 // The express application, built from injected parts so tests and the
-// benchmark run it against real Postgres with a real or fake submitter.
+// benchmark run it against real Postgres.
 import express from 'express';
 import { DEFAULT_CHAT_WEBHOOK_PREFIX } from '@mediajobs/lib/chat/config';
 import { BatchSources, DEFAULT_MAX_PLAYLIST_SIZE, DEFAULT_PODCAST_LOOKUP_ENDPOINT } from '@mediajobs/lib/batches/index';
@@ -33,13 +33,11 @@ import { userStorageRouter } from './routes/user-storage.js';
 import { driveFilesRouter } from './routes/user-storage-drive-files.js';
 import { ProbeCache, probeDestination, type ProviderSettings } from './destinations/probe.js';
 import type { DestinationVault } from './destinations/vault.js';
-import { isBatchSubmitter, type BatchSubmitter, type JobSubmitter } from './submitter.js';
 import type { GatewayMetrics } from './metrics.js';
 
 export interface AppDeps {
   pool: pg.Pool;
   logger: Logger;
-  submitter: JobSubmitter;
   secretBox: SecretBox;
   /** Namespace of the MediaJobs. */
   namespace: string;
@@ -80,8 +78,6 @@ export interface AppDeps {
   outbound?: OutboundPolicy;
   /** Show and playlist expansion of POST /jobs (issue 13); default: the public lookup API, MAX_PLAYLIST_SIZE 500, `mediaInfo`'s settings. */
   batchSources?: BatchSources;
-  /** Creates and unpauses MediaBatches; default: `submitter` when it can. */
-  batchSubmitter?: BatchSubmitter;
   /** POST /user/chat's CHAT_WEBHOOK_PREFIX; default the chat service's. */
   chatWebhookPrefix?: string;
   /** Prometheus metrics (metrics.ts), served at GET /metrics; absent (METRICS_ENABLED=false): none kept, no /metrics. */
@@ -162,14 +158,12 @@ export function createApp(deps: AppDeps): express.Express {
   const batchSources = deps.batchSources ?? new BatchSources({
     lookupEndpoint: DEFAULT_PODCAST_LOOKUP_ENDPOINT, maxEntries: DEFAULT_MAX_PLAYLIST_SIZE, policy: outbound, mediaInfo: mediaInfoExtractor.options,
   });
-  const batchSubmitter = deps.batchSubmitter ?? (isBatchSubmitter(deps.submitter) ? deps.submitter : undefined);
-  const batches = { batchSources, ...(batchSubmitter && { batchSubmitter }) };
   const idempotency = new IdempotencyKeys(deps.pool, log);
   app.use(bulkRouter({ ...deps, outbound, idempotency }));
   app.use(jobsRouter({
-    ...deps, probes, providerSettings, outbound, ...batches, idempotency, ...(deps.storage?.vault && { vault: deps.storage.vault }),
+    ...deps, probes, providerSettings, outbound, batchSources, idempotency, ...(deps.storage?.vault && { vault: deps.storage.vault }),
   }));
-  app.use(batchesRouter({ pool: deps.pool, logger: log, ...batches }));
+  app.use(batchesRouter({ pool: deps.pool, logger: log }));
   app.use(webhooksRouter(deps));
   app.use(cancelRouter(deps));
   app.use(usageRouter({ pool: deps.pool, logger: log, ...(deps.billing && { billing: deps.billing }) }));

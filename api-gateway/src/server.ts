@@ -1,5 +1,8 @@
-// Wiring for a running gateway: configuration → pool, migrations,
-// submitter, managed storage → app → HTTP server, with graceful shutdown.
+// Wiring for a running gateway: configuration → pool, migrations, managed
+// storage → app → HTTP server, with graceful shutdown. The gateway creates
+// no custom resources: an accepted row is the operator's to materialize
+// (docs/adr/0017); its only Kubernetes use is the Secret vault of saved
+// destinations (STORAGE_VAULT=kubernetes).
 import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { storageEndpoints } from '@mediajobs/lib/config';
@@ -20,7 +23,6 @@ import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
 import { budgetFromConfig, type RateBudget } from './rate-limit.js';
 import { MarketplaceUsers } from './marketplace.js';
-import { KubeJobSubmitter, type BatchSubmitter, type JobSubmitter } from './submitter.js';
 import { KubeSecretVault } from './destinations/vault.js';
 import { GatewayMetrics } from './metrics.js';
 import { newRegistry, type Registry } from '@mediajobs/lib/metrics';
@@ -35,10 +37,6 @@ export interface RunningGateway {
 
 export interface StartOptions {
   logger?: Logger;
-  /** Replaces the Kubernetes submitter (tests); also the MediaBatch submitter when it is one. */
-  submitter?: JobSubmitter;
-  /** Replaces the Kubernetes MediaBatch submitter (tests). */
-  batchSubmitter?: BatchSubmitter;
   /**
    * Where the metrics go (with METRICS_ENABLED); default a registry of the
    * gateway's own. Local mode passes the operator's too, so /metrics serves both.
@@ -50,12 +48,6 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   const logger = opts.logger ?? createLogger('api-gateway', config.LOG_LEVEL);
   const secretBox = new SecretBox(config.SECRET_KEYS);
   const storage = await createManagedStorage(config);
-  const kube = opts.submitter && opts.batchSubmitter ? undefined : KubeJobSubmitter.fromKubeconfig(config.KUBECONFIG, {
-    namespace: config.MEDIAJOBS_NAMESPACE, timeoutMs: config.KUBE_TIMEOUT_MS,
-  });
-  const submitter = opts.submitter ?? kube!;
-  // A test's own job submitter stands for the MediaBatch side too when it is one (createApp's default).
-  const batchSubmitter = opts.batchSubmitter ?? (opts.submitter ? undefined : kube);
   const pool = createPool(config.DATABASE_URL, config.PG_POOL_MAX);
   // An idle client erroring (Postgres restart) must not crash the process; the pool replaces it.
   pool.on('error', (err) => logger.warn({ err: errFields(err) }, 'idle Postgres connection failed'));
@@ -81,7 +73,6 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     ...(metrics && { metrics }),
     pool,
     logger,
-    submitter,
     secretBox,
     namespace: config.MEDIAJOBS_NAMESPACE,
     presign: (key) => storage.presign(key, DOWNLOAD_URL_TTL_SECONDS),
@@ -97,7 +88,6 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     mediaInfo: new MediaInfoExtractor(mediaInfoOptions(config)),
     outbound,
     batchSources: new BatchSources(batchSourcesOptions(config, mediaInfoOptions(config), outbound)),
-    ...(batchSubmitter && { batchSubmitter }),
     ...(uploadGrants && { uploadGrants }),
     chatWebhookPrefix: config.CHAT_WEBHOOK_PREFIX,
     storage: {

@@ -1,8 +1,9 @@
 // Batches through the gateway (issue 13), as a client sees them: a show URL
 // (a fake of the podcast platform's lookup API and an RSS feed on loopback)
 // and a genuine playlist (the real yt-dlp, MEDIA_INFO_URL_MAP'd to a local
-// document) become a batch with its rows in Postgres and a MediaBatch that
-// carries neither the episodes nor the webhook URL; the paused workflow and
+// document) become a batch with its rows in Postgres, from which the
+// operator builds a MediaBatch that carries neither the episodes nor the
+// webhook URL; the paused workflow (start moves the row only) and
 // every error message of the batch endpoints; 501 entries create nothing;
 // mixes and private lists stay single jobs; POST /jobs/bulk is all or nothing.
 import { expect } from 'chai';
@@ -11,8 +12,7 @@ import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { EXAMPLE_FEED, FEED_MEDIA } from '../../lib/test/batches-fixtures.js';
 import { buildFeed, feedOfSize, lookupResult, serve, startFakePlatform, type FakePlatform } from '../../lib/test/batches-support.js';
 import { GROUP, MEDIABATCH_PLURAL, VERSION, type MediaBatch } from '@mediajobs/lib/mediajob/types';
-import { KubeJobSubmitter } from '../src/submitter.js';
-import { RecordingSubmitter, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
+import { materialize, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
 
 type Json = Record<string, unknown>;
 
@@ -39,7 +39,6 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
   this.timeout(60_000);
   let platform: FakePlatform;
   let gw: TestGateway;
-  let submitter: RecordingSubmitter;
   let key: { id: string; key: string };
 
   const post = (body: unknown, k = key.key) => gw.request('POST', '/jobs', { key: k, body });
@@ -66,9 +65,7 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       ],
     })));
     const policy = new OutboundPolicy({ allowed: ['127.0.0.0/8', '::1/128'] });
-    submitter = new RecordingSubmitter();
     gw = await startTestGateway({
-      submitter,
       batchSources: new BatchSources({
         lookupEndpoint: platform.lookupEndpoint, maxEntries: 500, policy,
         mediaInfo: { urlMap: new Map([[`https://www.youtube.com/playlist?list=${PL}`, `${platform.baseUrl}/playlist.rss`]]) },
@@ -78,10 +75,8 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
 
   beforeEach(async () => {
     key = await gw.newKey('batches');
-    submitter.calls = [];
-    submitter.batches = [];
-    submitter.resumed = [];
-    submitter.fail = undefined;
+    // What earlier tests accepted is materialized: each test sees its own rows only.
+    await materialize(gw.pool);
   });
 
   after(async () => {
@@ -108,10 +103,11 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
         [body.batch_id])).rows;
       expect(rows).to.deep.equal(FEED_EPISODES.map((e, i) => ({ id: ids[i], status: 'Pending', url: e.url, folder: 'shows/example', audio: 'true', cr_name: null })));
 
-      // The request creates one MediaBatch; the episode MediaJobs are the batch controller's.
-      expect(submitter.calls).to.deep.equal([]);
-      expect(submitter.batches).to.have.length(1);
-      const mb = submitter.batches[0]!;
+      // The rows make one MediaBatch; the episode MediaJobs are the batch controller's.
+      const { jobs, batches } = await materialize(gw.pool);
+      expect(jobs).to.deep.equal([]);
+      expect(batches).to.have.length(1);
+      const mb = batches[0]!;
       expect(mb.metadata).to.deep.include({ name: body.batch_id, namespace: 'default' });
       expect(Object.keys(mb.spec).sort()).to.deep.equal(['batchId', 'destination', 'folder', 'kind', 'options', 'owner', 'paused', 'showUrl']);
       expect(mb.spec).to.deep.include({
@@ -143,7 +139,7 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       expect([201, 409]).to.include(other.status);
       if (other.status === 201) expect(other.body).to.deep.equal(firstOne.body);
       expect(await written(key.id)).to.deep.equal({ jobs: 3, batches: 1, usage: 3 });
-      expect(submitter.batches).to.have.length(1);
+      expect((await materialize(gw.pool)).batches).to.have.length(1);
       expect((await keyed({ ...body, folder: 'elsewhere' })).status).to.equal(422);
     });
 
@@ -158,7 +154,7 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       expect((r.body as Json).total_episodes).to.equal(500);
       expect(ms).to.be.below(3000);
       expect(await written(key.id)).to.deep.equal({ jobs: 500, batches: 1, usage: 500 });
-      expect(submitter.batches).to.have.length(1);
+      expect((await materialize(gw.pool)).batches).to.have.length(1);
     });
 
     it('GET /batch/{id}: every Batch field, skipped_episodes and progress', async () => {
@@ -184,7 +180,7 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       const unreadable = await post({ url: 'https://podcasts.apple.com/podcast/id1000000502' });
       expect([unreadable.status, unreadable.body]).to.deep.equal([502, { error: 'Podcast RSS feed could not be read' }]);
       expect(await written(key.id)).to.deep.equal({ jobs: 0, batches: 0, usage: 0 });
-      expect(submitter.batches).to.deep.equal([]);
+      expect(await materialize(gw.pool)).to.deep.equal({ jobs: [], batches: [] });
     });
 
     it('501 episodes: 413, and nothing in Postgres (jobs, batches, counters) and no MediaBatch', async () => {
@@ -193,16 +189,7 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
         error: 'Podcast show has more than 500 episodes; batches are limited to 500 and never truncated',
       }]);
       expect(await written(key.id)).to.deep.equal({ jobs: 0, batches: 0, usage: 0 });
-      expect(submitter.batches).to.deep.equal([]);
-      expect(submitter.calls).to.deep.equal([]);
-    });
-
-    it('a failed MediaBatch create still answers 201: the batch is recorded', async () => {
-      submitter.fail = new Error('apiserver down');
-      const r = await post({ url: SHOW_URL });
-      expect(r.status).to.equal(201);
-      expect(await written(key.id)).to.deep.equal({ jobs: 3, batches: 1, usage: 3 });
-      expect(gw.logs.text()).to.include('MediaBatch create failed');
+      expect(await materialize(gw.pool)).to.deep.equal({ jobs: [], batches: [] });
     });
 
     it('destinations as for a single job: a saved one (rule 9) for every episode and the MediaBatch; bad inline storage refused before expanding', async () => {
@@ -212,7 +199,7 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       const want = { type: 'saved', provider: 'gcs', secretName: 'mj-dest-batch-gcs' };
       const r = await post({ url: SHOW_URL, storage_provider: 'gcs' });
       expect(r.status).to.equal(201);
-      expect(submitter.batches[0]!.spec.destination).to.deep.equal(want);
+      expect((await materialize(gw.pool)).batches.map((b) => b.spec.destination)).to.deep.equal([want]);
       const rows = (await gw.pool.query('SELECT destination FROM jobs WHERE batch_id = $1', [(r.body as Json).batch_id])).rows;
       expect(rows).to.deep.equal(Array(3).fill({ destination: want }));
 
@@ -242,13 +229,15 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       const { body, jobs } = await pausedShow();
       expect(body).to.deep.include({ paused: true, total_episodes: 3 });
       expect(body.episodes).to.deep.equal(FEED_EPISODES.map((e, i) => ({ job_id: jobs[i], url: e.url, title: e.title })));
-      expect(submitter.batches[0]!.spec.paused).to.equal(true);
+      expect((await materialize(gw.pool)).batches.map((b) => [b.metadata.name, b.spec.paused])).to.deep.equal([[body.batch_id, true]]);
       expect((await gw.request('GET', `/batch/${body.batch_id as string}`, { key: key.key })).body).to.deep.include({ status: 'paused', progress: 0 });
     });
 
-    it('rename → start: the renames apply, per-rename errors are reported, the MediaBatch is unpaused', async () => {
+    it('rename → start: the renames apply, per-rename errors are reported, the start moves the row only', async () => {
       const { id, jobs } = await pausedShow();
       const other = await pausedShow();
+      // Both paused MediaBatches exist (the operator created them from the rows).
+      expect((await materialize(gw.pool)).batches.map((b) => [b.metadata.name, b.spec.paused])).to.have.deep.members([[id, true], [other.id, true]]);
       const renamed = await gw.request('PATCH', `/batch/${id}/jobs`, {
         key: key.key,
         body: { renames: [
@@ -268,8 +257,9 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
 
       const started = await gw.request('POST', `/batch/${id}/start`, { key: key.key });
       expect([started.status, started.body]).to.deep.equal([200, { batch_id: id, started_jobs: 3, status: 'processing' }]);
-      expect(submitter.resumed).to.deep.equal([`default/${id}`]);
       expect((await gw.request('GET', `/batch/${id}`, { key: key.key })).body).to.deep.include({ status: 'processing' });
+      // Nothing new to create: the operator unpauses the existing MediaBatch (it hears the row move); the gateway touches no resource.
+      expect(await materialize(gw.pool)).to.deep.equal({ jobs: [], batches: [] });
 
       const again = await gw.request('POST', `/batch/${id}/start`, { key: key.key });
       expect([again.status, again.body]).to.deep.equal([400, { error: 'Batch is not paused (current status: processing)' }]);
@@ -277,12 +267,12 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       expect([late.status, late.body]).to.deep.equal([400, { error: 'Batch is not paused. Only paused batches can be renamed.' }]);
     });
 
-    it('a failed unpause still answers the start: the row says processing', async () => {
+    it('a batch started before its MediaBatch exists: the start answers from the row, and the MediaBatch is then built unpaused', async () => {
       const { id } = await pausedShow();
-      submitter.fail = new Error('apiserver down');
       const started = await gw.request('POST', `/batch/${id}/start`, { key: key.key });
       expect([started.status, started.body]).to.deep.equal([200, { batch_id: id, started_jobs: 3, status: 'processing' }]);
-      expect(gw.logs.text()).to.include('MediaBatch unpause failed');
+      expect((await gw.request('GET', `/batch/${id}`, { key: key.key })).body).to.deep.include({ status: 'processing' });
+      expect((await materialize(gw.pool)).batches.map((b) => [b.metadata.name, b.spec.paused])).to.deep.equal([[id, false]]);
     });
 
     it('another key\'s batch: 401; unknown or malformed ids: 404; a bad renames body: 400', async () => {
@@ -326,7 +316,7 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       ]);
       expect((await gw.request('GET', `/batch/${body.batch_id as string}`, { key: key.key })).body)
         .to.deep.include({ kind: 'playlist', status: 'processing', show_url: PLAYLIST_URL, total_episodes: 2 });
-      expect(submitter.batches.map((b) => [b.spec.kind, b.spec.paused])).to.deep.equal([['playlist', false]]);
+      expect((await materialize(gw.pool)).batches.map((b) => [b.spec.kind, b.spec.paused])).to.deep.equal([['playlist', false]]);
       expect(await written(key.id)).to.deep.equal({ jobs: 2, batches: 1, usage: 2 });
     });
 
@@ -336,7 +326,8 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
         expect(r.status, list).to.equal(201);
         expect(Object.keys(r.body as Json), list).to.deep.equal(['job_id']);
       }
-      expect(submitter.calls).to.have.length(3);
+      const made = await materialize(gw.pool);
+      expect([made.jobs.length, made.batches.length]).to.deep.equal([3, 0]);
       expect(await written(key.id)).to.deep.equal({ jobs: 3, batches: 0, usage: 3 });
     });
   });
@@ -357,8 +348,9 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       expect(ids.map((id) => byId.get(id)?.url)).to.deep.equal(urls(100));
       expect(rows.every((x) => x.format === 'mkv' && x.folder === 'bulk' && x.hooked && x.cr_name === x.id)).to.equal(true);
       expect(await written(key.id)).to.deep.equal({ jobs: 100, batches: 0, usage: 100 });
-      expect(submitter.calls.map((c) => c.id).sort()).to.deep.equal([...ids].sort());
-      expect(submitter.calls.every((c) => c.spec.format === 'mkv' && !JSON.stringify(c.mj).includes('bulk-secret'))).to.equal(true);
+      const { jobs } = await materialize(gw.pool);
+      expect(jobs.map((mj) => mj.metadata.name!).sort()).to.deep.equal([...ids].sort());
+      expect(jobs.every((mj) => mj.spec.format === 'mkv' && mj.spec.folder === 'bulk' && !JSON.stringify(mj).includes('bulk-secret'))).to.equal(true);
     });
 
     it('101 URLs, none, or not a list: 400 and nothing created', async () => {
@@ -387,7 +379,7 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       expect((await bulk({ urls: urls(3), webhook_url: 'http://169.254.169.254/hook' })).body)
         .to.deep.equal({ error: "Invalid field 'webhook_url': local and link-local addresses are not allowed" });
       expect(await written(key.id)).to.deep.equal({ jobs: 0, batches: 0, usage: 0 });
-      expect(submitter.calls).to.deep.equal([]);
+      expect(await materialize(gw.pool)).to.deep.equal({ jobs: [], batches: [] });
     });
 
     it('a show or playlist URL: 400 naming its index; a shared option problem is POST /jobs\' own message', async () => {
@@ -417,7 +409,6 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
     before(async () => {
       tc = await startClusterWithCrd({ mediaBatch: true });
       kgw = await startTestGateway({
-        submitter: new KubeJobSubmitter(tc.kc, { namespace: 'default', timeoutMs: 5_000 }),
         batchSources: new BatchSources({
           lookupEndpoint: platform.lookupEndpoint, maxEntries: 500, policy: new OutboundPolicy({ allowed: ['127.0.0.0/8'] }), mediaInfo: {},
         }),
@@ -433,22 +424,27 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       group: GROUP, version: VERSION, namespace: 'default', plural: MEDIABATCH_PLURAL, name,
     })) as MediaBatch;
 
-    it('the MediaBatch is accepted by the CRD; start unpauses it with a merge patch; a second create is AlreadyExists', async () => {
+    it('the MediaBatch built from the rows is accepted by the CRD; start moves the row and leaves the object to the operator', async () => {
       const k = await kgw.newKey('cluster');
       const r = await kgw.request('POST', '/jobs', { key: k.key, body: { url: SHOW_URL, paused: true, folder: 'pods', format: 'mp3', webhook_url: 'https://hooks.example.com/x' } });
       expect(r.status).to.equal(201);
       const id = (r.body as Json).batch_id as string;
+      // Created as the operator's materializer creates it.
+      const { jobs, batches } = await materialize(kgw.pool);
+      expect([jobs, batches.map((b) => b.metadata.name)]).to.deep.equal([[], [id]]);
+      await tc.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIABATCH_PLURAL, body: batches[0]! });
       const stored = await read(id);
       expect(stored.spec).to.deep.include({ batchId: id, showUrl: SHOW_URL, kind: 'show', owner: { apiKeyId: k.id }, folder: 'pods', paused: true });
       expect(stored.spec.options).to.include({ format: 'mp3' });
       expect(stored.spec).not.to.have.any.keys('webhookUrl', 'episodes');
       expect(stored.metadata.labels).to.deep.equal({ 'mediajobs.io/api-key-id': k.id });
 
-      const { apiVersion, kind, spec } = stored;
-      await new KubeJobSubmitter(tc.kc, { namespace: 'default' }).submitBatch({ apiVersion, kind, metadata: { name: id, namespace: 'default' }, spec });
       const started = await kgw.request('POST', `/batch/${id}/start`, { key: k.key });
       expect(started.status).to.equal(200);
-      expect((await read(id)).spec).to.deep.include({ paused: false, folder: 'pods' });
+      expect((await kgw.request('GET', `/batch/${id}`, { key: k.key })).body).to.deep.include({ status: 'processing' });
+      // The gateway touched no resource: unpausing is the operator's (it hears the row move).
+      expect((await read(id)).spec).to.deep.include({ paused: true, folder: 'pods' });
+      expect(await materialize(kgw.pool)).to.deep.equal({ jobs: [], batches: [] });
     });
   });
 });

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { insertBatch, type NewBatch } from '@mediajobs/lib/db/batches';
 import { runAdmin } from '../src/admin.js';
-import { RecordingSubmitter, startTestGateway, type TestGateway } from './support.js';
+import { startTestGateway, type TestGateway } from './support.js';
 
 const shared = {
   format: 'm4a', videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, maxResolution: 'best', audioOnly: true,
@@ -20,7 +20,7 @@ describe('api-gateway: cancelling jobs and batches', function () {
   let key: { id: string; key: string };
 
   before(async () => {
-    gw = await startTestGateway({ submitter: new RecordingSubmitter() });
+    gw = await startTestGateway();
     key = await gw.newKey('canceller');
   });
   after(async () => gw?.stop());

@@ -3,7 +3,7 @@
 // back, a second POST replacing the first, and 503 when the store fails.
 import { expect } from 'chai';
 import { DEFAULT_OUTBOUND_POLICY } from '@mediajobs/lib/outbound';
-import { RecordingSubmitter, startTestGateway, type TestGateway } from './support.js';
+import { startTestGateway, type TestGateway } from './support.js';
 
 const PREFIX = 'https://hooks.slack.com/services/';
 const HOOK = `${PREFIX}T000/B000/secret-token-1`;
@@ -14,7 +14,7 @@ describe('api-gateway: /user/chat', function () {
 
   before(async () => {
     // Production's outbound policy and the default prefix: nothing is contacted when a setting is saved.
-    gw = await startTestGateway({ submitter: new RecordingSubmitter(), outbound: DEFAULT_OUTBOUND_POLICY });
+    gw = await startTestGateway({ outbound: DEFAULT_OUTBOUND_POLICY });
   });
   after(async () => gw?.stop());
 
@@ -107,7 +107,7 @@ describe('api-gateway: /user/chat with a self-hosted prefix (CHAT_WEBHOOK_PREFIX
   this.timeout(60_000);
   let gw: TestGateway;
   before(async () => {
-    gw = await startTestGateway({ submitter: new RecordingSubmitter(), outbound: DEFAULT_OUTBOUND_POLICY, chatWebhookPrefix: 'http://10.1.2.3:8080/hooks/' });
+    gw = await startTestGateway({ outbound: DEFAULT_OUTBOUND_POLICY, chatWebhookPrefix: 'http://10.1.2.3:8080/hooks/' });
   });
   after(async () => gw?.stop());
 

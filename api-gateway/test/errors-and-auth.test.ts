@@ -14,7 +14,7 @@ import express, { type Express } from 'express';
 import { ApiKeyCache } from '../src/auth.js';
 import { HttpError, errorResponder, failsWith, notFound } from '../src/http-errors.js';
 import { acceptJson, bodyObject } from '../src/json-body.js';
-import { RecordingSubmitter, appRoutes, captureLogger, startTestGateway, type TestGateway } from './support.js';
+import { appRoutes, captureLogger, startTestGateway, type TestGateway } from './support.js';
 
 type Json = Record<string, unknown>;
 
@@ -37,7 +37,6 @@ describe('api-gateway: one error path, one authentication', function () {
     dir = mkdtempSync(join(tmpdir(), 'mj-errors-'));
     // Every optional router on, so the route table is complete.
     gw = await startTestGateway({
-      submitter: new RecordingSubmitter(),
       files: { dir, secret: 'test-file-url-secret-0123456789' },
       storage: { driveDownloadSecret: 'test-file-url-secret-0123456789' },
       // Its token is the credential (ADR 0012); a broker that answers nothing is enough to mount the route.
@@ -116,7 +115,7 @@ describe('api-gateway: one error path, one authentication', function () {
         id: '0190a0a0-0000-7000-8000-0000000000bb', name: 'org key', organizationId: org, revoked: false,
         storageLimitBytes: null, maxResolution: null, maxDurationSeconds: null, maxFilesizeBytes: null,
       }));
-      const g2 = await startTestGateway({ submitter: new RecordingSubmitter(), keyCache });
+      const g2 = await startTestGateway({ keyCache });
       try {
         await g2.pool.query('DROP TABLE api_keys CASCADE');
         const r = await g2.request('GET', '/user/s3?owner=organization', { key: 'anything' });

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { expect } from 'chai';
 import { LocalStorageProvider, encodeKeyPath, signFileUrl } from '@mediajobs/lib/storage/managed-local';
-import { RecordingSubmitter, startTestGateway, type TestGateway } from './support.js';
+import { startTestGateway, type TestGateway } from './support.js';
 
 const SECRET = 'test-file-url-secret-0123456789';
 
@@ -20,7 +20,7 @@ describe('api-gateway: managed file downloads', function () {
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'mj-files-'));
-    gw = await startTestGateway({ submitter: new RecordingSubmitter(), files: { dir, secret: SECRET } });
+    gw = await startTestGateway({ files: { dir, secret: SECRET } });
     storage = new LocalStorageProvider({ dir, publicBaseUrl: gw.url, secret: SECRET });
     await storage.upload('videos/a.mp4', Readable.from([content]));
     await storage.upload('videos/my show/ép 1 (final).mp3', Readable.from([Buffer.from('audio')]));

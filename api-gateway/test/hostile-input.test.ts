@@ -24,7 +24,7 @@ import { createApiKey } from '../src/db/api-keys.js';
 import { PROVIDER_FIELDS } from '../src/destinations/fields.js';
 import { inProcessBudget } from '../src/rate-limit.js';
 import { rawRequest, requestBytes, type RawAnswer } from './raw-http.js';
-import { RecordingSubmitter, appRoutes, startTestGateway, type TestGateway } from './support.js';
+import { appRoutes, startTestGateway, type TestGateway } from './support.js';
 
 /** The error statuses the spec documents (Errors; 429 also for a flood of unknown keys), plus the HTTP layer's own for malformed requests (408, 417, 431). */
 const DOCUMENTED_ERRORS = new Set([400, 401, 403, 404, 408, 409, 413, 415, 417, 429, 431]);
@@ -220,7 +220,6 @@ describe('api-gateway: hostile input on every route (fast-check)', function () {
     const outbound = new OutboundPolicy({ allowed: ['127.0.0.0/8', '::1/128'], resolve: async () => [{ address: '192.0.2.1', family: 4 }] });
     const mediaInfo = { command: ['false'], lightTimeoutMs: 2_000, fullTimeoutMs: 2_000 };
     gw = await startTestGateway({
-      submitter: new RecordingSubmitter(),
       rateLimit: inProcessBudget(1_000_000),
       // A request that never completes (a chunked body without its end) is answered 408 within this.
       serverTimeouts: { headersTimeoutMs: 2_000, requestTimeoutMs: 2_000 },

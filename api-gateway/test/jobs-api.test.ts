@@ -1,15 +1,15 @@
-// The gateway's REST API on real Postgres, with MediaJobs created on a real
-// local cluster: authentication messages, POST /jobs validation and its
-// effects (row, counter, custom resource), GET /jobs paging and filters,
-// GET /jobs/{id}, bad input never answered with a 500, and log redaction.
+// The gateway's REST API on real Postgres, with the MediaJobs the operator
+// builds from its rows created on a real local cluster: authentication
+// messages, POST /jobs validation and its effects (row, counter, custom
+// resource), GET /jobs paging and filters, GET /jobs/{id}, bad input never
+// answered with a 500, and log redaction.
 import { expect } from 'chai';
 import { SecretBox } from '@mediajobs/lib/secret-box';
-import type { MediaJob } from '@mediajobs/lib/mediajob/types';
+import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob } from '@mediajobs/lib/mediajob/types';
 import { ApiKeyCache } from '../src/auth.js';
 import { createApiKey, createOrganization, revokeApiKey } from '../src/db/api-keys.js';
 import { ORGANIZATION_LABEL } from '@mediajobs/lib/mediajob/build';
-import { KubeJobSubmitter } from '../src/submitter.js';
-import { RecordingSubmitter, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
+import { materialize, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const SRC = 'https://media.example/watch?v=abc';
@@ -28,8 +28,7 @@ describe('api-gateway: REST API', function () {
 
   before(async () => {
     tc = await startClusterWithCrd();
-    const submitter = new KubeJobSubmitter(tc.kc, { namespace: 'default', timeoutMs: 5_000 });
-    gw = await startTestGateway({ submitter, secretBox });
+    gw = await startTestGateway({ secretBox });
     key = await gw.newKey('main');
   });
 
@@ -43,8 +42,17 @@ describe('api-gateway: REST API', function () {
   const total = async (apiKeyId: string) =>
     Number((await gw.pool.query('SELECT COALESCE(SUM(count), 0) AS n FROM job_counters WHERE api_key_id = $1', [apiKeyId])).rows[0].n);
   const jobCount = async () => Number((await gw.pool.query('SELECT count(*) AS n FROM jobs')).rows[0].n);
-  const getCr = async (name: string) =>
-    (await tc.custom.getNamespacedCustomObject({ group: 'mediajobs.io', version: 'v1alpha1', namespace: 'default', plural: 'mediajobs', name })) as MediaJob;
+  /** Create on the cluster, as the operator's materializer does, the MediaJobs built from the rows accepted since the last call. */
+  const materializeOnCluster = async () => {
+    for (const mj of (await materialize(gw.pool)).jobs) {
+      await tc.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: mj.metadata.namespace!, plural: MEDIAJOB_PLURAL, body: mj });
+    }
+  };
+  /** The MediaJob of a job as the API server stored it (so its CRD accepted it). */
+  const getCr = async (name: string) => {
+    await materializeOnCluster();
+    return (await tc.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, name })) as MediaJob;
+  };
 
   describe('authentication', () => {
     const routes: [string, string][] = [['POST', '/jobs'], ['GET', '/jobs'], ['GET', '/jobs/0190a0a0-0000-7000-8000-000000000000']];
@@ -86,7 +94,7 @@ describe('api-gateway: REST API', function () {
   });
 
   describe('POST /jobs: success', () => {
-    it('answers 201 {job_id}, writes a Pending row and the counter, and creates the MediaJob', async () => {
+    it('answers 201 {job_id}, writes a Pending row and the counter; the MediaJob built from the row is accepted by the CRD', async () => {
       const before = await total(key.id);
       const r = await post({ url: SRC, format: 'webm', video_codec: 'h264', audio_codec: 'aac', filename: 'clip', folder: 'shows/a', clip_start: '00:10', clip_end: '01:00', extra_field: 1 });
       expect(r.status).to.equal(201);
@@ -142,28 +150,21 @@ describe('api-gateway: REST API', function () {
       }
     });
 
-    it('a MediaJob that already exists counts as created (a retried submit)', async () => {
-      const r = await post({ url: SRC });
-      const id = (r.body as { job_id: string }).job_id;
-      const submitter = new KubeJobSubmitter(tc.kc, { namespace: 'default' });
-      const { apiVersion, kind, metadata: { name, namespace, labels }, spec } = await getCr(id);
-      await submitter.submit({ apiVersion, kind, metadata: { name, namespace, labels }, spec });
-    });
-
-    it('answers 201 and logs a warning when the MediaJob cannot be created (the sweeper takes over)', async () => {
-      const failing = new RecordingSubmitter();
-      failing.fail = new Error('connect ECONNREFUSED 127.0.0.1:6443');
-      const g2 = await startTestGateway({ submitter: failing });
+    it('answers 201 with no Kubernetes contact at all: the Pending row is the acceptance, its MediaJob still to create', async () => {
+      // This gateway has no cluster anywhere in reach; the row alone is what the operator materializes.
+      const g2 = await startTestGateway();
       try {
         const r = await g2.request('POST', '/jobs', { body: { url: SRC, webhook_url: 'https://hooks.example/w?token=zzz-secret' } });
         expect(r.status).to.equal(201);
         const id = (r.body as { job_id: string }).job_id;
-        expect(failing.calls).to.have.length(1);
-        expect(failing.calls[0]!.id).to.equal(id);
-        const j = (await g2.pool.query('SELECT status FROM jobs WHERE id = $1', [id])).rows[0];
-        expect(j.status).to.equal('Pending');
-        const warn = g2.logs.lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.level === 40);
-        expect(warn).to.include({ jobId: id, msg: 'MediaJob create failed; left to the operator sweeper' });
+        const j = (await g2.pool.query('SELECT status, cr_name, cr_created_at FROM jobs WHERE id = $1', [id])).rows[0];
+        expect(j).to.deep.equal({ status: 'Pending', cr_name: id, cr_created_at: null });
+        const { jobs, batches } = await materialize(g2.pool);
+        expect(batches).to.deep.equal([]);
+        expect(jobs.map((mj) => mj.metadata.name)).to.deep.equal([id]);
+        expect(JSON.stringify(jobs)).not.to.include('zzz-secret');
+        expect((await materialize(g2.pool)).jobs).to.deep.equal([]);
+        expect(g2.logs.lines.map((l) => (JSON.parse(l) as { level: number }).level).filter((level) => level >= 40)).to.deep.equal([]);
         expect(g2.logs.text()).not.to.include('zzz-secret');
       } finally {
         await g2.stop();
@@ -388,7 +389,7 @@ describe('api-gateway: REST API', function () {
       expect((await gw.request('GET', `/jobs/${id.toUpperCase()}`, { key: key.key })).status).to.equal(200);
     });
     it('s3_url is null when signing fails', async () => {
-      const g2 = await startTestGateway({ submitter: new RecordingSubmitter(), presign: () => Promise.reject(new Error('signer down')) });
+      const g2 = await startTestGateway({ presign: () => Promise.reject(new Error('signer down')) });
       try {
         const id = ((await g2.request('POST', '/jobs', { body: { url: SRC } })).body as { job_id: string }).job_id;
         await g2.pool.query(`UPDATE jobs SET s3_key = 'videos/x.mp4', thumbnail_key = 'videos/x.jpg' WHERE id = $1`, [id]);
@@ -424,7 +425,7 @@ describe('api-gateway: REST API', function () {
     });
     it('a database failure on GET /jobs is 500 Database query failed, without details', async () => {
       const cache = new ApiKeyCache(async () => ({ id: key.id, name: 'test', organizationId: null, revoked: false, storageLimitBytes: null, maxResolution: null, maxDurationSeconds: null, maxFilesizeBytes: null }));
-      const g2 = await startTestGateway({ submitter: new RecordingSubmitter(), keyCache: cache });
+      const g2 = await startTestGateway({ keyCache: cache });
       await g2.pool.query('DROP TABLE job_counters');
       try {
         const r = await g2.request('GET', '/jobs', { key: 'anything' });
@@ -527,6 +528,7 @@ describe('api-gateway: REST API', function () {
     it('is listed with the jobId label selector', async () => {
       const k = await gw.newKey('selector');
       const id = ((await post({ url: SRC }, k.key)).body as { job_id: string }).job_id;
+      await materializeOnCluster();
       const list = (await tc.custom.listNamespacedCustomObject({
         group: 'mediajobs.io', version: 'v1alpha1', namespace: 'default', plural: 'mediajobs', labelSelector: `mediajobs.io/api-key-id=${k.id}`,
       })) as { items: MediaJob[] };

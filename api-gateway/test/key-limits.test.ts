@@ -1,10 +1,10 @@
 // Per-key limits (issue 14, "Per-key limits") as the gateway applies them,
 // on real Postgres and a local API server with the generated CRDs: a
 // limited key's max_resolution is capped and its resolution (as a number of
-// lines, the runner's hard cap), duration and file-size limits ride in the
-// MediaJob's spec (and in a batch's shared options, and
-// each job row, from which the sweeper and the batch controller build
-// MediaJobs); a request already longer than the duration limit is a 400
+// lines, the runner's hard cap), duration and file-size limits ride in each
+// job row, from which the operator's materializer and batch controller
+// build the MediaJobs (so in the MediaJob's spec, and in a batch's shared
+// options); a request already longer than the duration limit is a 400
 // naming the field and the limit, with nothing written.
 import { expect } from 'chai';
 import { BatchSources } from '@mediajobs/lib/batches/index';
@@ -14,8 +14,7 @@ import { EXAMPLE_FEED } from '../../lib/test/batches-fixtures.js';
 import { lookupResult, serve, startFakePlatform, type FakePlatform } from '../../lib/test/batches-support.js';
 import { createApiKey, type NewApiKey } from '../src/db/api-keys.js';
 import { cappedResolution, runnerLimits } from '../src/key-limits.js';
-import { KubeJobSubmitter } from '../src/submitter.js';
-import { startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
+import { materialize, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
 
 type Json = Record<string, unknown>;
 
@@ -37,7 +36,6 @@ describe('api-gateway: per-key limits on accepted jobs', function () {
     platform.shows.set(SHOW_ID, lookupResult(SHOW_ID, `${platform.baseUrl}/feed.xml`));
     tc = await startClusterWithCrd({ mediaBatch: true });
     gw = await startTestGateway({
-      submitter: new KubeJobSubmitter(tc.kc, { namespace: 'default', timeoutMs: 5_000 }),
       batchSources: new BatchSources({
         lookupEndpoint: platform.lookupEndpoint, maxEntries: 500, policy: new OutboundPolicy({ allowed: ['127.0.0.0/8'] }), mediaInfo: {},
       }),
@@ -51,11 +49,22 @@ describe('api-gateway: per-key limits on accepted jobs', function () {
   });
 
   const newKey = (limits: Omit<NewApiKey, 'name'>) => createApiKey(gw.pool, { name: 'limited', ...limits });
+  /** Create on the API server, as the operator's materializer does, what it builds from the rows accepted since the last call. */
+  const materializeOnCluster = async () => {
+    const { jobs, batches } = await materialize(gw.pool);
+    for (const [plural, body] of [...batches.map((b) => [MEDIABATCH_PLURAL, b] as const), ...jobs.map((j) => [MEDIAJOB_PLURAL, j] as const)]) {
+      await tc.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: body.metadata.namespace!, plural, body });
+    }
+  };
   /** The MediaJob as the API server stored it (validated by the generated CRD). */
-  const mediaJob = async (name: string) =>
-    (await tc.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, name })) as MediaJob;
-  const mediaBatch = async (name: string) =>
-    (await tc.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIABATCH_PLURAL, name })) as MediaBatch;
+  const mediaJob = async (name: string) => {
+    await materializeOnCluster();
+    return (await tc.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, name })) as MediaJob;
+  };
+  const mediaBatch = async (name: string) => {
+    await materializeOnCluster();
+    return (await tc.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIABATCH_PLURAL, name })) as MediaBatch;
+  };
   const rowOptions = async (id: string) => (await gw.pool.query<{ options: Json }>('SELECT options FROM jobs WHERE id = $1', [id])).rows[0]!.options;
   const jobsOf = async (apiKeyId: string) => Number((await gw.pool.query('SELECT count(*) AS n FROM jobs WHERE api_key_id = $1', [apiKeyId])).rows[0].n);
 
@@ -104,7 +113,7 @@ describe('api-gateway: per-key limits on accepted jobs', function () {
   });
 
   describe('the duration and file-size limits', () => {
-    it('travel in the MediaJob spec and the job row (the sweeper rebuilds from it), only the ones the key has', async () => {
+    it('travel in the job row and the MediaJob spec built from it, only the ones the key has', async () => {
       const { key } = await newKey(LIMITED);
       const mj = await created(key, { url: SRC });
       expect(mj.spec.limits).to.deep.equal(RUNNER_LIMITS);

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import * as k8s from '@kubernetes/client-node';
 import { ConfigError } from '@mediajobs/lib/config';
+import type { MediaJob } from '@mediajobs/lib/mediajob/types';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { runAdmin } from '../src/admin.js';
 import { loadGatewayConfig } from '../src/config.js';
@@ -20,7 +21,7 @@ import { RATE_LIMITED, inProcessBudget } from '../src/rate-limit.js';
 import { NOT_DIRECT_KEY } from '../src/routes/bulk.js';
 import { startGateway } from '../src/server.js';
 import { startS3rver, type RunningS3rver } from '../../test/support/s3rver.js';
-import { RecordingSubmitter, captureLogger, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
+import { captureLogger, materialize, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
 
 const SRC = 'https://media.example/watch?v=market';
 const HEADER = 'x-marketplace-user';
@@ -40,7 +41,6 @@ describe('api-gateway: marketplace users', function () {
   let tc: TestCluster;
   let s3: RunningS3rver;
   let gw: TestGateway;
-  let submitter: RecordingSubmitter;
   let market: { id: string; key: string; kind: string };
 
   const storage = (over: Record<string, unknown> = {}) => ({
@@ -51,13 +51,25 @@ describe('api-gateway: marketplace users', function () {
     gw.request(method, path, { key, ...(body !== undefined && { body }), headers: user === null ? {} : { [HEADER]: user } });
   const endUserId = async (user: string, parent = market.id) =>
     ((await gw.pool.query('SELECT id FROM api_keys WHERE parent_id = $1 AND marketplace_user = $2', [parent, user])).rows[0] as { id: string } | undefined)?.id;
-  const specOf = (jobId: string) => submitter.calls.find((c) => c.id === jobId)!.mj;
+  /** Every MediaJob the operator has built from this suite's rows, by job id. */
+  const built = new Map<string, MediaJob>();
+  /** The MediaJobs the operator builds from the rows accepted since the last call. */
+  const newMediaJobs = async () => {
+    const { jobs } = await materialize(gw.pool);
+    for (const mj of jobs) built.set(mj.metadata.name!, mj);
+    return jobs;
+  };
+  const specOf = async (jobId: string) => {
+    await newMediaJobs();
+    const mj = built.get(jobId);
+    expect(mj, `the MediaJob of ${jobId}`).to.not.equal(undefined);
+    return mj!;
+  };
 
   before(async () => {
     tc = await startClusterWithCrd();
     s3 = await startS3rver({ buckets: ['market'] });
-    submitter = new RecordingSubmitter();
-    gw = await startTestGateway({ submitter, storage: { vault: new KubeSecretVault(tc.kc, 'default'), probeTimeoutMs: 5_000 } });
+    gw = await startTestGateway({ storage: { vault: new KubeSecretVault(tc.kc, 'default'), probeTimeoutMs: 5_000 } });
     market = await adminKey(gw.pool, '--name', 'market', '--marketplace');
   });
 
@@ -88,7 +100,7 @@ describe('api-gateway: marketplace users', function () {
       expect(r.status, r.text).to.equal(201);
       firstJob = (r.body as { job_id: string }).job_id;
       const alice = (await endUserId(ALICE))!;
-      const mj = specOf(firstJob);
+      const mj = await specOf(firstJob);
       expect(mj.spec.owner).to.deep.equal({ apiKeyId: alice });
       expect(mj.spec.destination).to.deep.equal({ type: 'inline', provider: 's3' });
       expect(s3.events.some((e) => e.key.endsWith('verify_credentials.txt')), 'the inline path probed it').to.equal(true);
@@ -105,7 +117,7 @@ describe('api-gateway: marketplace users', function () {
       const r = await as(ALICE, 'POST', '/jobs', { url: SRC });
       expect(r.status, r.text).to.equal(201);
       const alice = (await endUserId(ALICE))!;
-      expect(specOf((r.body as { job_id: string }).job_id).spec.destination).to.deep.equal({
+      expect((await specOf((r.body as { job_id: string }).job_id)).spec.destination).to.deep.equal({
         type: 'saved', provider: 's3', secretName: `mj-dest-key-${alice}-s3`,
       });
     });
@@ -128,12 +140,12 @@ describe('api-gateway: marketplace users', function () {
     });
 
     it("an end user's first job without storage: 400, nothing created", async () => {
-      const n = submitter.calls.length;
+      await newMediaJobs();
       const r = await as(BOB, 'POST', '/jobs', { url: SRC });
       expect([r.status, r.body]).to.deep.equal([400, { error: MARKETPLACE_STORAGE_REQUIRED }]);
       const r2 = await as(BOB, 'POST', '/jobs', { url: SRC, storage_provider: 's3' });
       expect([r2.status, r2.body]).to.deep.equal([400, { error: 'storage_provider_not_configured' }]);
-      expect(submitter.calls.length).to.equal(n);
+      expect(await newMediaJobs()).to.deep.equal([]);
       expect(((await as(BOB, 'GET', '/jobs')).body as { total: number }).total).to.equal(0);
     });
 
@@ -149,7 +161,7 @@ describe('api-gateway: marketplace users', function () {
       const ok = await as('carol', 'POST', '/jobs', { url: SRC, storage: storage() }, orgMarket.key);
       expect(ok.status, ok.text).to.equal(201);
       // The account's organization still groups its jobs for admission.
-      expect(specOf((ok.body as { job_id: string }).job_id).metadata.labels).to.include({ 'mediajobs.io/organization-id': org.id });
+      expect((await specOf((ok.body as { job_id: string }).job_id)).metadata.labels).to.include({ 'mediajobs.io/organization-id': org.id });
     });
 
     it('POST /jobs/bulk: 403, direct keys only', async () => {
@@ -198,7 +210,7 @@ describe('api-gateway: marketplace users', function () {
       const direct = await gw.newKey('direct-with-header');
       const r = await as(ALICE, 'POST', '/jobs', { url: SRC }, direct.key);
       expect(r.status, r.text).to.equal(201);
-      const mj = specOf((r.body as { job_id: string }).job_id);
+      const mj = await specOf((r.body as { job_id: string }).job_id);
       expect(mj.spec.owner).to.deep.equal({ apiKeyId: direct.id });
       expect(mj.spec.destination).to.deep.equal({ type: 'managed' });
       expect(((await as(ALICE, 'GET', '/jobs', undefined, direct.key)).body as { total: number }).total).to.equal(1);
@@ -209,7 +221,7 @@ describe('api-gateway: marketplace users', function () {
   it("two end users share the provider account's rate budget; another account is unaffected", async () => {
     const LIMIT = 6;
     const budget = inProcessBudget(LIMIT);
-    const limited = await startTestGateway({ submitter: new RecordingSubmitter(), rateLimit: budget });
+    const limited = await startTestGateway({ rateLimit: budget });
     try {
       const key = await adminKey(limited.pool, '--name', 'rated', '--marketplace');
       const other = await adminKey(limited.pool, '--name', 'other', '--marketplace');
@@ -234,7 +246,7 @@ describe('api-gateway: marketplace users', function () {
         DATABASE_URL: gw.db.url, SECRET_KEYS: SecretBox.generateSpec('t'), FILE_URL_SECRET: 'file-url-secret-0123456789',
         MANAGED_STORAGE_DIR: dir, PORT: '0', HOST: '127.0.0.1', STORAGE_VAULT: 'disabled', AUTH_CACHE_TTL_MS: '0',
         MARKETPLACE_USER_HEADER: 'X-RapidAPI-User',
-      }), { submitter: new RecordingSubmitter(), batchSubmitter: new RecordingSubmitter(), logger: captureLogger().logger });
+      }), { logger: captureLogger().logger });
       try {
         const get = (headers: Record<string, string>) => fetch(`${g.url}/jobs`, { headers: { 'x-api-key': market.key, ...headers } });
         const wrong = await get({ [HEADER]: 'dave' });

@@ -20,7 +20,7 @@ import {
 import {
   makeHls, processesWith, removeDir, scratchDir, startNeverEndingPage, startStaticServer, type NeverEndingPage, type StaticServer,
 } from '../../lib/test/media-info-support.js';
-import { RecordingSubmitter, startTestGateway, type TestGateway } from './support.js';
+import { materialize, startTestGateway, type TestGateway } from './support.js';
 
 const WATCH = 'https://www.youtube.com/watch?v=';
 const HORIZONTAL = `${WATCH}horizontal1`;
@@ -38,7 +38,6 @@ describe('api-gateway: POST /metadata and POST /is-short', function () {
   let vertical: StaticServer;
   let slow: NeverEndingPage;
   let gw: TestGateway;
-  let submitter: RecordingSubmitter;
   let unreachable: string;
 
   before(async () => {
@@ -60,9 +59,8 @@ describe('api-gateway: POST /metadata and POST /is-short', function () {
       // Every id of the URL-form table reads the vertical clip.
       ...ACCEPTED.map(([, , id]): [string, string] => [`${WATCH}${id}`, verticalUrl]),
     ]);
-    submitter = new RecordingSubmitter();
     // Production's policy, not the test support's loopback allowance: local URLs are refused here.
-    gw = await startTestGateway({ submitter, mediaInfo: new MediaInfoExtractor({ urlMap }), outbound: DEFAULT_OUTBOUND_POLICY });
+    gw = await startTestGateway({ mediaInfo: new MediaInfoExtractor({ urlMap }), outbound: DEFAULT_OUTBOUND_POLICY });
   });
 
   after(async () => {
@@ -223,7 +221,7 @@ describe('api-gateway: POST /metadata and POST /is-short', function () {
     it('nothing charged: no job, no usage counter, no MediaJob', async () => {
       expect(Number((await gw.pool.query('SELECT count(*) AS n FROM jobs')).rows[0].n)).to.equal(0);
       expect(Number((await gw.pool.query('SELECT count(*) AS n FROM job_counters')).rows[0].n)).to.equal(0);
-      expect(submitter.calls).to.have.length(0);
+      expect(await materialize(gw.pool)).to.deep.equal({ jobs: [], batches: [] });
     });
 
     it('failures are logged with yt-dlp\'s reason, without URLs or the key', () => {
@@ -250,7 +248,7 @@ describe('api-gateway: lookup bounds, disconnects and the concurrency limit', fu
     // The spec's bounds are 6 s and 20 s (the defaults, and the maximum the
     // configuration accepts); the same code with shorter bounds keeps this quick.
     mediaInfo = new MediaInfoExtractor({ lightTimeoutMs: LIGHT, fullTimeoutMs: FULL, maxConcurrent: 1, urlMap: new Map([[NEVER_ENDING, slow.url]]) });
-    gw = await startTestGateway({ submitter: new RecordingSubmitter(), mediaInfo });
+    gw = await startTestGateway({ mediaInfo });
   });
 
   after(async () => {
@@ -346,7 +344,7 @@ describe('api-gateway: platform states replayed (private, scheduled and live str
       "if (r.stderr) process.stderr.write(r.stderr);",
       'process.exitCode = r.exit;',
     ].join('\n'));
-    gw = await startTestGateway({ submitter: new RecordingSubmitter(), mediaInfo: new MediaInfoExtractor({ command: [process.execPath, script, dir] }) });
+    gw = await startTestGateway({ mediaInfo: new MediaInfoExtractor({ command: [process.execPath, script, dir] }) });
   });
 
   after(async () => {
@@ -415,7 +413,7 @@ describe('api-gateway: refused source addresses never reach the extractor', func
     await writeFile(script, "import { appendFileSync } from 'node:fs';\nappendFileSync(process.argv[2], process.argv.slice(3).join(' ') + '\\n');\nprocess.exitCode = 1;\n");
     // Production's policy, not the test support's loopback allowance.
     gw = await startTestGateway({
-      submitter: new RecordingSubmitter(), outbound: DEFAULT_OUTBOUND_POLICY,
+      outbound: DEFAULT_OUTBOUND_POLICY,
       mediaInfo: new MediaInfoExtractor({ command: [process.execPath, script, runs] }),
     });
   });

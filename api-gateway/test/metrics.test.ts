@@ -7,7 +7,7 @@ import { newRegistry } from '@mediajobs/lib/metrics';
 import { scrape, type Scrape } from '../../test/support/metrics.js';
 import { GatewayMetrics } from '../src/metrics.js';
 import { inProcessBudget } from '../src/rate-limit.js';
-import { RecordingSubmitter, startTestGateway, type TestGateway } from './support.js';
+import { startTestGateway, type TestGateway } from './support.js';
 
 describe('api-gateway: metrics', () => {
   let gw: TestGateway;
@@ -16,7 +16,7 @@ describe('api-gateway: metrics', () => {
 
   before(async () => {
     // A limit of 8 per second: a burst of 10 is refused in part.
-    gw = await startTestGateway({ submitter: new RecordingSubmitter(), metrics: new GatewayMetrics(newRegistry()), rateLimit: inProcessBudget(8) });
+    gw = await startTestGateway({ metrics: new GatewayMetrics(newRegistry()), rateLimit: inProcessBudget(8) });
     key = (await gw.newKey('metrics')).key;
     start = await scrape(`${gw.url}/metrics`);
   });
@@ -94,7 +94,7 @@ describe('api-gateway: metrics', () => {
   });
 
   it('has no /metrics, and keeps nothing, without metrics', async () => {
-    const plain = await startTestGateway({ submitter: new RecordingSubmitter() });
+    const plain = await startTestGateway();
     try {
       expect((await plain.request('GET', '/metrics', { key: null })).status).to.equal(404);
     } finally {

@@ -24,7 +24,7 @@ import { createApp } from '../src/app.js';
 import { GatewayMetrics } from '../src/metrics.js';
 import { newRegistry } from '@mediajobs/lib/metrics';
 import { UNDOCUMENTED_ROUTES, openApiDocument } from '../src/openapi/document.js';
-import { RecordingSubmitter, appRoutes, startTestGateway, type TestGateway } from './support.js';
+import { appRoutes, startTestGateway, type TestGateway } from './support.js';
 
 type Json = Record<string, unknown>;
 const run = promisify(execFile);
@@ -86,7 +86,6 @@ describe('api-gateway: the OpenAPI document', function () {
     const app = createApp({
       pool: new pg.Pool({ max: 1 }),
       logger: createLogger('test', 'silent'),
-      submitter: new RecordingSubmitter(),
       secretBox: new SecretBox(SecretBox.generateSpec('test')),
       namespace: 'default',
       presign: async (key) => key,
@@ -145,7 +144,7 @@ describe('api-gateway: real answers against the OpenAPI document', function () {
     dir = await mkdtemp(join(tmpdir(), 'openapi-info-'));
     const script = join(dir, 'info.mjs');
     await writeFile(script, `process.stdout.write(${JSON.stringify(JSON.stringify(INFO_SHORT))});\n`);
-    gw = await startTestGateway({ submitter: new RecordingSubmitter(), mediaInfo: new MediaInfoExtractor({ command: [process.execPath, script] }) });
+    gw = await startTestGateway({ mediaInfo: new MediaInfoExtractor({ command: [process.execPath, script] }) });
   });
   after(async () => {
     await gw?.stop();

@@ -20,7 +20,7 @@ import { loadMigrations, migrate, migrationsApplied } from '../src/db/migrate.js
 import { createPool } from '../src/db/pool.js';
 import { uuidv7 } from '../src/ids.js';
 import { startGateway } from '../src/server.js';
-import { RecordingSubmitter, captureLogger, createTestDatabase, startClusterWithCrd, type TestDatabase } from './support.js';
+import { captureLogger, createTestDatabase, startClusterWithCrd, type TestDatabase } from './support.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 
@@ -251,20 +251,30 @@ describe('api-gateway: platform', function () {
 
     it('finishes in-flight requests, refuses new connections, then closes the pool', async () => {
       const dir = mkdtempSync(join(tmpdir(), 'mj-gw-'));
-      const submitter = new RecordingSubmitter();
-      submitter.delayMs = 400;
       const logs = captureLogger();
-      const gw = await startGateway(loadGatewayConfig(env(dir)), { submitter, logger: logs.logger });
+      const gw = await startGateway(loadGatewayConfig(env(dir)), { logger: logs.logger });
+      // A slow insert, for this URL only: the POST /jobs below is inside its handler, its statement running, for a second.
+      const url = `https://m.example/v?shutdown=${uuidv7()}`;
+      await pool.query(`CREATE FUNCTION shutdown_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN IF NEW.url = '${url}' THEN PERFORM pg_sleep(1); END IF; RETURN NEW; END $$`);
+      await pool.query('CREATE TRIGGER shutdown_slow BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION shutdown_slow()');
       try {
         const [{ key }] = [await (await import('../src/db/api-keys.js')).createApiKey(gw.pool, { name: 'sd' })];
         const inflight = fetch(`${gw.url}/jobs`, {
-          method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify({ url: 'https://m.example/v' }),
+          method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify({ url }),
         });
-        await new Promise((r) => setTimeout(r, 150));
-        expect(submitter.calls).to.have.length(1);
+        // In flight: the gateway's insert is sleeping in Postgres.
+        const deadline = Date.now() + 10_000;
+        while (Number((await pool.query(
+          "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'")).rows[0].n) !== 1) {
+          if (Date.now() > deadline) throw new Error('the POST /jobs insert never started');
+          await new Promise((r) => setTimeout(r, 20));
+        }
         const closing = gw.close();
         const res = await inflight;
         expect(res.status).to.equal(201);
+        const { job_id: id } = (await res.json()) as { job_id: string };
+        expect((await pool.query('SELECT status FROM jobs WHERE id = $1 AND url = $2', [id, url])).rows).to.deep.equal([{ status: 'Pending' }]);
         await closing;
         let refused = false;
         await fetch(`${gw.url}/healthz`).catch(() => (refused = true));
@@ -273,6 +283,7 @@ describe('api-gateway: platform', function () {
         expect(logs.text()).to.include('api-gateway stopped');
       } finally {
         await gw.close();
+        await pool.query('DROP TRIGGER IF EXISTS shutdown_slow ON jobs; DROP FUNCTION IF EXISTS shutdown_slow()');
         rmSync(dir, { recursive: true, force: true });
       }
     });

@@ -21,7 +21,7 @@ import {
   RATE_COUNTER_UNAVAILABLE, RATE_LIMITED, REDIS_COMMAND_TIMEOUT_MS, inProcessBudget, redisBudget, type RateBudget,
 } from '../src/rate-limit.js';
 import { startGateway } from '../src/server.js';
-import { RecordingSubmitter, captureLogger, startTestGateway, type TestGateway } from './support.js';
+import { captureLogger, startTestGateway, type TestGateway } from './support.js';
 
 const LIMIT = 10;
 const ID = '0190a0a0-0000-7000-8000-000000000000';
@@ -77,7 +77,7 @@ describe('api-gateway: rate limit', function () {
   before(async () => {
     redis = await startRedisServer();
     budget = redisBudget(redis.url, LIMIT, captureLogger().logger);
-    gw = await startTestGateway({ submitter: new RecordingSubmitter(), rateLimit: budget });
+    gw = await startTestGateway({ rateLimit: budget });
   });
   after(async () => {
     for (const x of extra.reverse()) await x.close();
@@ -175,7 +175,7 @@ describe('api-gateway: rate limit', function () {
       own = await startRedisServer();
       logs = captureLogger();
       ownBudget = redisBudget(own.url, LIMIT, logs.logger);
-      og = await startTestGateway({ submitter: new RecordingSubmitter(), rateLimit: ownBudget });
+      og = await startTestGateway({ rateLimit: ownBudget });
     });
     after(async () => {
       ownBudget?.close();
@@ -220,7 +220,7 @@ describe('api-gateway: rate limit', function () {
   });
 
   it('without Redis, counts in the gateway process', async () => {
-    const local = await startTestGateway({ submitter: new RecordingSubmitter(), rateLimit: inProcessBudget(LIMIT) });
+    const local = await startTestGateway({ rateLimit: inProcessBudget(LIMIT) });
     try {
       const { key } = await local.newKey();
       const answers = await burst(local.url, key, LIMIT + 2);
@@ -245,7 +245,7 @@ describe('api-gateway: rate limit', function () {
         const dir = mkdtempSync(join(tmpdir(), 'mj-rate-'));
         const logs = captureLogger();
         const url = redisUrl();
-        const g = await startGateway(loadGatewayConfig(env(dir, url ? { REDIS_URL: url } : {})), { submitter: new RecordingSubmitter(), logger: logs.logger });
+        const g = await startGateway(loadGatewayConfig(env(dir, url ? { REDIS_URL: url } : {})), { logger: logs.logger });
         try {
           expect(logs.lines.filter((l) => l.includes('rate limit counted'))).to.have.length(1);
           expect(logs.text()).to.include(says);
@@ -282,7 +282,7 @@ describe('api-gateway: rate limit', function () {
 /** A second gateway app on `gw`'s database with its own rate counter: another replica. */
 async function startReplica(gw: TestGateway, rateLimit: RateBudget): Promise<{ url: string; close(): Promise<void> }> {
   const app = createApp({
-    pool: gw.pool, logger: captureLogger().logger, submitter: new RecordingSubmitter(), secretBox: new SecretBox(SecretBox.generateSpec('replica')),
+    pool: gw.pool, logger: captureLogger().logger, secretBox: new SecretBox(SecretBox.generateSpec('replica')),
     namespace: 'default', presign: async (key) => `https://storage.example/${key}`, rateLimit,
   });
   const server: Server = createServer(app);

@@ -6,7 +6,7 @@
 import net from 'node:net';
 import { expect } from 'chai';
 import { rawRequest, requestBytes } from './raw-http.js';
-import { RecordingSubmitter, startTestGateway, type TestGateway } from './support.js';
+import { startTestGateway, type TestGateway } from './support.js';
 
 const TIMEOUT = [408, { error: 'Request timeout' }];
 
@@ -19,7 +19,7 @@ describe('api-gateway: slow clients', function () {
   let key: string;
 
   before(async () => {
-    gw = await startTestGateway({ submitter: new RecordingSubmitter(), serverTimeouts: { headersTimeoutMs: 400, requestTimeoutMs: 800, keepAliveTimeoutMs: 1_000 } });
+    gw = await startTestGateway({ serverTimeouts: { headersTimeoutMs: 400, requestTimeoutMs: 800, keepAliveTimeoutMs: 1_000 } });
     key = (await gw.newKey('slow')).key;
   });
 

@@ -9,7 +9,7 @@ import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import * as k8s from '@kubernetes/client-node';
-import type { MediaJob } from '@mediajobs/lib/mediajob/types';
+import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob } from '@mediajobs/lib/mediajob/types';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { runAdmin, UsageError } from '../src/admin.js';
 import { createApiKey, createOrganization } from '../src/db/api-keys.js';
@@ -17,9 +17,8 @@ import { maskAccessKey } from '../src/destinations/fields.js';
 import { ProbeCache, probeDestination } from '../src/destinations/probe.js';
 import { saveDestination, setOrgAdmin, type NewDestination } from '../src/destinations/store.js';
 import { KubeSecretVault } from '../src/destinations/vault.js';
-import { KubeJobSubmitter, type JobSubmitter } from '../src/submitter.js';
 import { startS3rver, type RunningS3rver } from '../../test/support/s3rver.js';
-import { startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
+import { materialize, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
 
 // s3rver checks that the access key id is registered (and nothing else for
 // SigV4), so registering and revoking key pairs is real credential
@@ -37,22 +36,12 @@ function newS3Key(): { accessKey: string; secretKey: string } {
 
 const SRC = 'https://media.example/watch?v=storage';
 
-class ForwardingSubmitter implements JobSubmitter {
-  readonly calls: { spec: MediaJob['spec']; id: string }[] = [];
-  constructor(private readonly next: JobSubmitter) {}
-  async submit(mj: MediaJob): Promise<void> {
-    this.calls.push({ spec: mj.spec, id: mj.metadata.name! });
-    await this.next.submit(mj);
-  }
-}
-
 describe('api-gateway: storage destinations', function () {
   this.timeout(60_000);
   let tc: TestCluster;
   let core: k8s.CoreV1Api;
   let s3: RunningS3rver;
   let gw: TestGateway;
-  let submitter: ForwardingSubmitter;
   let now = Date.now();
   const secretBox = new SecretBox(`k2:${randomBytes(32).toString('base64')},k1:${randomBytes(32).toString('base64')}`);
   const cred = newS3Key();
@@ -64,6 +53,16 @@ describe('api-gateway: storage destinations', function () {
   });
   const probes = () => s3.events.filter((e) => e.key.endsWith('verify_credentials.txt') && e.eventName === 'ObjectCreated:Put').length;
   const readSecret = (name: string) => core.readNamespacedSecret({ name, namespace: 'default' });
+  /**
+   * A job's MediaJob as the API server stored it: first created, as the
+   * operator's materializer creates them, from the rows accepted since the last call.
+   */
+  const mediaJob = async (name: string) => {
+    for (const mj of (await materialize(gw.pool)).jobs) {
+      await tc.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: mj.metadata.namespace!, plural: MEDIAJOB_PLURAL, body: mj });
+    }
+    return (await tc.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, name })) as MediaJob;
+  };
   const secretGone = async (name: string) => {
     try {
       await readSecret(name);
@@ -77,9 +76,8 @@ describe('api-gateway: storage destinations', function () {
     tc = await startClusterWithCrd();
     core = tc.kc.makeApiClient(k8s.CoreV1Api);
     s3 = await startS3rver({ buckets: ['dest', 'other', 'inline'] });
-    submitter = new ForwardingSubmitter(new KubeJobSubmitter(tc.kc, { namespace: 'default', timeoutMs: 5_000 }));
     gw = await startTestGateway({
-      submitter, secretBox,
+      secretBox,
       storage: {
         vault: new KubeSecretVault(tc.kc, 'default'),
         probeTimeoutMs: 5_000,
@@ -242,7 +240,7 @@ describe('api-gateway: storage destinations', function () {
         clusters: [{ name: 'gone', server: 'http://127.0.0.1:1', skipTLSVerify: true }],
         users: [{ name: 'u' }], contexts: [{ name: 'c', cluster: 'gone', user: 'u' }], currentContext: 'c',
       });
-      dead = await startTestGateway({ submitter, secretBox, storage: { vault: new KubeSecretVault(kc, 'default', 2_000), probeTimeoutMs: 5_000 } });
+      dead = await startTestGateway({ secretBox, storage: { vault: new KubeSecretVault(kc, 'default', 2_000), probeTimeoutMs: 5_000 } });
     });
     after(async () => {
       await dead?.stop();
@@ -267,7 +265,7 @@ describe('api-gateway: storage destinations', function () {
   describe('legacy source: vault disabled, and the deprecated /user/bucket', () => {
     let legacy: TestGateway;
     before(async () => {
-      legacy = await startTestGateway({ submitter, secretBox, storage: { probeTimeoutMs: 5_000 } });
+      legacy = await startTestGateway({ secretBox, storage: { probeTimeoutMs: 5_000 } });
     });
     after(async () => {
       await legacy?.stop();
@@ -391,11 +389,11 @@ describe('api-gateway: storage destinations', function () {
       const r = await gw.request('POST', '/jobs', { key: member.key, body: { url: SRC, storage_provider: 's3' } });
       expect(r.status, r.text).to.equal(201);
       const id = (r.body as { job_id: string }).job_id;
-      expect(submitter.calls.find((c) => c.id === id)!.spec.destination).to.deep.equal({ type: 'saved', provider: 's3', secretName: `mj-dest-org-${org}-s3` });
+      expect((await mediaJob(id)).spec.destination).to.deep.equal({ type: 'saved', provider: 's3', secretName: `mj-dest-org-${org}-s3` });
       await gw.request('POST', '/user/s3', { key: member.key, body: s3Body({ bucket: 'other' }) });
       const r2 = await gw.request('POST', '/jobs', { key: member.key, body: { url: SRC, storage_provider: 's3' } });
       const id2 = (r2.body as { job_id: string }).job_id;
-      expect(submitter.calls.find((c) => c.id === id2)!.spec.destination).to.deep.equal({ type: 'saved', provider: 's3', secretName: `mj-dest-key-${member.id}-s3` });
+      expect((await mediaJob(id2)).spec.destination).to.deep.equal({ type: 'saved', provider: 's3', secretName: `mj-dest-key-${member.id}-s3` });
     });
   });
 
@@ -417,7 +415,7 @@ describe('api-gateway: storage destinations', function () {
       if (r.status !== 201) return (r.body as { error: string }).error;
       const id = (r.body as { job_id: string }).job_id;
       const row = (await gw.pool.query('SELECT destination, destination_id FROM jobs WHERE id = $1', [id])).rows[0] as { destination: unknown; destination_id: string | null };
-      const cr = (await tc.custom.getNamespacedCustomObject({ group: 'mediajobs.io', version: 'v1alpha1', namespace: 'default', plural: 'mediajobs', name: id })) as MediaJob;
+      const cr = await mediaJob(id);
       expect(cr.spec.destination).to.deep.equal(row.destination);
       return cr.spec.destination.type === 'managed' ? 'managed' : `${cr.spec.destination.secretName ?? `legacy:${row.destination_id}`}`;
     };
@@ -502,8 +500,8 @@ describe('api-gateway: storage destinations', function () {
       const r = await post(inline({ folder_prefix: 'in/line' }));
       expect(r.status, r.text).to.equal(201);
       const id = (r.body as { job_id: string }).job_id;
-      const cr = await tc.custom.getNamespacedCustomObject({ group: 'mediajobs.io', version: 'v1alpha1', namespace: 'default', plural: 'mediajobs', name: id });
-      expect((cr as MediaJob).spec.destination).to.deep.equal({ type: 'inline', provider: 's3' });
+      const cr = await mediaJob(id);
+      expect(cr.spec.destination).to.deep.equal({ type: 'inline', provider: 's3' });
       expect(JSON.stringify(cr)).to.not.include(cred.secretKey).and.not.include(cred.accessKey);
       const row = (await gw.pool.query('SELECT * FROM jobs WHERE id = $1', [id])).rows[0] as Record<string, unknown>;
       expect(JSON.parse(secretBox.open(row.storage_enc as string))).to.include({ provider: 's3', secret_key: cred.secretKey, folder_prefix: 'in/line' });

@@ -11,14 +11,13 @@ import { Readable } from 'node:stream';
 import * as k8s from '@kubernetes/client-node';
 import { createProvider } from '@mediajobs/lib/storage/index';
 import { objectKey } from '@mediajobs/lib/storage/types';
-import type { MediaJob } from '@mediajobs/lib/mediajob/types';
+import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob } from '@mediajobs/lib/mediajob/types';
 import { KubeSecretVault } from '../src/destinations/vault.js';
-import { KubeJobSubmitter } from '../src/submitter.js';
 import { startAzurite, type RunningAzurite } from '../../test/support/azurite.js';
 import { startFakeOss, type RunningFakeOss } from '../../test/support/fake-oss.js';
 import { startFakeGcs, type FakeServiceAccount, type RunningFakeGcs } from '../../test/support/fake-gcs.js';
 import { startFakeDrive, type RunningFakeDrive } from '../../test/support/fake-drive.js';
-import { startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
+import { materialize, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
 
 const SRC = 'https://media.example/watch?v=providers';
 const DRIVE_EMAIL = 'uploader@mediajobs-test.iam.gserviceaccount.com';
@@ -64,7 +63,6 @@ describe('api-gateway: blob and oss destinations', function () {
     gcs = await startFakeGcs({ buckets: ['media'] });
     drive = await startFakeDrive();
     gw = await startTestGateway({
-      submitter: new KubeJobSubmitter(tc.kc, { namespace: 'default', timeoutMs: 5_000 }),
       storage: {
         vault: new KubeSecretVault(tc.kc, 'default'), probeTimeoutMs: 10_000,
         providerSettings: {
@@ -116,7 +114,11 @@ describe('api-gateway: blob and oss destinations', function () {
       const r = await gw.request('POST', '/jobs', { body: { url: SRC, storage: { provider: 'blob', ...blobBody() } } });
       expect(r.status, r.text).to.equal(201);
       const id = (r.body as { job_id: string }).job_id;
-      const cr = (await tc.custom.getNamespacedCustomObject({ group: 'mediajobs.io', version: 'v1alpha1', namespace: 'default', plural: 'mediajobs', name: id })) as MediaJob;
+      // The MediaJob built from the row, created as the operator's materializer creates it, as the API server stored it.
+      const mj = (await materialize(gw.pool)).jobs.find((j) => j.metadata.name === id);
+      expect(mj, 'the MediaJob built from the row').to.not.equal(undefined);
+      await tc.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, body: mj! });
+      const cr = (await tc.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, name: id })) as MediaJob;
       expect(cr.spec.destination).to.deep.equal({ type: 'inline', provider: 'blob' });
       const bad = await gw.request('POST', '/jobs', { body: { url: SRC, storage: { provider: 'blob', ...blobBody({ container: 'nothere' }) } } });
       expect([bad.status, bad.body]).to.deep.equal([400, { error: 'Storage credentials validation failed: ContainerNotFound' }]);

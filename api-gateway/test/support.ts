@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { LocalCluster } from '@mediajobs/local-cluster';
 import { createLogger, type Logger } from '@mediajobs/lib/logger';
-import type { MediaBatch, MediaJob, MediaJobSpec } from '@mediajobs/lib/mediajob/types';
+import type { MediaBatch, MediaJob } from '@mediajobs/lib/mediajob/types';
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import type { Express } from 'express';
@@ -20,7 +20,7 @@ import { migrate } from '../src/db/migrate.js';
 import { DEFAULT_SERVER_TIMEOUTS } from '../src/config.js';
 import { createPool } from '../src/db/pool.js';
 import { httpServer, type ServerTimeouts } from '../src/server.js';
-import type { BatchSubmitter, JobSubmitter } from '../src/submitter.js';
+import { markCreated, mediaBatchesToCreate, mediaJobsToCreate } from '@mediajobs/lib/db/materialize';
 
 // One scratch-database helper for the whole repository; the gateway's tests apply migrations themselves.
 import { createTestDatabase as createDatabase, type TestDatabase } from '../../test/support/postgres.js';
@@ -62,28 +62,18 @@ export function appRoutes(app: Express): [string, string][] {
   return out;
 }
 
-export class RecordingSubmitter implements JobSubmitter, BatchSubmitter {
-  calls: { mj: MediaJob; spec: MediaJobSpec; id: string }[] = [];
-  /** MediaBatches created, and the batches unpaused (namespace/name). */
-  batches: MediaBatch[] = [];
-  resumed: string[] = [];
-  fail: Error | undefined;
-  delayMs = 0;
-  async submit(mj: MediaJob): Promise<void> {
-    this.calls.push({ mj, spec: mj.spec, id: mj.metadata.name! });
-    if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
-    if (this.fail) throw this.fail;
-  }
-
-  async submitBatch(mb: MediaBatch): Promise<void> {
-    this.batches.push(mb);
-    if (this.fail) throw this.fail;
-  }
-
-  async resumeBatch(namespace: string, name: string): Promise<void> {
-    this.resumed.push(`${namespace}/${name}`);
-    if (this.fail) throw this.fail;
-  }
+/**
+ * What the operator's materializer creates for the rows accepted since the
+ * last call: the MediaJobs and MediaBatches lib/src/db/materialize.ts builds
+ * (the operator's own builders), then marked created as the materializer
+ * marks them, so the next call sees only what came after.
+ */
+export async function materialize(pool: pg.Pool): Promise<{ jobs: MediaJob[]; batches: MediaBatch[] }> {
+  const batches = await mediaBatchesToCreate(pool, 10_000);
+  const jobs = await mediaJobsToCreate(pool, 10_000);
+  await markCreated(pool, 'batches', batches.map((b) => b.metadata.name!));
+  await markCreated(pool, 'jobs', jobs.map((j) => j.metadata.name!));
+  return { jobs, batches };
 }
 
 export interface TestGateway {
@@ -104,7 +94,7 @@ export interface TestGateway {
  * overrides the configuration defaults.
  */
 export async function startTestGateway(
-  { serverTimeouts, ...deps }: Partial<AppDeps> & { submitter: JobSubmitter; serverTimeouts?: Partial<ServerTimeouts> },
+  { serverTimeouts, ...deps }: Partial<AppDeps> & { serverTimeouts?: Partial<ServerTimeouts> } = {},
 ): Promise<TestGateway> {
   const db = await createTestDatabase();
   const pool = createPool(db.url, 10);

@@ -15,7 +15,7 @@ import type { Express } from 'express';
 import { EXAMPLE_FEED } from '../../lib/test/batches-fixtures.js';
 import { lookupResult, serve, startFakePlatform, type FakePlatform } from '../../lib/test/batches-support.js';
 import { uuidv7 } from '../src/ids.js';
-import { RecordingSubmitter, appRoutes, startTestGateway, type TestGateway } from './support.js';
+import { appRoutes, startTestGateway, type TestGateway } from './support.js';
 
 type Json = Record<string, unknown>;
 
@@ -64,7 +64,6 @@ describe('api-gateway: tenant isolation, every route that takes an id', function
     platform.shows.set(SHOW_ID, lookupResult(SHOW_ID, `${platform.baseUrl}/feed.xml`));
     const policy = new OutboundPolicy({ allowed: ['127.0.0.0/8', '::1/128'] });
     gw = await startTestGateway({
-      submitter: new RecordingSubmitter(),
       batchSources: new BatchSources({ lookupEndpoint: platform.lookupEndpoint, maxEntries: 500, policy, mediaInfo: {} }),
     });
     a = await gw.newKey('tenant-a');

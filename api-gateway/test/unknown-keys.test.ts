@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { ApiKeyCache, KeyLookupBudget, cachedKeyLookup, type KeyLookup } from '../src/auth.js';
-import { RecordingSubmitter, startTestGateway, type TestGateway } from './support.js';
+import { startTestGateway, type TestGateway } from './support.js';
 
 describe('api-gateway: unknown API keys cost no query past the lookup budget', function () {
   this.timeout(60_000);
@@ -22,7 +22,7 @@ describe('api-gateway: unknown API keys cost no query past the lookup budget', f
       lookups++;
       return real.lookup!(hash);
     };
-    gw = await startTestGateway({ submitter: new RecordingSubmitter(), keyCache: new ApiKeyCache(counted, 10_000), keyLookups: budget });
+    gw = await startTestGateway({ keyCache: new ApiKeyCache(counted, 10_000), keyLookups: budget });
     real.lookup = cachedKeyLookup(gw.pool);
   });
 

@@ -9,7 +9,7 @@ import { KEY_USAGE, cancelJob, syncStatus } from '@mediajobs/lib/db/jobs';
 import type { MediaJobStatus } from '@mediajobs/lib/mediajob/types';
 import { createApiKey, type NewApiKey } from '../src/db/api-keys.js';
 import { QUOTA_EXCEEDED } from '../src/routes/usage.js';
-import { RecordingSubmitter, startTestGateway, type TestGateway } from './support.js';
+import { startTestGateway, type TestGateway } from './support.js';
 
 const GIB = 2 ** 30;
 const MIB = 2 ** 20;
@@ -24,7 +24,7 @@ describe('api-gateway: GET /usage and the storage quota', function () {
   let n = 0;
 
   before(async () => {
-    gw = await startTestGateway({ submitter: new RecordingSubmitter() });
+    gw = await startTestGateway();
   });
   after(async () => {
     await gw?.stop();

@@ -10,7 +10,7 @@ import { Webhook } from 'standardwebhooks';
 import { queueEvents } from '@mediajobs/lib/db/outbox';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { OutboxDispatcher } from '../../operator/src/outbox.js';
-import { RecordingSubmitter, startTestGateway, type TestGateway } from './support.js';
+import { startTestGateway, type TestGateway } from './support.js';
 
 interface Received { headers: IncomingHttpHeaders; body: string }
 
@@ -28,7 +28,7 @@ describe('api-gateway: webhook secret, delivery log and redelivery', function ()
   let dispatcher: OutboxDispatcher | undefined;
 
   before(async () => {
-    gw = await startTestGateway({ submitter: new RecordingSubmitter(), secretBox });
+    gw = await startTestGateway({ secretBox });
     a = await gw.newKey('a');
     b = await gw.newKey('b');
     receiver = createServer((req, res) => {

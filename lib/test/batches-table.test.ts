@@ -1,17 +1,18 @@
 // The batches table on real Postgres: a batch and its episodes are written
 // together and each episode counts as one job of the key; the paused
 // workflow (renames, one start); the batch controller sees episodes only
-// once the batch is processing, and the sweeper never; an episode's end is
+// once the batch is processing, and the materializer never; an episode's end is
 // counted in its batch, which completes exactly once, with one
 // batch_completed, however its last episodes race.
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type pg from 'pg';
 import {
-  batchCompletedEvent, episodesToCreate, getBatch, insertBatch, renameEpisodes, rollUp, startBatch, strandedBatches,
+  batchCompletedEvent, episodesToCreate, getBatch, insertBatch, renameEpisodes, rollUp, startBatch,
   type BatchCounts, type NewBatch, type NewEpisode,
 } from '../src/db/batches.js';
-import { getJob, listJobs, markEpisodesCreated, strandedPending, syncStatus } from '../src/db/jobs.js';
+import { getJob, listJobs, markEpisodesCreated, syncStatus } from '../src/db/jobs.js';
+import { markCreated, mediaBatchesToCreate, mediaJobsToCreate } from '../src/db/materialize.js';
 import { claimDueEvents, eventId, markDelivered, type OutboxEvent } from '../src/db/outbox.js';
 import type { JobStatus, MediaJobStatus } from '../src/mediajob/types.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
@@ -213,22 +214,27 @@ describe('lib: the batches table (real PostgreSQL)', function () {
       expect((await episodesToCreate(pool, batch.id, 10)).map((e) => e.id)).to.deep.equal(ids.slice(2));
     });
 
-    it('a batch whose MediaBatch may be missing is found for the sweeper with its shared options, until it is an hour old', async () => {
+    it('a batch is the materializer\'s to create, as its MediaBatch with the shared options, until marked created', async () => {
       const { key, batch } = await batchOf(3);
-      expect((await strandedBatches(pool, 60)).map((b) => b.id), 'too young').to.not.include(batch.id);
-      await pool.query(`UPDATE batches SET created_at = now() - interval '10 minutes' WHERE id = $1`, [batch.id]);
-      const [found] = (await strandedBatches(pool, 60)).filter((b) => b.id === batch.id);
-      expect(found).to.deep.include({ api_key_id: key, kind: batch.kind, status: 'paused', show_url: batch.showUrl, cr_name: batch.crName });
-      expect(found!.options).to.deep.include(shared);
-      await pool.query(`UPDATE batches SET created_at = now() - interval '2 hours' WHERE id = $1`, [batch.id]);
-      expect((await strandedBatches(pool, 60)).map((b) => b.id), 'too old').to.not.include(batch.id);
+      const [mb] = (await mediaBatchesToCreate(pool, 1000)).filter((b) => b.metadata.name === batch.id);
+      expect(mb!.metadata.namespace).to.equal(batch.crNamespace);
+      expect(mb!.spec).to.deep.include({ batchId: batch.id, kind: batch.kind, paused: true, showUrl: batch.showUrl, owner: { apiKeyId: key } });
+      expect(mb!.spec.options).to.deep.include({ format: shared.format, audioOnly: shared.audioOnly });
+      await markCreated(pool, 'batches', [batch.id]);
+      expect((await mediaBatchesToCreate(pool, 1000)).map((b) => b.metadata.name), 'marked').to.not.include(batch.id);
     });
 
-    it('are never the sweeper\'s, created or not', async () => {
-      const { key, batch, ids } = await batchOf(2, { paused: false });
+    it('a batch recorded from a kubectl manifest is never the materializer\'s: its MediaBatch is where it came from', async () => {
+      const { batch } = await batchOf(1, { fromManifest: true });
+      expect((await mediaBatchesToCreate(pool, 1000)).map((b) => b.metadata.name)).to.not.include(batch.id);
+    });
+
+    it('episodes are never the materializer\'s, created or not (the batch controller creates them)', async () => {
+      const { batch, ids } = await batchOf(2, { paused: false });
       await markEpisodesCreated(pool, [{ jobId: ids[0]!, namespace: 'mediajobs', name: ids[0]! }]);
-      await pool.query(`UPDATE jobs SET created_at = now() - interval '10 minutes' WHERE batch_id = $1`, [batch.id]);
-      expect((await strandedPending(pool, 60)).filter((r) => r.api_key_id === key)).to.deep.equal([]);
+      const names = (await mediaJobsToCreate(pool, 10_000)).map((j) => j.metadata.name);
+      expect(names).to.not.include.members(ids);
+      expect(names).to.not.include(batch.id);
     });
   });
 

@@ -9,8 +9,9 @@ import { expect } from 'chai';
 import type pg from 'pg';
 import {
   cancelJob, forgetInlineCredentials, getJob, inlineCredentials, insertFromManifest, jobInserter, keyUsage, legacyDestination, listJobs,
-  MIN_RESERVED_BYTES, resolvedDestination, saveResultUrls, strandedPending, syncStatus, type JobRow, type NewJob,
+  MIN_RESERVED_BYTES, resolvedDestination, saveResultUrls, syncStatus, type JobRow, type NewJob,
 } from '../src/db/jobs.js';
+import { markCreated, mediaJobsToCreate } from '../src/db/materialize.js';
 import { eventId, OUTBOX_CHANNEL, type OutboxEvent } from '../src/db/outbox.js';
 import type { MediaJob, MediaJobOptions, MediaJobStatus } from '../src/mediajob/types.js';
 import { withClient } from '../src/pg-client.js';
@@ -282,8 +283,8 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
     });
   });
 
-  describe('stranded Pending rows', () => {
-    it('lists Pending rows older than the grace period and younger than an hour, oldest first', async () => {
+  describe('rows the materializer creates MediaJobs for', () => {
+    it('builds every Pending single job still without its MediaJob, oldest first, until marked; never a manifest\'s', async () => {
       const key = await insertApiKey(pool);
       const at = async (agoSeconds: number, patch = '') => {
         const j = newJob(key, { kind: 'saved', organizationId: null });
@@ -291,15 +292,20 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
         await pool.query(`UPDATE jobs SET created_at = now() - make_interval(secs => $2) ${patch} WHERE id = $1`, [j.id, agoSeconds]);
         return j.id;
       };
+      const oldest = await at(7200);
       const older = await at(600);
-      const old = await at(120);
-      await at(5); // within the grace period
-      await at(7200); // given up on
+      const young = await at(0);
       await at(300, ", status = 'Processing'");
       await at(300, ', cr_name = NULL');
-      const found = (await strandedPending(pool, 60)).filter((r) => r.api_key_id === key);
-      expect(found.map((r) => r.id)).to.deep.equal([older, old]);
-      expect(found[0]).to.deep.include({ cr_namespace: 'mediajobs', cr_name: older, destination: { type: 'managed' } });
+      await at(300, ', cr_created_at = now()'); // recorded from a manifest, or already created
+      const mine = async () => (await mediaJobsToCreate(pool, 10_000)).filter((mj) => mj.spec.owner.apiKeyId === key);
+      const found = await mine();
+      expect(found.map((mj) => mj.metadata.name)).to.deep.equal([oldest, older, young]);
+      expect(found[0]!.metadata.namespace).to.equal('mediajobs');
+      expect(found[0]!.spec).to.deep.include({ jobId: oldest, destination: { type: 'managed' } });
+      expect((await mediaJobsToCreate(pool, 10_000, [older])).map((mj) => mj.metadata.name), 'held back').to.not.include(older);
+      await markCreated(pool, 'jobs', [oldest, young]);
+      expect((await mine()).map((mj) => mj.metadata.name)).to.deep.equal([older]);
     });
   });
 

@@ -1,5 +1,9 @@
-// Benchmark (issue: one job end to end): time from POST /jobs to the runner
-// Job existing in the cluster, at 100 jobs/s with the operator running.
+// Benchmark (issue 16 item 1, docs/adr/0017): time from POST /jobs to the
+// runner Job existing in the cluster, at 100 jobs/s with the operator
+// running; then a burst of BENCH_BURST POSTs (5,000) with the local cluster
+// throttled to BENCH_THROTTLE writes/s (200, answered 429 past it as API
+// Priority and Fairness does): how fast they are accepted, every MediaJob
+// created, none lost, and the time to drain.
 // Gateway, operator and local cluster run in this process as in `make run`;
 // runner pods are kept Pending (node capacity 1, occupied by a sleeper) so
 // that only submission and reconciliation are measured.
@@ -22,6 +26,9 @@ import { startOperator } from '../src/operator.js';
 
 const RATE = Number(process.env.BENCH_RATE ?? 100);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const BURST = Number(process.env.BENCH_BURST ?? 5000);
+const THROTTLE = Number(process.env.BENCH_THROTTLE ?? 200);
+const BURST_CONCURRENCY = 50;
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 function pct(sorted: number[], p: number): number {
@@ -60,6 +67,12 @@ async function main(): Promise<void> {
     if (type === 'ADDED' && id && !jobAt.has(id)) jobAt.set(id, performance.now());
   }, () => undefined);
 
+  const mjAt = new Map<string, number>();
+  const mjWatch = await new k8s.Watch(kc).watch('/apis/mediajobs.io/v1alpha1/namespaces/default/mediajobs', {}, (type, obj: { metadata?: { name?: string } }) => {
+    const name = obj.metadata?.name;
+    if (type === 'ADDED' && name && !mjAt.has(name)) mjAt.set(name, performance.now());
+  }, () => undefined);
+
   const body = JSON.stringify({ url: 'https://media.example/video.mp4' });
   const total = RATE * SECONDS;
   const start = performance.now();
@@ -79,17 +92,58 @@ async function main(): Promise<void> {
   const deadline = Date.now() + 60_000;
   while (jobAt.size < total && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   const lat = [...sentAt].filter(([id]) => jobAt.has(id)).map(([id, t]) => jobAt.get(id)! - t).sort((a, b) => a - b);
+  const toMj = [...sentAt].filter(([id]) => mjAt.has(id)).map(([id, t]) => mjAt.get(id)! - t).sort((a, b) => a - b);
+  mjWatch.abort();
 
   process.stdout.write(`\nPOST /jobs → runner Job exists (rate ${RATE}/s for ${SECONDS} s, operator running)\n`);
   process.stdout.write(`  jobs submitted / Jobs created      ${sentAt.size} / ${jobAt.size}\n`);
   process.stdout.write(`  latency p50 / p99 / max (ms)       ${pct(lat, 50).toFixed(1)} / ${pct(lat, 99).toFixed(1)} / ${lat[lat.length - 1]?.toFixed(1)}\n`);
+  process.stdout.write(`  of which POST → MediaJob p50 / p99  ${pct(toMj, 50).toFixed(1)} / ${pct(toMj, 99).toFixed(1)}\n`);
 
   req.abort();
+  if (BURST > 0) await burst(kc, cluster, gateway.url, key, body);
+
   await operator.stop();
   await gateway.close();
   await db.drop();
   await cluster.stop();
   rmSync(work, { recursive: true, force: true });
+}
+
+/** BURST POSTs at concurrency 50 against a throttled API server: acceptance time, then every MediaJob created. */
+async function burst(kc: k8s.KubeConfig, cluster: LocalCluster, url: string, key: string, body: string): Promise<void> {
+  const seen = new Set<string>();
+  const watch = new k8s.Watch(kc);
+  const req = await watch.watch('/apis/mediajobs.io/v1alpha1/namespaces/default/mediajobs', {}, (type, obj: { metadata?: { name?: string } }) => {
+    if (type === 'ADDED' && obj.metadata?.name) seen.add(obj.metadata.name);
+  }, () => undefined);
+  await new Promise((r) => setTimeout(r, 500)); // the watch's initial ADDED of the rate phase's MediaJobs
+  const before = new Set(seen);
+  cluster.throttleWrites(THROTTLE);
+  const accepted: string[] = [];
+  let failures = 0;
+  let next = 0;
+  const start = performance.now();
+  await Promise.all(Array.from({ length: BURST_CONCURRENCY }, async () => {
+    while (next++ < BURST) {
+      const r = await fetch(`${url}/jobs`, { method: 'POST', headers: { 'x-api-key': key, 'Content-Type': 'application/json' }, body });
+      if (r.status === 201) accepted.push(((await r.json()) as { job_id: string }).job_id);
+      else failures++;
+    }
+  }));
+  const acceptedMs = performance.now() - start;
+  const deadline = Date.now() + 600_000;
+  const missing = () => accepted.filter((id) => !seen.has(id) && !before.has(id)).length;
+  while (missing() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  const drainMs = performance.now() - start;
+  process.stdout.write(`\nBurst of ${BURST} POSTs (concurrency ${BURST_CONCURRENCY}), local cluster throttled to ${THROTTLE} writes/s\n`);
+  process.stdout.write(`  accepted (201) / refused            ${accepted.length} / ${failures}\n`);
+  process.stdout.write(`  all accepted in                     ${(acceptedMs / 1000).toFixed(2)} s (${(accepted.length / (acceptedMs / 1000)).toFixed(0)} jobs/s)\n`);
+  process.stdout.write(`  MediaJobs created / missing         ${accepted.length - missing()} / ${missing()}\n`);
+  process.stdout.write(`  time to drain (first POST → last)   ${(drainMs / 1000).toFixed(2)} s\n`);
+  process.stdout.write(`  writes answered 429                 ${cluster.throttledWrites}\n`);
+  cluster.throttleWrites(undefined);
+  req.abort();
 }
 
 main().then(() => process.exit(0), (err: unknown) => {

@@ -114,6 +114,11 @@ export class MediaBatchController {
     return this.queue.stop();
   }
 
+  /** A paused gateway batch was started (its row moved; the materializer heard it): create its episodes now. */
+  started(namespace: string, name: string): void {
+    this.enqueue(keyOf(namespace, name));
+  }
+
   private enqueue(key: string): void {
     if (this.active && !key.endsWith('/undefined')) this.queue.add(key);
   }
@@ -129,9 +134,10 @@ export class MediaBatchController {
     const mb = this.current(key);
     if (!mb || rejectedForGeneration(mb)) return DONE;
     const row = await this.row(mb);
-    // The row is the truth of a gateway batch (POST /batch/{id}/start moves it
-    // and then unpauses the MediaBatch, which may fail); a manifest's spec is its own.
+    // The row is the truth of a gateway batch (POST /batch/{id}/start moves
+    // only the row; the object is unpaused here to say so); a manifest's spec is its own.
     const heldBySpec = !mb.spec.batchId && mb.spec.paused && row.status === 'processing';
+    if (mb.spec.batchId && mb.spec.paused && row.status !== 'paused') await this.unpause(mb);
     let page: PageResult | undefined;
     if (row.status === 'processing' && !heldBySpec) page = await createEpisodePage({ custom: this.d.kube.custom, pool: this.d.pool, rate: this.rate }, mb, row.id, row.kind);
     const creating = !page ? 'paused' : page.more ? 'more' : 'done';
@@ -181,7 +187,15 @@ export class MediaBatchController {
     return DONE;
   }
 
-  /** The MediaBatch cache, for the sweeper. */
+  /** Merge-patch spec.paused to false on a started gateway batch, so the object says what the row does. */
+  private async unpause(mb: MediaBatch): Promise<void> {
+    await this.d.kube.custom.patchNamespacedCustomObject({
+      group: GROUP, version: VERSION, namespace: mb.metadata.namespace!, plural: MEDIABATCH_PLURAL, name: mb.metadata.name!,
+      body: { spec: { paused: false } },
+    }, MERGE_PATCH);
+  }
+
+  /** The MediaBatch cache, for the materializer. */
   hasMediaBatch(namespace: string, name: string): boolean {
     return !!this.batches.get(name, namespace);
   }

@@ -90,8 +90,18 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(sto
   BATCH_CREATE_PAGE: envInt(1, 1000).default(100),
   /** How often a paused or processing MediaBatch's status is brought up to its batch row (counts, status). */
   BATCH_STATUS_SECONDS: envInt(1).default(2),
-  /** Pending jobs rows whose MediaJob never appeared are re-submitted after this. */
-  SWEEP_AFTER_SECONDS: envInt(1).default(20),
+  /**
+   * The materializer (docs/adr/0017): MediaJobs and MediaBatches of accepted
+   * rows created per second at most (a token bucket of MATERIALIZE_PAGE), so
+   * a burst of POSTs never becomes a burst against the API server.
+   */
+  MATERIALIZE_PER_SECOND: envInt(1, 100_000).default(200),
+  /** Rows read per pass, and the bucket's size. */
+  MATERIALIZE_PAGE: envInt(1, 1000).default(100),
+  /** Creations in flight at once. */
+  MATERIALIZE_CONCURRENCY: envInt(1, 256).default(16),
+  /** A pass without a notification (one lost with its connection), this often. */
+  MATERIALIZE_SAFETY_SECONDS: envInt(1).default(10),
   /**
    * The gateway's address as runner pods reach it, for upload grants
    * (managed storage on S3: runners upload through the gateway's

@@ -215,7 +215,7 @@ export class MediaJobController {
     for (const mj of this.mediajobs.list()) this.enqueue(keyOf(mj.metadata.namespace, mj.metadata.name));
   }
 
-  /** The MediaJob cache, for the sweeper. */
+  /** The MediaJob cache, for the materializer. */
   hasMediaJob(namespace: string, name: string): boolean {
     return !!this.mediajobs.get(name, namespace);
   }
@@ -288,7 +288,7 @@ export class MediaJobController {
    * A MediaJob being deleted while it holds the finalizer: an unfinished one
    * is cancelled (CancelledByAdmin, unless the row ended first) and its
    * runner stopped before the finalizer goes, so the row never stays
-   * Pending or Processing and the sweeper has nothing to re-create.
+   * Pending or Processing and the materializer has nothing to re-create.
    */
   private async deleted(key: string, mj: MediaJob): Promise<ReconcileResult> {
     if (!isTerminal(mj.status?.status)) {

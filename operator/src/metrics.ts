@@ -27,6 +27,9 @@ export type RelistTrigger = 'error' | 'watchdog' | 'periodic';
 /** How one outbox attempt ended: delivered, failed and retried later, failed for good, or not sent (its receiver busy). */
 export type DeliveryResult = 'delivered' | 'retry' | 'failed' | 'deferred';
 
+/** What the materializer did for an accepted row: created its resource, found it, was told to wait (429), or failed and holds the row. */
+export type MaterializeResult = 'created' | 'found' | 'throttled' | 'failed';
+
 export class OperatorMetrics {
   private readonly accepted: Counter<'source'>;
   private readonly started: Counter;
@@ -37,6 +40,7 @@ export class OperatorMetrics {
   private readonly relistFailures: Counter<'informer'>;
   private readonly deliveries: Counter<'channel' | 'result'>;
   private readonly deliveryTime: Histogram<'channel'>;
+  private readonly materialized: Counter<'kind' | 'result'>;
   private admission: (() => AdmissionCounts) | undefined;
   private maxRunning = 0;
   private outboxPool: pg.Pool | undefined;
@@ -47,6 +51,10 @@ export class OperatorMetrics {
     this.finished = jobsFinished(registry);
     this.deliveredBytes = new Counter({
       name: `${PREFIX}delivered_bytes_total`, help: 'Bytes completed jobs stored (the media and its sidecars)', registers,
+    });
+    this.materialized = new Counter({
+      name: `${PREFIX}materialized_total`, help: 'Custom resources of accepted rows the materializer created or found, and its throttled or failed creates',
+      labelNames: ['kind', 'result'] as const, registers,
     });
     this.started = new Counter({
       name: `${PREFIX}jobs_started_total`, help: 'Jobs whose runner started (Pending to Processing or straight to an end after running)', registers,
@@ -141,6 +149,10 @@ export class OperatorMetrics {
 
   relistFailed(informer: string): void {
     this.relistFailures.inc({ informer });
+  }
+
+  materializedOne(kind: 'MediaJob' | 'MediaBatch', result: MaterializeResult): void {
+    this.materialized.inc({ kind, result });
   }
 
   delivered(channel: OutboxChannel, result: DeliveryResult, seconds?: number): void {

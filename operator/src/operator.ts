@@ -1,6 +1,6 @@
 // The operator process: informers always warm, and the controllers (MediaJob
-// and MediaBatch), outbox delivery and sweeper running only while this
-// replica holds the Lease.
+// and MediaBatch), outbox delivery and the materializer (accepted rows →
+// their custom resources) running only while this replica holds the Lease.
 import { hostname } from 'node:os';
 import pg from 'pg';
 import { stripeClient } from '@mediajobs/lib/billing';
@@ -10,13 +10,11 @@ import { MediaBatchController } from './batch-controller.js';
 import { renewDeadlineSeconds, type OperatorConfig } from './config.js';
 import { MediaJobController } from './controller.js';
 import type { ManagedStorageAccess } from './job-record.js';
-import { strandedBatches } from '@mediajobs/lib/db/batches';
-import { strandedPending } from '@mediajobs/lib/db/jobs';
 import { EventRecorder, REPORTING_CONTROLLER } from './events.js';
 import { makeKube } from './kube.js';
 import { LeaderElector } from './leader.js';
 import { OutboxDispatcher } from './outbox.js';
-import { Sweeper } from './sweeper.js';
+import { Materializer } from './materializer.js';
 import { newRegistry, type Registry } from '@mediajobs/lib/metrics';
 import { OperatorMetrics, serveMetrics } from './metrics.js';
 
@@ -66,12 +64,14 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
     ...(stripe && { billing: { stripe, meterEvent: cfg.STRIPE_METER_EVENT } }),
     metrics,
   });
-  const sweeper = new Sweeper({
-    rows: { jobs: (olderThan) => strandedPending(pool, olderThan), batches: (olderThan) => strandedBatches(pool, olderThan) },
-    custom: kube.custom,
+  const materializer = new Materializer({
+    pool, databaseUrl: cfg.DATABASE_URL, custom: kube.custom, log, metrics,
     caches: { hasMediaJob: (ns, name) => controller.hasMediaJob(ns, name), hasMediaBatch: (ns, name) => batches.hasMediaBatch(ns, name) },
-    log,
-    afterSeconds: cfg.SWEEP_AFTER_SECONDS,
+    onBatchStarted: (ns, name) => batches.started(ns, name),
+    opts: {
+      perSecond: cfg.MATERIALIZE_PER_SECOND, page: cfg.MATERIALIZE_PAGE,
+      concurrency: cfg.MATERIALIZE_CONCURRENCY, safetySeconds: cfg.MATERIALIZE_SAFETY_SECONDS,
+    },
   });
 
   await Promise.all([controller.startInformers(), batches.startInformers()]);
@@ -81,13 +81,13 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
     controller.activate();
     batches.activate();
     await outbox.start();
-    sweeper.start();
+    await materializer.start();
   };
   const unlead = async () => {
     leading = false;
     controller.deactivate();
     batches.deactivate();
-    sweeper.stop();
+    await materializer.stop();
     await outbox.stop();
   };
 

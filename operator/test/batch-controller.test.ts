@@ -69,14 +69,9 @@ describe('MediaBatch controller on the local cluster', function () {
       id, apiKeyId, kind, showUrl, folder: 'shows/the-show', paused: opts.paused ?? false, webhookUrlEnc: null,
       crNamespace: 'default', crName: id, options: SHARED, target: { kind: 'given', destination: { type: 'managed' } },
     }, eps)).to.include({ outcome: 'inserted' });
-    const { format: _f, audioBitrate: _b, ...options } = SHARED;
-    await createMb({
-      apiVersion: API_VERSION, kind: 'MediaBatch', metadata: { name: id, namespace: 'default' },
-      spec: {
-        batchId: id, showUrl, kind, owner: { apiKeyId }, folder: 'shows/the-show', paused: opts.paused ?? false,
-        destination: { type: 'managed' }, options: { ...options, format: 'm4a', audioBitrate: '192k' },
-      },
-    });
+    // The operator's materializer creates its MediaBatch from the row, as for a batch from POST /jobs.
+    const mb = await eventually(() => getMb(id), 10_000);
+    expect(mb.spec).to.deep.include({ batchId: id, showUrl, kind, owner: { apiKeyId }, folder: 'shows/the-show', paused: kind === 'show' && (opts.paused ?? false) });
     return { id, eps };
   }
 
@@ -180,10 +175,11 @@ describe('MediaBatch controller on the local cluster', function () {
     await new Promise((r) => setTimeout(r, 1500));
     expect(await episodeJobs(id)).to.have.length(0);
 
-    // POST /batch/{id}/start moves the row, the truth of a gateway batch: its
-    // episodes start even if unpausing the MediaBatch's spec did not happen.
+    // POST /batch/{id}/start moves only the row, the truth of a gateway
+    // batch: its episodes start, and the object is unpaused to say so.
     expect(await startBatch(db.pool, id, apiKeyId)).to.deep.equal({ outcome: 'started', startedJobs: 3 });
     await eventually(async () => (await episodeJobs(id)).length === 3, 10_000);
+    await eventually(async () => (await getMb(id)).spec.paused === false, 10_000);
     await eventually(async () => (await getMb(id)).status?.status === 'completed', 60_000);
   });
 

@@ -2,8 +2,8 @@
 // row cancelled through the API (cancelJob, heard on its NOTIFY), spec.cancel
 // and kubectl delete (real kubectl) of a running or a waiting MediaJob each
 // stop the runner (its Job and pod deleted), end the MediaJob and the row
-// with the right status and one job_cancelled, and leave the sweeper nothing
-// to re-create; so does a delete that came before the operator ever saw the
+// with the right status and one job_cancelled, and leave the materializer
+// nothing to re-create; so does a delete that came before the operator ever saw the
 // MediaJob (the finalizer is there from creation); a completion reported
 // after the row was cancelled is ignored and its file removed. The status
 // rules themselves are pure and tested first.
@@ -87,7 +87,7 @@ describe('operator: cancellation on the local cluster', function () {
   const start = (env: Record<string, string> = {}) => startOperator(loadOperatorConfig({
     DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys, MANAGED_STORAGE_DIR: storageDir,
     RUNNER_IMAGE: 'mediajobs/runner:scripted', LEASE_DURATION_SECONDS: '2', LEASE_RENEW_SECONDS: '1',
-    WEBHOOK_BACKOFF_MS: '100', SWEEP_AFTER_SECONDS: '1', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8,::1/128', ...env,
+    WEBHOOK_BACKOFF_MS: '100', MATERIALIZE_SAFETY_SECONDS: '1', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8,::1/128', ...env,
   }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
 
   const mediaJob = (name: string, url: string, extra: Partial<MediaJob['spec']> = {}): MediaJob => ({
@@ -107,13 +107,13 @@ describe('operator: cancellation on the local cluster', function () {
     return jobs.items.length + pods.stdout.trim().split('\n').filter(Boolean).length;
   };
   const hooksOf = (id: string) => hooks.filter((h) => h.job_id === id).map((h) => h.type);
-  /** The row the gateway inserts before it creates the MediaJob: what the sweeper would re-create it from. */
+  /** The row POST /jobs commits: what the materializer creates the MediaJob from (`mj`, as it builds it). */
   const gatewayJob = async (url: string, webhookUrl?: string) => {
     const id = randomUUID();
     const options = { ...OPTIONS, url };
     await db.pool.query(
       `INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name, created_at)
-       VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, $5, 'default', $6, now() - interval '30 seconds')`,
+       VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, $5, 'default', $6, now())`,
       [id, apiKeyId, url, JSON.stringify(options), webhookUrl ? new SecretBox(secretKeys).seal(webhookUrl) : null, id]);
     return { id, mj: buildMediaJob({ jobId: id, apiKeyId, namespace: 'default', options }) };
   };
@@ -206,12 +206,11 @@ describe('operator: cancellation on the local cluster', function () {
     await eventually(() => hooksOf(id).includes('job_cancelled'), 15_000);
   });
 
-  it('records a kubectl delete of a waiting (Pending) MediaJob as CancelledByAdmin, and the sweeper does not re-create it', async () => {
+  it('records a kubectl delete of a waiting (Pending) MediaJob as CancelledByAdmin, and the materializer does not re-create it', async () => {
     operator = await start({ MAX_RUNNING_JOBS: '1', ADMISSION_RECHECK_SECONDS: '3600' });
     await create(mediaJob('holder', LONG));
     await running('holder');
-    const { id, mj } = await gatewayJob(LONG);
-    await create(mj);
+    const { id } = await gatewayJob(LONG); // its MediaJob is the running operator's to create
     await eventually(async () => {
       const mj = await get(id);
       return mj.status?.status === 'Pending' && (mj.metadata.finalizers ?? []).includes(FINALIZER);
@@ -219,14 +218,14 @@ describe('operator: cancellation on the local cluster', function () {
     await tc.kubectl(['delete', 'mediajob', id]);
     expect(await gone(id)).to.equal(true);
     expect(await row(id)).to.include({ status: 'CancelledByAdmin' });
-    // Sweeps run every 10 s; stranded rows older than 1 s qualify: one must have passed.
-    await new Promise((r) => setTimeout(r, 11_000));
-    expect(await gone(id), 'not re-created by the sweeper').to.equal(true);
+    // The materializer passes at start, on every NOTIFY and every second here (MATERIALIZE_SAFETY_SECONDS): some have run.
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(await gone(id), 'not re-created by the materializer').to.equal(true);
     expect(await runnerObjects(id)).to.equal(0);
     await tc.kubectl(['delete', 'mediajob', 'holder']);
   });
 
-  it('records a delete that came before the operator\'s first pass as CancelledByAdmin, and the sweeper does not re-create it', async () => {
+  it('records a delete that came before the operator\'s first pass as CancelledByAdmin, and the materializer does not re-create it', async () => {
     const { id, mj } = await gatewayJob(LONG, hookUrl);
     const made = await create(mj);
     expect(made.metadata.finalizers, 'held from its creation, before any operator pass').to.deep.equal([FINALIZER]);
@@ -238,9 +237,9 @@ describe('operator: cancellation on the local cluster', function () {
     expect(await row(id)).to.include({ status: 'CancelledByAdmin', step: 'Queued' });
     await eventually(() => hooksOf(id).includes('job_cancelled'), 15_000);
     expect(hooks.find((h) => h.job_id === id)).to.include({ status: 'cancelled', cancelled_by: 'admin', url: LONG });
-    // Sweeps run every 10 s; stranded rows older than 1 s qualify: one must have passed.
-    await new Promise((r) => setTimeout(r, 11_000));
-    expect(await gone(id), 'not re-created by the sweeper').to.equal(true);
+    // The materializer passes at start, on every NOTIFY and every second here (MATERIALIZE_SAFETY_SECONDS): some have run.
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(await gone(id), 'not re-created by the materializer').to.equal(true);
     expect(await row(id)).to.include({ status: 'CancelledByAdmin' });
     expect(await runnerObjects(id)).to.equal(0);
     expect(hooksOf(id)).to.deep.equal(['job_cancelled']);

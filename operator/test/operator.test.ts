@@ -64,7 +64,7 @@ describe('operator on the local cluster', function () {
   const start = (env: Record<string, string> = {}) => startOperator(loadOperatorConfig({
     DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys,
     RUNNER_IMAGE: 'mediajobs/runner:scripted', LEASE_DURATION_SECONDS: '2', LEASE_RENEW_SECONDS: '1',
-    WEBHOOK_BACKOFF_MS: '100', SWEEP_AFTER_SECONDS: '1', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8', ...env,
+    WEBHOOK_BACKOFF_MS: '100', MATERIALIZE_SAFETY_SECONDS: '1', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8', ...env,
   }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
 
   const mediaJob = (name: string, url: string, extra: Partial<MediaJob['spec']> = {}): MediaJob => ({
@@ -313,12 +313,12 @@ describe('operator on the local cluster', function () {
     await eventually(async () => (await batch.listNamespacedJob({ namespace: 'default', labelSelector: 'mediajobs.io/mediajob=short-lived' })).items.length === 0);
   });
 
-  it('creates the MediaJob of a job row the gateway could not submit', async () => {
+  it('runs a job POST /jobs accepted: its MediaJob is made from the committed row', async () => {
     const id = '6f1c2d3e-4a5b-4c6d-8e7f-001122334455';
     const options = { ...OPTIONS, url: 'http://scripted.invalid/complete' };
     await db.pool.query(
       `INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, cr_namespace, cr_name, created_at)
-       VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, 'default', $5, now() - interval '30 seconds')`,
+       VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, 'default', $5, now())`,
       [id, apiKeyId, options.url, JSON.stringify(options), id]);
     expect(buildMediaJob({ jobId: id, apiKeyId, namespace: 'default', options }).metadata.name).to.equal(id);
     operator = await start();

@@ -25,7 +25,7 @@ describe('end to end: cancellation', function () {
     media = await startMediaServer();
     receiver = await startReceiver();
     s3 = await startS3rver({ buckets: ['inline'] });
-    svc = await startService({ operatorEnv: { MAX_RUNNING_JOBS: '1', SWEEP_AFTER_SECONDS: '1' } });
+    svc = await startService({ operatorEnv: { MAX_RUNNING_JOBS: '1', MATERIALIZE_SAFETY_SECONDS: '1' } });
   });
 
   after(async () => {
@@ -96,8 +96,8 @@ describe('end to end: cancellation', function () {
     await svc.cluster.kubectl(['delete', 'mediajob', running]);
     expect(await untilStatus(running, ['CancelledByAdmin'], 10_000)).to.include({ status: 'CancelledByAdmin' });
     await eventually(() => jobProcesses(running).length === 0, 15_000, 100);
-    // The sweeper runs every 10 s on rows older than SWEEP_AFTER_SECONDS (1 s): give it a pass.
-    await new Promise((r) => setTimeout(r, 11_000));
+    // The materializer passes every MATERIALIZE_SAFETY_SECONDS (1 s) besides its notifications: give it a few.
+    await new Promise((r) => setTimeout(r, 2_500));
     expect(await mediaJobGone(waiting), 'the waiting job is not re-created').to.equal(true);
     expect(await mediaJobGone(running), 'the running job is not re-created').to.equal(true);
     expect(jobProcesses(waiting)).to.deep.equal([]);

@@ -2,10 +2,11 @@
 // into a batch (createBatch, called by ./jobs.ts), and the batch endpoints
 // GET /batch/{id}, PATCH /batch/{id}/jobs and POST /batch/{id}/start. The
 // batch row and its episode rows are written in one transaction
-// (lib/src/db/batches.ts); the MediaBatch created after it carries neither the
-// episodes nor the webhook URL, and the operator's batch controller creates
-// the episode MediaJobs from the rows. Postgres is the truth: a MediaBatch
-// create or unpause that fails is logged, never answered as a failure.
+// (lib/src/db/batches.ts), whose commit is the acceptance. The operator
+// creates the MediaBatch from the row (its materializer; the object carries
+// neither the episodes nor the webhook URL) and the episode MediaJobs from
+// the episode rows (its batch controller). Starting a paused batch moves the
+// row only; the operator hears it (NOTIFY) and unpauses the object.
 import { Router, type RequestHandler, type Response } from 'express';
 import {
   BatchSourceError, type BatchSourceOf, type BatchSources, type ExpandedBatch,
@@ -17,9 +18,7 @@ import {
 import type { NewJob } from '@mediajobs/lib/db/jobs';
 import type { NewKeyRow, StoredAnswer } from '@mediajobs/lib/db/idempotency';
 import type { JobRequest } from '@mediajobs/lib/job-options';
-import { errFields, type Logger } from '@mediajobs/lib/logger';
-import { buildMediaBatch } from '@mediajobs/lib/mediajob/build';
-import type { MediaBatch } from '@mediajobs/lib/mediajob/types';
+import type { Logger } from '@mediajobs/lib/logger';
 import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
@@ -28,7 +27,6 @@ import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.j
 import { HttpError, failsWith } from '../http-errors.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { acceptJson, bodyObject, optionalJsonBody } from '../json-body.js';
-import type { BatchSubmitter } from '../submitter.js';
 import type { GatewayMetrics } from '../metrics.js';
 
 export const NOT_FOUND = 'Batch not found';
@@ -45,8 +43,6 @@ export interface BatchCreateDeps {
   outbound: OutboundPolicy;
   /** Expands shows (lookup API + RSS feed) and playlists (yt-dlp flat, /metadata's settings). */
   batchSources: BatchSources;
-  /** Creates and unpauses MediaBatches; absent: batches are only recorded (a batch sweeper must create them). */
-  batchSubmitter?: BatchSubmitter;
   /** Counts the episodes accepted (metrics.ts). */
   metrics?: GatewayMetrics;
 }
@@ -104,8 +100,7 @@ function episodeInfo(expanded: ExpandedBatch, i: number): EpisodeInfo {
 /**
  * POST /jobs with a show or genuine playlist URL (rule 8): expand it (413
  * over MAX_PLAYLIST_SIZE, a 4xx/502 when unreadable, nothing written), record
- * the batch and every episode in one transaction, then create the MediaBatch.
- * Two round trips whatever the size: one transaction, one create.
+ * the batch and every episode in one transaction, whatever the size.
  */
 export async function createBatch(
   deps: BatchCreateDeps, n: NewBatchRequest, keyRow: (answer: StoredAnswer) => NewKeyRow | undefined = () => undefined,
@@ -135,11 +130,6 @@ export async function createBatch(
   if (inserted.outcome !== 'inserted') throw new Error(`insertBatch of a new batch answered ${inserted.outcome}`);
   deps.metrics?.jobsAccepted('batch', episodes.length);
 
-  await submitBatch(deps, buildMediaBatch({
-    batchId, apiKeyId, organizationId: n.who.organizationId, namespace: deps.namespace, kind: expanded.kind, showUrl, paused, options,
-    ...(folder !== undefined && { folder }), destination: inserted.destination,
-  }));
-
   return answer;
 }
 
@@ -158,27 +148,11 @@ function batchAnswer(expanded: ExpandedBatch, batchId: string, ids: string[], pa
   };
 }
 
-async function submitBatch(deps: BatchCreateDeps, mb: MediaBatch): Promise<void> {
-  const batchId = mb.spec.batchId;
-  if (!deps.batchSubmitter) {
-    deps.logger.warn({ batchId }, 'no MediaBatch submitter; the batch is recorded and left to the operator');
-    return;
-  }
-  try {
-    await deps.batchSubmitter.submitBatch(mb);
-  } catch (err) {
-    // The rows are committed: the batch exists for the API, and the operator
-    // creates its MediaBatch from the row. errFields: never a response body.
-    deps.logger.warn({ batchId, err: errFields(err) }, 'MediaBatch create failed; left to the operator');
-  }
-}
-
 // ---- GET /batch/{id}, PATCH /batch/{id}/jobs, POST /batch/{id}/start ----
 
 export interface BatchesRouteDeps {
   pool: pg.Pool;
   logger: Logger;
-  batchSubmitter?: BatchSubmitter;
 }
 
 function principal(res: Response): Principal {
@@ -266,22 +240,6 @@ function startPausedBatch(deps: BatchesRouteDeps): RequestHandler {
     const batch = await ownBatch(deps, req.params.id, res);
     const r = await startBatch(deps.pool, batch.id, principal(res).apiKeyId);
     if (r.outcome !== 'started') throw refused(r, notPausedToStart);
-    await resume(deps, batch);
     res.json({ batch_id: batch.id, started_jobs: r.startedJobs, status: 'processing' });
   };
-}
-
-/**
- * Unpause the MediaBatch so the batch controller starts creating episode
- * MediaJobs. The row already says processing and is the truth: a failed
- * patch is logged, and the controller, which reads the row's status, starts
- * the episodes anyway.
- */
-async function resume(deps: BatchesRouteDeps, batch: BatchRecord): Promise<void> {
-  if (!deps.batchSubmitter || !batch.cr_namespace || !batch.cr_name) return;
-  try {
-    await deps.batchSubmitter.resumeBatch(batch.cr_namespace, batch.cr_name);
-  } catch (err) {
-    deps.logger.warn({ batchId: batch.id, err: errFields(err) }, 'MediaBatch unpause failed; the batch row says processing');
-  }
 }

@@ -1,16 +1,14 @@
 // POST /jobs/bulk (issue 13): up to 100 single jobs with shared options, all
 // or nothing. Each URL is validated exactly as POST /jobs validates its `url`
 // (parseJobRequest over the shared options and that URL, the outbound policy,
-// rule 8: no show or playlist); every row is written by one statement; then
-// the MediaJobs are created, a failed create left to the operator's sweeper
-// as for a single job.
+// rule 8: no show or playlist); every row is written by one statement, whose
+// commit is the acceptance: the operator's materializer creates the
+// MediaJobs from the rows, as for a single job (docs/adr/0017).
 import { Router, type RequestHandler } from 'express';
 import { detectBatchSource } from '@mediajobs/lib/batches/index';
 import { bulkJobInserter } from '@mediajobs/lib/db/jobs';
 import { parseJobRequest, type JobRequest } from '@mediajobs/lib/job-options';
-import { errFields, type Logger } from '@mediajobs/lib/logger';
-import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
-import type { MediaJob } from '@mediajobs/lib/mediajob/types';
+import type { Logger } from '@mediajobs/lib/logger';
 import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
@@ -23,14 +21,11 @@ import { refuseOverQuota } from './usage.js';
 import { refusedAddress } from './jobs.js';
 import { uuidv7 } from '../ids.js';
 import { acceptJson, bodyObject } from '../json-body.js';
-import type { JobSubmitter } from '../submitter.js';
 import type { GatewayMetrics } from '../metrics.js';
 
 export const MAX_BULK_URLS = 100;
 /** 100 URLs of up to 4 KiB each, and the shared options. */
 const MAX_BULK_BODY_BYTES = 1024 * 1024;
-/** MediaJob creates in flight at once for one bulk request. */
-const SUBMIT_CONCURRENCY = 16;
 
 const insertJobs = bulkJobInserter({ byDefault: resolveDefaultSql, byProvider: resolveByProviderSql });
 
@@ -46,7 +41,6 @@ export const NOT_DIRECT_KEY = 'POST /jobs/bulk needs a direct API key';
 export interface BulkRouteDeps {
   pool: pg.Pool;
   logger: Logger;
-  submitter: JobSubmitter;
   secretBox: SecretBox;
   namespace: string;
   outbound: OutboundPolicy;
@@ -131,25 +125,6 @@ function createJobs(deps: BulkRouteDeps): RequestHandler {
     if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
     deps.metrics?.jobsAccepted('bulk', jobs.length);
 
-    await submitAll(deps, jobs.map((j) => buildMediaJob({
-      jobId: j.id, apiKeyId: who.apiKeyId, organizationId: who.organizationId, namespace: deps.namespace, options: j.options, destination,
-    })));
     res.status(201).json(answer);
   };
-}
-
-/** Create the MediaJobs, a few at a time; a failed create is logged and left to the sweeper (the rows are committed). */
-async function submitAll(deps: BulkRouteDeps, mediaJobs: readonly MediaJob[]): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < mediaJobs.length) {
-      const mj = mediaJobs[next++]!;
-      try {
-        await deps.submitter.submit(mj);
-      } catch (err) {
-        deps.logger.warn({ jobId: mj.metadata.name, err: errFields(err) }, 'MediaJob create failed; left to the operator sweeper');
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(SUBMIT_CONCURRENCY, mediaJobs.length) }, worker));
 }

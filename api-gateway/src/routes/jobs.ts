@@ -4,7 +4,6 @@ import { Router, type RequestHandler, type Response } from 'express';
 import { detectBatchSource } from '@mediajobs/lib/batches/index';
 import { parseJobRequest, type JobRequest } from '@mediajobs/lib/job-options';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
-import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
 import { urlFieldError, type OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { JobStatus } from '@mediajobs/lib/mediajob/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
@@ -22,7 +21,6 @@ import { endUserSavedTarget, saveEndUserStorage } from '../marketplace.js';
 import { refuseOverQuota } from './usage.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { acceptJson } from '../json-body.js';
-import type { JobSubmitter } from '../submitter.js';
 import { clientGone, createBatch, type BatchCreateDeps } from './batches.js';
 
 /** POST /jobs' insert, with rule 9 (the key's or organization's saved destination, store.ts) inside the statement. */
@@ -40,7 +38,6 @@ const STATUS_FILTER: Record<string, JobStatus> = {
 export interface JobsRouteDeps extends BatchCreateDeps {
   pool: pg.Pool;
   logger: Logger;
-  submitter: JobSubmitter;
   secretBox: SecretBox;
   namespace: string;
   /** A 24 h download URL for a managed-storage key. */
@@ -124,7 +121,11 @@ export function refusedAddress(outbound: OutboundPolicy, request: JobRequest): {
   return hook === undefined ? undefined : { field: 'webhook_url', error: hook };
 }
 
-/** POST /jobs: validate, decide the destination once, insert the row, then create the MediaJob (or the batch, rule 8). */
+/**
+ * POST /jobs: validate, decide the destination once, insert the row (or the
+ * batch, rule 8). The commit is the acceptance: the operator's materializer
+ * creates the MediaJob from the row (docs/adr/0017).
+ */
 function createJob(deps: JobsRouteDeps): RequestHandler {
   return async (req, res) => {
     const parsed = parseJobRequest(req.body);
@@ -157,15 +158,6 @@ function createJob(deps: JobsRouteDeps): RequestHandler {
     });
     if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
     deps.metrics?.jobsAccepted('api');
-
-    try {
-      await deps.submitter.submit(buildMediaJob({ jobId: id, apiKeyId, organizationId: who.organizationId, namespace: deps.namespace, options: request.options, destination }));
-    } catch (err) {
-      // The row is committed and Pending: the operator's sweeper creates the
-      // MediaJob from it, so the client still gets its job. errFields keeps
-      // the status and reason, never the response body (it may echo the spec).
-      deps.logger.warn({ jobId: id, err: errFields(err) }, 'MediaJob create failed; left to the operator sweeper');
-    }
     res.status(201).location(`/jobs/${id}`).json({ job_id: id });
   };
 }

@@ -153,8 +153,8 @@ export async function insertBatch(pool: pg.Pool, batch: NewBatch, episodes: read
     if (batch.keyRow) await insertKeyRow(client, batch.keyRow);
     const row = await client.query(
       `INSERT INTO batches (id, api_key_id, kind, show_url, folder, status, total_episodes, webhook_url_enc, destination, cr_namespace, cr_name,
-                            episode_jobs)
-       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13
+                            episode_jobs, cr_created_at)
+       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, CASE WHEN $12::boolean THEN now() END
         WHERE NOT $12::boolean OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $2 AND k.revoked_at IS NULL)
        ON CONFLICT (id) DO NOTHING RETURNING id`,
       [batch.id, batch.apiKeyId, batch.kind, batch.showUrl, batch.folder, batch.paused ? 'paused' : 'processing', episodes.length,
@@ -286,33 +286,6 @@ export async function episodesToCreate(pool: pg.Pool, batchId: string, limit: nu
   const r = await pool.query<{ status: BatchStatus }>({ name: 'mj-batch-status', text: 'SELECT status FROM batches WHERE id = $1', values: [batchId] });
   if (r.rows[0]?.status !== 'processing') return [];
   return uncreatedEpisodes(pool, batchId, limit);
-}
-
-/** A batch whose MediaBatch may never have been created, with what rebuilding it needs. */
-export type StrandedBatch = Pick<BatchRecord, 'id' | 'api_key_id' | 'kind' | 'show_url' | 'status' | 'folder' | 'destination'> & {
-  cr_namespace: string;
-  cr_name: string;
-  /** The options every episode shares (the first episode's, which carry them all). */
-  options: Record<string, unknown>;
-  /** The owning key's organization, for the MediaBatch's label (its episodes inherit it). */
-  organization_id: string | null;
-};
-
-/**
- * Unfinished batches recorded between `olderThanSeconds` and an hour ago
- * (as strandedPending for jobs): the gateway's MediaBatch create may have
- * failed after the rows were written, and then nothing else creates it.
- */
-export async function strandedBatches(pool: pg.Pool, olderThanSeconds: number, limit = 50): Promise<StrandedBatch[]> {
-  const r = await pool.query<StrandedBatch>(
-    `SELECT b.id, b.api_key_id, b.kind, b.show_url, b.status, b.folder, b.destination, b.cr_namespace, b.cr_name, first.options,
-            (SELECT k.organization_id FROM api_keys k WHERE k.id = b.api_key_id) AS organization_id
-       FROM batches b
-       JOIN LATERAL (SELECT options FROM jobs WHERE batch_id = b.id ORDER BY batch_index LIMIT 1) first ON true
-      WHERE b.status IN ('paused', 'processing') AND b.cr_name IS NOT NULL
-        AND b.created_at < now() - make_interval(secs => $1) AND b.created_at > now() - interval '1 hour'
-      ORDER BY b.created_at LIMIT $2`, [olderThanSeconds, limit]);
-  return r.rows;
 }
 
 // ---- The rollup (inside ./jobs.ts syncStatus's transaction) ----

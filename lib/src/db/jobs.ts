@@ -2,8 +2,7 @@
 // inserts a row per POST /jobs and reads rows for GET /jobs (named
 // statements, so pg prepares them once per connection); the operator records
 // kubectl-applied jobs, mirrors MediaJob status into the row (its webhook
-// events go to the outbox in the same transaction, ./outbox.ts), finds
-// stranded Pending rows, and keeps the sealed columns (storage_enc,
+// events go to the outbox in the same transaction, ./outbox.ts), and keeps the sealed columns (storage_enc,
 // result_urls_enc), and cancels jobs (cancelJob, cancelEpisodes: the first
 // terminal write wins, docs/adr/0013). A batch's episodes are ordinary rows with a batch_id:
 // their statements are here, run inside the transactions of ./batches.ts,
@@ -85,16 +84,6 @@ export interface JobRow {
   status: string;
   webhook_url_enc: string | null;
   options: Record<string, unknown>;
-}
-
-/** A Pending row whose MediaJob may never have been created. */
-export interface StrandedJob extends JobRow {
-  cr_namespace: string;
-  cr_name: string;
-  created_at: Date;
-  destination: Destination | null;
-  /** The owning key's organization, for the MediaJob's label (fair admission's per-organization cap). */
-  organization_id: string | null;
 }
 
 /** The legacy saved destination a job was resolved to: its owner and its sealed credentials. */
@@ -296,8 +285,8 @@ export function bulkJobInserter(rule9: SavedDestinationSql): InsertJobs {
 const INSERT_FROM_MANIFEST = `
 WITH job AS (
   INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name, created_at, updated_at,
-                    destination)
-  SELECT $1, k.id, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7, $8, now(), $10
+                    destination, cr_created_at)
+  SELECT $1, k.id, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7, $8, now(), $10, now()
   FROM api_keys k WHERE k.id = $2 AND k.revoked_at IS NULL
   ON CONFLICT (id) DO NOTHING
   RETURNING api_key_id, reserved_bytes
@@ -497,23 +486,6 @@ export async function grantJobState(pool: pg.Pool, id: string): Promise<{ status
     values: [id],
   });
   return row && { status: row.status, finishedAt: row.finished_at };
-}
-
-/**
- * Pending rows whose MediaJob should exist by now (the gateway could not
- * create it), oldest first. A batch's episodes are never among them: their
- * MediaJobs are the batch controller's (owned by the MediaBatch, created
- * only once the batch is processing; see episodesToCreate in ./batches.ts).
- */
-export async function strandedPending(pool: pg.Pool, olderThanSeconds: number, limit = 200): Promise<StrandedJob[]> {
-  const r = await pool.query<StrandedJob>(
-    `SELECT ${JOB_ROW_COLUMNS}, cr_namespace, cr_name, created_at, destination,
-            (SELECT k.organization_id FROM api_keys k WHERE k.id = jobs.api_key_id) AS organization_id
-       FROM jobs
-     WHERE status = 'Pending' AND cr_name IS NOT NULL AND batch_id IS NULL
-       AND created_at < now() - make_interval(secs => $1) AND created_at > now() - interval '1 hour'
-     ORDER BY created_at LIMIT $2`, [olderThanSeconds, limit]);
-  return r.rows;
 }
 
 // ---- The status mirror ----

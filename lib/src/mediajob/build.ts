@@ -1,7 +1,7 @@
 // The one place a MediaJob is built from a job's normalised options, used by
-// the gateway when a job is accepted, by the operator's sweeper when a job
-// row never got its custom resource and by the batch controller for episode
-// jobs; and the MediaBatch of a batch.
+// the operator's materializer for a row the gateway accepted
+// (../db/materialize.ts) and by the batch controller for episode jobs; and
+// the MediaBatch of a batch.
 import { API_VERSION, type BatchKind, type BatchOptions, type Destination, type MediaBatch, type MediaJob, type MediaJobOptions } from './types.js';
 
 /**
@@ -42,7 +42,7 @@ export function buildMediaJob(i: BuildMediaJobInput): MediaJob {
       name: i.jobId,
       namespace: i.namespace,
       labels: { ...ownerLabels(i.apiKeyId, i.organizationId), ...(i.batchId ? { 'mediajobs.io/batch-id': i.batchId } : {}) },
-      // Set at creation, not on the operator's first pass: a delete in between would otherwise leave the row Pending for the sweeper.
+      // Set at creation, not on the operator's first pass: a delete in between would otherwise leave the row Pending for ever.
       finalizers: [CANCEL_ON_DELETE_FINALIZER],
     },
     spec: {

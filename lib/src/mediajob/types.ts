@@ -132,7 +132,7 @@ export const specOptionsSchema = z.object({
   waitForVideo: z.boolean().default(false),
   enableProgressWebhook: z.boolean().default(false),
   // Not a request field: kept with the options so that the job row, the
-  // sweeper's MediaJob and a batch's episodes carry it as the options travel.
+  // materializer's MediaJob and a batch's episodes carry it as the options travel.
   limits: jobLimitsSchema.optional(),
 });
 
