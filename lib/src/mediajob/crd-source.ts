@@ -19,11 +19,11 @@
 // the CRD has: descriptions, string patterns and lengths, formats, list types.
 import {
   AUDIO_BITRATES, AUDIO_CODECS, BATCH_KINDS, BATCH_STATUSES, CONDITION_STATUSES, DESTINATION_TYPES,
-  DEFAULT_VIDEO_QUALITY, ERROR_TYPES, FORMATS, GROUP, JOB_STATUSES, JOB_STEPS, MAX_DURATION_SECONDS, MAX_RESOLUTIONS,
+  ATTEMPT_OUTCOMES, DEFAULT_VIDEO_QUALITY, ERROR_TYPES, FORMATS, GROUP, JOB_STATUSES, JOB_STEPS, MAX_DURATION_SECONDS, MAX_RESOLUTIONS,
   MAX_VIDEO_QUALITY, MEDIABATCH_CONDITION_TYPES, MEDIABATCH_PLURAL, MEDIAJOB_CONDITION_TYPES, MEDIAJOB_PLURAL, QUALITY_PRESETS, STORAGE_PROVIDERS, VERSION,
   VIDEO_CODECS,
   type BatchEpisode, type BatchOptions, type Condition, type Destination, type MediaBatchSpec, type MediaBatchStatus,
-  type EpisodeMetadata, type JobLimits, type MediaJobResult, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
+  type EpisodeMetadata, type JobLimits, type MediaJobAttempt, type MediaJobResult, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
 } from './types.js';
 
 /** The subset of OpenAPI v3 the CRDs use; `description` is required so no node can go undocumented. */
@@ -477,6 +477,28 @@ function mediaJobResult(): SchemaNode {
   );
 }
 
+function mediaJobAttempt(): SchemaNode {
+  return obj<MediaJobAttempt>(
+    'One runner attempt that ended. A technical failure another attempt can fix is tried again with a backoff '
+    + '(docs/adr/0018-retry-policy.md); each attempt runs in its own Job.',
+    {
+      attempt: int('The attempt\'s number: 1 for the first run.', { format: 'int32', minimum: 1 }),
+      jobName: str('The batch/v1 Job that ran this attempt.'),
+      startTime: str('When the attempt\'s runner started (RFC 3339).', { format: 'date-time' }),
+      finishTime: str('When the attempt ended (RFC 3339).', { format: 'date-time' }),
+      outcome: oneOf('How the attempt ended: Completed, Failed, Warning, Skipped.', ATTEMPT_OUTCOMES),
+      category: str(
+        'What the attempt failed of: the runner\'s error category (connection_error, rate_limited, private ...), or what '
+        + 'the cluster did to its pod (evicted, oom_killed, node_lost) or timeout.',
+      ),
+      reason: str('The failure reason the attempt reported, e.g. storage_unreachable.'),
+      error: str('The sanitised error message of the attempt.'),
+      retryAfterSeconds: int('Set when another attempt followed: the wait before it, in seconds.', { format: 'int32', minimum: 0 }),
+    },
+    ['attempt', 'jobName', 'outcome'],
+  );
+}
+
 function mediaJobStatus(): SchemaNode {
   const conditionTypes = list2(MEDIAJOB_CONDITION_TYPES);
   return obj<MediaJobStatus>(
@@ -512,9 +534,25 @@ function mediaJobStatus(): SchemaNode {
         'Machine-readable failure reason, e.g. storage_unreachable when the destination could not be resolved or '
         + 'initialised at upload time.',
       ),
-      jobName: str('Name of the batch/v1 Job running this MediaJob\'s runner pod.'),
+      category: str(
+        'The runner\'s error category of the failure it reported (connection_error, rate_limited, private ...): what the '
+        + 'retry policy reads (docs/adr/0018-retry-policy.md).',
+      ),
+      jobName: str('Name of the batch/v1 Job running this MediaJob\'s runner pod (the current attempt\'s).'),
       startTime: str('When processing started (RFC 3339).', { format: 'date-time' }),
       finishTime: str('When the job reached a final status (RFC 3339).', { format: 'date-time' }),
+      attempt: int(
+        'The current runner attempt, 1 when absent: the one running, or the one waiting for retryAt.',
+        { format: 'int32', minimum: 1 },
+      ),
+      attempts: list('The runner attempts that ended, oldest first (at most RETRY_MAX_ATTEMPTS).', mediaJobAttempt(), {
+        'x-kubernetes-list-type': 'atomic',
+      }),
+      retryAt: str(
+        'While the job waits to be tried again after a failure another attempt can fix: when the next attempt may start '
+        + '(RFC 3339). The job is Pending meanwhile, with reason retry_scheduled.',
+        { format: 'date-time' },
+      ),
       observedGeneration: observedGenerationNode(),
       conditions: conditionsNode(conditionTypes),
     },

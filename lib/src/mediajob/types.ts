@@ -187,6 +187,26 @@ export const conditionSchema = z.object({
   observedGeneration: z.number().int().min(0).optional(),
 });
 
+/** How one runner attempt of a MediaJob ended (status.attempts[]). */
+export const ATTEMPT_OUTCOMES = ['Completed', 'Failed', 'Warning', 'Skipped'] as const;
+
+/** One finished runner attempt of a MediaJob (docs/adr/0018-retry-policy.md). */
+export const mediaJobAttemptSchema = z.object({
+  /** 1 for the first run, counting up. */
+  attempt: z.number().int().min(1),
+  /** The attempt's batch/v1 Job. */
+  jobName: z.string(),
+  startTime: z.string().optional(),
+  finishTime: z.string().optional(),
+  outcome: z.enum(ATTEMPT_OUTCOMES),
+  /** What it failed of: the runner's error category, or what the cluster did to its pod (evicted, oom_killed, node_lost, timeout). */
+  category: z.string().optional(),
+  reason: z.string().optional(),
+  error: z.string().optional(),
+  /** Set when another attempt was scheduled after this one: the wait before it. */
+  retryAfterSeconds: z.number().int().min(0).optional(),
+});
+
 export const mediaJobStatusSchema = z.object({
   jobId: z.string().optional(),
   status: z.enum(JOB_STATUSES).optional(),
@@ -203,9 +223,21 @@ export const mediaJobStatusSchema = z.object({
   error: z.string().optional(),
   errorType: z.enum(ERROR_TYPES).optional(),
   reason: z.string().optional(),
+  /**
+   * The runner's error category (lib/src/mediajob/error-categories.ts) of
+   * the failure it reported; a string, not an enum, so a newer runner's
+   * category never makes the apiserver refuse its report.
+   */
+  category: z.string().optional(),
   jobName: z.string().optional(),
   startTime: z.string().optional(),
   finishTime: z.string().optional(),
+  /** The current runner attempt (1 when absent): the one running, or the one waiting for retryAt. */
+  attempt: z.number().int().min(1).optional(),
+  /** The attempts that ended, oldest first (at most RETRY_MAX_ATTEMPTS). */
+  attempts: z.array(mediaJobAttemptSchema).optional(),
+  /** While the job waits to be tried again: when the next attempt may start (RFC 3339). */
+  retryAt: z.string().optional(),
   observedGeneration: z.number().int().min(0).optional(),
   conditions: z.array(conditionSchema).optional(),
 });
@@ -265,6 +297,8 @@ export type NormalisedMediaJobSpec = MediaJobSpec & MediaJobOptions;
 export type MediaJobResult = z.output<typeof mediaJobResultSchema>;
 export type Condition = z.output<typeof conditionSchema>;
 export type MediaJobStatus = z.output<typeof mediaJobStatusSchema>;
+export type MediaJobAttempt = z.output<typeof mediaJobAttemptSchema>;
+export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
 export type BatchOptions = z.output<typeof batchOptionsSchema>;
 export type BatchEpisode = z.output<typeof batchEpisodeSchema>;
 export type MediaBatchSpec = z.output<typeof mediaBatchSpecSchema>;
@@ -308,6 +342,8 @@ export interface RunnerReport {
   error?: string;
   errorType?: ErrorType;
   reason?: string;
+  /** The error category of a job that did not complete (lib/src/mediajob/error-categories.ts): what the retry policy reads. */
+  category?: string;
   /** The outcome the runner reached: completed, failed (technical), warning (content), skipped (DRM). */
   outcome?: 'completed' | 'failed' | 'warning' | 'skipped';
 }
