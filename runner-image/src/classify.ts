@@ -8,46 +8,19 @@
 //
 // yt-dlp's messages are read with the table POST /metadata and /is-short
 // use too (lib/src/media-info/ytdlp-messages.ts); this module maps its
-// reasons to job outcomes.
+// reasons to job outcomes. The category names are lib's
+// (lib/src/mediajob/error-categories.ts): the runner reports the category
+// beside the phrase, and the operator's retry policy reads it.
 import { ytDlpReason, type YtDlpReason } from '@mediajobs/lib/media-info/ytdlp-messages';
+import {
+  LIMIT_CATEGORIES, TECHNICAL_CATEGORIES, type ErrorCategory, type LimitCategory, type TechnicalCategory,
+} from '@mediajobs/lib/mediajob/error-categories';
 import type { ErrorType, RunnerReport } from '@mediajobs/lib/mediajob/types';
 
-export const TECHNICAL_CATEGORIES = [
-  'bot_detection',
-  'rate_limited',
-  'connection_error',
-  'download_failed',
-  'processing_failed',
-  'output_unverified',
-  'upload_failed',
-  'storage_unreachable',
-  'internal_error',
-] as const;
-
-export const CONTENT_CATEGORIES = [
-  'private',
-  'members_only',
-  'age_restricted',
-  'geo_blocked',
-  'channel_terminated',
-  'copyright',
-  'upcoming',
-  'unavailable',
-  'drm_protected',
-] as const;
-
-/**
- * The owning key's limits (spec.limits): the job fails (errorType error,
- * the category as its reason). Not a content warning: the source is fine,
- * and another key, or a shorter clip, gets it; and the client is told as
- * for any failed job (job_failed webhook, red chat notification).
- */
-export const LIMIT_CATEGORIES = ['duration_limit_exceeded', 'filesize_limit_exceeded'] as const;
-
-export type TechnicalCategory = (typeof TECHNICAL_CATEGORIES)[number];
-export type ContentCategory = (typeof CONTENT_CATEGORIES)[number];
-export type LimitCategory = (typeof LIMIT_CATEGORIES)[number];
-export type ErrorCategory = TechnicalCategory | ContentCategory | LimitCategory;
+export {
+  CONTENT_CATEGORIES, LIMIT_CATEGORIES, TECHNICAL_CATEGORIES,
+  type ContentCategory, type ErrorCategory, type LimitCategory, type TechnicalCategory,
+} from '@mediajobs/lib/mediajob/error-categories';
 
 /** The fixed, sanitised phrase for each category. */
 export const MESSAGES: Record<ErrorCategory, string> = {

@@ -94,7 +94,7 @@ function terminationLogPath(env: Pick<RunnerEnv, 'LOCAL_CLUSTER_TERMINATION_LOG'
 /** The classified report of a runner bug or broken setup: Failed, technical. */
 function internalError(): RunnerReport {
   const c = classification('internal_error');
-  return { outcome: c.outcome, error: c.error, errorType: c.errorType };
+  return { outcome: c.outcome, error: c.error, errorType: c.errorType, category: c.category };
 }
 
 /** The runner's settings and the job's spec; undefined, with the termination message written, when either is broken. */

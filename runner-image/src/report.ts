@@ -12,7 +12,7 @@ import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { GROUP, MEDIAJOB_PLURAL, VERSION, type JobStep, type MediaJobStatus, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 
 /** The status fields the runner owns (spine.md): everything else is the operator's. */
-export type RunnerStatus = Pick<MediaJobStatus, 'step' | 'progress' | 'expectedBytes' | 'result' | 'error' | 'errorType' | 'reason'>;
+export type RunnerStatus = Pick<MediaJobStatus, 'step' | 'progress' | 'expectedBytes' | 'result' | 'error' | 'errorType' | 'reason' | 'category'>;
 /** A merge patch of those fields; null removes a field (left over from an earlier attempt of the pod). */
 export type RunnerStatusPatch = { [K in keyof RunnerStatus]?: RunnerStatus[K] | null };
 
@@ -248,6 +248,8 @@ export class StatusReporter {
       error: report.error ?? null,
       errorType: report.errorType ?? null,
       reason: report.reason ?? null,
+      // What the operator's retry policy reads (docs/adr/0018).
+      category: report.category ?? null,
       ...(report.step ? { step: report.step } : {}),
       ...(report.progress !== undefined ? { progress: report.progress } : {}),
     };
@@ -325,7 +327,7 @@ export function terminationMessage(report: RunnerReport): string {
     if (Buffer.byteLength(json) <= MAX_TERMINATION_MESSAGE_BYTES) return json;
   }
   // Still too long (a huge storage key?): keep what the operator cannot do without.
-  return JSON.stringify({ outcome: report.outcome, step: report.step, progress: report.progress, error: report.error, errorType: report.errorType, reason: report.reason });
+  return JSON.stringify({ outcome: report.outcome, step: report.step, progress: report.progress, error: report.error, errorType: report.errorType, reason: report.reason, category: report.category });
 }
 
 function truncate(s: string, maxChars: number): string {

@@ -55,7 +55,7 @@ export class JobSteps {
   fail(c: Classification, detail?: Record<string, unknown>): RunnerReport {
     this.logger.warn({ step: this.step, category: c.category, ...detail }, 'job did not complete');
     return {
-      step: this.step, progress: this.progress, outcome: c.outcome, error: c.error,
+      step: this.step, progress: this.progress, outcome: c.outcome, error: c.error, category: c.category,
       ...(c.errorType ? { errorType: c.errorType } : {}), ...(c.reason ? { reason: c.reason } : {}),
     };
   }
