@@ -356,6 +356,35 @@ describe('Job controller and local kubelet', function () {
     expect(getJob('wide')!.status).to.include({ succeeded: 2 });
   });
 
+  it('OOM-kills a container on request: exit 137, reason OOMKilled, and the Job fails like any failed pod', async () => {
+    startCluster();
+    const job = api.create(JOBS, NS, jobManifest('hungry', ['sh', '-c', 'echo up; sleep 30'], { backoffLimit: 0 })) as Job;
+    await waitFor('running', () => podsOf(job)[0] && kubelet.logs(NS, podsOf(job)[0]!.metadata.name!)?.includes('up'));
+    const podName = podsOf(job)[0]!.metadata.name!;
+    expect(kubelet.oomKill(NS, podName)).to.equal(true);
+    const failed = await waitFor('Failed', () => cond(getJob('hungry'), 'Failed') && getJob('hungry'));
+    expect(cond(failed, 'Failed')).to.include({ reason: 'BackoffLimitExceeded' });
+    const pod = api.get(PODS, NS, podName) as Pod;
+    expect(pod.status!.phase).to.equal('Failed');
+    expect(pod.status!.containerStatuses![0]!.state.terminated).to.include({ exitCode: 137, reason: 'OOMKilled' });
+    expect(kubelet.oomKill(NS, podName), 'nothing left to kill').to.equal(false);
+  });
+
+  it('evicts a pod on request: Failed, reason Evicted, a DisruptionTarget condition, the pod kept', async () => {
+    startCluster();
+    const job = api.create(JOBS, NS, jobManifest('evictee', ['sh', '-c', 'echo up; sleep 30'], { backoffLimit: 0 })) as Job;
+    await waitFor('running', () => podsOf(job)[0] && kubelet.logs(NS, podsOf(job)[0]!.metadata.name!)?.includes('up'));
+    const podName = podsOf(job)[0]!.metadata.name!;
+    expect(kubelet.evict(NS, podName)).to.equal(true);
+    await waitFor('Failed', () => cond(getJob('evictee'), 'Failed'));
+    const pod = api.get(PODS, NS, podName) as Pod;
+    expect(pod.status).to.include({ phase: 'Failed', reason: 'Evicted', message: 'The node was low on resource: memory. ' });
+    expect(pod.status!.conditions!.find((c) => c.type === 'DisruptionTarget')).to.include({ status: 'True', reason: 'TerminationByKubelet' });
+    // SIGTERM first, then SIGKILL: sh dies of the SIGTERM (143).
+    expect(pod.status!.containerStatuses![0]!.state.terminated!.exitCode).to.be.oneOf([137, 143]);
+    expect(events(podName).map((e) => [e.type, e.reason])).to.deep.include(['Warning', 'Evicted']);
+  });
+
   it('on delete, SIGTERMs the process and SIGKILLs it after the grace period', async () => {
     startCluster();
     const pidFile = path.join(workDir, 'victim.pid');

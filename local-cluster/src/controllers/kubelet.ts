@@ -112,6 +112,28 @@ export class Kubelet {
     return this.workers.get(`${namespace}/${pod}`)?.followLogs(container, listener);
   }
 
+  /**
+   * What the node does to a container over its memory limit: kill it, as
+   * the kernel's OOM killer (exit 137, reason OOMKilled). Local processes
+   * have no cgroup, so tests and people ask for it. False when the pod's
+   * container is not running here.
+   */
+  oomKill(namespace: string, pod: string, container?: string): boolean {
+    return this.workers.get(`${namespace}/${pod}`)?.oomKill(container) ?? false;
+  }
+
+  /**
+   * Node-pressure eviction of a running pod: its containers are stopped
+   * (SIGKILL at once, as a hard threshold, unless `graceSeconds`) and it
+   * ends Failed with reason Evicted and a DisruptionTarget condition; the
+   * pod object stays, as a real kubelet leaves it. False when the pod is
+   * not running here.
+   */
+  evict(namespace: string, pod: string, opts: { message?: string; graceSeconds?: number } = {}): boolean {
+    const message = opts.message ?? 'The node was low on resource: memory. ';
+    return this.workers.get(`${namespace}/${pod}`)?.evict(message, opts.graceSeconds ?? 0) ?? false;
+  }
+
   private observe(c: Change): void {
     if (this.stopped) return;
     const kind = c.rt.kind;

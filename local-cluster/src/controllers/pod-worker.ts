@@ -41,7 +41,7 @@ export interface WorkerSettings {
 /** A container instance's end, with the termination message the kubelet would report. */
 type ContainerExit = ProcessExit & { message: string };
 
-type Mode = 'running' | 'deleting' | 'abandoned' | 'stopping';
+type Mode = 'running' | 'deleting' | 'evicting' | 'abandoned' | 'stopping';
 
 interface Slot {
   container: Container;
@@ -50,6 +50,8 @@ interface Slot {
   proc?: ContainerProcess;
   current?: LogSink;
   previous?: LogSink;
+  /** Why the runtime killed the running instance (OOMKilled), reported as its terminated reason. */
+  killedFor?: string;
 }
 
 /** Cancellation of the pod's waits: teardown ends them all, a nudge ends the current retry sleeps. */
@@ -98,6 +100,8 @@ export class PodWorker {
   private startTime = rfc3339();
   private lastFailedMountMessage: string | undefined;
   private finished = false;
+  /** Set when the node evicted the pod: its terminal status says so. */
+  private evicted: { message: string } | undefined;
 
   constructor(pod: Pod, private readonly s: WorkerSettings) {
     this.pod = pod;
@@ -156,6 +160,35 @@ export class PodWorker {
     if (this.mode === 'running' || this.mode === 'deleting') this.terminate('abandoned', this.gracePeriodFor(this.pod));
   }
 
+  /**
+   * The container's memory cgroup ran out: the kernel SIGKILLs the process
+   * and the runtime reports exit 137 with reason OOMKilled. Then the
+   * restart policy applies as for any exit. False when it is not running.
+   */
+  oomKill(container?: string): boolean {
+    const slot = container ? this.slots.get(container) : this.main[0];
+    if (!slot?.proc?.running || this.mode !== 'running') return false;
+    slot.killedFor = 'OOMKilled';
+    void slot.proc.kill();
+    return true;
+  }
+
+  /**
+   * Node-pressure eviction (the kubelet's eviction manager, killPodFunc):
+   * every container is stopped (SIGTERM, SIGKILL after `graceSeconds`; 0,
+   * a hard threshold, kills at once), never restarted, and the pod ends
+   * phase Failed with reason Evicted, the message, and a DisruptionTarget
+   * condition (TerminationByKubelet). The pod object stays. False when the
+   * pod is not running here any more.
+   */
+  evict(message: string, graceSeconds = 0): boolean {
+    if (this.mode !== 'running' || this.finished) return false;
+    this.evicted = { message };
+    this.event('Warning', 'Evicted', message);
+    this.terminate('evicting', graceSeconds);
+    return true;
+  }
+
   /** The kubelet is shutting down. */
   stop(graceMs: number): Promise<void> {
     if (this.mode !== 'abandoned') this.terminate('stopping', graceMs / 1000);
@@ -200,7 +233,7 @@ export class PodWorker {
   }
 
   private get reporting(): boolean {
-    return this.mode === 'running' || this.mode === 'deleting';
+    return this.mode === 'running' || this.mode === 'deleting' || this.mode === 'evicting';
   }
 
   // ---- lifecycle -------------------------------------------------------------
@@ -378,9 +411,11 @@ export class PodWorker {
 
   private containerExited(slot: Slot, exit: ContainerExit): void {
     const message = exit.message;
+    const killedFor = slot.killedFor;
+    slot.killedFor = undefined;
     const terminated: ContainerStatus['state']['terminated'] = {
       exitCode: exit.exitCode,
-      reason: exit.startError ? 'StartError' : exit.exitCode === 0 ? 'Completed' : 'Error',
+      reason: exit.startError ? 'StartError' : killedFor ?? (exit.exitCode === 0 ? 'Completed' : 'Error'),
       // The runtime reports a container that never started as started at the epoch.
       startedAt: exit.startError ? '1970-01-01T00:00:00Z' : rfc3339(exit.startedAt),
       finishedAt: rfc3339(exit.finishedAt),
@@ -407,7 +442,7 @@ export class PodWorker {
   private finish(): void {
     this.finished = true;
     if (!this.reporting) return;
-    if (this.mode === 'deleting') {
+    if (this.mode === 'deleting' || this.mode === 'evicting') {
       // Containers that never ran cannot be found any more once the pod is terminal.
       for (const slot of this.slots.values()) {
         if (slot.status.state.waiting) {
@@ -454,6 +489,17 @@ export class PodWorker {
     if (init.length) status.initContainerStatuses = init;
     else delete status.initContainerStatuses;
     status.containerStatuses = main;
+    if (this.evicted) {
+      // eviction_manager.go evictPod: the kubelet's own terminal status, whatever the containers' exits.
+      status.reason = 'Evicted';
+      status.message = this.evicted.message;
+      if (terminal) status.phase = 'Failed';
+      const before = previous?.conditions?.find((c) => c.type === 'DisruptionTarget');
+      status.conditions = [...status.conditions.filter((c) => c.type !== 'DisruptionTarget'), {
+        type: 'DisruptionTarget', status: 'True', reason: 'TerminationByKubelet', message: this.evicted.message,
+        lastProbeTime: null, lastTransitionTime: before?.lastTransitionTime ?? now,
+      }];
+    }
     return status;
   }
 
@@ -462,7 +508,7 @@ export class PodWorker {
     if (!this.reporting) return;
     const current = this.s.api.get(this.s.pods, this.namespace, this.name) as Pod | undefined;
     if (!current || current.metadata.uid !== this.uid) return;
-    const status = this.buildStatus(terminal || this.mode === 'deleting' && this.finished, current.status);
+    const status = this.buildStatus(terminal || (this.mode === 'deleting' || this.mode === 'evicting') && this.finished, current.status);
     if (deepEqual(status, current.status)) return;
     try {
       this.pod = this.s.api.update(this.s.pods, this.namespace, { ...current, status }, { subresource: 'status' }) as Pod;
