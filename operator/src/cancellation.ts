@@ -53,7 +53,8 @@ export function cancelledStatus(mj: MediaJob, status: CancelStatus, now: Date): 
   const cur = mj.status ?? {};
   if (cur.status === status && cur.finishTime && !cur.result) return cur;
   const nowStr = timeOf(now);
-  const { result: _r, error: _e, errorType: _t, reason: _x, ...kept } = cur;
+  // A wait for another attempt (retryAt) ends with the job: no attempt follows a cancellation (docs/adr/0018).
+  const { result: _r, error: _e, errorType: _t, reason: _x, category: _c, retryAt: _w, ...kept } = cur;
   const gen = mj.metadata.generation;
   const prev = cur.conditions ?? [];
   const at = (c: Omit<Condition, 'lastTransitionTime'>): Condition => {

@@ -13,7 +13,7 @@ import { PermanentError, TemporaryError } from '@mediajobs/lib/reconcile';
 import { jobIdOf, type MediaJob } from '@mediajobs/lib/mediajob/types';
 import type { OperatorConfig } from './config.js';
 import { DestinationUnresolvable, STORAGE_UNREACHABLE_MESSAGE, type JobDestinations } from './destinations.js';
-import { buildCredentialsSecret, buildRunnerJob, credentialsSecretName } from './job-builder.js';
+import { buildCredentialsSecret, buildRunnerJob, credentialsSecretName, currentAttempt } from './job-builder.js';
 import { withDefaults } from './job-record.js';
 import type { Kube } from './kube.js';
 
@@ -44,7 +44,7 @@ export class RunnerChildren {
   constructor(private readonly d: ChildrenDeps) {}
 
   /**
-   * The MediaJob's runner Job, created (with its Secret first) when missing.
+   * The runner Job of the MediaJob's current attempt, created (with its Secret first) when missing.
    * Throws PermanentError when the destination cannot be resolved
    * (storage_unreachable) or a name is taken (NAME_TAKEN_REASON).
    */
@@ -127,7 +127,7 @@ export class RunnerChildren {
       // switch after RUNNER_ENV, so the runner's is the operator's own.
       outboundAllowedCidrs: cfg.OUTBOUND_ALLOWED_CIDRS,
       extraEnv: { ...cfg.RUNNER_ENV, ...this.d.destinations.runnerEnv(), OUTBOUND_ALLOW_PRIVATE: cfg.OUTBOUND_ALLOW_PRIVATE ? 'true' : 'false' },
-    });
+    }, currentAttempt(mj));
     const name = body.metadata!.name!;
     try {
       const job = await kube.batch.createNamespacedJob({ namespace, body });

@@ -7,6 +7,7 @@ import {
 } from '@mediajobs/lib/config';
 import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
 import { billingSchema } from '@mediajobs/lib/billing';
+import type { RetrySettings } from './retry-policy.js';
 
 // A Kubernetes resource quantity: 500m, 2, 1.5, 512Mi, 2Gi, 1G.
 const quantity = z.string().regex(/^\d+(\.\d+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/, 'must be a Kubernetes quantity such as 500m, 2 or 512Mi');
@@ -62,6 +63,17 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(sto
   JOB_BACKOFF_LIMIT: envInt(0, 10).default(0),
   JOB_ACTIVE_DEADLINE_SECONDS: envInt(60).default(6 * 3600),
   JOB_TTL_SECONDS_AFTER_FINISHED: envInt(0).default(3600),
+  /**
+   * The retry policy (operator/src/retry-policy.ts, docs/adr/0018): attempts
+   * in all, the first included (1: never retry); the first wait before
+   * another attempt after a technical failure another attempt can fix, and
+   * after bot detection or rate limiting by the platform; each doubles with
+   * every attempt, up to RETRY_MAX_BACKOFF_SECONDS.
+   */
+  RETRY_MAX_ATTEMPTS: envInt(1, 10).default(3),
+  RETRY_BACKOFF_SECONDS: envInt(0).default(30),
+  RETRY_PLATFORM_BACKOFF_SECONDS: envInt(0).default(900),
+  RETRY_MAX_BACKOFF_SECONDS: envInt(0).default(3600),
   /** Finished MediaJobs are deleted from the cluster after this; Postgres keeps their record. */
   FINISHED_MEDIAJOB_TTL_SECONDS: envInt(0).default(24 * 3600),
   /** Full resync of every MediaJob, and the informer watchdog. */
@@ -134,7 +146,21 @@ export function loadOperatorConfig(env: NodeJS.ProcessEnv = process.env): Operat
   if (cfg.LEASE_RENEW_DEADLINE_SECONDS !== undefined && cfg.LEASE_RENEW_DEADLINE_SECONDS >= cfg.LEASE_DURATION_SECONDS) {
     throw new ConfigError('invalid configuration:\n  LEASE_RENEW_DEADLINE_SECONDS: must be less than LEASE_DURATION_SECONDS');
   }
+  if (cfg.RETRY_MAX_BACKOFF_SECONDS < Math.max(cfg.RETRY_BACKOFF_SECONDS, cfg.RETRY_PLATFORM_BACKOFF_SECONDS)) {
+    throw new ConfigError('invalid configuration:\n  RETRY_MAX_BACKOFF_SECONDS: must be at least RETRY_BACKOFF_SECONDS and RETRY_PLATFORM_BACKOFF_SECONDS');
+  }
   return cfg;
+}
+
+/** The retry policy's settings (retry-policy.ts) from the configuration. */
+export function retrySettings(cfg: Pick<OperatorConfig,
+  'RETRY_MAX_ATTEMPTS' | 'RETRY_BACKOFF_SECONDS' | 'RETRY_PLATFORM_BACKOFF_SECONDS' | 'RETRY_MAX_BACKOFF_SECONDS'>): RetrySettings {
+  return {
+    maxAttempts: cfg.RETRY_MAX_ATTEMPTS,
+    backoffSeconds: cfg.RETRY_BACKOFF_SECONDS,
+    platformBackoffSeconds: cfg.RETRY_PLATFORM_BACKOFF_SECONDS,
+    maxBackoffSeconds: cfg.RETRY_MAX_BACKOFF_SECONDS,
+  };
 }
 
 /** The renew deadline in force: LEASE_RENEW_DEADLINE_SECONDS, else two thirds of the lease duration. */

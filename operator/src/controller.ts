@@ -10,6 +10,15 @@
 // and recorded in one place, recordFailure(): the MediaJob ends Failed
 // with the error's reason, like any finished job (docs/adr/0010).
 //
+// Retries (docs/adr/0018, retry-policy.ts): an attempt that failed of a
+// cause another attempt can fix is recorded in status.attempts and the job
+// waits Pending until status.retryAt, holding no runner slot and no
+// credentials; the pass returns requeueAfter for the wait, so the state
+// lives in the status and an operator restart neither loses nor doubles
+// it. The next attempt asks for a slot again and runs in a Job of its own
+// (job-builder.ts runnerJobName with the attempt), created only once the
+// last one has finished.
+//
 // Cancellation (docs/adr/0013, cancellation.ts): every unfinished MediaJob
 // holds a finalizer; spec.cancel, a delete, or a row cancelled through the
 // API or the admin CLI (a NOTIFY, or the row refusing a status) make a pass
@@ -32,11 +41,12 @@ import {
   CancelNotices, cancellationWanted, cancelledStatus, hasFinalizer, removeDeliveredFiles, setFinalizer,
 } from './cancellation.js';
 import { RunnerChildren } from './children.js';
-import type { OperatorConfig } from './config.js';
+import { retrySettings, type OperatorConfig } from './config.js';
 import { JobDestinations } from './destinations.js';
 import type { EventRecorder } from './events.js';
 import { ResilientInformer } from './informer.js';
-import { MANAGED_BY, runnerJobName } from './job-builder.js';
+import { MANAGED_BY, currentJobName } from './job-builder.js';
+import type { RetrySettings } from './retry-policy.js';
 import { JobRecord, type ManagedStorageAccess } from './job-record.js';
 import type { OperatorMetrics } from './metrics.js';
 import type { Kube } from './kube.js';
@@ -68,6 +78,12 @@ const POD_RECHECK_MS = 1000;
 
 const keyOf = (ns: string | undefined, name: string | undefined) => `${ns}/${name}`;
 
+/** How long a job waiting for its next attempt still waits (status.retryAt); 0 when it waits no more. */
+function retryWaitMs(mj: MediaJob, now: number): number {
+  const at = mj.status?.retryAt ? Date.parse(mj.status.retryAt) : NaN;
+  return Number.isFinite(at) ? Math.max(0, at - now) : 0;
+}
+
 /** A MediaJob's place in its key's line. */
 const createdAtOf = (mj: MediaJob) => Date.parse(mj.metadata.creationTimestamp ?? '') || Date.now();
 
@@ -86,10 +102,12 @@ export class MediaJobController {
   private readonly cancelled = new Map<string, CancelStatus>();
   /** Transitions announced as Events, per MediaJob key. */
   private readonly announced = new Announced();
+  private readonly retry: RetrySettings;
   private active = false;
 
   constructor(private readonly d: ControllerDeps) {
     const { kube, cfg, log } = d;
+    this.retry = retrySettings(cfg);
     this.destinations = new JobDestinations(kube.core, d.pool, d.box, (jobId, apiKeyId) => d.storage.destination(jobId, apiKeyId), cfg);
     this.children = new RunnerChildren({
       kube, cfg, destinations: this.destinations, log,
@@ -160,10 +178,15 @@ export class MediaJobController {
     await Promise.all([this.mediajobs.stop(), this.jobs.stop(), this.pods.stop()]);
   }
 
-  /** Begin reconciling (on becoming leader): rebuild the slot counts (in all, per key, per organization) from the caches, then pass over everything. */
+  /**
+   * Begin reconciling (on becoming leader): rebuild the slot counts (in all, per key, per organization) from the caches,
+   * then pass over everything. A job holds a slot when its current attempt's Job exists or its status names it; one
+   * waiting for its next attempt names the last attempt's, and holds none.
+   */
   activate(): void {
     const holding = this.mediajobs.list()
-      .filter((mj) => !isTerminal(mj.status?.status) && (mj.status?.jobName || this.jobs.get(runnerJobName(mj), mj.metadata.namespace)))
+      .filter((mj) => !isTerminal(mj.status?.status)
+        && (mj.status?.jobName === currentJobName(mj) || this.jobs.get(currentJobName(mj), mj.metadata.namespace)))
       .map((mj) => [keyOf(mj.metadata.namespace, mj.metadata.name), ownerOf(mj)] as const);
     this.admission.reset(holding);
     this.active = true;
@@ -234,8 +257,10 @@ export class MediaJobController {
     if (!hasFinalizer(mj)) await setFinalizer(this.d.kube.custom, mj, true);
 
     const ns = mj.metadata.namespace!;
-    const jobName = runnerJobName(mj);
+    const jobName = currentJobName(mj);
     const cached = this.jobs.get(jobName, ns);
+    const wait = cached ? 0 : retryWaitMs(mj, Date.now());
+    if (wait > 0) return this.awaitRetry(key, mj, wait);
     const asked = cached || this.admission.has(key) ? undefined : this.admission.admit(key, ownerOf(mj), createdAtOf(mj));
     if (asked && !asked.admitted) {
       const waiting = { reason: asked.waitingFor, limit: asked.limit };
@@ -244,12 +269,25 @@ export class MediaJobController {
       // soon even if a wake-up was lost (a release while this pass was in flight).
       return { requeueAfter: this.d.cfg.ADMISSION_RECHECK_SECONDS * 1000 };
     }
-    if (!cached && !mj.status?.jobName) this.announce(key, mj, [admitted(jobName, hasWaited(mj.status))]);
+    if (!cached && mj.status?.jobName !== jobName) this.announce(key, mj, [admitted(jobName, hasWaited(mj.status))]);
     const job = cached ? this.children.owned(cached, mj) : await this.children.ensure(mj);
-    const desired = deriveStatus({ mj, job, pod: this.podIndex.latest(ns, jobName), admitted: true, jobName }, new Date());
+    const desired = deriveStatus({ mj, job, pod: this.podIndex.latest(ns, jobName), admitted: true, jobName, retry: this.retry }, new Date());
     if (desired === WAIT_FOR_POD) return { requeueAfter: POD_RECHECK_MS };
     const written = await this.writeStatus(key, mj, desired);
-    return isTerminal(written.status) ? this.finish(key, mj, written) : DONE;
+    if (isTerminal(written.status)) return this.finish(key, mj, written);
+    if (written.retryAt) return this.awaitRetry(key, mj, Math.max(0, Date.parse(written.retryAt) - Date.now()));
+    return DONE;
+  }
+
+  /**
+   * A job waiting for its next attempt: its slot goes to others, its
+   * credentials go (the next attempt gets them afresh, with an upload grant
+   * that has not run out), and the pass looks again when the wait is over.
+   */
+  private async awaitRetry(key: string, mj: MediaJob, waitMs: number): Promise<ReconcileResult> {
+    this.admission.release(key);
+    await this.children.removeCredentials(mj);
+    return { requeueAfter: Math.max(waitMs, 1) };
   }
 
   /**
@@ -278,7 +316,7 @@ export class MediaJobController {
   /** Delete the runner Job of a cancelled job and write the MediaJob's cancelled status; returns that status. */
   private async stopCancelled(key: string, mj: MediaJob, status: CancelStatus): Promise<MediaJobStatus> {
     this.cancelled.set(key, status);
-    await this.children.removeRunner(this.jobs.get(runnerJobName(mj), mj.metadata.namespace), mj);
+    await this.children.removeRunner(this.jobs.get(currentJobName(mj), mj.metadata.namespace), mj);
     const s = cancelledStatus(mj, status, new Date());
     await this.patchStatus(mj, s);
     return s;
@@ -295,7 +333,7 @@ export class MediaJobController {
       if (!this.cancelled.has(key) && (await cancelJob(this.d.pool, jobIdOf(mj), 'CancelledByAdmin')).outcome === 'cancelled') {
         this.d.metrics?.jobCancelled('CancelledByAdmin');
       }
-      await this.children.removeRunner(this.jobs.get(runnerJobName(mj), mj.metadata.namespace), mj);
+      await this.children.removeRunner(this.jobs.get(currentJobName(mj), mj.metadata.namespace), mj);
       this.announce(key, mj, [{ type: 'Normal', reason: 'Cancelled', message: 'Deleted before it finished: the job was cancelled' }]);
     }
     this.admission.release(key);

@@ -1,6 +1,7 @@
 // The children of a MediaJob: its credentials Secret and the batch/v1 Job
-// that runs the runner image. Names are deterministic so a repeated or
-// restarted reconcile finds what it made instead of making it twice.
+// that runs the runner image, one per attempt (docs/adr/0018). Names are
+// deterministic so a repeated or restarted reconcile finds what it made
+// instead of making it twice.
 import { createHash } from 'node:crypto';
 import type { V1Job, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
 import { API_VERSION, jobIdOf, type MediaJob } from '@mediajobs/lib/mediajob/types';
@@ -8,6 +9,7 @@ import { API_VERSION, jobIdOf, type MediaJob } from '@mediajobs/lib/mediajob/typ
 export const MANAGED_BY = 'mediajobs-operator';
 export const LABEL_JOB_ID = 'mediajobs.io/job-id';
 export const LABEL_MEDIAJOB = 'mediajobs.io/mediajob';
+export const LABEL_ATTEMPT = 'mediajobs.io/attempt';
 export const CREDENTIALS_MOUNT = '/var/run/mediajobs/credentials';
 /** The runner image's unprivileged user and group (the node base image's `node`, runner-image/Dockerfile). */
 export const RUNNER_UID = 1000;
@@ -29,13 +31,27 @@ export interface JobSettings {
   extraEnv?: Record<string, string>;
 }
 
-/** `mj-<job id 8>-<10 hex of namespace/name>`: unique, stable, at most 63 characters. */
-export function runnerJobName(mj: MediaJob): string {
+/**
+ * `mj-<job id 8>-<10 hex of namespace/name>` for the first attempt, with
+ * `-a<n>` after it for attempt n >= 2: unique, stable, at most 63 characters.
+ */
+export function runnerJobName(mj: MediaJob, attempt = 1): string {
   const hash = createHash('sha256').update(`${mj.metadata.namespace}/${mj.metadata.name}`).digest('hex').slice(0, 10);
   const id = jobIdOf(mj).replace(/[^a-z0-9]/g, '').slice(0, 8);
-  return `mj-${id}-${hash}`;
+  return `mj-${id}-${hash}${attempt > 1 ? `-a${attempt}` : ''}`;
 }
 
+/** The attempt a MediaJob is at (status.attempt; 1 before any retry). */
+export function currentAttempt(mj: MediaJob): number {
+  return mj.status?.attempt ?? 1;
+}
+
+/** The runner Job of the MediaJob's current attempt. */
+export function currentJobName(mj: MediaJob): string {
+  return runnerJobName(mj, currentAttempt(mj));
+}
+
+/** One Secret per MediaJob, whatever the attempt (written again for each attempt after the last one's was removed). */
 export function credentialsSecretName(mj: MediaJob): string {
   return `${runnerJobName(mj)}-credentials`;
 }
@@ -69,13 +85,14 @@ function workSize(resources: V1ResourceRequirements | undefined): string {
   return resources?.limits?.['ephemeral-storage'] ?? DEFAULT_WORK_SIZE;
 }
 
-export function buildRunnerJob(mj: MediaJob, s: JobSettings): V1Job {
+export function buildRunnerJob(mj: MediaJob, s: JobSettings, attempt = 1): V1Job {
   // The runner gets the options it needs, never the webhook address (the operator delivers webhooks).
   const { webhookUrl: _webhook, ...spec } = mj.spec;
   const env = [
     { name: 'MEDIAJOB_NAME', value: mj.metadata.name! },
     { name: 'MEDIAJOB_NAMESPACE', value: mj.metadata.namespace! },
     { name: 'MEDIAJOB_JOB_ID', value: jobIdOf(mj) },
+    { name: 'MEDIAJOB_ATTEMPT', value: String(attempt) },
     { name: 'MEDIAJOB_SPEC', value: JSON.stringify(spec) },
     { name: 'MEDIAJOBS_CREDENTIALS_DIR', value: CREDENTIALS_MOUNT },
     ...Object.entries(s.extraEnv ?? {}).map(([name, value]) => ({ name, value })),
@@ -85,7 +102,10 @@ export function buildRunnerJob(mj: MediaJob, s: JobSettings): V1Job {
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
-    metadata: { name: runnerJobName(mj), namespace: mj.metadata.namespace, labels: labels(mj), ownerReferences: [ownerReference(mj)] },
+    metadata: {
+      name: runnerJobName(mj, attempt), namespace: mj.metadata.namespace,
+      labels: { ...labels(mj), [LABEL_ATTEMPT]: String(attempt) }, ownerReferences: [ownerReference(mj)],
+    },
     spec: {
       backoffLimit: s.backoffLimit,
       activeDeadlineSeconds: s.activeDeadlineSeconds,

@@ -126,7 +126,8 @@ export class OperatorMetrics {
 
   /** The row's status moved from `previous` to `s` (lib/src/db/jobs.ts mirrorStatus, once per transition). */
   jobMoved(previous: string, s: MediaJobStatus): void {
-    if (previous === 'Pending' && s.status !== 'Pending' && s.startTime) this.started.inc();
+    // Once per job: a retried job goes back to Pending between attempts (docs/adr/0018).
+    if (previous === 'Pending' && s.status !== 'Pending' && s.startTime && (s.attempt ?? 1) === 1) this.started.inc();
     const ended = statusLabel(s.status);
     if (['Pending', 'Processing', 'other'].includes(ended)) return;
     this.finished.inc({ status: ended, error_category: errorCategory(s) });

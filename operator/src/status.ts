@@ -1,12 +1,17 @@
 // What a MediaJob's status should be, derived from what exists: its Job, the
 // Job's latest pod (exit code and termination message) and what the runner
 // reported through /status. Pure, so every rule is unit-tested; the
-// controller only writes the difference.
+// controller only writes the difference. An attempt that failed of a cause
+// the retry policy retries (retry-policy.ts) does not end the job: it is
+// recorded in status.attempts and the job waits Pending for its next
+// attempt (docs/adr/0018).
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import {
-  RUNNER_EXIT, TERMINAL_STATUSES, type Condition, type JobStatus, type MediaJob, type MediaJobStatus, type RunnerReport,
+  RUNNER_EXIT, TERMINAL_STATUSES, type AttemptOutcome, type Condition, type JobStatus, type MediaJob, type MediaJobAttempt,
+  type MediaJobStatus, type RunnerReport,
 } from '@mediajobs/lib/mediajob/types';
 import type { WaitReason } from './admission.js';
+import { failureCause, retryDelaySeconds, type RetrySettings } from './retry-policy.js';
 
 export interface Observed {
   mj: MediaJob;
@@ -16,8 +21,14 @@ export interface Observed {
   admitted: boolean;
   /** Why a job that is not admitted waits, and the cap that holds it (admission.ts); unset: for a free slot. */
   waiting?: { reason: WaitReason; limit: number };
+  /** The runner Job of the current attempt (job-builder.ts currentJobName). */
   jobName: string;
+  /** The retry policy's settings; absent: a failed attempt is the job's (no retries). */
+  retry?: RetrySettings;
 }
+
+/** status.reason while a job waits for its next attempt (GET /jobs/{id}'s `reason`). */
+export const RETRY_SCHEDULED_REASON = 'retry_scheduled';
 
 /** deriveStatus's answer when the Job finished but its pod's exit code has not been seen yet. */
 export const WAIT_FOR_POD = 'wait-for-pod' as const;
@@ -42,7 +53,7 @@ const WAITING: Record<WaitReason, { reason?: string; condition: string; message:
   },
 };
 
-const WAIT_STATUS_REASONS = new Set(Object.values(WAITING).flatMap((w) => (w.reason ? [w.reason] : [])));
+const WAIT_STATUS_REASONS = new Set([...Object.values(WAITING).flatMap((w) => (w.reason ? [w.reason] : [])), RETRY_SCHEDULED_REASON]);
 
 export function isTerminal(status: JobStatus | undefined): boolean {
   return !!status && TERMINAL_STATUSES.includes(status);
@@ -84,6 +95,8 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
   if (o.admitted) next.jobName = o.jobName;
   // A reason that said why the job waited no longer holds once it is admitted (or waits for another).
   if (next.reason && WAIT_STATUS_REASONS.has(next.reason)) delete next.reason;
+  // The wait for the next attempt is over once it is due, or its runner is admitted.
+  if (next.retryAt && (o.admitted || Date.parse(next.retryAt) <= now.getTime())) delete next.retryAt;
 
   const complete = jobCondition(o.job, 'Complete');
   const failed = jobCondition(o.job, 'Failed');
@@ -96,10 +109,12 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
     const result = cur.result ?? report?.result;
     next.finishTime = finishTime;
     next.startTime ??= timeOf(o.job?.status?.startTime) ?? finishTime;
+    const attemptStart = timeOf(o.job?.status?.startTime) ?? timeOf(o.pod?.status?.startTime);
     if (complete && result) {
       Object.assign(next, { status: 'Completed', step: 'Finished', progress: 100, result });
       delete next.error;
       delete next.errorType;
+      delete next.category;
     } else if (exitCode === RUNNER_EXIT.warning || (exitCode === undefined && cur.errorType === 'warning')) {
       Object.assign(next, { status: 'Warning', errorType: 'warning', error: report?.error ?? cur.error ?? 'The media is not available' });
     } else if (exitCode === RUNNER_EXIT.skipped) {
@@ -113,6 +128,17 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
       });
       const reason = deadline ? 'timeout' : report?.reason ?? cur.reason;
       if (reason) next.reason = reason;
+      const cause = failureCause({
+        deadlineExceeded: deadline, category: report?.category ?? cur.category, reported: !!(report || cur.error), pod: o.pod, exitCode,
+      });
+      const attempt = attemptRecord(o, next, cause, attemptStart, finishTime);
+      const delay = o.retry ? retryDelaySeconds(cause, attempt.attempt, o.retry) : undefined;
+      if (delay !== undefined) return awaitingRetry(o, next, { ...attempt, retryAfterSeconds: delay }, Date.parse(finishTime), nowStr);
+      next.attempts = withAttempt(cur.attempts, attempt);
+    }
+    if (next.status !== 'Failed') {
+      const category = next.status === 'Completed' ? undefined : report?.category ?? cur.category;
+      next.attempts = withAttempt(cur.attempts, attemptRecord(o, next, category, attemptStart, finishTime));
     }
   } else if (o.job && (o.pod?.status?.phase === 'Running' || (cur.step && cur.step !== 'Queued'))) {
     next.status = 'Processing';
@@ -124,7 +150,51 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
     next.progress ??= 0;
     const held = !o.admitted && o.waiting && WAITING[o.waiting.reason].reason;
     if (held) next.reason = held;
+    if (next.retryAt) next.reason = RETRY_SCHEDULED_REASON;
   }
+  next.conditions = conditionsFor(next, o, cur.conditions ?? [], nowStr);
+  return next;
+}
+
+/** The record of the attempt that just ended, as `next` says it ended. */
+function attemptRecord(o: Observed, next: MediaJobStatus, category: string | undefined, startTime: string | undefined, finishTime: string): MediaJobAttempt {
+  return {
+    attempt: o.mj.status?.attempt ?? 1,
+    jobName: o.jobName,
+    ...(startTime && { startTime }),
+    finishTime,
+    outcome: next.status as AttemptOutcome,
+    ...(category && { category }),
+    ...(next.reason && { reason: next.reason }),
+    ...(next.error && { error: next.error }),
+  };
+}
+
+/** The most attempts status.attempts keeps (RETRY_MAX_ATTEMPTS' bound): the newest. */
+export const MAX_ATTEMPTS_KEPT = 10;
+
+/** The attempts with `a` in its place (a pass over the same attempt again replaces it), the newest MAX_ATTEMPTS_KEPT. */
+function withAttempt(list: MediaJobAttempt[] | undefined, a: MediaJobAttempt): MediaJobAttempt[] {
+  const kept = (list ?? []).filter((x) => x.attempt !== a.attempt);
+  return [...kept, a].slice(-MAX_ATTEMPTS_KEPT);
+}
+
+/**
+ * A failed attempt another attempt may fix: not the job's end. The job
+ * waits Pending (step Queued, progress 0, reason retry_scheduled) until
+ * retryAt, with the attempt recorded and what the runner reported of it
+ * cleared, so the next attempt starts from a clean status.
+ */
+function awaitingRetry(o: Observed, failed: MediaJobStatus, attempt: MediaJobAttempt, finishedAt: number, nowStr: string): MediaJobStatus {
+  const cur = o.mj.status ?? {};
+  const {
+    error: _e, errorType: _t, category: _c, result: _r, finishTime: _f, ...kept
+  } = failed;
+  const retryAt = timeOf(new Date(finishedAt + attempt.retryAfterSeconds! * 1000))!;
+  const next: MediaJobStatus = {
+    ...kept, status: 'Pending', step: 'Queued', progress: 0, reason: RETRY_SCHEDULED_REASON,
+    attempt: attempt.attempt + 1, attempts: withAttempt(cur.attempts, attempt), retryAt,
+  };
   next.conditions = conditionsFor(next, o, cur.conditions ?? [], nowStr);
   return next;
 }
@@ -136,8 +206,10 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
  */
 export function failedBeforeRunning(mj: MediaJob, why: { jobId: string; reason: string; error: string; finishTime?: string }, now: Date): MediaJobStatus {
   const nowStr = timeOf(now)!;
+  // A job that waited for another attempt waits no more.
+  const { retryAt: _w, category: _c, ...before } = mj.status ?? {};
   const s: MediaJobStatus = {
-    ...(mj.status ?? {}), jobId: why.jobId, status: 'Failed', step: mj.status?.step ?? 'Queued', errorType: 'error',
+    ...before, jobId: why.jobId, status: 'Failed', step: mj.status?.step ?? 'Queued', errorType: 'error',
     reason: why.reason, error: why.error, finishTime: why.finishTime ?? nowStr,
   };
   s.conditions = conditionsFor(s, { mj, admitted: false, jobName: '' }, mj.status?.conditions ?? [], nowStr);
@@ -146,8 +218,14 @@ export function failedBeforeRunning(mj: MediaJob, why: { jobId: string; reason: 
 
 function conditionsFor(s: MediaJobStatus, o: Observed, prev: Condition[], now: string): Condition[] {
   const gen = o.mj.metadata.generation;
+  const last = s.attempts?.at(-1);
   const want: Omit<Condition, 'lastTransitionTime'>[] = [
-    o.admitted
+    s.retryAt && last
+      ? {
+        type: 'Admitted', status: 'False', reason: 'WaitingToRetry', observedGeneration: gen,
+        message: `Attempt ${last.attempt} failed (${last.category ?? 'error'}): attempt ${s.attempt ?? last.attempt + 1} starts at ${s.retryAt}`,
+      }
+      : o.admitted
       ? { type: 'Admitted', status: 'True', reason: 'JobCreated', message: `Job ${o.jobName} runs the download`, observedGeneration: gen }
       : isTerminal(s.status)
         ? { type: 'Admitted', status: 'False', reason: 'NotRun', message: 'The job ended before a runner was started', observedGeneration: gen }

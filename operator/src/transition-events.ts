@@ -4,7 +4,7 @@
 // memory so a pass over a cache that has not seen the last write yet does
 // not announce the same transition twice. Writing them is events.ts's.
 import {
-  GROUP, VERSION, type Condition, type MediaBatch, type MediaBatchStatus, type MediaJob, type MediaJobStatus,
+  GROUP, VERSION, type Condition, type MediaBatch, type MediaBatchStatus, type MediaJob, type MediaJobAttempt, type MediaJobStatus,
 } from '@mediajobs/lib/mediajob/types';
 import type { EventType, Involved } from './events.js';
 import { isTerminal } from './status.js';
@@ -32,6 +32,14 @@ export function runnerJobCreated(jobName: string): Announcement {
   return { type: 'Normal', reason: 'RunnerJobCreated', message: `Created Job ${jobName}` };
 }
 
+/** An attempt failed of a cause another attempt can fix: the next one is scheduled (docs/adr/0018). */
+export function retrying(a: MediaJobAttempt, next: MediaJobStatus): Announcement {
+  return {
+    type: 'Warning', reason: 'Retrying',
+    message: `Attempt ${a.attempt} failed (${a.category ?? 'error'}): attempt ${next.attempt ?? a.attempt + 1} in ${a.retryAfterSeconds ?? 0} s`,
+  };
+}
+
 /** Whether the MediaJob's status says it has waited for a slot (its Admitted condition). */
 export function hasWaited(s: MediaJobStatus | undefined): boolean {
   const a = condition(s?.conditions, 'Admitted');
@@ -46,6 +54,8 @@ export function mediaJobTransition(cur: MediaJobStatus | undefined, next: MediaJ
   if (now && now.status === 'False' && WAITING_REASONS.has(now.reason) && (was?.reason !== now.reason || was.status !== 'False')) {
     out.push({ type: 'Normal', reason: 'WaitingForSlot', message: now.message });
   }
+  const retried = next.retryAt && next.attempt !== cur?.attempt ? next.attempts?.at(-1) : undefined;
+  if (retried) out.push(retrying(retried, next));
   if (!isTerminal(next.status) || cur?.status === next.status) return out;
   const category = next.reason ?? 'error';
   switch (next.status) {

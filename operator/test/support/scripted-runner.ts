@@ -1,15 +1,24 @@
 // A scripted stand-in for the runner image, for operator tests: a real pod
 // process that speaks the runner protocol (status patches through the API,
 // a termination report, the exit codes) with an outcome chosen by the job's
-// URL, e.g. scripted://complete?sleepMs=500, scripted://fail, scripted://warning.
+// URL, e.g. scripted://complete?sleepMs=500, scripted://fail, scripted://warning,
+// scripted://hang (runs until it is stopped). Parameters:
+// - category=<error category>: the category a fail or warning reports
+//   (none without it, as a runner from before categories);
+// - times=<n>: only the first n attempts (MEDIAJOB_ATTEMPT, set by the
+//   operator) do the scripted thing; later ones complete at once.
 import { writeFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 import { GROUP, MEDIAJOB_PLURAL, RUNNER_EXIT, VERSION, type MediaJobSpec, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 
 const spec = JSON.parse(process.env.MEDIAJOB_SPEC!) as MediaJobSpec;
 const url = new URL(spec.url);
-const outcome = url.pathname.slice(1) as 'complete' | 'fail' | 'warning';
-const sleepMs = Number(url.searchParams.get('sleepMs') ?? 0);
+const attempt = Number(process.env.MEDIAJOB_ATTEMPT ?? 1);
+const times = Number(url.searchParams.get('times') ?? Infinity);
+const scripted = attempt <= times;
+const outcome = scripted ? url.pathname.slice(1) as 'complete' | 'fail' | 'warning' | 'hang' : 'complete';
+const sleepMs = scripted ? Number(url.searchParams.get('sleepMs') ?? 0) : 0;
+const category = url.searchParams.get('category') ?? undefined;
 
 const kc = new k8s.KubeConfig();
 kc.loadFromDefault();
@@ -26,14 +35,17 @@ function finish(r: RunnerReport, code: number): never {
 }
 
 await report({ step: 'Downloading', progress: 0 });
+if (outcome === 'hang') await new Promise((r) => setTimeout(r, 120_000));
 await new Promise((r) => setTimeout(r, sleepMs));
 if (outcome === 'fail') {
-  const r: RunnerReport = { outcome: 'failed', error: 'Connection error while downloading the media', errorType: 'error', reason: 'connection_error' };
+  const r: RunnerReport = {
+    outcome: 'failed', error: 'Connection error while downloading the media', errorType: 'error', reason: 'connection_error', ...(category && { category }),
+  };
   await report(r);
   finish(r, RUNNER_EXIT.failed);
 }
 if (outcome === 'warning') {
-  const r: RunnerReport = { outcome: 'warning', error: 'Video is private', errorType: 'warning' };
+  const r: RunnerReport = { outcome: 'warning', error: 'Video is private', errorType: 'warning', ...(category && { category }) };
   await report(r);
   finish(r, RUNNER_EXIT.warning);
 }
