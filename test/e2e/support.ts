@@ -87,6 +87,9 @@ export async function startService(opts: ServiceOptions = {}): Promise<Service> 
     LEASE_DURATION_SECONDS: '2',
     LEASE_RENEW_SECONDS: '1',
     WEBHOOK_BACKOFF_MS: '200',
+    // Retried failures end after 1 + 2 s of waiting, not the production minutes (docs/adr/0018).
+    RETRY_BACKOFF_SECONDS: '1',
+    RETRY_PLATFORM_BACKOFF_SECONDS: '2',
     OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8,::1/128', // media servers and storage emulators listen on loopback
     ...opts.storageEnv,
     ...opts.operatorEnv,
