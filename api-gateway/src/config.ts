@@ -51,7 +51,7 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
   HTTP_KEEP_ALIVE_TIMEOUT_MS: envInt(1_000, 600_000).default(DEFAULT_SERVER_TIMEOUTS.keepAliveTimeoutMs),
   /** On SIGTERM, how long in-flight requests get before connections are cut. */
   SHUTDOWN_TIMEOUT_MS: envInt(0).default(25_000),
-  /** MediaJob create timeout; a slower API server leaves the job to the operator's sweeper. */
+  /** Timeout of the Secret vault's Kubernetes calls (STORAGE_VAULT=kubernetes); the gateway makes no other. */
   KUBE_TIMEOUT_MS: envInt(100).default(10_000),
   /**
    * Where saved storage credentials go: `kubernetes` Secrets in
