@@ -9,7 +9,7 @@ import { mediaInfoOptions, mediaInfoSchema } from '../src/media-info/config.js';
 import {
   FAILURES, classifyFailedRun, failureOfReason, failureStatus, logDetail, reasonFromMessages, worthFallback, type FailureCategory,
 } from '../src/media-info/failures.js';
-import { YTDLP_REASON_KIND, type YtDlpReason } from '../src/media-info/ytdlp-messages.js';
+import { MAX_MATCHED_LINE, YTDLP_REASON_KIND, boundedLines, ytDlpReason, type YtDlpReason } from '../src/media-info/ytdlp-messages.js';
 import { bestVideoDimensions, classifyVideo, isLive, metadataOf, type VideoClassification, type YtDlpInfo } from '../src/media-info/info.js';
 import {
   INFO_DIRECT_MP4, INFO_DRM, INFO_LIVE, INFO_LIVE_BOOLEAN_ONLY, INFO_LIVE_NO_DIMENSIONS, INFO_LIVE_VERTICAL, INFO_PLAYLIST,
@@ -119,6 +119,18 @@ describe('media-info: classification of yt-dlp info', () => {
   });
 
   describe('failures', () => {
+    it('reads only the head of an over-long line (a source can echo 60 KB into one): the deciding words come first', () => {
+      const noise = 'Unable to download webpage: '.repeat(2500); // ~70 KB, a match at every step of the 404 rule
+      expect(ytDlpReason(`ERROR: [generic] x: Private video. ${noise}`)).to.equal('private');
+      expect(ytDlpReason(`ERROR: [generic] x: ${'z'.repeat(70_000)} Private video`), 'past the head: not read').to.equal(undefined);
+      const gone = classifyFailedRun('ERROR: [generic] x: Unable to download webpage: HTTP Error 404: Not Found');
+      const unreachable = classifyFailedRun('ERROR: [generic] x: Unable to download webpage: <urlopen error [Errno 111] Connection refused>');
+      expect(gone).to.not.equal(unreachable);
+      expect(classifyFailedRun(`ERROR: [generic] x: Unable to download webpage: HTTP Error 404 ${noise}`), 'the 404 in the head').to.equal(gone);
+      expect(classifyFailedRun(`ERROR: [generic] x: ${noise} HTTP Error 404`), 'the 404 past the head').to.equal(unreachable);
+      const lines = boundedLines(`short\n${'y'.repeat(MAX_MATCHED_LINE + 10)}\nlast`).split('\n');
+      expect(lines.map((l) => l.length)).to.deep.equal([5, MAX_MATCHED_LINE, 4]);
+    });
     for (const [stderr, category] of STDERR_CASES) {
       it(`${category}: ${stderr.slice(0, 90)}`, () => {
         expect(classifyFailedRun(`[youtube] Extracting URL: https://www.youtube.com/watch?v=x\n${stderr}\n`)).to.equal(category);

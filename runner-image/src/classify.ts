@@ -11,7 +11,7 @@
 // reasons to job outcomes. The category names are lib's
 // (lib/src/mediajob/error-categories.ts): the runner reports the category
 // beside the phrase, and the operator's retry policy reads it.
-import { ytDlpReason, type YtDlpReason } from '@mediajobs/lib/media-info/ytdlp-messages';
+import { boundedLines, ytDlpReason, type YtDlpReason } from '@mediajobs/lib/media-info/ytdlp-messages';
 import {
   LIMIT_CATEGORIES, TECHNICAL_CATEGORIES, type ErrorCategory, type LimitCategory, type TechnicalCategory,
 } from '@mediajobs/lib/mediajob/error-categories';
@@ -147,8 +147,9 @@ const RECORDER_RULES: readonly Rule[] = [
  * source's fault (gone, unreachable) when ffmpeg says so, else ours.
  */
 export function classifyRecorder(stderr: string): Classification {
+  const bounded = boundedLines(stderr);
   for (const [category, re] of RECORDER_RULES) {
-    if (re.test(stderr)) return classification(category);
+    if (re.test(bounded)) return classification(category);
   }
   return classification('processing_failed');
 }

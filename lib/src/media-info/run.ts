@@ -3,9 +3,11 @@
 // yt-dlp's --socket-timeout only bounds a stalled socket: a server that
 // trickles bytes, or a chain of slow requests, keeps it going for as long as
 // it likes. The bound here is wall-clock: at the deadline (or when the caller
-// aborts, e.g. the client disconnected) the process gets SIGKILL, which needs
-// no cooperation from it, and the promise settles at once instead of on
-// 'close', so even a grandchild holding the pipes open cannot stretch the
+// aborts, e.g. the client disconnected) the process's whole group gets
+// SIGKILL, which needs no cooperation from it: the run starts a group of its
+// own, so whatever yt-dlp started (ffprobe, a helper) ends with it rather
+// than running on unbounded. The promise settles at once instead of on
+// 'close', so even a process holding the pipes open cannot stretch the
 // bound. Nothing is left to clean up: the lookup runs with -J, no cache
 // directory and a temporary working directory, so it writes no files.
 import { spawn } from 'node:child_process';
@@ -41,7 +43,7 @@ export function runBounded(argv: readonly string[], opts: BoundedRunOptions): Pr
   if (opts.signal?.aborted) return Promise.resolve({ ...base, aborted: true, ms: 0 });
 
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: tmpdir() });
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: tmpdir(), detached: true });
     const maxStdout = opts.maxStdoutBytes ?? 32 * 1024 * 1024;
     const out: Buffer[] = [];
     let outBytes = 0;
@@ -77,7 +79,7 @@ export function runBounded(argv: readonly string[], opts: BoundedRunOptions): Pr
       });
     };
     const kill = (why: 'timedOut' | 'aborted') => {
-      child.kill('SIGKILL');
+      killGroup(child.pid);
       child.stdout.destroy();
       child.stderr.destroy();
       settle({ [why]: true, exitCode: null });
@@ -89,4 +91,14 @@ export function runBounded(argv: readonly string[], opts: BoundedRunOptions): Pr
     child.once('error', (err: NodeJS.ErrnoException) => settle({ spawnError: err }));
     child.once('close', (code) => settle({ exitCode: code }));
   });
+}
+
+/** SIGKILL the process group led by `pid` (spawned detached); one already gone is nothing to do. */
+function killGroup(pid: number | undefined): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // ESRCH: the group has ended already.
+  }
 }

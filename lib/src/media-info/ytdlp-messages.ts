@@ -81,8 +81,25 @@ export const YTDLP_RULES: readonly (readonly [YtDlpReason, RegExp])[] = [
   ['connection_error', /Connection refused|Connection reset|connection aborted|Remote end closed|Name or service not known|Temporary failure in name resolution|nodename nor servname|getaddrinfo|No address associated|Network is unreachable|No route to host|Host is unreachable|IncompleteRead|SSL|certificate verify failed|Unable to connect|Unable to download|urlopen error|TransportError|Tunnel connection failed|ProxyError|fragment \d+ not found|Giving up after \d+|Did not get any data blocks/i],
 ];
 
+/**
+ * Longest line a pattern sees. yt-dlp's and ffmpeg's messages are a few
+ * hundred characters; a source can make one far longer (a URL or a page
+ * title echoed in an error), and some rules scan to the end of the line
+ * from every match (`[^\n]*`), which grows with the square of its length: a
+ * 60 KB line took over a second in one rule. The words that decide come
+ * first on a line, so its head is enough.
+ */
+export const MAX_MATCHED_LINE = 2048;
+
+/** `text` with every line cut to MAX_MATCHED_LINE characters: what any rule over tool output is run on. */
+export function boundedLines(text: string): string {
+  if (text.length <= MAX_MATCHED_LINE) return text;
+  return text.split('\n').map((l) => (l.length > MAX_MATCHED_LINE ? l.slice(0, MAX_MATCHED_LINE) : l)).join('\n');
+}
+
 /** The reason yt-dlp's messages in `text` name, or undefined when they name none. */
 export function ytDlpReason(text: string): YtDlpReason | undefined {
-  for (const [reason, re] of YTDLP_RULES) if (re.test(text)) return reason;
+  const bounded = boundedLines(text);
+  for (const [reason, re] of YTDLP_RULES) if (re.test(bounded)) return reason;
   return undefined;
 }
