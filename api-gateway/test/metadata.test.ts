@@ -306,6 +306,32 @@ describe('api-gateway: lookup bounds, disconnects and the concurrency limit', fu
     controller.abort();
     await first;
   });
+
+  it('over MEDIA_INFO_MAX_PER_KEY: 429 for that key with Retry-After, while another key still gets a slot', async () => {
+    const perKey = new MediaInfoExtractor({ lightTimeoutMs: LIGHT, fullTimeoutMs: FULL, maxConcurrent: 4, maxPerKey: 1, urlMap: new Map([[NEVER_ENDING, slow.url]]) });
+    const own = await startTestGateway({ mediaInfo: perKey });
+    const controller = new AbortController();
+    const lookup = (key: string, path: string) => fetch(`${own.url}${path}`, {
+      method: 'POST', signal: controller.signal, headers: { 'content-type': 'application/json', 'x-api-key': key }, body: JSON.stringify({ url: NEVER_ENDING }),
+    }).catch(() => undefined);
+    try {
+      const [a, b] = [(await own.newKey('a')).key, (await own.newKey('b')).key];
+      const first = lookup(a, '/metadata');
+      while (perKey.running === 0) await new Promise((r) => setTimeout(r, 20));
+      const again = await own.request('POST', '/is-short', { key: a, body: { url: NEVER_ENDING } });
+      expect(again.status).to.equal(429);
+      expect(again.body).to.deep.equal({ error: 'Too many lookups in progress for this API key, please retry' });
+      expect(again.headers.get('retry-after')).to.equal('1');
+      const other = lookup(b, '/is-short');
+      while (perKey.running < 2) await new Promise((r) => setTimeout(r, 20));
+      expect(perKey.running, 'the other key runs beside it').to.equal(2);
+      controller.abort();
+      await Promise.all([first, other]);
+    } finally {
+      controller.abort();
+      await own.stop();
+    }
+  });
 });
 
 describe('api-gateway: platform states replayed (private, scheduled and live streams)', function () {

@@ -33,7 +33,7 @@ export async function lookupForRequest<T>(
     if (!res.writableFinished) controller.abort();
   };
   res.once('close', onClose);
-  const result = await deps.mediaInfo.lookup(url, assess, controller.signal);
+  const result = await deps.mediaInfo.lookup(url, assess, controller.signal, res.locals.principal?.apiKeyId);
   res.off('close', onClose);
   const attempts = result.attempts.map((a) => ({ stage: a.stage, ms: a.ms, outcome: a.outcome }));
   if ('aborted' in result) {
@@ -58,5 +58,5 @@ export async function lookupForRequest<T>(
  */
 export function lookupHeaders(res: Response, failure?: FailureCategory): void {
   res.setHeader('Cache-Control', 'no-store');
-  if (failure === 'busy') res.setHeader('Retry-After', '1');
+  if (failure === 'busy' || failure === 'key_busy') res.setHeader('Retry-After', '1');
 }

@@ -58,6 +58,8 @@ export const mediaInfoSchema = z.object({
     .optional(),
   /** Concurrent lookups per replica (each is one yt-dlp process at a time). */
   MEDIA_INFO_MAX_CONCURRENT: envInt(1, 1000).default(DEFAULT_MEDIA_INFO_OPTIONS.maxConcurrent),
+  /** Concurrent lookups of one API key per replica, so one key cannot hold every slot. */
+  MEDIA_INFO_MAX_PER_KEY: envInt(1, 1000).default(DEFAULT_MEDIA_INFO_OPTIONS.maxPerKey),
   /**
    * Test seam, off unless set: JSON object mapping a URL (after validation
    * and canonicalisation) to the URL yt-dlp is actually given. Lets tests
@@ -75,6 +77,7 @@ export function mediaInfoOptions(config: MediaInfoConfig): MediaInfoOptions {
     lightTimeoutMs: config.MEDIA_INFO_LIGHT_TIMEOUT_MS,
     fullTimeoutMs: config.MEDIA_INFO_FULL_TIMEOUT_MS,
     maxConcurrent: config.MEDIA_INFO_MAX_CONCURRENT,
+    maxPerKey: config.MEDIA_INFO_MAX_PER_KEY,
     urlMap: config.MEDIA_INFO_URL_MAP ?? new Map(),
     ...(config.MEDIA_INFO_PROXY !== undefined && { proxy: config.MEDIA_INFO_PROXY }),
   };

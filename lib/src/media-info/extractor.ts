@@ -41,6 +41,8 @@ export interface MediaInfoOptions {
   urlMap: ReadonlyMap<string, string>;
   /** Lookups at once per replica; more are refused with `busy` (503). */
   maxConcurrent: number;
+  /** Lookups at once per API key on a replica; more are refused with `key_busy` (429), so one key cannot hold every slot. */
+  maxPerKey: number;
 }
 
 export const LIGHT_TIMEOUT_MS = 6_000;
@@ -53,6 +55,7 @@ export const DEFAULT_MEDIA_INFO_OPTIONS: MediaInfoOptions = {
   fullTimeoutMs: FULL_TIMEOUT_MS,
   urlMap: new Map(),
   maxConcurrent: 16,
+  maxPerKey: 4,
 };
 
 export type Stage = 'light' | 'full';
@@ -99,6 +102,7 @@ const MAX_INFO_BYTES = 32 * 1024 * 1024;
 export class MediaInfoExtractor {
   readonly options: MediaInfoOptions;
   private inFlight = 0;
+  private readonly inFlightOfKey = new Map<string, number>();
 
   constructor(options: Partial<MediaInfoOptions> = {}) {
     this.options = { ...DEFAULT_MEDIA_INFO_OPTIONS, ...options };
@@ -128,12 +132,15 @@ export class MediaInfoExtractor {
   /**
    * Look `url` up: the lightweight run, then, if its failure is one the full
    * run may not share, the full run. `signal` aborts (and kills) whatever
-   * runs.
+   * runs. `holder` (the API key) is held to maxPerKey lookups at once.
    */
-  async lookup<T>(url: string, assess: Assess<T>, signal?: AbortSignal): Promise<LookupResult<T>> {
+  async lookup<T>(url: string, assess: Assess<T>, signal?: AbortSignal, holder?: string): Promise<LookupResult<T>> {
     const attempts: AttemptRecord[] = [];
+    const held = holder === undefined ? 0 : this.inFlightOfKey.get(holder) ?? 0;
+    if (held >= this.options.maxPerKey) return { ok: false, failure: 'key_busy', attempts };
     if (this.inFlight >= this.options.maxConcurrent) return { ok: false, failure: 'busy', attempts };
     this.inFlight++;
+    if (holder !== undefined) this.inFlightOfKey.set(holder, held + 1);
     try {
       let failure: FailureCategory = 'extractor_error';
       for (const stage of ['light', 'full'] as const) {
@@ -156,7 +163,14 @@ export class MediaInfoExtractor {
       return { ok: false, failure, attempts };
     } finally {
       this.inFlight--;
+      if (holder !== undefined) this.release(holder);
     }
+  }
+
+  private release(holder: string): void {
+    const n = (this.inFlightOfKey.get(holder) ?? 1) - 1;
+    if (n > 0) this.inFlightOfKey.set(holder, n);
+    else this.inFlightOfKey.delete(holder);
   }
 
   /** Lookups running now (for tests and metrics). */

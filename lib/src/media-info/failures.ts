@@ -16,6 +16,8 @@ export type FailureKind =
   | 'temporary'
   /** Every extraction slot of this replica is busy. */
   | 'busy'
+  /** The caller's API key holds its share of the slots (MEDIA_INFO_MAX_PER_KEY). */
+  | 'key_busy'
   /** The extractor program could not be started: a deployment error. */
   | 'internal';
 
@@ -38,6 +40,7 @@ export const FAILURES = {
   no_dimensions: { kind: 'temporary', message: 'Temporary classification error (video dimensions unavailable), please retry' },
   extractor_error: { kind: 'temporary', message: 'Temporary extraction error, please retry' },
   busy: { kind: 'busy', message: 'Temporary overload error (too many lookups in progress), please retry' },
+  key_busy: { kind: 'key_busy', message: 'Too many lookups in progress for this API key, please retry' },
   // The gateway's usual 500 wording; the cause goes to the log.
   extractor_missing: { kind: 'internal', message: 'Internal server error' },
 } as const satisfies Record<string, { kind: FailureKind; message: string }>;
@@ -64,6 +67,7 @@ export function worthFallback(category: FailureCategory): boolean {
  * - 502 temporary trouble upstream (timeouts, network, platform errors,
  *   unknown dimensions): the spec's "please retry" answer.
  * - 503 this replica's extraction slots are all busy.
+ * - 429 the caller's key holds its share of them (one tenant cannot take every slot).
  * - 500 the extractor program is missing: our deployment, not the client.
  */
 export function failureStatus(category: FailureCategory): number {
@@ -76,6 +80,8 @@ export function failureStatus(category: FailureCategory): number {
       return 502;
     case 'busy':
       return 503;
+    case 'key_busy':
+      return 429;
     case 'internal':
       return 500;
   }
