@@ -26,6 +26,7 @@ import type { WatchHub } from './watch.js';
 import { isObject } from './object-meta.js';
 import { PODS } from './builtin-types.js';
 import type { WriteThrottle } from './throttle.js';
+import { requestVerb, resourceLabel, type RequestCounter } from './request-counts.js';
 
 export const MAX_BODY_BYTES = 3 * 1024 * 1024;
 
@@ -40,6 +41,8 @@ export interface HttpContext {
   logs?: LogSource;
   /** Writes past a rate get APF's 429 (throttle.ts); read at each request, so it can be changed while serving. */
   throttle?: () => WriteThrottle | undefined;
+  /** Counts every request served (not those the throttle refused) by verb and resource. */
+  counter?: RequestCounter;
   onError?: (err: unknown, req: IncomingMessage) => void;
 }
 
@@ -85,6 +88,8 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   const accept = req.headers.accept ?? '';
   const method = req.method ?? 'GET';
   const types = ctx.api.types();
+  const resourcePath = (segs[0] === 'api' && segs.length > 2) || (segs[0] === 'apis' && segs.length > 3);
+  if (!resourcePath) ctx.counter?.record('get', 'nonresource');
 
   if (segs.length === 1 && segs[0] === 'version') return sendJson(res, 200, VERSION_INFO);
   if (segs.length === 1 && ['healthz', 'livez', 'readyz'].includes(segs[0]!)) return sendText(res, 200, 'ok');
@@ -117,6 +122,8 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   const route = resolve(ctx.api, segs);
   if (!route) throw notFoundPath();
   const { rt, namespace, name, subresource } = route;
+  const verb = requestVerb(method, name !== undefined, isTrue(q.get('watch')));
+  if (verb) ctx.counter?.record(verb, resourceLabel(rt, subresource));
   if (rt.namespaced && namespace === undefined && name !== undefined) throw notFoundPath();
 
   if (subresource === 'log') {

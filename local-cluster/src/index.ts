@@ -15,6 +15,7 @@ import { createHandler } from './http.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { StatePersistence } from './persistence.js';
 import { WriteThrottle } from './throttle.js';
+import { RequestCounter } from './request-counts.js';
 import { WatchHub } from './watch.js';
 
 export { ApiServer } from './apiserver.js';
@@ -67,6 +68,7 @@ export class LocalCluster {
     readonly kubeconfigPath: string,
     readonly workDir: string,
     private readonly throttleRef: { current: WriteThrottle | undefined },
+    private readonly counter: RequestCounter,
   ) {}
 
   static async start(opts: LocalClusterOptions = {}): Promise<LocalCluster> {
@@ -102,8 +104,9 @@ export class LocalCluster {
       defaultTimeoutMs: opts.watchTimeoutMs ?? 45 * 60_000,
     });
     const throttleRef = { current: opts.maxWritesPerSecond ? new WriteThrottle(opts.maxWritesPerSecond) : undefined };
+    const counter = new RequestCounter();
     const server = createServer({ keepAliveTimeout: 60_000 }, createHandler({
-      api, watches, logs: kubelet, throttle: () => throttleRef.current,
+      api, watches, logs: kubelet, throttle: () => throttleRef.current, counter,
       onError: (err, req) => logger.error({ err, method: req.method, url: req.url }, 'request failed'),
     }));
     server.on('clientError', (_err, socket) => socket.destroy());
@@ -119,7 +122,7 @@ export class LocalCluster {
     ttl.start();
     kubelet.start();
     logger.info({ url, kubeconfig: kubeconfigPath }, 'local cluster listening');
-    return new LocalCluster(api, server, watches, kubelet, [jobs, ttl, api.gc], persistence, url, kubeconfigPath, workDir, throttleRef);
+    return new LocalCluster(api, server, watches, kubelet, [jobs, ttl, api.gc], persistence, url, kubeconfigPath, workDir, throttleRef, counter);
   }
 
   /** Throttle writes past this many per second (APF's 429 with Retry-After), or stop throttling (undefined). */
@@ -130,6 +133,20 @@ export class LocalCluster {
   /** Writes the throttle has turned away since it was last set. */
   get throttledWrites(): number {
     return this.throttleRef.current?.rejected ?? 0;
+  }
+
+  /**
+   * HTTP requests served since start (or the last resetRequestCounts), as
+   * "verb resource" → count, e.g. "patch mediajobs.mediajobs.io/status"
+   * (request-counts.ts). The built-in controllers' own writes are not
+   * requests; subscribe to api for those.
+   */
+  requestCounts(): Record<string, number> {
+    return this.counter.snapshot();
+  }
+
+  resetRequestCounts(): void {
+    this.counter.reset();
   }
 
   /** Drop all watch history, as an etcd compaction: resuming from an older resourceVersion gets 410 Expired. */
