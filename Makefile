@@ -74,6 +74,7 @@ bench: deps bench-tools
 	npx tsx api-gateway/bench/usage.ts
 	npx tsx operator/bench/submit-to-job.ts
 	npx tsx operator/bench/cancel.ts
+	npx tsx operator/bench/api-writes.ts
 	npx tsx runner-image/bench/runner-vs-bare.ts
 	npx tsx lib/bench/upload-vs-rclone.ts
 	npx tsx lib/bench/webhook-signing.ts
