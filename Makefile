@@ -76,6 +76,7 @@ bench: deps bench-tools
 	npx tsx operator/bench/cancel.ts
 	npx tsx operator/bench/api-writes.ts
 	npx tsx runner-image/bench/runner-vs-bare.ts
+	npx tsx runner-image/bench/sizing.ts
 	npx tsx lib/bench/upload-vs-rclone.ts
 	npx tsx lib/bench/webhook-signing.ts
 

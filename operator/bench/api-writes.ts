@@ -84,7 +84,7 @@ async function main(): Promise<void> {
   const env: NodeJS.ProcessEnv = {
     DATABASE_URL: db.url, KUBECONFIG: cluster.kubeconfigPath, SECRET_KEYS: SecretBox.generateSpec('b'),
     FILE_URL_SECRET: randomBytes(24).toString('hex'), MANAGED_STORAGE_DIR: join(work, 'storage'), PORT: '0', HOST: '127.0.0.1',
-    RUNNER_IMAGE: IMAGE, LOG_LEVEL: 'silent', MATERIALIZE_SAFETY_SECONDS: '1',
+    RUNNER_IMAGE: IMAGE, LOG_LEVEL: 'silent', MAX_RUNNING_JOBS: String(JOBS), MATERIALIZE_SAFETY_SECONDS: '1',
     JOB_TTL_SECONDS_AFTER_FINISHED: '1', FINISHED_MEDIAJOB_TTL_SECONDS: '1',
     RETRY_BACKOFF_SECONDS: '1', RETRY_PLATFORM_BACKOFF_SECONDS: '1', RETRY_MAX_BACKOFF_SECONDS: '2',
   };
@@ -148,11 +148,11 @@ async function main(): Promise<void> {
         if (r.body.status !== 'Cancelled') throw new Error(`cancel of ${id} answered ${r.status} ${JSON.stringify(r.body)}`);
       }));
     }
-    const deadline = Date.now() + 180_000;
+    const deadline = Date.now() + 600_000;
     for (;;) {
       const statuses = await Promise.all(ids.map(async (id) => (await api('GET', `/jobs/${id}`)).body.status as string));
       if (statuses.every((s) => s === sc.ends) && (await ownLeft()) === 0) break;
-      if (Date.now() > deadline) throw new Error(`${sc.name}: not done in 180 s: ${JSON.stringify(statuses)}, ${await left()} objects left`);
+      if (Date.now() > deadline) throw new Error(`${sc.name}: not done in 600 s: ${JSON.stringify(statuses)}, ${await left()} objects left`);
       await sleep(250);
     }
     await sleep(1000); // late writes (Events, status) after the last object went
