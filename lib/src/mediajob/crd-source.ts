@@ -23,13 +23,13 @@ import {
   MAX_VIDEO_QUALITY, MEDIABATCH_CONDITION_TYPES, MEDIABATCH_PLURAL, MEDIAJOB_CONDITION_TYPES, MEDIAJOB_PLURAL, QUALITY_PRESETS, STORAGE_PROVIDERS, VERSION,
   VIDEO_CODECS,
   type BatchEpisode, type BatchOptions, type Condition, type Destination, type MediaBatchSpec, type MediaBatchStatus,
-  type EpisodeMetadata, type JobLimits, type MediaJobAttempt, type MediaJobResult, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
+  type EpisodeMetadata, type JobLimits, type MediaJobAttempt, type MediaJobResult, type RunnerPhaseSeconds, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
 } from './types.js';
 
 /** The subset of OpenAPI v3 the CRDs use; `description` is required so no node can go undocumented. */
 export interface SchemaNode {
   description: string;
-  type: 'object' | 'array' | 'string' | 'integer' | 'boolean';
+  type: 'object' | 'array' | 'string' | 'integer' | 'number' | 'boolean';
   format?: 'int32' | 'int64' | 'date-time' | 'uuid';
   enum?: string[];
   default?: unknown;
@@ -82,6 +82,7 @@ type Extra = Omit<SchemaNode, 'description' | 'type'>;
 
 const str = (description: string, extra: Extra = {}): SchemaNode => ({ description, type: 'string', ...extra });
 const int = (description: string, extra: Extra = {}): SchemaNode => ({ description, type: 'integer', ...extra });
+const num = (description: string, extra: Extra = {}): SchemaNode => ({ description, type: 'number', ...extra });
 const bool = (description: string, extra: Extra = {}): SchemaNode => ({ description, type: 'boolean', ...extra });
 const oneOf = (description: string, values: readonly string[], extra: Extra = {}): SchemaNode =>
   ({ description, type: 'string', enum: [...values], ...extra });
@@ -477,6 +478,15 @@ function mediaJobResult(): SchemaNode {
   );
 }
 
+function runnerPhaseSeconds(what: string): SchemaNode {
+  const phase = (step: string) => num(`Seconds in the ${step} step.`, { minimum: 0 });
+  return obj<RunnerPhaseSeconds>(
+    `${what} Only the steps the runner entered; a failed attempt has those up to its failure. Observed by the operator `
+    + 'once per attempt in the mediajobs_runner_phase_seconds histogram (docs/metrics.md).',
+    { download: phase('Downloading (probe and download)'), mux: phase('Muxing'), upload: phase('Uploading') },
+  );
+}
+
 function mediaJobAttempt(): SchemaNode {
   return obj<MediaJobAttempt>(
     'One runner attempt that ended. A technical failure another attempt can fix is tried again with a backoff '
@@ -494,6 +504,7 @@ function mediaJobAttempt(): SchemaNode {
       reason: str('The failure reason the attempt reported, e.g. storage_unreachable.'),
       error: str('The sanitised error message of the attempt.'),
       retryAfterSeconds: int('Set when another attempt followed: the wait before it, in seconds.', { format: 'int32', minimum: 0 }),
+      phaseSeconds: runnerPhaseSeconds('Seconds the attempt\'s runner spent in each step (from its final report).'),
     },
     ['attempt', 'jobName', 'outcome'],
   );
@@ -503,7 +514,7 @@ function mediaJobStatus(): SchemaNode {
   const conditionTypes = list2(MEDIAJOB_CONDITION_TYPES);
   return obj<MediaJobStatus>(
     'Observed state, written only through the status subresource: by the operator (status, times, conditions) and '
-    + 'the runner (step, progress, expectedBytes, result, error).',
+    + 'the runner (step, progress, expectedBytes, result, error, phaseSeconds).',
     {
       jobId: str('The job id the API knows this job by: spec.jobId, or metadata.uid for manifests.'),
       status: oneOf(
@@ -538,6 +549,7 @@ function mediaJobStatus(): SchemaNode {
         'The runner\'s error category of the failure it reported (connection_error, rate_limited, private ...): what the '
         + 'retry policy reads (docs/adr/0018-retry-policy.md).',
       ),
+      phaseSeconds: runnerPhaseSeconds('Seconds the runner spent in each step, from its final report (the last attempt\'s).'),
       jobName: str('Name of the batch/v1 Job running this MediaJob\'s runner pod (the current attempt\'s).'),
       startTime: str('When processing started (RFC 3339).', { format: 'date-time' }),
       finishTime: str('When the job reached a final status (RFC 3339).', { format: 'date-time' }),

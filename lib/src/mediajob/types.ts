@@ -187,6 +187,22 @@ export const conditionSchema = z.object({
   observedGeneration: z.number().int().min(0).optional(),
 });
 
+/** The runner's phases, as the phase label of mediajobs_runner_phase_seconds names them: its Downloading, Muxing and Uploading steps. */
+export const RUNNER_PHASES = ['download', 'mux', 'upload'] as const;
+export type RunnerPhase = (typeof RUNNER_PHASES)[number];
+
+/**
+ * Seconds one runner attempt spent in each step it entered (a step entered
+ * again, as when a direct read falls back to a download, adds up). Only
+ * the steps it went through: a failed attempt has the phases up to its
+ * failure. Observed by the operator in mediajobs_runner_phase_seconds.
+ */
+export const runnerPhaseSecondsSchema = z.object({
+  download: z.number().min(0).optional(),
+  mux: z.number().min(0).optional(),
+  upload: z.number().min(0).optional(),
+});
+
 /** How one runner attempt of a MediaJob ended (status.attempts[]). */
 export const ATTEMPT_OUTCOMES = ['Completed', 'Failed', 'Warning', 'Skipped'] as const;
 
@@ -205,6 +221,8 @@ export const mediaJobAttemptSchema = z.object({
   error: z.string().optional(),
   /** Set when another attempt was scheduled after this one: the wait before it. */
   retryAfterSeconds: z.number().int().min(0).optional(),
+  /** What the attempt's runner reported of its phases (its final report): what the operator observes once per attempt. */
+  phaseSeconds: runnerPhaseSecondsSchema.optional(),
 });
 
 export const mediaJobStatusSchema = z.object({
@@ -229,6 +247,8 @@ export const mediaJobStatusSchema = z.object({
    * category never makes the apiserver refuse its report.
    */
   category: z.string().optional(),
+  /** The runner's final report of the seconds it spent in each phase (this attempt's). */
+  phaseSeconds: runnerPhaseSecondsSchema.optional(),
   jobName: z.string().optional(),
   startTime: z.string().optional(),
   finishTime: z.string().optional(),
@@ -298,6 +318,7 @@ export type MediaJobResult = z.output<typeof mediaJobResultSchema>;
 export type Condition = z.output<typeof conditionSchema>;
 export type MediaJobStatus = z.output<typeof mediaJobStatusSchema>;
 export type MediaJobAttempt = z.output<typeof mediaJobAttemptSchema>;
+export type RunnerPhaseSeconds = z.output<typeof runnerPhaseSecondsSchema>;
 export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
 export type BatchOptions = z.output<typeof batchOptionsSchema>;
 export type BatchEpisode = z.output<typeof batchEpisodeSchema>;
@@ -346,6 +367,8 @@ export interface RunnerReport {
   category?: string;
   /** The outcome the runner reached: completed, failed (technical), warning (content), skipped (DRM). */
   outcome?: 'completed' | 'failed' | 'warning' | 'skipped';
+  /** Seconds spent in each step it entered, failed attempts included (mediajobs_runner_phase_seconds). */
+  phaseSeconds?: RunnerPhaseSeconds;
 }
 
 /** Runner exit codes (see docs/design/spine.md). */
