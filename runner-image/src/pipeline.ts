@@ -83,7 +83,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
     f.category ? classification(f.category) : classifyYtDlp(f.run.stderr, f.run.exitCode, { audioOnlySource }), toolDetail('yt-dlp', f.run));
 
   // A fresh attempt clears whatever an earlier attempt of the pod reported.
-  steps.enter('Downloading', { result: null, error: null, errorType: null, reason: null });
+  steps.enter('Downloading', { result: null, error: null, errorType: null, reason: null, phaseSeconds: null });
   if ('error' in ctx.destination) {
     return steps.fail(classification('storage_unreachable'), { err: errFields(ctx.destination.error) });
   }
@@ -155,7 +155,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
     ffmpeg: tools.ffmpeg, logger,
   });
   steps.enter('Finished');
-  return completedReport(delivered, container, describedAs(spec, info), sidecars, logger);
+  return { ...completedReport(delivered, container, describedAs(spec, info), sidecars, logger), phaseSeconds: steps.phaseSeconds() };
 }
 
 /**

@@ -12,7 +12,7 @@ import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { GROUP, MEDIAJOB_PLURAL, VERSION, type JobStep, type MediaJobStatus, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 
 /** The status fields the runner owns (spine.md): everything else is the operator's. */
-export type RunnerStatus = Pick<MediaJobStatus, 'step' | 'progress' | 'expectedBytes' | 'result' | 'error' | 'errorType' | 'reason' | 'category'>;
+export type RunnerStatus = Pick<MediaJobStatus, 'step' | 'progress' | 'expectedBytes' | 'result' | 'error' | 'errorType' | 'reason' | 'category' | 'phaseSeconds'>;
 /** A merge patch of those fields; null removes a field (left over from an earlier attempt of the pod). */
 export type RunnerStatusPatch = { [K in keyof RunnerStatus]?: RunnerStatus[K] | null };
 
@@ -250,6 +250,8 @@ export class StatusReporter {
       reason: report.reason ?? null,
       // What the operator's retry policy reads (docs/adr/0018).
       category: report.category ?? null,
+      // The seconds of each step (mediajobs_runner_phase_seconds); the termination message has them too.
+      phaseSeconds: report.phaseSeconds ?? null,
       ...(report.step ? { step: report.step } : {}),
       ...(report.progress !== undefined ? { progress: report.progress } : {}),
     };
@@ -327,7 +329,10 @@ export function terminationMessage(report: RunnerReport): string {
     if (Buffer.byteLength(json) <= MAX_TERMINATION_MESSAGE_BYTES) return json;
   }
   // Still too long (a huge storage key?): keep what the operator cannot do without.
-  return JSON.stringify({ outcome: report.outcome, step: report.step, progress: report.progress, error: report.error, errorType: report.errorType, reason: report.reason, category: report.category });
+  return JSON.stringify({
+    outcome: report.outcome, step: report.step, progress: report.progress, error: report.error, errorType: report.errorType, reason: report.reason,
+    category: report.category, phaseSeconds: report.phaseSeconds,
+  });
 }
 
 function truncate(s: string, maxChars: number): string {

@@ -2,7 +2,7 @@
 // failure becomes a report: one tracker per job, shared by the pipeline and
 // the delivery, so no step is entered without being reported.
 import { redactUrls, type Logger } from '@mediajobs/lib/logger';
-import type { JobStep, RunnerReport } from '@mediajobs/lib/mediajob/types';
+import type { JobStep, RunnerPhase, RunnerPhaseSeconds, RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { COMPLETED_PERCENT, STEP_SPANS, type ProgressStep } from '@mediajobs/lib/mediajob/progress-stages';
 import type { RunResult } from './child.js';
 import type { Classification } from './classify.js';
@@ -15,22 +15,56 @@ export const STEP_PROGRESS: Record<Step, number> = {
   Downloading: STEP_SPANS.Downloading.start, Muxing: STEP_SPANS.Muxing.start, Uploading: STEP_SPANS.Uploading.start, Finished: COMPLETED_PERCENT,
 };
 
+/** The phase each working step is timed as (mediajobs_runner_phase_seconds' label). */
+const PHASE_OF: Record<Exclude<Step, 'Finished'>, RunnerPhase> = { Downloading: 'download', Muxing: 'mux', Uploading: 'upload' };
+
 export class JobSteps {
   step: Step = 'Downloading';
   progress = 0;
+  /** Milliseconds spent in each phase left so far; the current step's runs from `since`. */
+  private readonly spent = new Map<RunnerPhase, number>();
+  /** When the current step was entered; undefined before the first enter() and once Finished. */
+  private since: number | undefined;
 
-  constructor(private readonly reporter: StatusReporter, private readonly logger: Logger) {}
+  /** `now` is a millisecond clock (tests give their own). */
+  constructor(private readonly reporter: StatusReporter, private readonly logger: Logger, private readonly now: () => number = () => performance.now()) {}
 
   /**
    * Enter `next` at its starting progress and report it, with `also` (the
    * first report clears what an earlier attempt of the pod left). Not
    * awaited: status is best effort and must not slow the job (patches stay
-   * in order).
+   * in order). The step left is timed (phaseSeconds).
    */
   enter(next: Step, also?: RunnerStatusPatch): void {
+    const at = this.now();
+    this.leave(at);
+    this.since = next === 'Finished' ? undefined : at;
     this.step = next;
     this.progress = STEP_PROGRESS[next];
     if (next !== 'Finished') void this.reporter.setStep(next, this.progress, also);
+  }
+
+  /** Add the time since the current step was entered to its phase. */
+  private leave(at: number): void {
+    if (this.since === undefined || this.step === 'Finished') return;
+    const phase = PHASE_OF[this.step];
+    this.spent.set(phase, (this.spent.get(phase) ?? 0) + Math.max(0, at - this.since));
+  }
+
+  /**
+   * Seconds spent in each step entered so far, the current one up to now
+   * (a failure's report has the phases up to the failure): millisecond
+   * precision, only the phases entered.
+   */
+  phaseSeconds(): RunnerPhaseSeconds {
+    const spent = new Map(this.spent);
+    if (this.since !== undefined && this.step !== 'Finished') {
+      const phase = PHASE_OF[this.step];
+      spent.set(phase, (spent.get(phase) ?? 0) + Math.max(0, this.now() - this.since));
+    }
+    const out: RunnerPhaseSeconds = {};
+    for (const [phase, ms] of spent) out[phase] = Math.round(ms) / 1000;
+    return out;
   }
 
   /** A progress callback for the work of `step`, over that step's span of the stage table. */
@@ -57,6 +91,7 @@ export class JobSteps {
     return {
       step: this.step, progress: this.progress, outcome: c.outcome, error: c.error, category: c.category,
       ...(c.errorType ? { errorType: c.errorType } : {}), ...(c.reason ? { reason: c.reason } : {}),
+      phaseSeconds: this.phaseSeconds(),
     };
   }
 }

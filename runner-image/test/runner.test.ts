@@ -207,6 +207,12 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     expect(head.indexOf('moov')).to.be.greaterThan(-1).and.lessThan(head.indexOf('mdat'));
     expect(r.termination).to.deep.include({ outcome: 'completed', step: 'Finished', progress: 100 });
     expect(r.termination!.result).to.deep.equal(result);
+    // The seconds of each step, in the final status patch and the termination message alike (mediajobs_runner_phase_seconds).
+    const phases = r.termination!.phaseSeconds!;
+    expect(Object.keys(phases).sort()).to.deep.equal(['download', 'mux', 'upload']);
+    expect(phases.download, 'the probe and the download').to.be.above(0);
+    for (const v of Object.values(phases)) expect(v).to.be.at.least(0).and.satisfy((x: number) => Math.round(x * 1000) === x * 1000);
+    expect(last.phaseSeconds).to.deep.equal(phases);
     expect(leftoverWorkDirs(r.tmp)).to.deep.equal([]);
   });
 
@@ -301,6 +307,9 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     const last = r.statuses[r.statuses.length - 1]!;
     expect(last).to.include({ errorType: 'error', error: 'Connection error while downloading the media', step: 'Downloading' });
     expect(r.termination).to.include({ outcome: 'failed', errorType: 'error', error: 'Connection error while downloading the media' });
+    // A failure reports the phases it went through: the download only.
+    expect(Object.keys(r.termination!.phaseSeconds!)).to.deep.equal(['download']);
+    expect(last.phaseSeconds).to.deep.equal(r.termination!.phaseSeconds);
     for (const text of [JSON.stringify(r.statuses), r.terminationRaw]) {
       expect(text).to.not.contain('127.0.0.1');
       expect(text).to.not.contain(port);

@@ -1,19 +1,24 @@
 // The runner reports each step at the figures of the shared stage table
 // (lib/src/mediajob/progress-stages.ts): where a step starts, and progress
 // inside it that never reaches the next step's start, nor 100 before Finished.
+// It times each step it enters, and its final report, a failure's too,
+// carries those seconds (phaseSeconds: the operator's
+// mediajobs_runner_phase_seconds).
 import { expect } from 'chai';
 import { pino } from 'pino';
 import { STEP_SPANS } from '@mediajobs/lib/mediajob/progress-stages';
 import type { StatusReporter } from '../src/report.js';
+import { classification } from '../src/classify.js';
+import { terminationMessage } from '../src/report.js';
 import { JobSteps } from '../src/steps.js';
 
-function recorder() {
+function recorder(now?: () => number) {
   const reports: string[] = [];
   const reporter = {
     setStep: async (step: string, progress: number) => { reports.push(`${step} ${progress}`); },
     setProgress: (progress: number) => { reports.push(`${progress}`); },
   } as unknown as StatusReporter;
-  return { reports, steps: new JobSteps(reporter, pino({ level: 'silent' })) };
+  return { reports, steps: new JobSteps(reporter, pino({ level: 'silent' }), now) };
 }
 
 describe('runner steps and the stage table', () => {
@@ -38,5 +43,69 @@ describe('runner steps and the stage table', () => {
     steps.enter('Uploading');
     steps.withinStep('Uploading')(1);
     expect(steps.progress).to.equal(99);
+  });
+
+  describe('phase seconds', () => {
+    /** A clock the test moves: ms since the start. */
+    function clock() {
+      let t = 1000;
+      return { now: () => t, pass: (ms: number) => (t += ms) };
+    }
+
+    it('times each step until the next one, in seconds to the millisecond; Finished stops the clock', () => {
+      const c = clock();
+      const { steps } = recorder(c.now);
+      expect(steps.phaseSeconds(), 'before any step').to.deep.equal({});
+      steps.enter('Downloading');
+      c.pass(12_345.4);
+      steps.enter('Muxing');
+      c.pass(700);
+      steps.enter('Uploading');
+      c.pass(2_000.6);
+      steps.enter('Finished');
+      c.pass(60_000);
+      expect(steps.phaseSeconds()).to.deep.equal({ download: 12.345, mux: 0.7, upload: 2.001 });
+    });
+
+    it('adds up a step entered again (a direct read that falls back to a download)', () => {
+      const c = clock();
+      const { steps } = recorder(c.now);
+      steps.enter('Downloading');
+      c.pass(1000);
+      steps.enter('Muxing');
+      c.pass(250);
+      steps.enter('Downloading');
+      c.pass(3000);
+      steps.enter('Muxing');
+      c.pass(500);
+      steps.enter('Uploading');
+      c.pass(100);
+      steps.enter('Finished');
+      expect(steps.phaseSeconds()).to.deep.equal({ download: 4, mux: 0.75, upload: 0.1 });
+    });
+
+    it('a failure reports the phases it went through, the current one up to the failure', () => {
+      const c = clock();
+      const { steps } = recorder(c.now);
+      steps.enter('Downloading');
+      c.pass(4000);
+      steps.enter('Muxing');
+      c.pass(1500);
+      const report = steps.fail(classification('processing_failed'));
+      expect(report).to.include({ outcome: 'failed', step: 'Muxing', category: 'processing_failed' });
+      expect(report.phaseSeconds).to.deep.equal({ download: 4, mux: 1.5 });
+      // A failure before anything else (the destination unusable): the download's few milliseconds.
+      const early = recorder(c.now).steps;
+      early.enter('Downloading');
+      c.pass(3);
+      expect(early.fail(classification('storage_unreachable')).phaseSeconds).to.deep.equal({ download: 0.003 });
+    });
+
+    it('the termination message keeps them, even when it must be cut down to its essentials', () => {
+      const phaseSeconds = { download: 1.5, mux: 0.25, upload: 3 };
+      expect(JSON.parse(terminationMessage({ outcome: 'failed', error: 'x', phaseSeconds })).phaseSeconds).to.deep.equal(phaseSeconds);
+      const huge = { outcome: 'completed' as const, result: { storageKey: 'k'.repeat(5000) }, phaseSeconds };
+      expect(JSON.parse(terminationMessage(huge))).to.deep.include({ outcome: 'completed', phaseSeconds });
+    });
   });
 });
