@@ -102,6 +102,13 @@ export class MediaJobController {
   private readonly cancelled = new Map<string, CancelStatus>();
   /** Transitions announced as Events, per MediaJob key. */
   private readonly announced = new Announced();
+  /**
+   * Per MediaJob key, the last attempt whose runner phases were observed
+   * (mediajobs_runner_phase_seconds): a pass over a cache that lags the
+   * write it made records the same attempt again, and must not observe it
+   * again. Dropped when the MediaJob goes.
+   */
+  private readonly phasesObserved = new Map<string, number>();
   private readonly retry: RetrySettings;
   private active = false;
 
@@ -340,6 +347,7 @@ export class MediaJobController {
     await setFinalizer(this.d.kube.custom, mj, false);
     this.record.forget(key);
     this.announced.forget(key);
+    this.phasesObserved.delete(key);
     this.cancelled.delete(key);
     return DONE;
   }
@@ -372,6 +380,7 @@ export class MediaJobController {
     this.admission.release(key);
     this.record.forget(key);
     this.announced.forget(key);
+    this.phasesObserved.delete(key);
     this.cancelled.delete(key);
     return undefined;
   }
@@ -416,7 +425,27 @@ export class MediaJobController {
       if (isNotFound(err)) return;
       throw err;
     }
-    this.announce(keyOf(mj.metadata.namespace, mj.metadata.name), mj, announcements);
+    const key = keyOf(mj.metadata.namespace, mj.metadata.name);
+    this.announce(key, mj, announcements);
+    this.observeEndedAttempts(key, mj.status, desired);
+  }
+
+  /**
+   * The runner phases of each attempt a status write just recorded as ended
+   * (status.attempts): once per attempt, retried ones included, since each
+   * ran its phases (docs/metrics.md). Written, not derived: a write that
+   * failed is tried again by the next pass, which observes then.
+   */
+  private observeEndedAttempts(key: string, before: MediaJobStatus | undefined, written: MediaJobStatus): void {
+    if (!this.d.metrics) return;
+    const known = new Set((before?.attempts ?? []).map((a) => a.attempt));
+    let last = this.phasesObserved.get(key) ?? 0;
+    for (const a of written.attempts ?? []) {
+      if (known.has(a.attempt) || a.attempt <= last) continue;
+      if (a.phaseSeconds) this.d.metrics.runnerPhases(a.phaseSeconds);
+      last = a.attempt;
+    }
+    if (last) this.phasesObserved.set(key, last);
   }
 
   /** Record the Events of a transition not announced yet (queued: never delays or fails the pass). */

@@ -1,8 +1,9 @@
 // The operator's Prometheus metrics (docs/metrics.md): jobs started and
-// finished, admission (Kueue's pending workloads and admission wait time
-// are the model), the work queues (client-go's workqueue names), informer
-// relists, outbox deliveries and the oldest undelivered event, and the
-// Postgres pool. Served by the operator's own listener (METRICS_PORT,
+// finished, the runners' phase durations (a runner is short-lived and never
+// scraped: it reports them, the operator observes them), admission (Kueue's
+// pending workloads and admission wait time are the model), the work queues
+// (client-go's workqueue names), informer relists, outbox deliveries and
+// the oldest undelivered event, and the Postgres pool. Served by the operator's own listener (METRICS_PORT,
 // serveMetrics), or in local mode by the gateway's /metrics, whose
 // registry the operator is then given.
 import { createServer, type Server } from 'node:http';
@@ -13,7 +14,7 @@ import {
   Counter, Gauge, Histogram, LONG_SECONDS, PREFIX, SHORT_SECONDS, errorCategory, jobsAccepted, jobsFinished, sendMetrics, statusLabel, trackPool,
   workQueueMetrics, type Registry, type WorkQueueMetrics,
 } from '@mediajobs/lib/metrics';
-import type { MediaJobStatus } from '@mediajobs/lib/mediajob/types';
+import { RUNNER_PHASES, type MediaJobStatus, type RunnerPhaseSeconds } from '@mediajobs/lib/mediajob/types';
 
 /** What admission shows at a scrape (admission.ts). */
 export interface AdmissionCounts {
@@ -36,6 +37,7 @@ export class OperatorMetrics {
   private readonly deliveredBytes: Counter;
   private readonly finished: Counter<'status' | 'error_category'>;
   private readonly admissionWait: Histogram;
+  private readonly runnerPhase: Histogram<'phase'>;
   private readonly relists: Counter<'informer' | 'trigger'>;
   private readonly relistFailures: Counter<'informer'>;
   private readonly deliveries: Counter<'channel' | 'result'>;
@@ -74,6 +76,12 @@ export class OperatorMetrics {
       name: `${PREFIX}admission_wait_time_seconds`,
       help: 'From a MediaJob\'s creation to its admission (a runner slot given), Kueue\'s admission_wait_time_seconds',
       buckets: [0.1, 0.5, ...LONG_SECONDS], registers,
+    });
+    this.runnerPhase = new Histogram({
+      name: `${PREFIX}runner_phase_seconds`,
+      help: 'Seconds a runner attempt spent in each phase (download, mux, upload), from its final report; failed attempts included',
+      // Sub-second buckets too: a stream-copy mux or a small upload often takes less than a second.
+      labelNames: ['phase'] as const, buckets: [0.1, 0.5, ...LONG_SECONDS], registers,
     });
     this.relists = new Counter({
       name: `${PREFIX}informer_relists_total`, help: 'Informers started over with a fresh LIST, by why', labelNames: ['informer', 'trigger'] as const, registers,
@@ -142,6 +150,18 @@ export class OperatorMetrics {
 
   admitted(createdAt: number): void {
     this.admissionWait.observe(Math.max(0, Date.now() - createdAt) / 1000);
+  }
+
+  /**
+   * A runner attempt ended and reported the seconds of its phases (the
+   * controller calls this once per attempt, when it records the attempt in
+   * status.attempts): each phase it went through is one observation.
+   */
+  runnerPhases(seconds: RunnerPhaseSeconds): void {
+    for (const phase of RUNNER_PHASES) {
+      const s = seconds[phase];
+      if (s !== undefined) this.runnerPhase.observe({ phase }, s);
+    }
   }
 
   relisted(informer: string, trigger: RelistTrigger): void {

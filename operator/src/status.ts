@@ -7,8 +7,8 @@
 // attempt (docs/adr/0018).
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import {
-  RUNNER_EXIT, TERMINAL_STATUSES, type AttemptOutcome, type Condition, type JobStatus, type MediaJob, type MediaJobAttempt,
-  type MediaJobStatus, type RunnerReport,
+  RUNNER_EXIT, RUNNER_PHASES, TERMINAL_STATUSES, type AttemptOutcome, type Condition, type JobStatus, type MediaJob, type MediaJobAttempt,
+  type MediaJobStatus, type RunnerPhaseSeconds, type RunnerReport,
 } from '@mediajobs/lib/mediajob/types';
 import type { WaitReason } from './admission.js';
 import { failureCause, retryDelaySeconds, type RetrySettings } from './retry-policy.js';
@@ -77,6 +77,22 @@ export function terminationReport(pod: V1Pod | undefined): { exitCode?: number; 
   return { exitCode: term.exitCode, report };
 }
 
+/**
+ * The phase seconds of a runner's report as the CRD takes them: the known
+ * phases with finite numbers of 0 or more. A termination message is not
+ * checked by anyone before this, and one bad number must not make the
+ * apiserver refuse the whole status write. Undefined when none is left.
+ */
+export function phaseSecondsOf(v: unknown): RunnerPhaseSeconds | undefined {
+  if (!v || typeof v !== 'object') return undefined;
+  const out: RunnerPhaseSeconds = {};
+  for (const phase of RUNNER_PHASES) {
+    const n = (v as Record<string, unknown>)[phase];
+    if (typeof n === 'number' && Number.isFinite(n) && n >= 0) out[phase] = n;
+  }
+  return Object.keys(out).length ? out : undefined;
+}
+
 function timeOf(t: Date | string | undefined): string | undefined {
   if (!t) return undefined;
   return (typeof t === 'string' ? new Date(t) : t).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -110,6 +126,8 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
     next.finishTime = finishTime;
     next.startTime ??= timeOf(o.job?.status?.startTime) ?? finishTime;
     const attemptStart = timeOf(o.job?.status?.startTime) ?? timeOf(o.pod?.status?.startTime);
+    // The termination message is this pod's own; the status may still hold an earlier attempt's when the final patch was lost.
+    const phases = phaseSecondsOf(report?.phaseSeconds) ?? phaseSecondsOf(cur.phaseSeconds);
     if (complete && result) {
       Object.assign(next, { status: 'Completed', step: 'Finished', progress: 100, result });
       delete next.error;
@@ -131,14 +149,14 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
       const cause = failureCause({
         deadlineExceeded: deadline, category: report?.category ?? cur.category, reported: !!(report || cur.error), pod: o.pod, exitCode,
       });
-      const attempt = attemptRecord(o, next, cause, attemptStart, finishTime);
+      const attempt = attemptRecord(o, next, cause, attemptStart, finishTime, phases);
       const delay = o.retry ? retryDelaySeconds(cause, attempt.attempt, o.retry) : undefined;
       if (delay !== undefined) return awaitingRetry(o, next, { ...attempt, retryAfterSeconds: delay }, Date.parse(finishTime), nowStr);
       next.attempts = withAttempt(cur.attempts, attempt);
     }
     if (next.status !== 'Failed') {
       const category = next.status === 'Completed' ? undefined : report?.category ?? cur.category;
-      next.attempts = withAttempt(cur.attempts, attemptRecord(o, next, category, attemptStart, finishTime));
+      next.attempts = withAttempt(cur.attempts, attemptRecord(o, next, category, attemptStart, finishTime, phases));
     }
   } else if (o.job && (o.pod?.status?.phase === 'Running' || (cur.step && cur.step !== 'Queued'))) {
     next.status = 'Processing';
@@ -157,7 +175,9 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
 }
 
 /** The record of the attempt that just ended, as `next` says it ended. */
-function attemptRecord(o: Observed, next: MediaJobStatus, category: string | undefined, startTime: string | undefined, finishTime: string): MediaJobAttempt {
+function attemptRecord(
+  o: Observed, next: MediaJobStatus, category: string | undefined, startTime: string | undefined, finishTime: string, phases: RunnerPhaseSeconds | undefined,
+): MediaJobAttempt {
   return {
     attempt: o.mj.status?.attempt ?? 1,
     jobName: o.jobName,
@@ -167,6 +187,7 @@ function attemptRecord(o: Observed, next: MediaJobStatus, category: string | und
     ...(category && { category }),
     ...(next.reason && { reason: next.reason }),
     ...(next.error && { error: next.error }),
+    ...(phases && { phaseSeconds: phases }),
   };
 }
 
@@ -188,7 +209,7 @@ function withAttempt(list: MediaJobAttempt[] | undefined, a: MediaJobAttempt): M
 function awaitingRetry(o: Observed, failed: MediaJobStatus, attempt: MediaJobAttempt, finishedAt: number, nowStr: string): MediaJobStatus {
   const cur = o.mj.status ?? {};
   const {
-    error: _e, errorType: _t, category: _c, result: _r, finishTime: _f, ...kept
+    error: _e, errorType: _t, category: _c, result: _r, finishTime: _f, phaseSeconds: _p, ...kept
   } = failed;
   const retryAt = timeOf(new Date(finishedAt + attempt.retryAfterSeconds! * 1000))!;
   const next: MediaJobStatus = {

@@ -163,6 +163,26 @@ describe('MediaJob status with retries', () => {
     expect(mediaJobTransition(s, s), 'announced once').to.deep.equal([]);
   });
 
+  it('keeps each attempt\'s phase seconds in its record: from the termination message, else the status; bad numbers left out', () => {
+    const phases = { download: 12.5 };
+    // A retried failure: the attempt keeps them, the top of the status does not (the next attempt reports its own).
+    const m = mj({ ...running, ...connectionError, phaseSeconds: { download: 99 } } as MediaJobStatus);
+    const waiting = derive({ mj: m, job: failedJob(), pod: exited(10, { ...connectionError, phaseSeconds: phases }), admitted: true, jobName: runnerJobName(m) });
+    expect(waiting.attempts!.at(-1)!.phaseSeconds, 'the pod\'s own report first').to.deep.equal(phases);
+    expect(waiting).to.not.have.property('phaseSeconds');
+    // A completion whose termination message has none: the runner's status patch has them.
+    const all = { download: 3, mux: 0.25, upload: 1.5 };
+    const done = derive({ mj: mj({ ...running, step: 'Uploading', phaseSeconds: all, result: { storageKey: 'k' } }), job: completeJob, pod: exited(0), admitted: true, jobName: 'x' });
+    expect(done.status).to.equal('Completed');
+    expect(done.attempts!.map((a) => a.phaseSeconds)).to.deep.equal([all]);
+    // A termination message is nobody's checked input: what the CRD would refuse is dropped, not written.
+    const odd = { download: -1, mux: 'slow', upload: 2, extra: 5 };
+    const failed = derive({ mj: mj(running), job: failedJob(), pod: exited(10, { outcome: 'failed', error: 'x', category: 'processing_failed', phaseSeconds: odd }), admitted: true, jobName: 'x' });
+    expect(failed.attempts!.map((a) => a.phaseSeconds)).to.deep.equal([{ upload: 2 }]);
+    const none = derive({ mj: mj(running), job: failedJob(), pod: exited(10, { outcome: 'failed', error: 'x', category: 'processing_failed', phaseSeconds: { mux: null } }), admitted: true, jobName: 'x' });
+    expect(none.attempts![0]).to.not.have.property('phaseSeconds');
+  });
+
   it('waits the platform backoff after rate limiting, doubled on the next attempt', () => {
     const limited = { ...connectionError, error: 'The platform rate-limited the download', category: 'rate_limited' };
     const m = mj({ ...running, attempt: 2, attempts: [{ attempt: 1, jobName: 'a', outcome: 'Failed', category: 'rate_limited', retryAfterSeconds: 900 }] });

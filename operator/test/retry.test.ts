@@ -6,7 +6,10 @@
 // does not exist are never tried again; rate limiting waits the platform's
 // longer backoff; an OOM-killed or evicted runner is tried again; a
 // cancellation during the wait ends the job at once; an operator restart
-// during the wait neither loses the next attempt nor doubles it.
+// during the wait neither loses the next attempt nor doubles it. Each
+// attempt's runner phases (the scripted runner's fixed phaseSeconds) are
+// observed once in mediajobs_runner_phase_seconds, the failed attempt's
+// included, and never again on later passes or after a restart.
 import { expect } from 'chai';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,6 +17,8 @@ import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { cancelJob } from '@mediajobs/lib/db/jobs';
+import { MERGE_PATCH } from '@mediajobs/lib/kube-client';
+import type { Registry } from '@mediajobs/lib/metrics';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob, type MediaJobOptions } from '@mediajobs/lib/mediajob/types';
 import { startTestCluster, eventually, type TestCluster } from '../../local-cluster/test/support.js';
@@ -22,12 +27,22 @@ import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/
 import { loadOperatorConfig } from '../src/config.js';
 import { runnerJobName } from '../src/job-builder.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
+import { PHASE_SECONDS } from './support/scripted-phases.js';
 
 const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
 const OPTIONS: Omit<MediaJobOptions, 'url'> = {
   format: 'mp4', videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, maxResolution: 'best', audioOnly: false,
   downloadSubtitles: false, downloadThumbnail: false, liveRecording: false, liveFromStart: false, waitForVideo: false, enableProgressWebhook: false,
 };
+/** mediajobs_runner_phase_seconds' count and sum by phase, as the operator's registry exposes them. */
+async function phaseHistogram(registry: Registry): Promise<Record<string, { count: number; sum: number }>> {
+  const out: Record<string, { count: number; sum: number }> = {};
+  for (const [, part, phase, value] of (await registry.metrics()).matchAll(/^mediajobs_runner_phase_seconds_(count|sum)\{phase="(\w+)"\} (\S+)$/gm)) {
+    (out[phase!] ??= { count: 0, sum: 0 })[part as 'count' | 'sum'] = Number(value);
+  }
+  return out;
+}
+
 /** Short waits: 1 s doubling for technical failures, 3 s for the platform's pushback. */
 const FAST = { RETRY_BACKOFF_SECONDS: '1', RETRY_PLATFORM_BACKOFF_SECONDS: '3', RETRY_MAX_BACKOFF_SECONDS: '8' };
 
@@ -151,6 +166,32 @@ describe('operator: retry policy on the local cluster', function () {
     expect(events.map(([, reason]) => reason)).to.include.members(['Admitted', 'RunnerJobCreated', 'Completed']);
   });
 
+  it('observes each attempt\'s runner phases once, the failed attempt\'s download too, and nothing more on later passes', async () => {
+    operator = await start();
+    const registry = operator.metrics.registry;
+    expect(await phaseHistogram(registry)).to.deep.equal({});
+    await create(mediaJob('timed', 'http://scripted.invalid/fail?category=connection_error&times=1'));
+    const mj = await ended('timed', 'Completed');
+    // Each attempt keeps what its runner reported; the retry cleared the failed one's from the top of the status.
+    expect(mj.status!.attempts!.map((a) => [a.attempt, a.outcome, a.phaseSeconds])).to.deep.equal([
+      [1, 'Failed', PHASE_SECONDS.failed], [2, 'Completed', PHASE_SECONDS.completed],
+    ]);
+    expect(mj.status!.phaseSeconds).to.deep.equal(PHASE_SECONDS.completed);
+    const want = {
+      download: { count: 2, sum: PHASE_SECONDS.failed.download + PHASE_SECONDS.completed.download },
+      mux: { count: 1, sum: PHASE_SECONDS.completed.mux },
+      upload: { count: 1, sum: PHASE_SECONDS.completed.upload },
+    };
+    await eventually(async () => JSON.stringify(await phaseHistogram(registry)) === JSON.stringify(want));
+    // More passes over the finished MediaJob: a change that enqueues it, and its key added again.
+    await custom.patchNamespacedCustomObject({
+      group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, name: 'timed', body: { metadata: { labels: { poked: 'yes' } } },
+    }, MERGE_PATCH);
+    for (let i = 0; i < 3; i++) operator.controller.queue.add('default/timed');
+    await new Promise((res) => setTimeout(res, 1500));
+    expect(await phaseHistogram(registry)).to.deep.equal(want);
+  });
+
   it('ends Failed after RETRY_MAX_ATTEMPTS of a failure that keeps coming back, with one job_failed', async () => {
     operator = await start({ RETRY_MAX_ATTEMPTS: '2' });
     const created = await create(mediaJob('hopeless', 'http://scripted.invalid/fail?category=connection_error'));
@@ -246,9 +287,17 @@ describe('operator: retry policy on the local cluster', function () {
     const created = await create(mediaJob('restart-wait', 'http://scripted.invalid/fail?category=upload_failed&times=1'));
     const id = created.metadata.uid!;
     await eventually(async () => !!(await get('restart-wait')).status?.retryAt, 60_000);
+    await eventually(async () => (await phaseHistogram(operator!.metrics.registry)).download?.count === 1);
+    expect(await phaseHistogram(operator.metrics.registry)).to.deep.equal({ download: { count: 1, sum: PHASE_SECONDS.failed.download } });
     await operator.stop();
     operator = await start({ RETRY_BACKOFF_SECONDS: '3' });
     const mj = await ended('restart-wait', 'Completed');
+    // The restarted operator observes the attempt it saw end, not the one recorded before it started.
+    await eventually(async () => (await phaseHistogram(operator!.metrics.registry)).upload?.count === 1);
+    expect(await phaseHistogram(operator.metrics.registry)).to.deep.equal({
+      download: { count: 1, sum: PHASE_SECONDS.completed.download }, mux: { count: 1, sum: PHASE_SECONDS.completed.mux },
+      upload: { count: 1, sum: PHASE_SECONDS.completed.upload },
+    });
     expect(mj.status!.attempts!.map((a) => [a.attempt, a.outcome, a.category])).to.deep.equal([[1, 'Failed', 'upload_failed'], [2, 'Completed', undefined]]);
     expect(await runnerJobs('restart-wait')).to.deep.equal([runnerJobName(mj), runnerJobName(mj, 2)].sort());
     await eventually(() => hooksOf(id).includes('job_completed'));

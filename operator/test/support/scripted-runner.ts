@@ -7,9 +7,12 @@
 //   (none without it, as a runner from before categories);
 // - times=<n>: only the first n attempts (MEDIAJOB_ATTEMPT, set by the
 //   operator) do the scripted thing; later ones complete at once.
+// Every report carries fixed phaseSeconds (PHASE_SECONDS), whatever the
+// time taken, so tests can assert the operator's histogram exactly.
 import { writeFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 import { GROUP, MEDIAJOB_PLURAL, RUNNER_EXIT, VERSION, type MediaJobSpec, type RunnerReport } from '@mediajobs/lib/mediajob/types';
+import { PHASE_SECONDS } from './scripted-phases.js';
 
 const spec = JSON.parse(process.env.MEDIAJOB_SPEC!) as MediaJobSpec;
 const url = new URL(spec.url);
@@ -40,16 +43,21 @@ await new Promise((r) => setTimeout(r, sleepMs));
 if (outcome === 'fail') {
   const r: RunnerReport = {
     outcome: 'failed', error: 'Connection error while downloading the media', errorType: 'error', reason: 'connection_error', ...(category && { category }),
+    phaseSeconds: PHASE_SECONDS.failed,
   };
   await report(r);
   finish(r, RUNNER_EXIT.failed);
 }
 if (outcome === 'warning') {
-  const r: RunnerReport = { outcome: 'warning', error: 'Video is private', errorType: 'warning', ...(category && { category }) };
+  const r: RunnerReport = { outcome: 'warning', error: 'Video is private', errorType: 'warning', ...(category && { category }), phaseSeconds: PHASE_SECONDS.warning };
   await report(r);
   finish(r, RUNNER_EXIT.warning);
 }
 await report({ step: 'Uploading', progress: 66 });
-const r: RunnerReport = { outcome: 'completed', step: 'Finished', progress: 100, result: { storageKey: `videos/${process.env.MEDIAJOB_JOB_ID}.mp4`, fileSize: 1234, actualQuality: '240p', title: 'Scripted' } };
+const r: RunnerReport = {
+  outcome: 'completed', step: 'Finished', progress: 100,
+  result: { storageKey: `videos/${process.env.MEDIAJOB_JOB_ID}.mp4`, fileSize: 1234, actualQuality: '240p', title: 'Scripted' },
+  phaseSeconds: PHASE_SECONDS.completed,
+};
 await report(r);
 finish(r, RUNNER_EXIT.completed);
