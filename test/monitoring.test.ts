@@ -136,10 +136,10 @@ describe('monitoring bundle (deploy/monitoring)', function () {
       }
     }
     const named = new Set(panels.flatMap((p) => p.targets!.flatMap((t) => [...metricNames(t.expr)])));
-    // The panels the dashboard is for: requests, jobs, admission, queues, outbox, rate limit, pool, informers.
+    // The panels the dashboard is for: requests, jobs, runner phases, admission, queues, outbox, rate limit, pool, informers.
     expect([...named]).to.include.members([
       'mediajobs_http_requests_total', 'mediajobs_http_request_duration_seconds_bucket', 'mediajobs_jobs_accepted_total',
-      'mediajobs_jobs_started_total', 'mediajobs_jobs_finished_total', 'mediajobs_admission_pending_jobs', 'mediajobs_admission_running_jobs',
+      'mediajobs_jobs_started_total', 'mediajobs_jobs_finished_total', 'mediajobs_runner_phase_seconds_bucket', 'mediajobs_admission_pending_jobs', 'mediajobs_admission_running_jobs',
       'mediajobs_admission_max_running_jobs', 'mediajobs_admission_wait_time_seconds_bucket', 'mediajobs_workqueue_depth',
       'mediajobs_workqueue_queue_duration_seconds_bucket', 'mediajobs_outbox_oldest_undelivered_age_seconds', 'mediajobs_outbox_deliveries_total',
       'mediajobs_rate_limit_rejections_total', 'mediajobs_pg_pool_clients', 'mediajobs_informer_relists_total',
