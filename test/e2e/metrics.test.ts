@@ -4,8 +4,10 @@
 // jobs wait for admission; after them, /metrics says what happened. The
 // gateway and the operator share one registry as in local mode, so the
 // gateway's /metrics serves both sets, and the operator's own listener
-// (METRICS_PORT) serves the same. Every label is from a bounded set: no
-// job id, key or URL appears anywhere in the text.
+// (METRICS_PORT) serves the same. The runners' phase durations reach the
+// operator's histogram: download, mux and upload of the completed job, the
+// download of every attempt that failed. Every label is from a bounded
+// set: no job id, key or URL appears anywhere in the text.
 import { expect } from 'chai';
 import { eventually } from '../../local-cluster/test/support.js';
 import { newRegistry } from '@mediajobs/lib/metrics';
@@ -77,9 +79,26 @@ describe('end to end: metrics', function () {
     expect(moved(m, 'mediajobs_jobs_finished_total')).to.equal(4);
     expect(moved(m, 'mediajobs_delivered_bytes_total')).to.be.greaterThan(1000);
 
-    // Admission: every attempt was admitted once, most after waiting for the one slot: four jobs, the
-    // unreachable source's tried three times (a connection error is retried, docs/adr/0018); none waits or runs now.
-    expect(moved(m, 'mediajobs_admission_wait_time_seconds_count')).to.equal(6);
+    // Runner phases, once per attempt that reported: the completed job went through all three; the failed
+    // one's attempts (it is retried) and the warning stopped in the download; the cancelled one reported nothing.
+    const [completedId, failedId] = done;
+    const attempts = async (id: string) => (await svc.cluster.kubectl(['get', 'mediajob', id, '-o', 'jsonpath={.status.attempts[*].attempt}']))
+      .stdout.trim().split(/\s+/).length;
+    const failedAttempts = await attempts(failedId!);
+    const phase = (p: string) => ({ count: moved(m, 'mediajobs_runner_phase_seconds_count', { phase: p }), sum: moved(m, 'mediajobs_runner_phase_seconds_sum', { phase: p }) });
+    expect(phase('download').count, m.text).to.equal(1 + failedAttempts + 1);
+    expect(phase('mux').count).to.equal(1);
+    expect(phase('upload').count).to.equal(1);
+    expect(phase('download').sum).to.be.greaterThan(0);
+    // What the completed job's runner reported is what was observed.
+    const reported = JSON.parse((await svc.cluster.kubectl(['get', 'mediajob', completedId!, '-o', 'jsonpath={.status.phaseSeconds}'])).stdout) as Record<string, number>;
+    expect(Object.keys(reported).sort()).to.deep.equal(['download', 'mux', 'upload']);
+    expect(phase('mux').sum).to.be.closeTo(reported.mux!, 1e-9);
+    expect(phase('upload').sum).to.be.closeTo(reported.upload!, 1e-9);
+
+    // Admission: every attempt was admitted once (a retried attempt asks for a slot again, ADR 0018), most after
+    // waiting for the one slot; none waits or runs now.
+    expect(moved(m, 'mediajobs_admission_wait_time_seconds_count')).to.equal(3 + failedAttempts);
     expect(m.value('mediajobs_admission_max_running_jobs')).to.equal(1);
     await eventually(async () => {
       const now = await scrape(`${svc.gateway.url}/metrics`);
@@ -105,7 +124,7 @@ describe('end to end: metrics', function () {
       expect(m.text, secret).to.not.include(secret);
     }
     const allowed = new Set(['route', 'method', 'status', 'source', 'error_category', 'counter', 'verdict', 'name', 'pool', 'state', 'channel',
-      'result', 'informer', 'trigger', 'le', 'quantile', 'type', 'kind', 'space', 'version', 'major', 'minor', 'patch']);
+      'result', 'informer', 'trigger', 'phase', 'le', 'quantile', 'type', 'kind', 'space', 'version', 'major', 'minor', 'patch']);
     for (const label of m.labelNames('mediajobs_')) expect(allowed, `label ${label}`).to.include(label);
     expect(svc.operator.metricsUrl).to.be.a('string');
     const own = await scrape(`${svc.operator.metricsUrl!}/metrics`);
