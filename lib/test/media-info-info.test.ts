@@ -186,16 +186,16 @@ describe('media-info: classification of yt-dlp info', () => {
   describe('configuration', () => {
     it('defaults: yt-dlp on PATH, the spec bounds (6 s, 20 s), no proxy, no URL map', () => {
       const o = mediaInfoOptions(loadConfig(mediaInfoSchema, {}));
-      expect(o).to.deep.equal({ command: ['yt-dlp'], extraArgs: [], lightTimeoutMs: 6000, fullTimeoutMs: 20000, maxConcurrent: 16, urlMap: new Map() });
+      expect(o).to.deep.equal({ command: ['yt-dlp'], extraArgs: [], lightTimeoutMs: 6000, fullTimeoutMs: 20000, maxConcurrent: 16, maxPerKey: 4, urlMap: new Map() });
     });
     it('reads every knob', () => {
       const o = mediaInfoOptions(loadConfig(mediaInfoSchema, {
         MEDIA_INFO_YTDLP: 'python3 -m yt_dlp', MEDIA_INFO_YTDLP_ARGS: ' --cookies /c.txt ', MEDIA_INFO_LIGHT_TIMEOUT_MS: '3000',
         MEDIA_INFO_FULL_TIMEOUT_MS: '9000', MEDIA_INFO_PROXY: 'http://user-session-{session}:pw@pool.example:8000', MEDIA_INFO_MAX_CONCURRENT: '4',
-        MEDIA_INFO_URL_MAP: '{"https://www.youtube.com/watch?v=BaW_jenozKc": "http://127.0.0.1:9000/v.mp4"}',
+        MEDIA_INFO_MAX_PER_KEY: '2', MEDIA_INFO_URL_MAP: '{"https://www.youtube.com/watch?v=BaW_jenozKc": "http://127.0.0.1:9000/v.mp4"}',
       }));
       expect(o).to.deep.equal({
-        command: ['python3', '-m', 'yt_dlp'], extraArgs: ['--cookies', '/c.txt'], lightTimeoutMs: 3000, fullTimeoutMs: 9000, maxConcurrent: 4,
+        command: ['python3', '-m', 'yt_dlp'], extraArgs: ['--cookies', '/c.txt'], lightTimeoutMs: 3000, fullTimeoutMs: 9000, maxConcurrent: 4, maxPerKey: 2,
         proxy: 'http://user-session-{session}:pw@pool.example:8000',
         urlMap: new Map([['https://www.youtube.com/watch?v=BaW_jenozKc', 'http://127.0.0.1:9000/v.mp4']]),
       });
