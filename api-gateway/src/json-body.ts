@@ -18,15 +18,44 @@ export function acceptJson(limitBytes: number): RequestHandler[] {
       else next(new HttpError(415, NOT_JSON));
     },
     json({ limit: limitBytes, strict: true }),
+    wellFormedText,
   ];
 }
+
+/** The parse error's answer (http-errors.ts 'entity.parse.failed'). */
+const INVALID_JSON = 'Invalid JSON body';
+/** A lone surrogate; a paired one is a single code point to a `u` pattern, never matched. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * JSON may escape half a surrogate pair (`"\ud800"`), which JSON.parse
+ * accepts and no text column stores: Postgres refuses it, and the request
+ * would end in a 500. Such a body is as invalid as a malformed one (RFC 8259
+ * §8.2: its behaviour is unpredictable). Walked without recursion, as a body
+ * may nest as deep as its size allows.
+ */
+export const wellFormedText: RequestHandler = (req, _res, next) => {
+  const pending: unknown[] = [req.body];
+  while (pending.length) {
+    const v = pending.pop();
+    if (typeof v === 'string') {
+      if (LONE_SURROGATE.test(v)) return next(new HttpError(400, INVALID_JSON));
+    } else if (v !== null && typeof v === 'object') {
+      for (const [k, child] of Object.entries(v)) {
+        if (LONE_SURROGATE.test(k)) return next(new HttpError(400, INVALID_JSON));
+        pending.push(child);
+      }
+    }
+  }
+  next();
+};
 
 /**
  * For POSTs that need no body (start, cancel, rotate, redeliver): a body
  * sent as JSON is still read, so a malformed one is the usual 400; a body of
  * another type is left unread.
  */
-export const optionalJsonBody = (): RequestHandler => json({ limit: '16kb' });
+export const optionalJsonBody = (): RequestHandler[] => [json({ limit: '16kb' }), wellFormedText];
 
 /** The parsed body as an object; 400 for an array or anything else. */
 export function bodyObject(req: Request): Record<string, unknown> {

@@ -105,6 +105,21 @@ describe('api-gateway: one error path, one authentication', function () {
         expect([r.status, r.body], path).to.deep.equal([400, { error: 'Invalid JSON body' }]);
       }
     });
+
+    it('half a surrogate pair escaped in a string or a key (no text column stores it): 400 Invalid JSON body, never a 500', async () => {
+      const lone = String.raw`\ud800`;
+      for (const raw of [
+        `{"url":"http://127.0.0.1:1/v.mp4","filename":"${lone}","folder":"a/b"}`,
+        `{"url":"http://127.0.0.1:1/v.mp4","options":{"${lone}x":1}}`,
+        `{"url":"http://127.0.0.1:1/v.mp4","folder":["a",["${lone}"]]}`,
+      ]) {
+        const r = await gw.request('POST', '/jobs', { raw, headers: { 'content-type': 'application/json' } });
+        expect([r.status, r.body], raw).to.deep.equal([400, { error: 'Invalid JSON body' }]);
+      }
+      // A pair escaped as two halves is one code point, and fine.
+      const pair = await gw.request('POST', '/jobs', { raw: String.raw`{"url":"http://127.0.0.1:1/v.mp4","filename":"clip \ud83c\udfac"}`, headers: { 'content-type': 'application/json' } });
+      expect(pair.status).to.equal(201);
+    });
   });
 
   describe('an unexpected failure', () => {
