@@ -2,7 +2,7 @@
 // routes expect one. Parse errors reach the error middleware (http-errors.ts)
 // as body-parser's typed errors and are answered there.
 import { json, type Request, type RequestHandler } from 'express';
-import { HttpError } from './http-errors.js';
+import { BODY_ERRORS, HttpError } from './http-errors.js';
 
 export const NOT_JSON = 'Content-Type must be application/json';
 export const NOT_AN_OBJECT = 'Request body must be a JSON object';
@@ -22,10 +22,10 @@ export function acceptJson(limitBytes: number): RequestHandler[] {
   ];
 }
 
-/** The parse error's answer (http-errors.ts 'entity.parse.failed'). */
-const INVALID_JSON = 'Invalid JSON body';
 /** A lone surrogate; a paired one is a single code point to a `u` pattern, never matched. */
 const LONE_SURROGATE = /\p{Cs}/u;
+/** The answer of any unreadable body (body-parser's parse error). */
+const INVALID_JSON = BODY_ERRORS['entity.parse.failed']!;
 
 /**
  * JSON may escape half a surrogate pair (`"\ud800"`), which JSON.parse
@@ -39,12 +39,10 @@ export const wellFormedText: RequestHandler = (req, _res, next) => {
   while (pending.length) {
     const v = pending.pop();
     if (typeof v === 'string') {
-      if (LONE_SURROGATE.test(v)) return next(new HttpError(400, INVALID_JSON));
+      if (LONE_SURROGATE.test(v)) return next(new HttpError(...INVALID_JSON));
     } else if (v !== null && typeof v === 'object') {
-      for (const [k, child] of Object.entries(v)) {
-        if (LONE_SURROGATE.test(k)) return next(new HttpError(400, INVALID_JSON));
-        pending.push(child);
-      }
+      // Keys are text too.
+      for (const entry of Object.entries(v)) pending.push(...entry);
     }
   }
   next();
