@@ -3,7 +3,8 @@
 import express from 'express';
 import { DEFAULT_CHAT_WEBHOOK_PREFIX } from '@mediajobs/lib/chat/config';
 import { BatchSources, DEFAULT_MAX_PLAYLIST_SIZE, DEFAULT_PODCAST_LOOKUP_ENDPOINT } from '@mediajobs/lib/batches/index';
-import type { Logger } from '@mediajobs/lib/logger';
+import { materializePoke } from '@mediajobs/lib/db/materialize';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor } from '@mediajobs/lib/media-info/index';
 import { DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
@@ -159,9 +160,10 @@ export function createApp(deps: AppDeps): express.Express {
     lookupEndpoint: DEFAULT_PODCAST_LOOKUP_ENDPOINT, maxEntries: DEFAULT_MAX_PLAYLIST_SIZE, policy: outbound, mediaInfo: mediaInfoExtractor.options,
   });
   const idempotency = new IdempotencyKeys(deps.pool, log);
-  app.use(bulkRouter({ ...deps, outbound, idempotency }));
+  const pokeMaterializer = materializePoke(deps.pool, (err) => log.debug({ err: errFields(err) }, 'could not poke the materializer; its safety pass catches up'));
+  app.use(bulkRouter({ ...deps, outbound, idempotency, pokeMaterializer }));
   app.use(jobsRouter({
-    ...deps, probes, providerSettings, outbound, batchSources, idempotency, ...(deps.storage?.vault && { vault: deps.storage.vault }),
+    ...deps, probes, providerSettings, outbound, batchSources, idempotency, pokeMaterializer, ...(deps.storage?.vault && { vault: deps.storage.vault }),
   }));
   app.use(batchesRouter({ pool: deps.pool, logger: log }));
   app.use(webhooksRouter(deps));

@@ -1,14 +1,16 @@
 // The materializer: the one path from an accepted row to its custom resource
-// (docs/adr/0017). Real Postgres (its NOTIFY on commit), the local cluster
-// (its CRD validation and its API Priority and Fairness throttle), the
-// official client. The safety pass is set to an hour, so anything created
-// promptly was woken by a notification.
+// (docs/adr/0017). Real Postgres (LISTEN/NOTIFY), the local cluster (its
+// CRD validation and its API Priority and Fairness throttle), the official
+// client. Rows are accepted as the gateway accepts them: committed, then
+// the gateway's poke. The safety pass is set to an hour, so anything
+// created promptly was woken by a poke.
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { insertBatch, startBatch, type NewBatch } from '@mediajobs/lib/db/batches';
 import { cancelJob } from '@mediajobs/lib/db/jobs';
+import { materializePoke } from '@mediajobs/lib/db/materialize';
 import { ORGANIZATION_LABEL } from '@mediajobs/lib/mediajob/build';
 import { GROUP, MEDIABATCH_PLURAL, MEDIAJOB_PLURAL, VERSION, type MediaBatch, type MediaJob } from '@mediajobs/lib/mediajob/types';
 import { newRegistry } from '@mediajobs/lib/metrics';
@@ -32,11 +34,14 @@ describe('operator: the materializer of accepted rows', function () {
   let db: TestDatabase;
   let custom: k8s.CustomObjectsApi;
   let running: Materializer[] = [];
+  /** The gateway's wake-up after its commits. */
+  let poke: () => void;
 
   before(async () => {
     tc = await startTestCluster();
     for (const crd of CRDS) await tc.kubectl(['apply', '-f', crd]);
     db = await createTestDatabase();
+    poke = materializePoke(db.pool);
     const kc = new k8s.KubeConfig();
     kc.loadFromFile(tc.cluster.kubeconfigPath);
     custom = kc.makeApiClient(k8s.CustomObjectsApi);
@@ -75,6 +80,7 @@ describe('operator: the materializer of accepted rows', function () {
     const id = randomUUID();
     await db.pool.query(`INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, cr_namespace, cr_name, destination)
       VALUES ($1, $2, 'https://media.example/v', 'Pending', 'Queued', 0, $3, 'default', $4, '{"type":"managed"}')`, [id, apiKeyId, JSON.stringify(options), id]);
+    poke();
     return id;
   }
 
@@ -86,7 +92,7 @@ describe('operator: the materializer of accepted rows', function () {
     group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, labelSelector: `mediajobs.io/api-key-id=${apiKeyId}`,
   })) as { items: MediaJob[] }).items;
 
-  it('creates the MediaJob of a committed row at once (woken by its NOTIFY), labelled with its organization, and marks the row', async () => {
+  it('creates the MediaJob of a committed row at once (woken by the poke after its commit), labelled with its organization, and marks the row', async () => {
     const org = (await db.pool.query<{ id: string }>(`INSERT INTO organizations (name) VALUES ('materialized') RETURNING id`)).rows[0]!.id;
     const apiKeyId = await insertApiKey(db.pool, 'org key');
     await db.pool.query('UPDATE api_keys SET organization_id = $2 WHERE id = $1', [apiKeyId, org]);
@@ -107,6 +113,7 @@ describe('operator: the materializer of accepted rows', function () {
       id, apiKeyId, kind: 'show', showUrl, folder: 'shows/the-show', paused: true, webhookUrlEnc: null,
       crNamespace: 'default', crName: id, options: SHARED, target: { kind: 'given', destination: { type: 'managed' } },
     }, [{ id: randomUUID(), url: 'http://feeds.invalid/ep0.mp3' }, { id: randomUUID(), url: 'http://feeds.invalid/ep1.mp3' }])).to.include({ outcome: 'inserted' });
+    poke();
     const mb = await eventually(() => getBatch(id), 5_000);
     expect(mb.spec).to.deep.include({ batchId: id, showUrl, kind: 'show', owner: { apiKeyId }, folder: 'shows/the-show', paused: true });
     expect(mb.spec.options).to.include({ format: 'm4a', downloadThumbnail: true });
@@ -170,6 +177,14 @@ describe('operator: the materializer of accepted rows', function () {
     await eventually(() => marked('jobs', during), 10_000, 100);
     const after = await acceptJob(apiKeyId);
     await eventually(() => marked('jobs', after), 5_000);
+  });
+
+  it('creates every row of a burst of accepts, each poked (the pokes coalesce, none is lost)', async () => {
+    const apiKeyId = await insertApiKey(db.pool);
+    await start();
+    const ids = await Promise.all(Array.from({ length: 60 }, () => acceptJob(apiKeyId)));
+    await eventually(async () => (await db.pool.query(`SELECT 1 FROM jobs WHERE api_key_id = $1 AND cr_created_at IS NULL`, [apiKeyId])).rowCount === 0, 10_000, 100);
+    expect((await jobsOfKey(apiKeyId)).map((j) => j.metadata.name).sort()).to.deep.equal([...ids].sort());
   });
 
   it('does nothing for a row cancelled before its MediaJob was made', async () => {

@@ -43,6 +43,8 @@ export interface BatchCreateDeps {
   outbound: OutboundPolicy;
   /** Expands shows (lookup API + RSS feed) and playlists (yt-dlp flat, /metadata's settings). */
   batchSources: BatchSources;
+  /** Wakes the operator's materializer once accepted rows have committed (lib/src/db/materialize.ts). */
+  pokeMaterializer: () => void;
   /** Counts the episodes accepted (metrics.ts). */
   metrics?: GatewayMetrics;
 }
@@ -128,6 +130,7 @@ export async function createBatch(
   }, episodes);
   if (inserted.outcome === 'storage_provider_not_configured') throw new HttpError(400, 'storage_provider_not_configured');
   if (inserted.outcome !== 'inserted') throw new Error(`insertBatch of a new batch answered ${inserted.outcome}`);
+  deps.pokeMaterializer();
   deps.metrics?.jobsAccepted('batch', episodes.length);
 
   return answer;

@@ -45,6 +45,8 @@ export interface BulkRouteDeps {
   namespace: string;
   outbound: OutboundPolicy;
   idempotency: IdempotencyKeys;
+  /** Wakes the operator's materializer once accepted rows have committed (lib/src/db/materialize.ts). */
+  pokeMaterializer: () => void;
   /** Counts the jobs accepted (metrics.ts). */
   metrics?: GatewayMetrics;
 }
@@ -123,6 +125,7 @@ function createJobs(deps: BulkRouteDeps): RequestHandler {
       keyRow: keyRowFor(res, { status: 201, body: answer, location: null }),
     });
     if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
+    deps.pokeMaterializer();
     deps.metrics?.jobsAccepted('bulk', jobs.length);
 
     res.status(201).json(answer);

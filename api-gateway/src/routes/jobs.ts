@@ -157,6 +157,7 @@ function createJob(deps: JobsRouteDeps): RequestHandler {
       keyRow: keyRowFor(res, { status: 201, body: { job_id: id }, location: `/jobs/${id}` }),
     });
     if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
+    deps.pokeMaterializer();
     deps.metrics?.jobsAccepted('api');
     res.status(201).location(`/jobs/${id}`).json({ job_id: id });
   };

@@ -1,8 +1,9 @@
 // The materializer's statements (docs/adr/0017): rows accepted by the
 // gateway whose custom resource is still to be created, built into the
 // exact MediaJob or MediaBatch the row describes, and the mark that says it
-// exists. The schema's cr_created_at column, the index these pages read and
-// the NOTIFY that wakes the reader are in the api-gateway migration 0013.
+// exists, and the poke that wakes the reader once such rows have committed.
+// The schema's cr_created_at column and the index these pages read are in
+// the api-gateway migration 0013.
 // A batch's episodes are not here: the batch controller creates those.
 import type pg from 'pg';
 import { buildMediaBatch, buildMediaJob } from '../mediajob/build.js';
@@ -10,6 +11,38 @@ import type { BatchKind, BatchOptions, Destination, MediaBatch, MediaJob, MediaJ
 
 /** The LISTEN channel: 'new' when rows to create committed; 'start <namespace>/<name>' when a paused batch started. */
 export const MATERIALIZE_CHANNEL = 'mediajobs_materialize';
+
+/** Pokes within this long of the last NOTIFY become one more NOTIFY. */
+const POKE_COALESCE_MS = 20;
+
+/**
+ * Wakes the materializer after rows to create have committed (call it after
+ * the insert's commit). The NOTIFY goes in a statement of its own, never in
+ * the insert's transaction: every notifying commit takes Postgres' global
+ * notify-queue lock, so a NOTIFY per accepted job serialised the gateway's
+ * commits (ADR 0017, "a NOTIFY per commit is not free"). Coalesced: one
+ * NOTIFY in flight at a time, and the pokes that arrive meanwhile become one
+ * more, a few milliseconds after it. A lost poke (Postgres away) is caught up
+ * by the materializer's safety pass; `failed` hears of it.
+ */
+export function materializePoke(pool: pg.Pool, failed: (err: unknown) => void = () => undefined): () => void {
+  let busy = false;
+  let again = false;
+  const send = (): void => {
+    busy = true;
+    again = false;
+    pool.query({ name: 'mj-materialize-poke', text: `SELECT pg_notify('${MATERIALIZE_CHANNEL}', 'new')` })
+      .catch(failed)
+      .finally(() => {
+        if (again) setTimeout(send, POKE_COALESCE_MS).unref();
+        else busy = false;
+      });
+  };
+  return () => {
+    if (busy) again = true;
+    else send();
+  };
+}
 
 /**
  * The organization fair admission caps the job under: the key's, or for a
