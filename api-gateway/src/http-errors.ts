@@ -3,11 +3,13 @@
 // and validators throw an HttpError (or pass it to next()), and the error
 // middleware here turns it, body-parser's errors and anything unexpected
 // into the answer. Express 5 hands a rejected handler promise to that
-// middleware too, so async handlers need no wrapper. An unexpected error is a
-// 500 with the route's generic message; its details go to the log, through
-// errFields, never to the client.
+// middleware too, so async handlers need no wrapper. A dependency that cannot
+// be reached (Postgres down or restarting) is a 503 with Retry-After, which
+// passes by itself; anything else unexpected is a 500 with the route's
+// generic message. Details go to the log, through errFields, never to the client.
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
+import { isUnreachable } from '@mediajobs/lib/unreachable';
 
 /** An answer already decided: status, the spec's message, and the spec's extra fields. */
 export class HttpError extends Error {
@@ -25,6 +27,10 @@ declare module 'express-serve-static-core' {
 }
 
 export const INTERNAL = 'Internal server error';
+/** The 503 of a request that needed a dependency it could not reach (Postgres, most of all). */
+export const UNAVAILABLE = 'Service temporarily unavailable, please retry';
+/** Seconds a client waits before retrying after UNAVAILABLE: a Postgres restart or failover takes a few. */
+const UNAVAILABLE_RETRY_AFTER = '2';
 
 /**
  * Route middleware naming what an unexpected failure of the route answers,
@@ -60,7 +66,7 @@ function clientErrorMessage(status: number): string {
 }
 
 /** The answer for an error thrown by a handler or middleware, and whether it is to be logged as a failure. */
-function answerFor(err: unknown, res: Response): { status: number; message: string; extra?: Record<string, unknown>; log?: unknown } {
+function answerFor(err: unknown, res: Response): { status: number; message: string; extra?: Record<string, unknown>; log?: unknown; retryAfter?: string } {
   if (err instanceof HttpError) {
     // A cause is a failure the handler turned into this answer: the cause is logged, the answer stays as decided.
     return { status: err.status, message: err.message, extra: err.extra, ...(err.cause !== undefined && { log: err.cause }) };
@@ -70,6 +76,8 @@ function answerFor(err: unknown, res: Response): { status: number; message: stri
   if (body) return { status: body[0], message: body[1], ...(body[0] >= 500 && { log: err }) };
   const status = e?.status ?? e?.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) return { status, message: clientErrorMessage(status) };
+  // The route's own words where the spec gives them (GET /jobs: `Database query failed`), with the status that says "retry".
+  if (isUnreachable(err)) return { status: 503, message: res.locals.failureMessage ?? UNAVAILABLE, log: err, retryAfter: UNAVAILABLE_RETRY_AFTER };
   return { status: 500, message: res.locals.failureMessage ?? INTERNAL, log: err };
 }
 
@@ -85,6 +93,7 @@ export function errorResponder(log: Logger): ErrorRequestHandler {
     if (answer.log !== undefined) {
       log.error({ err: errFields(answer.log), method: req.method, path: req.path, status: answer.status }, 'request failed');
     }
+    if (answer.retryAfter) res.setHeader('Retry-After', answer.retryAfter);
     sendError(res, answer.status, answer.message, answer.extra);
   };
 }

@@ -7,7 +7,7 @@ import { createServer, type RequestListener, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { storageEndpoints } from '@mediajobs/lib/config';
 import { BatchSources, batchSourcesOptions } from '@mediajobs/lib/batches/index';
-import { createLogger, errFields, type Logger } from '@mediajobs/lib/logger';
+import { createLogger, type Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor, mediaInfoOptions } from '@mediajobs/lib/media-info/index';
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { SecretBox } from '@mediajobs/lib/secret-box';
@@ -48,9 +48,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   const logger = opts.logger ?? createLogger('api-gateway', config.LOG_LEVEL);
   const secretBox = new SecretBox(config.SECRET_KEYS);
   const storage = await createManagedStorage(config);
-  const pool = createPool(config.DATABASE_URL, config.PG_POOL_MAX);
-  // An idle client erroring (Postgres restart) must not crash the process; the pool replaces it.
-  pool.on('error', (err) => logger.warn({ err: errFields(err) }, 'idle Postgres connection failed'));
+  const pool = createPool(config.DATABASE_URL, config.PG_POOL_MAX, logger);
 
   try {
     const applied = await migrate(pool);

@@ -163,7 +163,13 @@ describe('api-gateway: the error middleware', () => {
       throw new Error('LEAK-CANARY async detail');
     });
     app.get('/worded', failsWith('Database query failed'), async () => {
+      throw new Error('LEAK-CANARY syntax error at or near "SELEC"');
+    });
+    app.get('/unreachable', failsWith('Database query failed'), async () => {
       throw Object.assign(new Error('LEAK-CANARY connection refused'), { code: 'ECONNREFUSED' });
+    });
+    app.get('/unreachable-mid-query', async () => {
+      throw new Error('Connection terminated unexpectedly');
     });
     app.get('/decided', () => {
       throw new HttpError(403, 'Storage quota exceeded', { limit_gb: '1024', used_gb: '1024.5' });
@@ -191,7 +197,7 @@ describe('api-gateway: the error middleware', () => {
   const call = async (method: string, path: string, init: RequestInit = {}) => {
     const r = await fetch(`${url}${path}`, { method, ...init });
     const text = await r.text();
-    return { status: r.status, text, body: JSON.parse(text) as unknown };
+    return { status: r.status, text, body: JSON.parse(text) as unknown, retryAfter: r.headers.get('retry-after') };
   };
   const json = (raw: string, type = 'application/json') => ({ body: raw, headers: { 'content-type': type } });
 
@@ -199,6 +205,8 @@ describe('api-gateway: the error middleware', () => {
     ['a thrown error', '/sync', {}, 500, { error: 'Internal server error' }],
     ['a rejected async handler', '/async', {}, 500, { error: 'Internal server error' }],
     ["the route's own words for a failure (failsWith)", '/worded', {}, 500, { error: 'Database query failed' }],
+    ['a dependency refusing connections, in the route\'s words (retry: 503)', '/unreachable', {}, 503, { error: 'Database query failed' }],
+    ['a connection lost mid-query (retry: 503)', '/unreachable-mid-query', {}, 503, { error: 'Service temporarily unavailable, please retry' }],
     ['an HttpError with the spec\'s extra fields', '/decided', {}, 403, { error: 'Storage quota exceeded', limit_gb: '1024', used_gb: '1024.5' }],
     ['an HttpError with a cause', '/decided-with-cause', {}, 503, { error: 'S3 storage configuration is temporarily unavailable' }],
     ['malformed JSON', '/body', { method: 'POST', ...json('{"a":') }, 400, { error: 'Invalid JSON body' }],
@@ -212,6 +220,7 @@ describe('api-gateway: the error middleware', () => {
     it(`${what}: ${status} ${JSON.stringify(body)}`, async () => {
       const r = await call(String(init.method ?? 'GET'), path, init);
       expect([r.status, r.body]).to.deep.equal([status, body]);
+      expect(r.retryAfter, 'Retry-After on the 503 of an unreachable dependency only').to.equal(path.startsWith('/unreachable') ? '2' : null);
       expect(r.text).not.to.include('LEAK-CANARY');
     });
   }
@@ -221,9 +230,11 @@ describe('api-gateway: the error middleware', () => {
     expect(failed.map((l) => [l.path, l.status, (l.err as Json).message])).to.deep.equal([
       ['/sync', 500, 'LEAK-CANARY sync detail'],
       ['/async', 500, 'LEAK-CANARY async detail'],
-      ['/worded', 500, 'LEAK-CANARY connection refused'],
+      ['/worded', 500, 'LEAK-CANARY syntax error at or near "SELEC"'],
+      ['/unreachable', 503, 'LEAK-CANARY connection refused'],
+      ['/unreachable-mid-query', 503, 'Connection terminated unexpectedly'],
       ['/decided-with-cause', 503, 'LEAK-CANARY vault down'],
     ]);
-    expect(failed[2]!.err).to.include({ name: 'Error', code: 'ECONNREFUSED' });
+    expect(failed[3]!.err).to.include({ name: 'Error', code: 'ECONNREFUSED' });
   });
 });

@@ -94,12 +94,12 @@ export interface TestGateway {
  * overrides the configuration defaults.
  */
 export async function startTestGateway(
-  { serverTimeouts, ...deps }: Partial<AppDeps> & { serverTimeouts?: Partial<ServerTimeouts> } = {},
+  { serverTimeouts, databaseAdminUrl, ...deps }: Partial<AppDeps> & { serverTimeouts?: Partial<ServerTimeouts>; databaseAdminUrl?: string } = {},
 ): Promise<TestGateway> {
-  const db = await createTestDatabase();
-  const pool = createPool(db.url, 10);
-  await migrate(pool);
+  const db = await createDatabase('mediajobs_test', { migrate: false, ...(databaseAdminUrl && { adminUrl: databaseAdminUrl }) });
   const logs = captureLogger();
+  const pool = createPool(db.url, 10, logs.logger);
+  await migrate(pool);
   const keyCache = deps.keyCache ?? new ApiKeyCache(cachedKeyLookup(pool), 10_000);
   const app = createApp({
     pool,

@@ -16,14 +16,17 @@ export interface TestDatabase {
 }
 
 /** A fresh database; with `migrate` (default) the gateway's migrations are applied. */
-export async function createTestDatabase(prefix = 'mediajobs_test', opts: { migrate?: boolean } = {}): Promise<TestDatabase> {
+export async function createTestDatabase(
+  prefix = 'mediajobs_test', opts: { migrate?: boolean; /** Another server's admin URL (postgres-server.ts); default PG_ADMIN_URL. */ adminUrl?: string } = {},
+): Promise<TestDatabase> {
+  const adminUrl = opts.adminUrl ?? PG_ADMIN_URL;
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+  const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   // Identifiers cannot be parameters; the name is made here from hex only.
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
-  const url = new URL(PG_ADMIN_URL);
+  const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   const pool = new pg.Pool({ connectionString: url.toString(), max: 10 });
   pool.on('error', () => undefined);
@@ -34,7 +37,7 @@ export async function createTestDatabase(prefix = 'mediajobs_test', opts: { migr
     pool,
     async drop() {
       await pool.end();
-      const a = new pg.Client({ connectionString: PG_ADMIN_URL });
+      const a = new pg.Client({ connectionString: adminUrl });
       await a.connect();
       try {
         // Everything the suite started should have closed its connections by now;

@@ -4,7 +4,7 @@
 // rate limit, the JSON body). What each operation is lives in ./document.ts.
 import { z } from 'zod';
 import { INVALID_KEY, MISSING_KEY } from '../auth.js';
-import { BODY_ERRORS } from '../http-errors.js';
+import { BODY_ERRORS, UNAVAILABLE } from '../http-errors.js';
 import { NOT_AN_OBJECT, NOT_JSON } from '../json-body.js';
 import { MARKETPLACE_USER_REVOKED } from '../marketplace.js';
 import { RATE_COUNTER_UNAVAILABLE, RATE_LIMITED } from '../rate-limit.js';
@@ -127,7 +127,7 @@ export function operationObject(op: Operation): Json {
     merge(errors, 401, [op.access.key, INVALID_KEY]);
     merge(errors, 403, [MARKETPLACE_USER_REVOKED]);
     merge(errors, 429, [RATE_LIMITED]);
-    merge(errors, 503, [RATE_COUNTER_UNAVAILABLE]);
+    merge(errors, 503, [RATE_COUNTER_UNAVAILABLE, UNAVAILABLE]);
   }
   if (op.body !== undefined) {
     for (const [status, messages] of Object.entries(op.body === 'none-or-json' ? OPTIONAL_BODY_ERRORS : JSON_BODY_ERRORS)) merge(errors, Number(status), messages);
