@@ -80,6 +80,11 @@ bench: deps bench-tools
 	npx tsx lib/bench/upload-vs-rclone.ts
 	npx tsx lib/bench/webhook-signing.ts
 
+# Issue 16 item 6: a steady mixed load for SOAK_SECONDS (default 600) and the memory of each process after warm-up and at the end.
+.PHONY: soak
+soak: deps
+	npx tsx test/soak/soak.ts
+
 # As root with a private checkout the database lives outside (README, ADR 0008), linked from $(LOCAL_DIR)/postgres.
 clean:
 	@if [ -L $(LOCAL_DIR)/postgres ]; then \
