@@ -6,7 +6,8 @@ import { startLocalCluster } from './index.js';
 
 const USAGE = `usage: local-cluster --kubeconfig <file> [--port N] [--state <dir>] [--work-dir <dir>]
                      [--image-map <json-file>] [--max-running-pods N] [--backoff-base-ms N]
-                     [--max-writes-per-second N]   (or LOCAL_CLUSTER_WRITE_RATE)`;
+                     [--max-writes-per-second N]   (or LOCAL_CLUSTER_WRITE_RATE)
+                     [--event-ttl-seconds N]   (default 3600, as kube-apiserver's --event-ttl)`;
 
 function fail(message: string): never {
   process.stderr.write(`${message}\n${USAGE}\n`);
@@ -19,6 +20,8 @@ function intOption(name: string, v: string | undefined): number | undefined {
   if (!Number.isInteger(n) || n < 0) fail(`--${name} must be a non-negative integer, got "${v}"`);
   return n;
 }
+
+const seconds = (s: number | undefined) => (s === undefined ? undefined : s * 1000);
 
 async function main(): Promise<void> {
   let values;
@@ -33,6 +36,7 @@ async function main(): Promise<void> {
         'max-running-pods': { type: 'string' },
         'backoff-base-ms': { type: 'string' },
         'max-writes-per-second': { type: 'string' },
+        'event-ttl-seconds': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -61,6 +65,7 @@ async function main(): Promise<void> {
     maxRunningPods: intOption('max-running-pods', values['max-running-pods']),
     backoffBaseMs: intOption('backoff-base-ms', values['backoff-base-ms']),
     maxWritesPerSecond: intOption('max-writes-per-second', values['max-writes-per-second'] ?? process.env.LOCAL_CLUSTER_WRITE_RATE) || undefined,
+    eventTtlMs: seconds(intOption('event-ttl-seconds', values['event-ttl-seconds'])),
   });
   process.stdout.write(`local cluster at ${cluster.url}\nkubeconfig: ${cluster.kubeconfigPath}\n`);
   let stopping = false;

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { ApiServer } from './apiserver.js';
+import { EventTtl } from './controllers/event-ttl.js';
 import { JobController, TtlController } from './controllers/job-controller.js';
 import { Kubelet } from './controllers/kubelet.js';
 import { createHandler } from './http.js';
@@ -53,6 +54,8 @@ export interface LocalClusterOptions {
    * Unset: no throttle. Changed later with throttleWrites().
    */
   maxWritesPerSecond?: number;
+  /** How long an Event lives after its last write (kube-apiserver's --event-ttl); default 1 h. */
+  eventTtlMs?: number;
   logger?: Logger;
 }
 
@@ -98,6 +101,7 @@ export class LocalCluster {
     });
     const jobs = new JobController(api, { backoffBaseMs: opts.backoffBaseMs, backoffMaxMs: opts.backoffMaxMs });
     const ttl = new TtlController(api);
+    const eventTtl = new EventTtl(api, opts.eventTtlMs);
     const watches = new WatchHub(api, {
       bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 60_000,
       maxBufferedBytes: 64 * 1024 * 1024,
@@ -120,9 +124,10 @@ export class LocalCluster {
 
     jobs.start();
     ttl.start();
+    eventTtl.start();
     kubelet.start();
     logger.info({ url, kubeconfig: kubeconfigPath }, 'local cluster listening');
-    return new LocalCluster(api, server, watches, kubelet, [jobs, ttl, api.gc], persistence, url, kubeconfigPath, workDir, throttleRef, counter);
+    return new LocalCluster(api, server, watches, kubelet, [jobs, ttl, eventTtl, api.gc], persistence, url, kubeconfigPath, workDir, throttleRef, counter);
   }
 
   /** Throttle writes past this many per second (APF's 429 with Retry-After), or stop throttling (undefined). */

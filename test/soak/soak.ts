@@ -12,12 +12,14 @@
 // speaking the runner protocol, without yt-dlp and ffmpeg, so the machine
 // spends its time on the service). Finished Jobs and MediaJobs are deleted
 // after 5 s and 30 s (JOB_TTL_SECONDS_AFTER_FINISHED,
-// FINISHED_MEDIAJOB_TTL_SECONDS), so the cluster holds a steady number of
-// objects, as a production cluster with its TTLs does at its own scale.
+// FINISHED_MEDIAJOB_TTL_SECONDS) and Events a minute after their last write
+// (the local cluster's --event-ttl-seconds; kube-apiserver's default is an
+// hour), so the cluster holds a steady number of objects within the run, as
+// a production cluster with its TTLs does at its own scale.
 //
 //   npx tsx test/soak/soak.ts
 //
-// SOAK_SECONDS (default 600), SOAK_WARMUP_SECONDS (60), SOAK_RATE (2 jobs/s),
+// SOAK_SECONDS (default 600), SOAK_WARMUP_SECONDS (60), SOAK_RATE (2 jobs/s), SOAK_KEEP_LOGS=1 (keep every process log),
 // BENCH_DATABASE_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test).
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -65,10 +67,10 @@ interface Tally {
 
 runBench(async () => {
   const loadAtStart = loadAverage();
-  await withScratch({ adminUrl: BENCH_ADMIN_URL, poolMax: 4, workPrefix: 'mj-soak-' }, async ({ dbUrl, pool, work }) => {
+  await withScratch({ adminUrl: BENCH_ADMIN_URL, poolMax: 4, workPrefix: 'mj-soak-', keepWork: process.env.SOAK_KEEP_LOGS === '1' }, async ({ dbUrl, pool, work }) => {
     const imageMap = join(work, 'images.json');
     writeFileSync(imageMap, JSON.stringify({ [IMAGE]: tsxCommand(join(root, 'operator/test/support/scripted-runner.ts')) }));
-    const cluster = await startCluster(work, ['mediajob.yaml', 'mediabatch.yaml'], { args: ['--image-map', imageMap] });
+    const cluster = await startCluster(work, ['mediajob.yaml', 'mediabatch.yaml'], { args: ['--image-map', imageMap, '--event-ttl-seconds', '60'] });
     const env = {
       ...serviceEnv(dbUrl, cluster.kubeconfig, work), RUNNER_IMAGE: IMAGE, MAX_RUNNING_JOBS: '20',
       JOB_TTL_SECONDS_AFTER_FINISHED: '5', FINISHED_MEDIAJOB_TTL_SECONDS: '30',
