@@ -57,7 +57,7 @@ import {
 import {
   Announced, admitted, hasWaited, mediaJobRef, mediaJobTransition, runnerJobCreated, type Announcement,
 } from './transition-events.js';
-import { deleteAfterTtl } from './ttl.js';
+import { deleteAfterTtl, finishedTtlSeconds } from './ttl.js';
 
 export type { ManagedStorageAccess };
 
@@ -470,6 +470,7 @@ export class MediaJobController {
     if (mj.spec.destination?.type === 'inline') await this.destinations.forgetInline(mj);
     // Finished: a delete has nothing left to cancel, and the TTL's delete must not wait.
     if (hasFinalizer(mj)) await setFinalizer(this.d.kube.custom, mj, false);
-    return deleteAfterTtl(this.d.kube.custom, mj, s.finishTime, this.d.cfg.FINISHED_MEDIAJOB_TTL_SECONDS, this.d.log);
+    const ttl = finishedTtlSeconds(mj, this.d.cfg.FINISHED_MEDIAJOB_TTL_SECONDS);
+    return ttl === undefined ? DONE : deleteAfterTtl(this.d.kube.custom, mj, s.finishTime, ttl, this.d.log);
   }
 }

@@ -1,5 +1,6 @@
-// Finished MediaJobs go after FINISHED_MEDIAJOB_TTL_SECONDS (Postgres keeps
-// the record: ADR 0002). Until then the pass says when to look again; it
+// Finished MediaJobs go after their TTL (Postgres keeps the record: ADR
+// 0002): the spec's ttlSecondsAfterFinished, else FINISHED_MEDIAJOB_TTL_SECONDS
+// for the gateway's; a manifest's without one is kept. Until then the pass says when to look again; it
 // schedules nothing itself.
 import type * as k8s from '@kubernetes/client-node';
 import { isNotFound } from '@mediajobs/lib/kube-client';
@@ -12,6 +13,17 @@ import { GROUP, MEDIAJOB_PLURAL, VERSION, jobIdOf, type MediaJob } from '@mediaj
  * whole seconds) does not find the TTL a few ms short and ask again.
  */
 const MARGIN_MS = 1000;
+
+/**
+ * The TTL of a finished MediaJob: its own spec.ttlSecondsAfterFinished; else
+ * the operator's for the gateway's MediaJobs (spec.jobId set); else none. A
+ * manifest's MediaJob (GitOps, kubectl) is kept: a pipeline that applies it
+ * again every few minutes finds it finished and nothing runs twice, where a
+ * deleted one would be created afresh and download again (issue 18).
+ */
+export function finishedTtlSeconds(mj: Pick<MediaJob, 'spec'>, gatewayTtlSeconds: number): number | undefined {
+  return mj.spec.ttlSecondsAfterFinished ?? (mj.spec.jobId ? gatewayTtlSeconds : undefined);
+}
 
 /** How long until a job finished at `finishTime` is due for deletion (<= 0: due now). No finish time counts as now. */
 export function ttlRemainingMs(finishTime: string | undefined, ttlSeconds: number, now: number): number {

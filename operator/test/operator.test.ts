@@ -156,10 +156,11 @@ describe('operator on the local cluster', function () {
     expect(receiver.hooks.filter((h) => h.body.job_id === warned.metadata.uid).map((h) => h.body.type)).to.not.include('job_failed');
   });
 
-  it('fails a MediaJob whose owner key does not exist, once, and deletes it after the TTL like any finished job', async () => {
+  it('fails a MediaJob whose owner key does not exist, once, and deletes it after its TTL like any finished job', async () => {
     // The TTL outlasts the 1.5 s of resyncs watched below, so the object is there to compare.
-    operator = await start({ FINISHED_MEDIAJOB_TTL_SECONDS: '6', RESYNC_SECONDS: '1' });
-    await create({ ...mediaJob('orphan', 'http://scripted.invalid/complete'), spec: { ...mediaJob('orphan', 'http://scripted.invalid/complete').spec, owner: { apiKeyId: '00000000-0000-4000-8000-000000000000' } } });
+    operator = await start({ RESYNC_SECONDS: '1' });
+    const orphan = mediaJob('orphan', 'http://scripted.invalid/complete', { ttlSecondsAfterFinished: 6 });
+    await create({ ...orphan, spec: { ...orphan.spec, owner: { apiKeyId: '00000000-0000-4000-8000-000000000000' } } });
     await eventually(async () => (await statusOf('orphan')) === 'Failed');
     const failed = await get('orphan');
     expect(failed.status).to.include({ reason: 'invalid_owner' });
@@ -295,9 +296,27 @@ describe('operator on the local cluster', function () {
     expect(receiver.hooks.filter((h) => h.body.job_id === mj.metadata.uid && h.body.type === 'job_completed')).to.have.length(1);
   });
 
-  it('deletes a finished MediaJob after its TTL while Postgres keeps the record', async () => {
+  it('keeps a finished MediaJob of a manifest without a TTL: applied again, it runs nothing (GitOps)', async () => {
+    // The gateway's TTL is short; a manifest's MediaJob is not the gateway's.
     operator = await start({ FINISHED_MEDIAJOB_TTL_SECONDS: '1' });
-    await create(mediaJob('short-lived', 'http://scripted.invalid/complete'));
+    const manifest = JSON.stringify(mediaJob('applied-again', 'http://scripted.invalid/complete'));
+    await tc.kubectl(['apply', '-f', '-'], { input: manifest });
+    await eventually(async () => (await statusOf('applied-again')) === 'Completed', 30_000);
+    const first = await get('applied-again');
+    await new Promise((r) => setTimeout(r, 3000)); // past the gateway's TTL
+    for (let i = 0; i < 3; i++) expect((await tc.kubectl(['apply', '-f', '-'], { input: manifest })).stdout).to.include('unchanged');
+    await new Promise((r) => setTimeout(r, 1000));
+    const later = await get('applied-again');
+    expect(later.metadata.uid, 'the same object, kept').to.equal(first.metadata.uid);
+    expect(later.status, 'still the first run\'s status').to.deep.equal(first.status);
+    const runs = await batch.listNamespacedJob({ namespace: 'default', labelSelector: 'mediajobs.io/mediajob=applied-again' });
+    expect(runs.items, 'one runner Job').to.have.length(1);
+    expect((await db.pool.query(`SELECT 1 FROM jobs WHERE cr_name = 'applied-again'`)).rowCount, 'one record').to.equal(1);
+  });
+
+  it('deletes a finished MediaJob after its ttlSecondsAfterFinished while Postgres keeps the record', async () => {
+    operator = await start();
+    await create(mediaJob('short-lived', 'http://scripted.invalid/complete', { ttlSecondsAfterFinished: 1 }));
     const uid = (await get('short-lived')).metadata.uid!;
     await eventually(async () => (await row(uid))?.status === 'Completed', 30_000);
     await eventually(async () => {

@@ -422,6 +422,12 @@ function mediaJobSpec(): SchemaNode {
       ...optionProperties(),
       webhookUrl: webhookUrlNode('job_processing, job_completed, job_failed, job_skipped and progress webhooks'),
       destination: destinationNode('job'),
+      ttlSecondsAfterFinished: int(
+        'Delete this MediaJob this many seconds after it finished (Postgres keeps the record), as a Job\'s '
+        + 'ttlSecondsAfterFinished. A manifest without it is kept, so a pipeline that applies it again finds it finished '
+        + 'and nothing runs twice; the gateway\'s MediaJobs go after the operator\'s FINISHED_MEDIAJOB_TTL_SECONDS.',
+        { minimum: 0 },
+      ),
       batchId: str('Id (UUID) of the MediaBatch this job is an episode of; absent for single jobs.', { format: 'uuid' }),
       showEpisode: bool(
         'Set by the operator on the episode jobs of a show batch; not an API field. downloadThumbnail delivers a '

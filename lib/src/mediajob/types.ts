@@ -142,6 +142,8 @@ export const mediaJobSpecSchema = specOptionsSchema.extend({
   owner: ownerSchema,
   webhookUrl: z.string().optional(),
   destination: destinationSchema.default({ type: 'managed' }),
+  /** Delete the finished MediaJob after this many seconds; absent on a manifest: kept (GitOps re-applies find it finished). */
+  ttlSecondsAfterFinished: z.number().int().min(0).optional(),
   batchId: z.string().optional(),
   /**
    * Set by the operator's batch controller on the episode jobs of a show: the only
