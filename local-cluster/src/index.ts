@@ -4,7 +4,7 @@
 // takes it all down cleanly.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, mkdirSync } from 'node:fs';
+import { chmodSync, mkdtempSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
@@ -40,6 +40,11 @@ export interface LocalClusterOptions {
   podEnv?: Record<string, string>;
   /** Cap on concurrently running pods (the node's capacity). */
   maxRunningPods?: number;
+  /**
+   * Run pod processes as their securityContext's users and groups (needs
+   * root; default: on when running as root). See KubeletOptions.runAsPodUsers.
+   */
+  runAsPodUsers?: boolean;
   /** Base delay before a failed Job pod is replaced (real clusters: 10 s). */
   backoffBaseMs?: number;
   backoffMaxMs?: number;
@@ -78,6 +83,8 @@ export class LocalCluster {
     const logger = opts.logger ?? pino({ name: 'local-cluster', level: process.env.LOG_LEVEL ?? 'info' });
     const workDir = opts.workDir ?? mkdtempSync(join(tmpdir(), 'local-cluster-'));
     mkdirSync(workDir, { recursive: true });
+    // Ours when made here: searchable, so that pods running as other users reach their directories.
+    if (!opts.workDir) chmodSync(workDir, 0o711);
     const nodeName = opts.nodeName ?? 'local-node';
 
     const api = new ApiServer();
@@ -98,6 +105,7 @@ export class LocalCluster {
     const podEnv = { KUBECONFIG: kubeconfigPath, ...(opts.podEnv ?? {}) };
     const kubelet = new Kubelet(api, {
       workDir: join(workDir, 'pods'), imageCommands: opts.imageCommands, maxRunningPods: opts.maxRunningPods, nodeName, env: podEnv,
+      runAsPodUsers: opts.runAsPodUsers,
     });
     const jobs = new JobController(api, { backoffBaseMs: opts.backoffBaseMs, backoffMaxMs: opts.backoffMaxMs });
     const ttl = new TtlController(api);
@@ -127,6 +135,9 @@ export class LocalCluster {
     eventTtl.start();
     kubelet.start();
     logger.info({ url, kubeconfig: kubeconfigPath }, 'local cluster listening');
+    if (process.getuid?.() === 0 && opts.runAsPodUsers !== false && !kubelet.runsAsPodUsers) {
+      logger.warn({ workDir }, 'pods run as root: a folder above the work dir is closed to other users, so runAsUser/runAsGroup/fsGroup are not applied');
+    }
     return new LocalCluster(api, server, watches, kubelet, [jobs, ttl, eventTtl, api.gc], persistence, url, kubeconfigPath, workDir, throttleRef, counter);
   }
 

@@ -1,7 +1,7 @@
 // Test support: a local cluster per suite and the real kubectl against it,
 // with a fresh HOME so kubectl's discovery cache never leaks between runs.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiException, KubeConfig, type V1Status } from '@kubernetes/client-node';
@@ -29,6 +29,8 @@ export interface KubectlResult {
 
 export async function startTestCluster(opts: LocalClusterOptions = {}): Promise<TestCluster> {
   const home = mkdtempSync(join(tmpdir(), 'lc-test-'));
+  // Searchable, not listable: pods running as their own users (the cluster as root) reach their work dir below.
+  chmodSync(home, 0o711);
   const cluster = await LocalCluster.start({
     workDir: join(home, 'work'),
     logger: pino({ level: process.env.LOG_LEVEL ?? 'silent' }),

@@ -48,6 +48,14 @@ export interface KubeletOptions {
   maxLogBytes?: number;
   /** How long stop() waits after SIGTERM before SIGKILL (default 5 s). */
   stopGraceMs?: number;
+  /**
+   * Run each container as its securityContext's runAsUser/runAsGroup with
+   * the pod's fsGroup and supplementalGroups, as a real node does. Needs
+   * root; default: on when the local cluster runs as root. Off (or not
+   * root), every process runs as the local cluster's user; runAsNonRoot and
+   * volume modes and fsGroup ownership are honoured either way.
+   */
+  runAsPodUsers?: boolean;
   logger?: (msg: string, extra?: Record<string, unknown>) => void;
 }
 
@@ -64,6 +72,8 @@ export class Kubelet {
   private resync: NodeJS.Timeout | undefined;
   private admitScheduled = false;
   private stopped = false;
+  private runAsPodUsers = false;
+  private readonly imageUser = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
   private readonly log: (msg: string, extra?: Record<string, unknown>) => void;
 
   constructor(private readonly api: ClusterApi, private readonly opts: KubeletOptions) {
@@ -82,6 +92,7 @@ export class Kubelet {
   start(): void {
     if (this.unsubscribe) return;
     fs.mkdirSync(this.opts.workDir, { recursive: true });
+    this.runAsPodUsers = this.canRunAsPodUsers();
     this.unsubscribe = this.api.subscribe((c) => this.observe(c));
     for (const pod of this.api.list(this.pods)) this.queue.add(keyOf(pod));
     // A safety net for anything a missed event would leave behind (it costs one list).
@@ -89,6 +100,33 @@ export class Kubelet {
       for (const pod of this.api.list(this.pods)) this.queue.add(keyOf(pod));
     }, RESYNC_MS);
     this.resync.unref();
+  }
+
+  /**
+   * Whether containers will run as their pods' users: asked for (or root by
+   * default), root, and the work dir reachable by other users (its pods
+   * dirs are made searchable; a parent folder it does not own, such as a
+   * 0700 home, is never changed: the processes then run as root, logged).
+   */
+  private canRunAsPodUsers(): boolean {
+    const wanted = this.opts.runAsPodUsers ?? this.imageUser.uid === 0;
+    if (!wanted) return false;
+    if (this.imageUser.uid !== 0) {
+      this.log('runAsPodUsers needs root: containers run as the local cluster\'s user');
+      return false;
+    }
+    fs.chmodSync(this.opts.workDir, 0o711);
+    const closed = unsearchableParent(this.opts.workDir);
+    if (closed) {
+      this.log('pod work dir is not reachable by other users: containers run as root, their runAsUser/runAsGroup/fsGroup not applied', { closed });
+      return false;
+    }
+    return true;
+  }
+
+  /** True when containers run as their pods' runAsUser/runAsGroup (see KubeletOptions.runAsPodUsers). */
+  get runsAsPodUsers(): boolean {
+    return this.runAsPodUsers;
   }
 
   /** SIGTERM every running process, wait, SIGKILL what is left. Pod statuses are left as they are. */
@@ -240,6 +278,8 @@ export class Kubelet {
       retryMaxMs: this.opts.retryMaxMs ?? 30_000,
       gracePeriodSeconds: this.opts.gracePeriodSeconds,
       maxLogBytes: this.opts.maxLogBytes ?? 10 * 1024 * 1024,
+      runAsPodUsers: this.runAsPodUsers,
+      imageUser: this.imageUser,
       log: this.log,
     });
     this.workers.set(key, worker);
@@ -340,4 +380,12 @@ function keyOf(obj: KubeObject): string {
 function splitKey(key: string): [string, string] {
   const i = key.indexOf('/');
   return [key.slice(0, i), key.slice(i + 1)];
+}
+
+/** The first folder above `dir` that other users cannot search (no o+x), if any. */
+function unsearchableParent(dir: string): string | undefined {
+  for (let p = path.dirname(path.resolve(dir)); ; p = path.dirname(p)) {
+    if ((fs.statSync(p).mode & 0o001) === 0) return p;
+    if (p === path.dirname(p)) return undefined;
+  }
 }

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { ProcessIdentity } from './pod-identity.js';
 
 export interface PathMapping {
   /** The path the pod spec uses (a volume mountPath, /dev/termination-log...). */
@@ -42,6 +43,8 @@ export interface ProcessSpec {
   /** In-memory log kept for `kubectl logs` (default 10 MiB). */
   maxLogMemoryBytes?: number;
   maxLogFileBytes?: number;
+  /** Run as this user, group and supplementary groups (needs root); unset: as the local cluster's user. */
+  identity?: ProcessIdentity;
 }
 
 export interface ProcessExit {
@@ -215,11 +218,13 @@ export class ContainerProcess {
     }
     let child: ChildProcess;
     try {
-      child = spawn(file, args, {
+      const [command, commandArgs, ids] = spec.identity ? asIdentity(file, args, spec) : [file, args, {}];
+      child = spawn(command, commandArgs, {
         cwd: spec.cwd,
         env: spec.env,
         detached: true, // own process group, killed as a unit
         stdio: ['ignore', 'pipe', 'pipe'],
+        ...ids,
       });
     } catch (err) {
       finish({ exitCode: 128, startError: startErrorMessage(file, (err as NodeJS.ErrnoException).code) });
@@ -266,6 +271,52 @@ export class ContainerProcess {
     if (!this.done) this.signalGroup('SIGKILL');
     return this.exited;
   }
+}
+
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => isExecutableFile(p, undefined));
+
+/**
+ * The spawn that gives the process `spec.identity`. Node's own uid/gid
+ * options clear the supplementary groups (libuv calls setgroups(0)), which
+ * would lose fsGroup, so util-linux's setpriv sets all three and execs the
+ * program in place (same pid, same process group). setpriv reports a
+ * failed exec as an exit status, so the program is resolved here first and
+ * a missing or non-executable one throws as spawn would (a StartError).
+ * Without setpriv: uid and gid only.
+ */
+function asIdentity(file: string, args: string[], spec: ProcessSpec): [string, string[], { uid?: number; gid?: number }] {
+  const id = spec.identity!;
+  if (!SETPRIV) return [file, args, { uid: id.uid, gid: id.gid }];
+  const resolved = resolveExecutable(file, spec.env.PATH ?? '', spec.cwd, id);
+  const groups = id.groups.length ? [`--groups=${id.groups.join(',')}`] : ['--clear-groups'];
+  const nnp = id.noNewPrivs ? ['--no-new-privs'] : [];
+  return [SETPRIV, [`--reuid=${id.uid}`, `--regid=${id.gid}`, ...groups, ...nnp, '--', resolved, ...args], {}];
+}
+
+/** execvp's search, for the target user: the first PATH entry holding the file; throws ENOENT or EACCES as spawn would. */
+export function resolveExecutable(file: string, searchPath: string, cwd: string, id: ProcessIdentity): string {
+  const candidates = file.includes('/') ? [path.resolve(cwd, file)] : searchPath.split(':').filter(Boolean).map((d) => path.join(d, file));
+  let denied = false;
+  for (const c of candidates) {
+    if (isExecutableFile(c, id)) return c;
+    if (fs.existsSync(c)) denied = true;
+  }
+  throw Object.assign(new Error(`spawn ${file} ${denied ? 'EACCES' : 'ENOENT'}`), { code: denied ? 'EACCES' : 'ENOENT' });
+}
+
+/** A regular file this identity may execute (by the owner, group or other bits; root needs any x bit). */
+function isExecutableFile(p: string, id: ProcessIdentity | undefined): boolean {
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(p);
+  } catch {
+    return false;
+  }
+  if (!st.isFile()) return false;
+  if (!id || id.uid === 0) return (st.mode & 0o111) !== 0;
+  if (st.uid === id.uid) return (st.mode & 0o100) !== 0;
+  if (st.gid === id.gid || id.groups.includes(st.gid)) return (st.mode & 0o010) !== 0;
+  return (st.mode & 0o001) !== 0;
 }
 
 // runc's wording as containerd reports it in the StartError message.

@@ -26,6 +26,26 @@ export interface EnvFromSource {
 
 export interface VolumeMount { name?: string; mountPath?: string; subPath?: string; readOnly?: boolean }
 
+/** The fields of a container's securityContext the local kubelet honours. */
+export interface SecurityContext {
+  runAsUser?: number;
+  runAsGroup?: number;
+  runAsNonRoot?: boolean;
+  allowPrivilegeEscalation?: boolean;
+  [key: string]: unknown;
+}
+
+/** The fields of a pod's securityContext the local kubelet honours. */
+export interface PodSecurityContext {
+  runAsUser?: number;
+  runAsGroup?: number;
+  runAsNonRoot?: boolean;
+  fsGroup?: number;
+  supplementalGroups?: number[];
+  fsGroupChangePolicy?: string;
+  [key: string]: unknown;
+}
+
 export interface Container {
   name?: string;
   image?: string;
@@ -40,6 +60,7 @@ export interface Container {
   imagePullPolicy?: string;
   restartPolicy?: string;
   resources?: { limits?: Record<string, string | number>; requests?: Record<string, string | number> };
+  securityContext?: SecurityContext;
   [key: string]: unknown;
 }
 
@@ -75,6 +96,7 @@ export interface PodSpec {
   nodeName?: string;
   serviceAccountName?: string;
   hostname?: string;
+  securityContext?: PodSecurityContext;
   [key: string]: unknown;
 }
 

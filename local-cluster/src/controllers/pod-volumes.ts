@@ -2,7 +2,11 @@
 // directory under the pod's directory (Secret and ConfigMap keys as files,
 // with items/path mapping and modes as the kubelet's atomic writer would
 // leave them), hostPath maps to itself. Containers then see their mounts
-// through path rewriting (see pod-process.ts).
+// through path rewriting (see pod-process.ts). With a pod fsGroup, every
+// volume but hostPath gets the kubelet's SetVolumeOwnership
+// (pkg/volume/volume_linux.go): group fsGroup, group read (read-only
+// volumes: Secret, ConfigMap, downward API, projected) or read-write
+// (emptyDir) added, directories setgid and group-searchable.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Container, DownwardAPIFile, KeyToPath, Pod, Volume } from './pod-types.js';
@@ -22,11 +26,53 @@ const DEFAULT_MODE = 0o644;
 /** Create every volume of the pod under `volumesDir`; returns volume name → local directory. */
 export function setUpVolumes(pod: Pod, volumesDir: string, lookup: ObjectLookup, node: NodeInfo): Map<string, string> {
   const out = new Map<string, string>();
+  const fsGroup = pod.spec?.securityContext?.fsGroup;
   for (const vol of pod.spec?.volumes ?? []) {
     if (!vol.name) continue;
-    out.set(vol.name, setUpVolume(pod, vol, path.join(volumesDir, safeName(vol.name)), lookup, node));
+    const dir = setUpVolume(pod, vol, path.join(volumesDir, safeName(vol.name)), lookup, node);
+    // The kubelet leaves a hostPath's ownership alone; the volumes it makes are re-owned on every set-up.
+    if (fsGroup !== undefined && !vol.hostPath) setVolumeOwnership(dir, fsGroup, READ_ONLY_KINDS.some((k) => vol[k] !== undefined));
+    out.set(vol.name, dir);
   }
   return out;
+}
+
+// The volume plugins whose GetAttributes() say ReadOnly: their mounts are read-only whatever the pod says.
+const READ_ONLY_KINDS = ['secret', 'configMap', 'downwardAPI', 'projected'] as const;
+const RW_MASK = 0o660;
+const RO_MASK = 0o440;
+const EXEC_MASK = 0o110;
+const SETGID = 0o2000;
+
+/**
+ * volume_linux.go changeFilePermission over the whole tree, children before
+ * their directory (walkDeep): group fsGroup (lchown, the owner kept), mode
+ * plus rw or ro mask, directories also setgid and g+x/u+x; symlinks keep
+ * their mode. As in the kubelet a failure (not root: EPERM) is not fatal.
+ */
+export function setVolumeOwnership(dir: string, fsGroup: number, readOnly: boolean): void {
+  const walk = (p: string): void => {
+    let st: fs.Stats;
+    try {
+      st = fs.lstatSync(p);
+    } catch {
+      return;
+    }
+    if (st.isDirectory()) for (const name of fs.readdirSync(p)) walk(path.join(p, name));
+    tryFs(() => fs.lchownSync(p, -1, fsGroup));
+    if (st.isSymbolicLink()) return;
+    const mask = (readOnly ? RO_MASK : RW_MASK) | (st.isDirectory() ? SETGID | EXEC_MASK : 0);
+    tryFs(() => fs.chmodSync(p, (st.mode & 0o7777) | mask));
+  };
+  walk(dir);
+}
+
+function tryFs(op: () => void): void {
+  try {
+    op();
+  } catch {
+    // the kubelet logs a failed chown/chmod and goes on
+  }
 }
 
 function setUpVolume(pod: Pod, vol: Volume, dir: string, lookup: ObjectLookup, node: NodeInfo): string {
@@ -95,7 +141,9 @@ function setUpVolume(pod: Pod, vol: Volume, dir: string, lookup: ObjectLookup, n
   }
   // emptyDir, and any volume type a local process cannot have (PVCs, CSI...):
   // a fresh directory keeps the pod runnable rather than stuck forever.
+  // emptyDir's setupDir makes it 0777 whatever the umask, so any user of the pod may write.
   fs.mkdirSync(dir, { recursive: true, mode: 0o777 });
+  fs.chmodSync(dir, 0o777);
   return dir;
 }
 

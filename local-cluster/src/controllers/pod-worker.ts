@@ -14,6 +14,7 @@ import type { ResourceType } from '../types.js';
 import { expand, mappingFor } from './expansion.js';
 import { recordEvent, type EventType } from './events.js';
 import { ContainerConfigError, resolveEnv, type NodeInfo, type ObjectLookup } from './pod-env.js';
+import { containerIdentity, type ImageUser, type ProcessIdentity } from './pod-identity.js';
 import { ContainerProcess, LogSink, rewritePaths, terminationMessage, type PathMapping, type ProcessExit } from './pod-process.js';
 import { podConditions, podPhase } from './pod-status.js';
 import type { Container, ContainerStatus, Pod, PodStatus } from './pod-types.js';
@@ -35,6 +36,14 @@ export interface WorkerSettings {
   /** Overrides every grace period, in seconds. */
   gracePeriodSeconds?: number;
   maxLogBytes: number;
+  /**
+   * Spawn each container as its effective runAsUser/runAsGroup with fsGroup
+   * and supplementalGroups (the kubelet runs as root); false: every process
+   * runs as the local cluster's user, whatever the spec says.
+   */
+  runAsPodUsers: boolean;
+  /** The user an image runs as when the spec names none: the local cluster's. */
+  imageUser: ImageUser;
   log: (msg: string, extra?: Record<string, unknown>) => void;
 }
 
@@ -100,6 +109,8 @@ export class PodWorker {
   private startTime = rfc3339();
   private lastFailedMountMessage: string | undefined;
   private finished = false;
+  /** The pod's copy of the cluster kubeconfig, readable by its users (see readableKubeconfig). */
+  private podKubeconfig: string | undefined;
   /** Set when the node evicted the pod: its terminal status says so. */
   private evicted: { message: string } | undefined;
 
@@ -263,8 +274,14 @@ export class PodWorker {
   private async setUpVolumes(): Promise<Map<string, string> | undefined> {
     for (let attempt = 0; !this.cancel.cancelled; attempt++) {
       try {
-        fs.mkdirSync(this.s.podDir, { recursive: true, mode: 0o700 });
+        // Containers running as other users must reach their volumes and files: search, not list.
+        fs.mkdirSync(this.s.podDir, { recursive: true, mode: this.s.runAsPodUsers ? 0o711 : 0o700 });
         fs.mkdirSync(path.join(this.s.podDir, 'tmp'), { recursive: true });
+        // Like a container's own /tmp, writable by any user of the pod.
+        if (this.s.runAsPodUsers) {
+          fs.chmodSync(path.join(this.s.podDir, 'tmp'), 0o1777);
+          this.podKubeconfig = this.readableKubeconfig();
+        }
         return setUpVolumes(this.pod, path.join(this.s.podDir, 'volumes'), this.s.lookup, this.s.node);
       } catch (err) {
         const message = err instanceof VolumeSetupError ? err.message : `MountVolume.SetUp failed: ${(err as Error).message}`;
@@ -275,6 +292,20 @@ export class PodWorker {
       }
     }
     return undefined;
+  }
+
+  /**
+   * The kubeconfig standing in for the service account token is the
+   * cluster owner's (0600); a real pod's token is mounted 0644, so each pod
+   * gets a copy that any of its users may read.
+   */
+  private readableKubeconfig(): string | undefined {
+    const source = this.s.baseEnv.KUBECONFIG;
+    if (!source || !fs.existsSync(source)) return undefined;
+    const copy = path.join(this.s.podDir, 'kubeconfig');
+    fs.copyFileSync(source, copy);
+    fs.chmodSync(copy, 0o644);
+    return copy;
   }
 
   /** Run one container until it is done for good; false if the pod cannot go on (init failure). */
@@ -330,6 +361,13 @@ export class PodWorker {
       this.writeStatus();
       return 'retry';
     }
+    const identity = containerIdentity(this.pod, c, this.s.imageUser);
+    if ('refused' in identity) {
+      this.setWaiting(slot, 'CreateContainerConfigError', identity.refused);
+      this.event('Warning', 'Failed', `Error: ${identity.refused}`);
+      this.writeStatus();
+      return 'retry';
+    }
     const entrypoint = c.command?.length ? c.command : imageCommand(this.s.imageCommands, c.image ?? '');
     if (!entrypoint) {
       const message = `local-cluster cannot run image "${c.image ?? ''}": the container has no command and no imageCommands entry maps the image to a local command`;
@@ -352,6 +390,8 @@ export class PodWorker {
     fs.mkdirSync(containerDir, { recursive: true });
     const terminationLog = path.join(containerDir, 'termination-log');
     fs.writeFileSync(terminationLog, '');
+    // The kubelet makes it 0666 so that a container of any user can write its message.
+    fs.chmodSync(terminationLog, 0o666);
     const mounts = containerMounts(c, volumes);
     const paths: PathMapping[] = mounts.map((m) => ({ from: m.mountPath, to: m.localPath }));
     const messagePath = c.terminationMessagePath ?? '/dev/termination-log';
@@ -363,10 +403,12 @@ export class PodWorker {
     const argv = c.command?.length ? [...fromSpec(c.command), ...fromSpec(c.args)] : [...entrypoint, ...fromSpec(c.args)];
     const processEnv: Record<string, string> = {
       PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
-      HOME: this.s.podDir,
-      TMPDIR: path.join(this.s.podDir, 'tmp'),
+      HOME: this.s.runAsPodUsers ? homeFor(containerDir, identity) : this.s.podDir,
+      // A container's /tmp is its volume mounted there, if it has one.
+      TMPDIR: mounts.find((m) => m.mountPath === '/tmp')?.localPath ?? path.join(this.s.podDir, 'tmp'),
       HOSTNAME: this.pod.spec?.hostname || this.name,
       ...this.s.baseEnv,
+      ...(this.podKubeconfig ? { KUBECONFIG: this.podKubeconfig } : {}),
     };
     for (const [k, v] of env) processEnv[k] = rewrite(v);
     // How a program finds what it would find at fixed paths in a container:
@@ -384,7 +426,10 @@ export class PodWorker {
     const logFile = path.join(this.s.podDir, 'logs', safeName(name), `${slot.status.restartCount}.log`);
     this.event('Normal', 'Pulled', `Container image "${c.image ?? ''}" already present on machine`);
     this.event('Normal', 'Created', `Created container ${name}`);
-    const proc = ContainerProcess.start({ argv, env: processEnv, cwd, logFile, maxLogMemoryBytes: this.s.maxLogBytes, maxLogFileBytes: this.s.maxLogBytes });
+    const proc = ContainerProcess.start({
+      argv, env: processEnv, cwd, logFile, maxLogMemoryBytes: this.s.maxLogBytes, maxLogFileBytes: this.s.maxLogBytes,
+      ...(this.s.runAsPodUsers ? { identity } : {}),
+    });
     if (slot.current) slot.previous = slot.current;
     slot.current = proc.log;
     slot.proc = proc;
@@ -536,6 +581,14 @@ export function imageCommand(map: Record<string, string[]>, image: string): stri
     if (k.replace(/^docker\.io\//, '').replace(/^library\//, '') === short) return v;
   }
   return undefined;
+}
+
+/** A home of the container's own, as its image would give its user, owned by that user. */
+function homeFor(containerDir: string, id: ProcessIdentity): string {
+  const home = path.join(containerDir, 'home');
+  fs.mkdirSync(home, { recursive: true, mode: 0o700 });
+  fs.chownSync(home, id.uid, id.gid);
+  return home;
 }
 
 function isDir(p: string): boolean {
