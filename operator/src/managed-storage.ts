@@ -7,11 +7,13 @@
 // gateway's address and a token for this job only) instead of the bucket's
 // keys. Both name the job's API key's part of managed storage
 // (managedKeyPrefix), where all of its keys go.
-import { resolve } from 'node:path';
+import { chmodSync, lchownSync, lstatSync, readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { createManagedStorage } from '@mediajobs/lib/storage/index';
 import { DOWNLOAD_URL_TTL_SECONDS, managedKeyPrefix } from '@mediajobs/lib/storage/types';
 import { UploadGrantKeys } from '@mediajobs/lib/storage/upload-grants';
 import type { OperatorConfig } from './config.js';
+import { RUNNER_UID } from './job-builder.js';
 import type { ManagedStorageAccess } from './job-record.js';
 
 /**
@@ -27,6 +29,7 @@ type Settings = Pick<OperatorConfig,
 
 export async function managedStorageAccess(cfg: OperatorConfig): Promise<ManagedStorageAccess> {
   const provider = await createManagedStorage(cfg);
+  if (cfg.MANAGED_STORAGE === 'local') shareWithRunners(resolve(cfg.MANAGED_STORAGE_DIR));
   return {
     presign: (key) => provider.presign(key, DOWNLOAD_URL_TTL_SECONDS),
     destination: runnerDocuments(cfg),
@@ -58,3 +61,23 @@ export function runnerDocuments(cfg: Settings, now: () => number = Date.now): (j
 }
 
 const folderPrefix = (prefix: string | undefined) => (prefix === undefined ? {} : { folder_prefix: prefix });
+
+/**
+ * On local disk the runner writes the managed directory itself, as its pod's
+ * user (uid and fsGroup RUNNER_UID), not as the operator: give the tree the
+ * ownership a kubelet gives a volume of a pod with that fsGroup (group
+ * RUNNER_UID, group read-write, directories setgid so new entries keep the
+ * group). Only root can, and only root needs to: otherwise every process
+ * runs as the same user. The cost is one walk at start, of local mode's files.
+ */
+export function shareWithRunners(dir: string, isRoot = process.getuid?.() === 0): void {
+  if (!isRoot) return;
+  const walk = (p: string): void => {
+    const st = lstatSync(p);
+    if (st.isSymbolicLink()) return;
+    if (st.isDirectory()) for (const name of readdirSync(p)) walk(join(p, name));
+    lchownSync(p, -1, RUNNER_UID);
+    chmodSync(p, (st.mode & 0o7777) | (st.isDirectory() ? 0o2770 : 0o660));
+  };
+  walk(dir);
+}

@@ -2,13 +2,16 @@
 // (operator/src/managed-storage.ts, docs/adr/0012): never FILE_URL_SECRET,
 // never the bucket's keys; on S3 an upload grant for its job alone.
 import { expect } from 'chai';
-import { resolve } from 'node:path';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { ConfigError } from '@mediajobs/lib/config';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { managedKeyPrefix } from '@mediajobs/lib/storage/types';
 import { UploadGrantKeys } from '@mediajobs/lib/storage/upload-grants';
 import { loadOperatorConfig } from '../src/config.js';
-import { GRANT_MARGIN_SECONDS, runnerDocuments } from '../src/managed-storage.js';
+import { RUNNER_UID } from '../src/job-builder.js';
+import { GRANT_MARGIN_SECONDS, runnerDocuments, shareWithRunners } from '../src/managed-storage.js';
 
 const JOB = '0b7c0f5e-1111-4222-8333-944445555666';
 const API_KEY = 'c0ffee00-1111-4222-8333-944445555666';
@@ -77,6 +80,33 @@ describe('operator: the runner\'s managed storage document', () => {
       expect(err, bad).to.be.instanceOf(ConfigError);
       expect((err as Error).message).to.include('UPLOAD_GRANT_URL');
       expect((err as Error).message).not.to.include(bad);
+    }
+  });
+});
+
+describe('operator: local managed storage is the runners\' to write', () => {
+  it('as root, gives the tree the runner\'s group (its fsGroup), group read-write, setgid directories', function () {
+    if (process.getuid?.() !== 0) this.skip();
+    const dir = mkdtempSync(join(tmpdir(), 'mj-share-'));
+    try {
+      mkdirSync(join(dir, 'videos'), { mode: 0o755 });
+      writeFileSync(join(dir, 'videos', 'a.mp4'), 'x', { mode: 0o644 });
+      shareWithRunners(dir);
+      const seen = ['', 'videos', 'videos/a.mp4'].map((p) => statSync(join(dir, p))).map((st) => [st.gid, (st.mode & 0o7777).toString(8)]);
+      expect(seen).to.deep.equal([[RUNNER_UID, '2770'], [RUNNER_UID, '2775'], [RUNNER_UID, '664']]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('leaves it alone when not root (every process runs as the same user)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mj-share-'));
+    try {
+      const before = statSync(dir);
+      shareWithRunners(dir, false);
+      expect([statSync(dir).gid, statSync(dir).mode]).to.deep.equal([before.gid, before.mode]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
