@@ -117,7 +117,9 @@ export function buildRunnerJob(mj: MediaJob, s: JobSettings, attempt = 1): V1Job
           serviceAccountName: s.serviceAccountName,
           // The Secret's files are root's (kubelet) with the pod's fsGroup as
           // their group: 0440 lets the runner's user read them and nobody
-          // else; 0400 would leave them unreadable to uid 1000.
+          // else. With fsGroup the kubelet adds group read to a Secret volume
+          // anyway (SetVolumeOwnership); without it, 0400 would leave them
+          // unreadable to uid 1000 (operator/test/runner-pod.test.ts).
           securityContext: {
             runAsNonRoot: true, runAsUser: RUNNER_UID, runAsGroup: RUNNER_UID, fsGroup: RUNNER_UID,
             seccompProfile: { type: 'RuntimeDefault' },
