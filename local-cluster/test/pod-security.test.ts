@@ -6,6 +6,9 @@
 // `sh -c` process. The uid cases need the cluster to run as root (as the
 // kubelet does); elsewhere they are skipped.
 import { expect } from 'chai';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import type { V1Pod, V1PodSecurityContext, V1SecurityContext, V1Volume } from '@kubernetes/client-node';
 import { containerIdentity, primaryGroup } from '../src/controllers/pod-identity.js';
@@ -178,5 +181,25 @@ describe('local kubelet: securityContext, volume modes and fsGroup', function ()
     expect(await waiting(name, 'CreateContainerConfigError')).to.equal(`container's runAsUser breaks non-root policy (pod: "${name}_${NS}(${uid})", container: main)`);
     const events = await core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.name=${name}` });
     expect(events.items.map((e) => e.reason)).to.include('Failed').and.not.include('Started');
+  });
+
+  it('with runAsPodUsers off, or a work dir under a folder closed to others, runs every process as the cluster\'s user', async function () {
+    if (!isRoot) this.skip();
+    const closed = mkdtempSync(join(tmpdir(), 'lc-closed-')); // 0700
+    const clusters = await Promise.all([
+      startTestCluster({ runAsPodUsers: false }),
+      startTestCluster({ workDir: join(closed, 'work') }),
+    ]);
+    try {
+      for (const other of clusters) {
+        expect(other.cluster.kubelet.runsAsPodUsers).to.equal(false);
+        await other.kubectl(['run', 'who', '--image=busybox:1.36', '--restart=Never', '--overrides={"spec":{"securityContext":{"runAsUser":1000}}}', '--command', '--', 'id', '-u']);
+        await eventually(async () => (await other.kubectl(['get', 'pod', 'who', '-o', 'jsonpath={.status.phase}'])).stdout === 'Succeeded');
+        expect((await other.kubectl(['logs', 'who'])).stdout).to.equal('0\n');
+      }
+    } finally {
+      await Promise.all(clusters.map((c) => c.stop()));
+      rmSync(closed, { recursive: true, force: true });
+    }
   });
 });
