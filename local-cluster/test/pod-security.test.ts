@@ -6,9 +6,9 @@
 // `sh -c` process. The uid cases need the cluster to run as root (as the
 // kubelet does); elsewhere they are skipped.
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import type { V1Pod, V1PodSecurityContext, V1SecurityContext, V1Volume } from '@kubernetes/client-node';
 import { containerIdentity, primaryGroup } from '../src/controllers/pod-identity.js';
@@ -183,17 +183,23 @@ describe('local kubelet: securityContext, volume modes and fsGroup', function ()
     expect(events.items.map((e) => e.reason)).to.include('Failed').and.not.include('Started');
   });
 
-  it('with runAsPodUsers off, or a work dir under a folder closed to others, runs every process as the cluster\'s user', async function () {
+  it('with runAsPodUsers off, a work dir or an image\'s files under a folder closed to others, runs every process as the cluster\'s user', async function () {
     if (!isRoot) this.skip();
     const closed = mkdtempSync(join(tmpdir(), 'lc-closed-')); // 0700
+    // An image whose program lives in a checkout in a 0700 home, as `make run` from /root would have it.
+    const program = join(closed, 'bin', 'whoami.sh');
+    mkdirSync(dirname(program), { recursive: true });
+    writeFileSync(program, '#!/bin/sh\nid -u\n', { mode: 0o755 });
     const clusters = await Promise.all([
       startTestCluster({ runAsPodUsers: false }),
       startTestCluster({ workDir: join(closed, 'work') }),
+      startTestCluster({ imageCommands: { 'closed/whoami:1': [program] } }),
     ]);
     try {
-      for (const other of clusters) {
+      for (const [i, other] of clusters.entries()) {
         expect(other.cluster.kubelet.runsAsPodUsers).to.equal(false);
-        await other.kubectl(['run', 'who', '--image=busybox:1.36', '--restart=Never', '--overrides={"spec":{"securityContext":{"runAsUser":1000}}}', '--command', '--', 'id', '-u']);
+        const command = i === 2 ? ['--image=closed/whoami:1'] : ['--image=busybox:1.36', '--command', '--', 'id', '-u'];
+        await other.kubectl(['run', 'who', '--restart=Never', '--overrides={"spec":{"securityContext":{"runAsUser":1000}}}', ...command]);
         await eventually(async () => (await other.kubectl(['get', 'pod', 'who', '-o', 'jsonpath={.status.phase}'])).stdout === 'Succeeded');
         expect((await other.kubectl(['logs', 'who'])).stdout).to.equal('0\n');
       }

@@ -8,6 +8,7 @@
 // status and then deletes with gracePeriodSeconds=0.
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Change, ClusterApi } from '../cluster-api.js';
 import { StatusError } from '../errors.js';
 import { rfc3339 } from '../object-meta.js';
@@ -119,6 +120,12 @@ export class Kubelet {
     const closed = unsearchableParent(this.opts.workDir);
     if (closed) {
       this.log('pod work dir is not reachable by other users: containers run as root, their runAsUser/runAsGroup/fsGroup not applied', { closed });
+      return false;
+    }
+    // An image's files are always readable in a real container; here they are the host's, such as a checkout in a 0700 home.
+    const imageClosed = imagePaths(this.opts.imageCommands ?? {}).map(unsearchableParent).find((p) => p !== undefined);
+    if (imageClosed) {
+      this.log('an image command\'s files are not reachable by other users: containers run as root, their runAsUser/runAsGroup/fsGroup not applied', { closed: imageClosed });
       return false;
     }
     return true;
@@ -383,6 +390,13 @@ function splitKey(key: string): [string, string] {
 }
 
 /** The first folder above `dir` that other users cannot search (no o+x), if any. */
+/** The files the image commands name: absolute paths and file: URLs (a loader given to --import). */
+function imagePaths(commands: Record<string, string[]>): string[] {
+  return Object.values(commands).flat()
+    .map((arg) => (arg.startsWith('file://') ? fileURLToPath(arg) : arg))
+    .filter((p) => path.isAbsolute(p) && fs.existsSync(p));
+}
+
 function unsearchableParent(dir: string): string | undefined {
   for (let p = path.dirname(path.resolve(dir)); ; p = path.dirname(p)) {
     if ((fs.statSync(p).mode & 0o001) === 0) return p;
