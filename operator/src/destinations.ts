@@ -13,7 +13,7 @@ import type pg from 'pg';
 import { STORAGE_ENDPOINT_VARIABLES, storageEndpoints, type StorageEndpointsConfig } from '@mediajobs/lib/config';
 import { forgetInlineCredentials, inlineCredentials, legacyDestination, saveResultUrls } from '@mediajobs/lib/db/jobs';
 import { isNotFound } from '@mediajobs/lib/kube-client';
-import { jobIdOf, type MediaJob, type MediaJobResult } from '@mediajobs/lib/mediajob/types';
+import { GROUP, jobIdOf, type MediaJob, type MediaJobResult } from '@mediajobs/lib/mediajob/types';
 import {
   DESTINATION_DATA_KEY, LABEL_OWNER_ID, LABEL_OWNER_KIND, OWNER_KIND_LABEL,
 } from '@mediajobs/lib/saved-destinations';
@@ -106,6 +106,11 @@ export class JobDestinations {
     } catch (err) {
       if (isNotFound(err)) throw new DestinationUnresolvable('secret_not_found');
       throw err;
+    }
+    // Another job's credentials (the Secret the operator made for its runner) are never a destination: a
+    // manifest naming one would have its runner deliver with another owner's credentials.
+    if (secret.metadata?.ownerReferences?.some((o) => o.kind === 'MediaJob' && o.apiVersion.startsWith(`${GROUP}/`))) {
+      throw new DestinationUnresolvable('another_jobs_credentials');
     }
     const kind = secret.metadata?.labels?.[LABEL_OWNER_KIND];
     if (kind !== undefined) await this.checkOwner(mj, kind, secret.metadata?.labels?.[LABEL_OWNER_ID]);

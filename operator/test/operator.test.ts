@@ -204,6 +204,18 @@ describe('operator on the local cluster', function () {
     ]);
   });
 
+  it('refuses a manifest naming another job\'s credentials Secret as its destination: Failed before any runner, the other job untouched', async () => {
+    operator = await start();
+    await create(mediaJob('victim', 'http://scripted.invalid/hang'));
+    const victimSecret = await eventually(async () => (await core.listNamespacedSecret({ namespace: 'default', labelSelector: 'mediajobs.io/mediajob=victim' })).items[0]);
+    await create(mediaJob('thief', 'http://scripted.invalid/complete', { destination: { type: 'saved', secretName: victimSecret.metadata!.name! } }));
+    await eventually(async () => (await statusOf('thief')) === 'Failed');
+    expect((await get('thief')).status).to.include({ status: 'Failed', step: 'Queued', reason: 'storage_unreachable' });
+    expect((await batch.listNamespacedJob({ namespace: 'default', labelSelector: 'mediajobs.io/mediajob=thief' })).items, 'no runner').to.deep.equal([]);
+    expect(await statusOf('victim')).to.equal('Processing');
+    await custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, name: 'victim' });
+  });
+
   it('fails a MediaJob whose runner Job name is taken by a Job it does not control, and leaves that Job alone', async () => {
     operator = await start();
     const jobId = randomUUID();

@@ -309,7 +309,8 @@ function destinationNode(what: string): SchemaNode {
       ),
       secretName: str(
         'Secret in this namespace holding the credentials of a saved or inline destination. The operator reads it to '
-        + 'prepare the runner\'s credentials; unused for managed storage.',
+        + 'prepare the runner\'s credentials; unused for managed storage. A saved destination\'s Secret must be the '
+        + 'owner\'s; another job\'s runner credentials (a Secret owned by a MediaJob) are refused (storage_unreachable).',
         { maxLength: 253, pattern: DNS_SUBDOMAIN },
       ),
     },
