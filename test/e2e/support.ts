@@ -1,6 +1,7 @@
 // The whole service for end-to-end tests: the local cluster running the real
 // runner (yt-dlp + ffmpeg) as pod processes, a fresh Postgres database, the
 // gateway and the operator, managed storage on local disk or S3 (s3rver).
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -29,11 +30,32 @@ export { freePort };
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const RUNNER_IMAGE = 'mediajobs/runner:e2e';
 
-export interface Service {
+/**
+ * The operator run as its own OS process (its real entry point,
+ * operator/src/main.ts), so a test can SIGKILL it as a crash or an OOM
+ * kill would, and start another. Each start is a new leader candidate
+ * (POD_NAME operator-<n>), as a replacement pod is.
+ */
+export interface OperatorProcess {
+  /** The running process' pid; undefined after kill() until the next start(). */
+  readonly pid: number | undefined;
+  /** Processes started so far, the first included. */
+  readonly starts: number;
+  /** Exits nobody asked for (code or signal, and the output before them): a crash of the operator itself. */
+  readonly crashes: string[];
+  /** Start a process; a no-op while one runs. */
+  start(): void;
+  /** Send `signal` (default SIGKILL) and resolve once the process is gone. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface Service<Operator = OperatorHandle> {
   cluster: TestCluster;
   db: TestDatabase;
   gateway: RunningGateway;
-  operator: OperatorHandle;
+  /** In-process by default; an OperatorProcess with `operatorProcess: true`. */
+  operator: Operator;
   apiKey: string;
   apiKeyId: string;
   /** The segment managed storage puts before every key of the test key's jobs (managedKeyPrefix). */
@@ -64,9 +86,13 @@ export interface ServiceOptions {
    * second operator would define its metrics again in it).
    */
   metricsRegistry?: Registry;
+  /** Run the operator as a child process (OperatorProcess) instead of in this one; logDestination and metricsRegistry do not reach it. */
+  operatorProcess?: boolean;
 }
 
-export async function startService(opts: ServiceOptions = {}): Promise<Service> {
+export function startService(opts: ServiceOptions & { operatorProcess: true }): Promise<Service<OperatorProcess>>;
+export function startService(opts?: ServiceOptions & { operatorProcess?: false }): Promise<Service>;
+export async function startService(opts: ServiceOptions = {}): Promise<Service<OperatorHandle | OperatorProcess>> {
   const logLevel = opts.logLevel ?? process.env.LOG_LEVEL ?? 'silent';
   const cluster = await startTestCluster({ imageCommands: { [RUNNER_IMAGE]: tsxCommand(join(ROOT, 'runner-image/src/main.ts')) } });
   for (const f of readdirSync(join(ROOT, 'crds')).filter((n) => n.endsWith('.yaml'))) {
@@ -104,14 +130,19 @@ export async function startService(opts: ServiceOptions = {}): Promise<Service> 
     : pino({ level: logLevel });
   const metricsRegistry = opts.metricsRegistry && { metricsRegistry: opts.metricsRegistry };
   const gw = await startGateway(loadGatewayConfig(env), { logger: logger('api-gateway'), ...metricsRegistry });
-  const startOp = async () => {
+  const startOp = async (): Promise<OperatorHandle | OperatorProcess> => {
+    if (opts.operatorProcess) {
+      const child = operatorProcess(env);
+      child.start();
+      return child;
+    }
     const cfg = loadOperatorConfig(env);
     return startOperator(cfg, { storage: await managedStorageAccess(cfg), log: logger('operator'), ...metricsRegistry });
   };
   let operator = await startOp();
   const { key: apiKey, id: apiKeyId } = await createApiKey(db.pool, { name: 'e2e' });
 
-  const service: Service = {
+  const service: Service<OperatorHandle | OperatorProcess> = {
     cluster, db, gateway: gw, operator, apiKey, apiKeyId, managedPrefix: managedKeyPrefix(apiKeyId), env,
     async api(method, path, body, key = apiKey) {
       const res = await fetch(`${gw.url}${path}`, {
@@ -123,6 +154,11 @@ export async function startService(opts: ServiceOptions = {}): Promise<Service> 
       return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
     },
     async restartOperator() {
+      if (isProcess(operator)) {
+        await operator.kill('SIGTERM');
+        operator.start();
+        return;
+      }
       await operator.stop();
       operator = await startOp();
       service.operator = operator;
@@ -138,11 +174,63 @@ export async function startService(opts: ServiceOptions = {}): Promise<Service> 
   return service;
 }
 
-/** A TCP port free on 127.0.0.1 now. */
+function isProcess(op: OperatorHandle | OperatorProcess): op is OperatorProcess {
+  return 'crashes' in op;
+}
+
+const OPERATOR_MAIN = join(ROOT, 'operator/src/main.ts');
+/** Output kept of each operator process, for a crash's report. */
+const OUTPUT_TAIL = 4096;
+
+function operatorProcess(env: NodeJS.ProcessEnv): OperatorProcess {
+  let running: { proc: ChildProcess; exited: Promise<void>; killed: boolean } | undefined;
+  let starts = 0;
+  const crashes: string[] = [];
+  // A test process that dies must not leave an operator working on a dropped database.
+  const orphanGuard = () => running?.proc.kill('SIGKILL');
+  process.on('exit', orphanGuard);
+  const handle: OperatorProcess = {
+    get pid() { return running?.proc.pid; },
+    get starts() { return starts; },
+    crashes,
+    start() {
+      if (running) return;
+      const name = `operator-${++starts}`;
+      const [cmd, ...args] = tsxCommand(OPERATOR_MAIN);
+      const proc = spawn(cmd!, args, { env: { ...process.env, ...env, POD_NAME: name }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let tail = '';
+      const keep = (d: Buffer) => { tail = (tail + d.toString()).slice(-OUTPUT_TAIL); };
+      proc.stdout!.on('data', keep);
+      proc.stderr!.on('data', keep);
+      const self = {
+        proc, killed: false,
+        exited: new Promise<void>((resolve) => proc.once('exit', (code, signal) => {
+          if (!self.killed) crashes.push(`${name} exited ${code ?? signal}: ${tail}`);
+          if (running === self) running = undefined;
+          resolve();
+        })),
+      };
+      running = self;
+    },
+    async kill(signal = 'SIGKILL') {
+      if (!running) return;
+      const { proc, exited } = running;
+      running.killed = true;
+      proc.kill(signal);
+      await exited;
+    },
+    async stop() {
+      await handle.kill('SIGTERM');
+      process.off('exit', orphanGuard);
+    },
+  };
+  return handle;
+}
 
 export interface Receiver {
   url: string;
-  hooks: { body: Record<string, unknown>; eventId?: string }[];
+  /** Every delivery: its body, and its webhook-id (Standard Webhooks; one id per event, the same on every redelivery). */
+  hooks: { body: Record<string, unknown>; eventId?: string; webhookId?: string }[];
   stop(): Promise<void>;
 }
 
@@ -153,7 +241,11 @@ export async function startReceiver(): Promise<Receiver> {
     let text = '';
     req.on('data', (c: Buffer) => (text += c.toString()));
     req.on('end', () => {
-      hooks.push({ body: JSON.parse(text) as Record<string, unknown>, eventId: req.headers['x-mediajobs-event-id'] as string | undefined });
+      hooks.push({
+        body: JSON.parse(text) as Record<string, unknown>,
+        eventId: req.headers['x-mediajobs-event-id'] as string | undefined,
+        webhookId: req.headers['webhook-id'] as string | undefined,
+      });
       res.writeHead(200).end('ok');
     });
   });
