@@ -175,6 +175,30 @@ export class LocalCluster {
     this.watches.dropAll();
   }
 
+  /**
+   * Restart the API server with its state kept, as a kube-apiserver restart
+   * over the same etcd: every connection and watch dropped, nothing
+   * listening on the port for `downMs`, then the same URL again with a
+   * fresh watch cache (a watch resumed from before the restart gets 410
+   * Expired, so clients relist). The kubelet, the controllers and the pods
+   * run on, as they do in a cluster when only its API server restarts.
+   */
+  async restartApiServer(downMs: number): Promise<void> {
+    const { port, address } = this.server.address() as AddressInfo;
+    this.watches.dropAll();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.api.store.compact();
+    await new Promise((r) => setTimeout(r, downMs));
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, address, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+  }
+
   async stop(): Promise<void> {
     for (const c of this.controllers) c.stop();
     await this.kubelet.stop();
