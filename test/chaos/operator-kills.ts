@@ -5,10 +5,16 @@
 // runner Jobs, mirroring status, settling storage, delivering webhooks.
 // The killer stops once every job is terminal (or after `maxKills`); an
 // operator is left running so the webhooks still owed go out.
+//
+// Each operator is killed `killEveryMs` after it took the Lease, not after
+// its start: on a loaded 2-core machine a new process takes seconds to
+// boot and the Lease of the one killed must expire first, so a kill on a
+// fixed clock could land before any operator ever led and the run would
+// prove nothing (it was tried: 200 jobs, 5 s, load 50: no progress).
 import { eventually } from '../../local-cluster/test/support.js';
 import type { MediaServer } from '../support/media.js';
 import type { Receiver } from '../e2e/support.js';
-import { TERMINAL, look, statuses, type ChaosService, type Seen } from './outside.js';
+import { TERMINAL, leaseHolder, look, statuses, type ChaosService, type Seen } from './outside.js';
 
 export interface OperatorKillsOptions {
   jobs: number;
@@ -28,6 +34,8 @@ export interface OperatorKillsRun {
   msToAllTerminal: number;
   /** Last terminal status to every terminal webhook received. */
   msToAllWebhooks: number;
+  /** Each operator's start to its holding the Lease. */
+  msToLead: number[];
   seen: Seen;
 }
 
@@ -46,8 +54,14 @@ export async function runOperatorKills(svc: ChaosService, media: MediaServer, re
   let allTerminal = false;
   let kills = 0;
   let killsMidRun = 0;
+  const msToLead: number[] = [];
   const killer = (async () => {
     while (!allTerminal && kills < (opts.maxKills ?? Infinity)) {
+      const started = performance.now();
+      const name = svc.operator.name;
+      await eventually(async () => allTerminal || (await leaseHolder(svc)) === name, opts.deadlineMs, 100);
+      if (allTerminal) break;
+      msToLead.push(performance.now() - started);
       await new Promise((r) => setTimeout(r, opts.killEveryMs));
       if (allTerminal) break;
       await svc.operator.kill('SIGKILL');
@@ -73,5 +87,5 @@ export async function runOperatorKills(svc: ChaosService, media: MediaServer, re
   const terminalEvent = (id: string) => receiver.hooks.some((h) => h.body.job_id === id && h.body.type !== 'job_processing');
   await eventually(() => ids.every(terminalEvent), opts.deadlineMs, 250).catch(() => undefined); // a missing one is a breach, reported by look
   const msToAllWebhooks = performance.now() - tWebhooks;
-  return { ids, kills, killsMidRun, msToAllTerminal, msToAllWebhooks, seen: await look(svc, receiver, ids) };
+  return { ids, kills, killsMidRun, msToAllTerminal, msToAllWebhooks, msToLead, seen: await look(svc, receiver, ids) };
 }

@@ -48,6 +48,14 @@ export async function statuses(svc: ChaosService, ids: string[]): Promise<Map<st
   return out;
 }
 
+/** Who holds the operator's Lease now, as the API server says (kube's own record of leadership). */
+export async function leaseHolder(svc: ChaosService): Promise<string | undefined> {
+  const ns = svc.env.MEDIAJOBS_NAMESPACE ?? 'default';
+  const res = await fetch(`${svc.cluster.cluster.url}/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${svc.env.LEASE_NAME ?? 'mediajobs-operator'}`);
+  if (res.status !== 200) return undefined;
+  return ((await res.json()) as { spec?: { holderIdentity?: string } }).spec?.holderIdentity;
+}
+
 interface KubeList<T> { items: T[] }
 interface Meta { name: string; labels?: Record<string, string> }
 interface MediaJobObject { metadata: Meta; status?: { attempt?: number; attempts?: { attempt: number; outcome: string; category?: string }[] } }

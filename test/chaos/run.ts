@@ -27,10 +27,12 @@ async function operatorKills(): Promise<boolean> {
     const retried = run.seen.jobs.filter((j) => (j.attempt ?? 1) > 1).length;
     const statuses = new Map<string, number>();
     for (const j of run.seen.jobs) statuses.set(j.status, (statuses.get(j.status) ?? 0) + 1);
-    process.stdout.write(`\nchaos: operator SIGKILLed every ${KILL_EVERY_S} s while ${JOBS} short jobs run\n`);
+    process.stdout.write(`\nchaos: operator SIGKILLed ${KILL_EVERY_S} s after it takes the Lease, again and again, while ${JOBS} short jobs run\n`);
     process.stdout.write(row('jobs / statuses', `${JOBS} / ${[...statuses].map(([s, n]) => `${s} ${n}`).join(', ')}`));
     process.stdout.write(row('operator kills (before the last job ended)', `${run.kills} (${run.killsMidRun})`));
     process.stdout.write(row('operator processes started / crashes of its own', `${svc.operator.starts} / ${svc.operator.crashes.length}`));
+    const lead = [...run.msToLead].sort((a, b) => a - b);
+    process.stdout.write(row('operator start to holding the Lease p50 / max (s)', `${((lead[Math.floor(lead.length / 2)] ?? NaN) / 1000).toFixed(1)} / ${((lead.at(-1) ?? NaN) / 1000).toFixed(1)}`));
     process.stdout.write(row('first POST to every job terminal (s)', (run.msToAllTerminal / 1000).toFixed(1)));
     process.stdout.write(row('then to every terminal webhook received (s)', (run.msToAllWebhooks / 1000).toFixed(1)));
     process.stdout.write(row('runner Jobs / pods', `${run.seen.jobs.reduce((s, j) => s + j.runnerJobs.length, 0)} / ${run.seen.jobs.reduce((s, j) => s + j.runnerJobs.reduce((p, r) => p + r.pods, 0), 0)}`));

@@ -39,6 +39,8 @@ export const RUNNER_IMAGE = 'mediajobs/runner:e2e';
 export interface OperatorProcess {
   /** The running process' pid; undefined after kill() until the next start(). */
   readonly pid: number | undefined;
+  /** Its POD_NAME, the identity it holds the Lease under (operator-<n>); undefined as pid. */
+  readonly name: string | undefined;
   /** Processes started so far, the first included. */
   readonly starts: number;
   /** Exits nobody asked for (code or signal, and the output before them): a crash of the operator itself. */
@@ -183,7 +185,7 @@ const OPERATOR_MAIN = join(ROOT, 'operator/src/main.ts');
 const OUTPUT_TAIL = 4096;
 
 function operatorProcess(env: NodeJS.ProcessEnv): OperatorProcess {
-  let running: { proc: ChildProcess; exited: Promise<void>; killed: boolean } | undefined;
+  let running: { proc: ChildProcess; name: string; exited: Promise<void>; killed: boolean } | undefined;
   let starts = 0;
   const crashes: string[] = [];
   // A test process that dies must not leave an operator working on a dropped database.
@@ -191,6 +193,7 @@ function operatorProcess(env: NodeJS.ProcessEnv): OperatorProcess {
   process.on('exit', orphanGuard);
   const handle: OperatorProcess = {
     get pid() { return running?.proc.pid; },
+    get name() { return running?.name; },
     get starts() { return starts; },
     crashes,
     start() {
@@ -203,7 +206,7 @@ function operatorProcess(env: NodeJS.ProcessEnv): OperatorProcess {
       proc.stdout!.on('data', keep);
       proc.stderr!.on('data', keep);
       const self = {
-        proc, killed: false,
+        proc, name, killed: false,
         exited: new Promise<void>((resolve) => proc.once('exit', (code, signal) => {
           if (!self.killed) crashes.push(`${name} exited ${code ?? signal}: ${tail}`);
           if (running === self) running = undefined;
