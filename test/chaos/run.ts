@@ -3,46 +3,57 @@
 // runner, Postgres, the gateway in this process, the operator as a child
 // process) and is judged by the same breaches() as its reduced test in
 // `make test`. Exit 1 when any scenario breached a rule.
-//   CHAOS_JOBS (200), CHAOS_KILL_EVERY_S (5): the operator-kill scenario.
-import { startMediaServer } from '../support/media.js';
-import { startReceiver, startService } from '../e2e/support.js';
-import { breaches } from './outside.js';
+//   CHAOS_JOBS (200), CHAOS_KILL_EVERY_S (5): operator kills;
+//   CHAOS_RUNNER_KILLS (10): runners killed, half SIGKILL, half OOM;
+//   CHAOS_RESTART_JOBS (40): jobs around an API server restart of CHAOS_RESTART_DOWN_S (5).
+import { startMediaServer, type MediaServer } from '../support/media.js';
+import { startReceiver, startService, type Receiver } from '../e2e/support.js';
+import { breaches, look, type ChaosService, type JobSeen, type Seen } from './outside.js';
 import { runOperatorKills } from './operator-kills.js';
+import { runApiServerRestart } from './apiserver-restart.js';
+import { CATEGORY, runRunnerKill, type RunnerKill } from './runner-kills.js';
 
 const JOBS = Number(process.env.CHAOS_JOBS ?? 200);
 const KILL_EVERY_S = Number(process.env.CHAOS_KILL_EVERY_S ?? 5);
+const RUNNER_KILLS = Number(process.env.CHAOS_RUNNER_KILLS ?? 10);
+const RESTART_JOBS = Number(process.env.CHAOS_RESTART_JOBS ?? 40);
+const RESTART_DOWN_S = Number(process.env.CHAOS_RESTART_DOWN_S ?? 5);
 
-function row(label: string, value: string | number): string {
-  return `  ${label.padEnd(52)} ${value}\n`;
+const out = (s: string) => process.stdout.write(s);
+const row = (label: string, value: string | number) => out(`  ${label.padEnd(54)} ${value}\n`);
+const s1 = (ms: number) => (ms / 1000).toFixed(1);
+const p50max = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return `${s1(s[Math.floor(s.length / 2)] ?? NaN)} / ${s1(s.at(-1) ?? NaN)}`;
+};
+
+/** The rows every scenario shares: how the jobs ended, attempts, Jobs and pods, webhooks, storage, usage, breaches. */
+function outcome(seen: Seen, found: string[]): void {
+  const count = (f: (j: JobSeen) => string) => {
+    const m = new Map<string, number>();
+    for (const j of seen.jobs) m.set(f(j), (m.get(f(j)) ?? 0) + 1);
+    return [...m].map(([k, n]) => `${k}: ${n}`).join(', ');
+  };
+  const perJob = seen.jobs.map((j) => j.terminalDeliveries.length);
+  row('statuses', count((j) => j.status));
+  row('jobs by attempts made', count((j) => `${j.attempt ?? '?'} attempt(s)`));
+  row('runner Jobs / pods', `${seen.jobs.reduce((s, j) => s + j.runnerJobs.length, 0)} / ${seen.jobs.reduce((s, j) => s + j.runnerJobs.reduce((p, r) => p + r.pods, 0), 0)}`);
+  row('terminal webhook deliveries per job min / max', `${Math.min(...perJob)} / ${Math.max(...perJob)}`);
+  row('files in storage / usage_count', `${seen.storedKeys.length} / ${String(seen.usage.usage_count)}`);
+  row('breaches (duplicates, lost webhooks, usage drift ...)', found.length);
+  for (const b of found.slice(0, 20)) out(`    ${b}\n`);
 }
 
-async function operatorKills(): Promise<boolean> {
+async function scenario(title: string, body: (svc: ChaosService, media: MediaServer, receiver: Receiver) => Promise<boolean>): Promise<boolean> {
   const media = await startMediaServer();
   const receiver = await startReceiver();
   const svc = await startService({ operatorProcess: true });
+  out(`\nchaos: ${title}\n`);
   try {
-    const run = await runOperatorKills(svc, media, receiver, { jobs: JOBS, killEveryMs: KILL_EVERY_S * 1000, deadlineMs: 30 * 60_000 });
-    const found = breaches(run.seen, { status: 'Completed', created: JOBS });
-    const perJob = run.seen.jobs.map((j) => j.terminalDeliveries.length);
-    const retried = run.seen.jobs.filter((j) => (j.attempt ?? 1) > 1).length;
-    const statuses = new Map<string, number>();
-    for (const j of run.seen.jobs) statuses.set(j.status, (statuses.get(j.status) ?? 0) + 1);
-    process.stdout.write(`\nchaos: operator SIGKILLed ${KILL_EVERY_S} s after it takes the Lease, again and again, while ${JOBS} short jobs run\n`);
-    process.stdout.write(row('jobs / statuses', `${JOBS} / ${[...statuses].map(([s, n]) => `${s} ${n}`).join(', ')}`));
-    process.stdout.write(row('operator kills (before the last job ended)', `${run.kills} (${run.killsMidRun})`));
-    process.stdout.write(row('operator processes started / crashes of its own', `${svc.operator.starts} / ${svc.operator.crashes.length}`));
-    const lead = [...run.msToLead].sort((a, b) => a - b);
-    process.stdout.write(row('operator start to holding the Lease p50 / max (s)', `${((lead[Math.floor(lead.length / 2)] ?? NaN) / 1000).toFixed(1)} / ${((lead.at(-1) ?? NaN) / 1000).toFixed(1)}`));
-    process.stdout.write(row('first POST to every job terminal (s)', (run.msToAllTerminal / 1000).toFixed(1)));
-    process.stdout.write(row('then to every terminal webhook received (s)', (run.msToAllWebhooks / 1000).toFixed(1)));
-    process.stdout.write(row('runner Jobs / pods', `${run.seen.jobs.reduce((s, j) => s + j.runnerJobs.length, 0)} / ${run.seen.jobs.reduce((s, j) => s + j.runnerJobs.reduce((p, r) => p + r.pods, 0), 0)}`));
-    process.stdout.write(row('jobs retried (attempt > 1)', retried));
-    process.stdout.write(row('terminal webhook deliveries per job min / max', `${Math.min(...perJob)} / ${Math.max(...perJob)}`));
-    process.stdout.write(row('files in storage / usage_count', `${run.seen.storedKeys.length} / ${String(run.seen.usage.usage_count)}`));
-    process.stdout.write(row('breaches (duplicates, lost webhooks, usage drift ...)', found.length));
-    for (const b of found.slice(0, 20)) process.stdout.write(`    ${b}\n`);
-    for (const c of svc.operator.crashes.slice(0, 3)) process.stdout.write(`    crash: ${c}\n`);
-    return found.length === 0 && svc.operator.crashes.length === 0;
+    const ok = await body(svc, media, receiver);
+    row('operator processes started / crashes of its own', `${svc.operator.starts} / ${svc.operator.crashes.length}`);
+    for (const c of svc.operator.crashes.slice(0, 3)) out(`    crash: ${c}\n`);
+    return ok && svc.operator.crashes.length === 0;
   } finally {
     await svc.stop();
     await receiver.stop();
@@ -50,9 +61,46 @@ async function operatorKills(): Promise<boolean> {
   }
 }
 
+const operatorKills = () => scenario(`operator SIGKILLed ${KILL_EVERY_S} s after each start took the Lease, while ${JOBS} short jobs run`, async (svc, media, receiver) => {
+  const run = await runOperatorKills(svc, media, receiver, { jobs: JOBS, killEveryMs: KILL_EVERY_S * 1000, deadlineMs: 30 * 60_000 });
+  const found = breaches(run.seen, { status: 'Completed', created: JOBS });
+  row('operator kills (before the last job ended)', `${run.kills} (${run.killsMidRun})`);
+  row('operator start to holding the Lease p50 / max (s)', p50max(run.msToLead));
+  row('first POST to every job terminal (s)', s1(run.msToAllTerminal));
+  row('then to every terminal webhook received (s)', s1(run.msToAllWebhooks));
+  outcome(run.seen, found);
+  return found.length === 0;
+});
+
+const runnerKills = () => scenario(`${RUNNER_KILLS} runners killed mid-download, half SIGKILLed, half OOM-killed`, async (svc, media, receiver) => {
+  const kinds: RunnerKill[] = Array.from({ length: RUNNER_KILLS }, (_, i) => (i % 2 ? 'oom' : 'sigkill'));
+  const runs = await Promise.all(kinds.map((how) => runRunnerKill(svc, media, receiver, how)));
+  const seen = await look(svc, receiver, runs.map((r) => r.id));
+  const found = breaches(seen, { status: 'Completed', created: kinds.length });
+  // Each classified as ADR 0018 says and retried: a first attempt Failed with the kill's category, then Completed.
+  const classified = seen.jobs.filter((j, i) => j.attempts[0]?.outcome === 'Failed' && j.attempts[0].category === CATEGORY[kinds[i]!]);
+  for (const [i, j] of seen.jobs.entries()) {
+    if (!classified.includes(j)) found.push(`${j.id}: attempts ${JSON.stringify(j.attempts)}, expected a first attempt Failed ${CATEGORY[kinds[i]!]}`);
+  }
+  row('kills classified as ADR 0018 says (evicted / oom_killed)', `${classified.length} of ${kinds.length}`);
+  row('kill to job terminal p50 / max (s)', p50max(runs.map((r) => r.msToTerminal)));
+  outcome(seen, found);
+  return found.length === 0;
+});
+
+const apiServerRestart = () => scenario(`API server restarted (state kept, ${RESTART_DOWN_S} s down) while ${RESTART_JOBS} jobs download, ${RESTART_JOBS / 2} more posted after`, async (svc, media, receiver) => {
+  const run = await runApiServerRestart(svc, media, receiver, { before: RESTART_JOBS, after: RESTART_JOBS / 2, downMs: RESTART_DOWN_S * 1000, deadlineMs: 15 * 60_000 });
+  const found = breaches(run.seen, { status: 'Completed', created: run.ids.length });
+  row('jobs with a runner running at the restart', run.runningAtRestart);
+  row('API server back to every job terminal (s)', s1(run.msToAllTerminal));
+  row('posted after the restart: POST to running p50 / max (s)', p50max(run.msToStart));
+  outcome(run.seen, found);
+  return found.length === 0;
+});
+
 async function main(): Promise<void> {
-  const ok = await operatorKills();
-  process.exit(ok ? 0 : 1);
+  const results = [await operatorKills(), await runnerKills(), await apiServerRestart()];
+  process.exit(results.every(Boolean) ? 0 : 1);
 }
 
 main().catch((err: unknown) => {

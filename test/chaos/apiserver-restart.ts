@@ -1,0 +1,69 @@
+// Fault scenario (issue 16, item 3): the local cluster's API server
+// restarted with its state kept (LocalCluster.restartApiServer: every
+// connection and watch dropped, the port closed for a few seconds, then a
+// fresh watch cache, so an informer resuming from before gets 410 and must
+// relist) while jobs are downloading. Runner pods run on through it, as
+// under a real kube-apiserver restart, and report to an API server that is
+// not there for a while. Jobs posted after the restart show the operator's
+// informers and the materializer came back.
+import { eventually } from '../../local-cluster/test/support.js';
+import { jobProcesses } from '../support/job-processes.js';
+import type { MediaServer } from '../support/media.js';
+import type { Receiver } from '../e2e/support.js';
+import { TERMINAL, look, statuses, type ChaosService, type Seen } from './outside.js';
+
+export interface ApiServerRestartOptions {
+  /** Jobs posted before the restart, and after it. */
+  before: number;
+  after: number;
+  /** How long the API server is down. */
+  downMs: number;
+  /** How long the jobs may take to end, and then their webhooks to arrive. */
+  deadlineMs: number;
+}
+
+export interface ApiServerRestartRun {
+  ids: string[];
+  /** Jobs with a runner process running when the API server went down. */
+  runningAtRestart: number;
+  /** The API server back to every job terminal. */
+  msToAllTerminal: number;
+  /** Jobs posted after the restart: POST to their leaving Pending (the informers and materializer back at work), at the poll's resolution. */
+  msToStart: number[];
+  seen: Seen;
+}
+
+/** The source trickles out over this long, so runners are mid-download when the API server goes. */
+const DOWNLOAD_SECONDS = 4;
+
+async function post(svc: ChaosService, url: string, webhookUrl: string, n: number): Promise<string[]> {
+  const created = await Promise.all(Array.from({ length: n }, () => svc.api('POST', '/jobs', { url, webhook_url: webhookUrl })));
+  return created.map((r) => {
+    if (r.status !== 201) throw new Error(`POST /jobs answered ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body.job_id as string;
+  });
+}
+
+export async function runApiServerRestart(svc: ChaosService, media: MediaServer, receiver: Receiver, opts: ApiServerRestartOptions): Promise<ApiServerRestartRun> {
+  const url = media.slowUrl(DOWNLOAD_SECONDS);
+  const ids = await post(svc, url, receiver.url, opts.before);
+  // Mid-run: some runner downloading (its process and the downloader's).
+  await eventually(() => ids.some((id) => jobProcesses(id).length >= 2), opts.deadlineMs, 100);
+  const runningAtRestart = ids.filter((id) => jobProcesses(id).length > 0).length;
+  await svc.cluster.cluster.restartApiServer(opts.downMs);
+  const t0 = performance.now();
+  const later = await post(svc, url, receiver.url, opts.after);
+  const posted = performance.now();
+  ids.push(...later);
+
+  const started = new Map<string, number>();
+  await eventually(async () => {
+    const now = await statuses(svc, ids);
+    for (const id of later) if (now.get(id)?.status !== 'Pending' && !started.has(id)) started.set(id, performance.now() - posted);
+    return [...now.values()].every((j) => TERMINAL.includes(j.status as string));
+  }, opts.deadlineMs, 250);
+  const msToAllTerminal = performance.now() - t0;
+  const terminalEvent = (id: string) => receiver.hooks.some((h) => h.body.job_id === id && h.body.type !== 'job_processing');
+  await eventually(() => ids.every(terminalEvent), opts.deadlineMs, 250).catch(() => undefined); // a missing one is a breach, reported by look
+  return { ids, runningAtRestart, msToAllTerminal, msToStart: [...started.values()], seen: await look(svc, receiver, ids) };
+}
