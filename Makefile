@@ -3,12 +3,13 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 LOCAL_DIR ?= .local
 
-.PHONY: help deps need-kubectl media-tools test-tools bench-tools run run-cluster test typecheck lint unit bench clean
+.PHONY: help deps need-kubectl media-tools test-tools bench-tools run run-cluster test typecheck lint unit bench chaos clean
 
 help:
 	@echo "make run    - run the service locally (local cluster; see README)"
 	@echo "make test   - typecheck, lint and run every test"
 	@echo "make bench  - run the benchmarks and print their figures"
+	@echo "make chaos  - run the fault suite at full size and print its figures"
 
 # Install npm packages when the lock file changed since the last install;
 # flock keeps two concurrent makes from installing over each other.
@@ -84,6 +85,11 @@ bench: deps bench-tools
 .PHONY: soak
 soak: deps
 	npx tsx test/soak/soak.ts
+
+# The fault suite at full size (issue 16): operator SIGKILLs, runner kills, an API server restart; a reduced
+# version of each runs in make test (test/chaos/*.test.ts). Sizes: CHAOS_* variables, test/chaos/run.ts.
+chaos: deps need-kubectl media-tools
+	npx tsx test/chaos/run.ts
 
 # As root with a private checkout the database lives outside (README, ADR 0008), linked from $(LOCAL_DIR)/postgres.
 clean:

@@ -8,8 +8,7 @@
 // informers and the materializer came back.
 import { eventually } from '../../local-cluster/test/support.js';
 import { jobProcesses } from '../support/job-processes.js';
-import type { MediaServer } from '../support/media.js';
-import type { Receiver } from '../e2e/support.js';
+import type { ChaosFixture } from './fixture.js';
 import { TERMINAL, look, statuses, type ChaosService, type Seen } from './outside.js';
 
 export interface ApiServerRestartOptions {
@@ -44,7 +43,7 @@ async function post(svc: ChaosService, url: string, webhookUrl: string, n: numbe
   });
 }
 
-export async function runApiServerRestart(svc: ChaosService, media: MediaServer, receiver: Receiver, opts: ApiServerRestartOptions): Promise<ApiServerRestartRun> {
+export async function runApiServerRestart({ svc, media, receiver }: ChaosFixture, opts: ApiServerRestartOptions): Promise<ApiServerRestartRun> {
   const url = media.slowUrl(DOWNLOAD_SECONDS);
   const ids = await post(svc, url, receiver.url, opts.before);
   // Mid-run: some runner downloading (its process and the downloader's).

@@ -4,33 +4,20 @@
 // job_completed reaches the webhook under one webhook-id, managed storage
 // holds exactly the delivered files, and GET /usage counts exactly.
 import { expect } from 'chai';
-import { startMediaServer, type MediaServer } from '../support/media.js';
-import { startReceiver, startService, type Receiver } from '../e2e/support.js';
-import { breaches, type ChaosService } from './outside.js';
+import { startChaos, type ChaosFixture } from './fixture.js';
+import { breaches } from './outside.js';
 import { runOperatorKills } from './operator-kills.js';
 
 describe('fault suite: the operator SIGKILLed while jobs run', function () {
   this.timeout(300_000);
-  let svc: ChaosService;
-  let media: MediaServer;
-  let receiver: Receiver;
-
-  before(async () => {
-    media = await startMediaServer();
-    receiver = await startReceiver();
-    svc = await startService({ operatorProcess: true, operatorEnv: { MATERIALIZE_SAFETY_SECONDS: '1' } });
-  });
-
-  after(async () => {
-    await svc?.stop();
-    await receiver?.stop();
-    await media?.stop();
-  });
+  let f: ChaosFixture;
+  before(async () => { f = await startChaos({ MATERIALIZE_SAFETY_SECONDS: '1' }); });
+  after(() => f?.stop());
 
   it('ends every job Completed once, with one runner Job per attempt, its webhook under one id and exact usage', async () => {
-    const run = await runOperatorKills(svc, media, receiver, { jobs: 12, killEveryMs: 4_000, maxKills: 4, deadlineMs: 180_000 });
+    const run = await runOperatorKills(f, { jobs: 12, killEveryMs: 4_000, maxKills: 4, deadlineMs: 180_000 });
     expect(run.kills, 'operator kills').to.be.greaterThan(0);
     expect(breaches(run.seen, { status: 'Completed', created: 12 })).to.deep.equal([]);
-    expect(svc.operator.crashes, 'exits nobody asked for').to.deep.equal([]);
+    expect(f.svc.operator.crashes, 'exits nobody asked for').to.deep.equal([]);
   });
 });

@@ -12,9 +12,8 @@
 // fixed clock could land before any operator ever led and the run would
 // prove nothing (it was tried: 200 jobs, 5 s, load 50: no progress).
 import { eventually } from '../../local-cluster/test/support.js';
-import type { MediaServer } from '../support/media.js';
-import type { Receiver } from '../e2e/support.js';
-import { TERMINAL, leaseHolder, look, statuses, type ChaosService, type Seen } from './outside.js';
+import type { ChaosFixture } from './fixture.js';
+import { TERMINAL, leaseHolder, look, statuses, type Seen } from './outside.js';
 
 export interface OperatorKillsOptions {
   jobs: number;
@@ -39,7 +38,7 @@ export interface OperatorKillsRun {
   seen: Seen;
 }
 
-export async function runOperatorKills(svc: ChaosService, media: MediaServer, receiver: Receiver, opts: OperatorKillsOptions): Promise<OperatorKillsRun> {
+export async function runOperatorKills({ svc, media, receiver }: ChaosFixture, opts: OperatorKillsOptions): Promise<OperatorKillsRun> {
   const t0 = performance.now();
   const ids: string[] = [];
   for (let i = 0; i < opts.jobs; i += 20) {

@@ -6,9 +6,8 @@
 //   CHAOS_JOBS (200), CHAOS_KILL_EVERY_S (5): operator kills;
 //   CHAOS_RUNNER_KILLS (10): runners killed, half SIGKILL, half OOM;
 //   CHAOS_RESTART_JOBS (40): jobs around an API server restart of CHAOS_RESTART_DOWN_S (5).
-import { startMediaServer, type MediaServer } from '../support/media.js';
-import { startReceiver, startService, type Receiver } from '../e2e/support.js';
-import { breaches, look, type ChaosService, type JobSeen, type Seen } from './outside.js';
+import { startChaos, type ChaosFixture } from './fixture.js';
+import { breaches, look, type JobSeen, type Seen } from './outside.js';
 import { runOperatorKills } from './operator-kills.js';
 import { runApiServerRestart } from './apiserver-restart.js';
 import { CATEGORY, runRunnerKill, type RunnerKill } from './runner-kills.js';
@@ -44,25 +43,22 @@ function outcome(seen: Seen, found: string[]): void {
   for (const b of found.slice(0, 20)) out(`    ${b}\n`);
 }
 
-async function scenario(title: string, body: (svc: ChaosService, media: MediaServer, receiver: Receiver) => Promise<boolean>): Promise<boolean> {
-  const media = await startMediaServer();
-  const receiver = await startReceiver();
-  const svc = await startService({ operatorProcess: true });
+async function scenario(title: string, body: (f: ChaosFixture) => Promise<boolean>): Promise<boolean> {
+  const f = await startChaos();
   out(`\nchaos: ${title}\n`);
   try {
-    const ok = await body(svc, media, receiver);
-    row('operator processes started / crashes of its own', `${svc.operator.starts} / ${svc.operator.crashes.length}`);
-    for (const c of svc.operator.crashes.slice(0, 3)) out(`    crash: ${c}\n`);
-    return ok && svc.operator.crashes.length === 0;
+    const ok = await body(f);
+    const op = f.svc.operator;
+    row('operator processes started / crashes of its own', `${op.starts} / ${op.crashes.length}`);
+    for (const c of op.crashes.slice(0, 3)) out(`    crash: ${c}\n`);
+    return ok && op.crashes.length === 0;
   } finally {
-    await svc.stop();
-    await receiver.stop();
-    await media.stop();
+    await f.stop();
   }
 }
 
-const operatorKills = () => scenario(`operator SIGKILLed ${KILL_EVERY_S} s after each start took the Lease, while ${JOBS} short jobs run`, async (svc, media, receiver) => {
-  const run = await runOperatorKills(svc, media, receiver, { jobs: JOBS, killEveryMs: KILL_EVERY_S * 1000, deadlineMs: 30 * 60_000 });
+const operatorKills = () => scenario(`operator SIGKILLed ${KILL_EVERY_S} s after each start took the Lease, while ${JOBS} short jobs run`, async (f) => {
+  const run = await runOperatorKills(f, { jobs: JOBS, killEveryMs: KILL_EVERY_S * 1000, deadlineMs: 30 * 60_000 });
   const found = breaches(run.seen, { status: 'Completed', created: JOBS });
   row('operator kills (before the last job ended)', `${run.kills} (${run.killsMidRun})`);
   row('operator start to holding the Lease p50 / max (s)', p50max(run.msToLead));
@@ -72,10 +68,10 @@ const operatorKills = () => scenario(`operator SIGKILLed ${KILL_EVERY_S} s after
   return found.length === 0;
 });
 
-const runnerKills = () => scenario(`${RUNNER_KILLS} runners killed mid-download, half SIGKILLed, half OOM-killed`, async (svc, media, receiver) => {
+const runnerKills = () => scenario(`${RUNNER_KILLS} runners killed mid-download, half SIGKILLed, half OOM-killed`, async (f) => {
   const kinds: RunnerKill[] = Array.from({ length: RUNNER_KILLS }, (_, i) => (i % 2 ? 'oom' : 'sigkill'));
-  const runs = await Promise.all(kinds.map((how) => runRunnerKill(svc, media, receiver, how)));
-  const seen = await look(svc, receiver, runs.map((r) => r.id));
+  const runs = await Promise.all(kinds.map((how) => runRunnerKill(f, how)));
+  const seen = await look(f.svc, f.receiver, runs.map((r) => r.id));
   const found = breaches(seen, { status: 'Completed', created: kinds.length });
   // Each classified as ADR 0018 says and retried: a first attempt Failed with the kill's category, then Completed.
   const classified = seen.jobs.filter((j, i) => j.attempts[0]?.outcome === 'Failed' && j.attempts[0].category === CATEGORY[kinds[i]!]);
@@ -88,8 +84,8 @@ const runnerKills = () => scenario(`${RUNNER_KILLS} runners killed mid-download,
   return found.length === 0;
 });
 
-const apiServerRestart = () => scenario(`API server restarted (state kept, ${RESTART_DOWN_S} s down) while ${RESTART_JOBS} jobs download, ${RESTART_JOBS / 2} more posted after`, async (svc, media, receiver) => {
-  const run = await runApiServerRestart(svc, media, receiver, { before: RESTART_JOBS, after: RESTART_JOBS / 2, downMs: RESTART_DOWN_S * 1000, deadlineMs: 15 * 60_000 });
+const apiServerRestart = () => scenario(`API server restarted (state kept, ${RESTART_DOWN_S} s down) while ${RESTART_JOBS} jobs download, ${RESTART_JOBS / 2} more posted after`, async (f) => {
+  const run = await runApiServerRestart(f, { before: RESTART_JOBS, after: RESTART_JOBS / 2, downMs: RESTART_DOWN_S * 1000, deadlineMs: 15 * 60_000 });
   const found = breaches(run.seen, { status: 'Completed', created: run.ids.length });
   row('jobs with a runner running at the restart', run.runningAtRestart);
   row('API server back to every job terminal (s)', s1(run.msToAllTerminal));

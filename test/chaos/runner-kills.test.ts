@@ -5,33 +5,20 @@
 // job ends Completed on attempt 2: runner Jobs for attempts 1 and 2, one
 // job_completed and no job_failed, one file in storage, usage exact.
 import { expect } from 'chai';
-import { startMediaServer, type MediaServer } from '../support/media.js';
-import { startReceiver, startService, type Receiver } from '../e2e/support.js';
-import { breaches, look, type ChaosService } from './outside.js';
+import { startChaos, type ChaosFixture } from './fixture.js';
+import { breaches, look } from './outside.js';
 import { CATEGORY, runRunnerKill, type RunnerKill } from './runner-kills.js';
 
 describe('fault suite: a runner killed mid-download', function () {
   this.timeout(300_000);
-  let svc: ChaosService;
-  let media: MediaServer;
-  let receiver: Receiver;
-
-  before(async () => {
-    media = await startMediaServer();
-    receiver = await startReceiver();
-    svc = await startService({ operatorProcess: true });
-  });
-
-  after(async () => {
-    await svc?.stop();
-    await receiver?.stop();
-    await media?.stop();
-  });
+  let f: ChaosFixture;
+  before(async () => { f = await startChaos(); });
+  after(() => f?.stop());
 
   it('retries a runner SIGKILLed (evicted) and one OOM-killed (oom_killed): each completes on attempt 2, once', async () => {
     const kills: RunnerKill[] = ['sigkill', 'oom'];
-    const runs = await Promise.all(kills.map((how) => runRunnerKill(svc, media, receiver, how)));
-    const seen = await look(svc, receiver, runs.map((r) => r.id));
+    const runs = await Promise.all(kills.map((how) => runRunnerKill(f, how)));
+    const seen = await look(f.svc, f.receiver, runs.map((r) => r.id));
     expect(seen.jobs.map((j) => j.attempts.map((a) => [a.attempt, a.outcome, a.category]))).to.deep.equal(kills.map((how) =>
       [[1, 'Failed', CATEGORY[how]], [2, 'Completed', undefined]]));
     expect(seen.jobs.map((j) => j.attempt)).to.deep.equal([2, 2]);

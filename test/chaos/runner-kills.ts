@@ -9,9 +9,8 @@
 import { readFileSync } from 'node:fs';
 import { eventually } from '../../local-cluster/test/support.js';
 import { jobProcesses } from '../support/job-processes.js';
-import type { MediaServer } from '../support/media.js';
-import type { Receiver } from '../e2e/support.js';
-import { TERMINAL, type ChaosService } from './outside.js';
+import type { ChaosFixture } from './fixture.js';
+import { TERMINAL } from './outside.js';
 
 export type RunnerKill = 'sigkill' | 'oom';
 
@@ -36,7 +35,7 @@ function mainProcess(id: string): number | undefined {
   });
 }
 
-export async function runRunnerKill(svc: ChaosService, media: MediaServer, receiver: Receiver, how: RunnerKill): Promise<RunnerKillRun> {
+export async function runRunnerKill({ svc, media, receiver }: ChaosFixture, how: RunnerKill): Promise<RunnerKillRun> {
   const created = await svc.api('POST', '/jobs', { url: media.slowUrl(DOWNLOAD_SECONDS), webhook_url: receiver.url });
   if (created.status !== 201) throw new Error(`POST /jobs answered ${created.status} ${JSON.stringify(created.body)}`);
   const id = created.body.job_id as string;
