@@ -183,6 +183,7 @@ function isProcess(op: OperatorHandle | OperatorProcess): op is OperatorProcess 
 const OPERATOR_MAIN = join(ROOT, 'operator/src/main.ts');
 /** Output kept of each operator process, for a crash's report. */
 const OUTPUT_TAIL = 4096;
+const STOP_GRACE_MS = 15_000;
 
 function operatorProcess(env: NodeJS.ProcessEnv): OperatorProcess {
   let running: { proc: ChildProcess; name: string; exited: Promise<void>; killed: boolean } | undefined;
@@ -223,7 +224,10 @@ function operatorProcess(env: NodeJS.ProcessEnv): OperatorProcess {
       await exited;
     },
     async stop() {
+      // A clean stop hands the Lease back; one that hangs must not hang the suite.
+      const hung = setTimeout(() => running?.proc.kill('SIGKILL'), STOP_GRACE_MS);
       await handle.kill('SIGTERM');
+      clearTimeout(hung);
       process.off('exit', orphanGuard);
     },
   };
