@@ -63,6 +63,16 @@ function jobCondition(job: V1Job | undefined, type: string) {
   return job?.status?.conditions?.find((c) => c.type === type && c.status === 'True');
 }
 
+/**
+ * A runner log line (pino: `level` and `msg`), which FallbackToLogsOnError
+ * puts in the message of a runner killed before its report; one line alone
+ * parses as JSON. Taken for a report, it made an OOM-killed or evicted
+ * runner's failure `unknown`, never retried (found by the fault suite).
+ */
+function isLogLine(o: object): boolean {
+  return 'msg' in o && 'level' in o;
+}
+
 /** The runner's final report from the pod's termination message, if it wrote one. */
 export function terminationReport(pod: V1Pod | undefined): { exitCode?: number; report?: RunnerReport } {
   const term = pod?.status?.containerStatuses?.[0]?.state?.terminated;
@@ -70,7 +80,7 @@ export function terminationReport(pod: V1Pod | undefined): { exitCode?: number; 
   let report: RunnerReport | undefined;
   try {
     const parsed: unknown = term.message ? JSON.parse(term.message) : undefined;
-    if (parsed && typeof parsed === 'object') report = parsed as RunnerReport;
+    if (parsed && typeof parsed === 'object' && !isLogLine(parsed)) report = parsed as RunnerReport;
   } catch {
     // FallbackToLogsOnError put log lines there: not a report.
   }

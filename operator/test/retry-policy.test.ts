@@ -217,6 +217,16 @@ describe('MediaJob status with retries', () => {
     expect(old.attempts!.map((a) => a.category)).to.deep.equal(['unknown']);
   });
 
+  it('takes no log line for a report: a runner killed after one line of log (FallbackToLogsOnError) is retried as the kill says', () => {
+    // What the kubelet puts in the termination message of a killed runner that wrote no report: its last log lines, here one pino line, which parses as JSON.
+    const message = JSON.stringify({ level: 30, time: 1764150000000, pid: 7, hostname: 'runner-pod', name: 'runner', msg: 'downloading' });
+    for (const [reason, exitCode, category] of [['OOMKilled', 137, 'oom_killed'], ['Error', 137, 'evicted']] as const) {
+      const s = derive({ mj: mj(running), job: failedJob(), pod: terminatedPod({ exitCode, reason, message }), admitted: true, jobName: 'x' });
+      expect(s.attempts![0], reason).to.include({ category, retryAfterSeconds: 30 });
+      expect(s).to.include({ status: 'Pending', reason: RETRY_SCHEDULED_REASON });
+    }
+  });
+
   it('retries a runner the cluster took away: OOM-killed, evicted, its node lost', () => {
     expect(derive({ mj: mj(running), job: failedJob(), pod: terminatedPod({ exitCode: 137, reason: 'OOMKilled' }), admitted: true, jobName: 'x' }).attempts![0])
       .to.include({ category: 'oom_killed', retryAfterSeconds: 30 });
