@@ -5,7 +5,8 @@
 // `make test`. Exit 1 when any scenario breached a rule.
 //   CHAOS_JOBS (200), CHAOS_KILL_EVERY_S (5): operator kills;
 //   CHAOS_RUNNER_KILLS (10): runners killed, half SIGKILL, half OOM;
-//   CHAOS_RESTART_JOBS (40): jobs around an API server restart of CHAOS_RESTART_DOWN_S (5).
+//   CHAOS_RESTART_JOBS (40): jobs around an API server restart of CHAOS_RESTART_DOWN_S (5);
+//   CHAOS_SCENARIOS (operator,runner,apiserver): which to run.
 import { startChaos, type ChaosFixture } from './fixture.js';
 import { breaches, look, type JobSeen, type Seen } from './outside.js';
 import { runOperatorKills } from './operator-kills.js';
@@ -94,8 +95,16 @@ const apiServerRestart = () => scenario(`API server restarted (state kept, ${RES
   return found.length === 0;
 });
 
+const SCENARIOS = { operator: operatorKills, runner: runnerKills, apiserver: apiServerRestart };
+
 async function main(): Promise<void> {
-  const results = [await operatorKills(), await runnerKills(), await apiServerRestart()];
+  const chosen = (process.env.CHAOS_SCENARIOS ?? Object.keys(SCENARIOS).join(',')).split(',');
+  const results: boolean[] = [];
+  for (const name of chosen) {
+    const run = SCENARIOS[name as keyof typeof SCENARIOS];
+    if (!run) throw new Error(`CHAOS_SCENARIOS: no scenario ${name} (${Object.keys(SCENARIOS).join(', ')})`);
+    results.push(await run());
+  }
   process.exit(results.every(Boolean) ? 0 : 1);
 }
 
