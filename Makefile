@@ -10,6 +10,7 @@ help:
 	@echo "make test   - typecheck, lint and run every test"
 	@echo "make bench  - run the benchmarks and print their figures"
 	@echo "make chaos  - run the fault suite at full size and print its figures"
+	@echo "make soak   - run a steady mixed load and print each process's memory"
 
 # Install npm packages when the lock file changed since the last install;
 # flock keeps two concurrent makes from installing over each other.
