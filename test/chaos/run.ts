@@ -6,11 +6,13 @@
 //   CHAOS_JOBS (200), CHAOS_KILL_EVERY_S (5): operator kills;
 //   CHAOS_RUNNER_KILLS (10): runners killed, half SIGKILL, half OOM;
 //   CHAOS_RESTART_JOBS (40): jobs around an API server restart of CHAOS_RESTART_DOWN_S (5);
-//   CHAOS_SCENARIOS (operator,runner,apiserver): which to run.
+//   CHAOS_GATEWAY_POSTS (2000), CHAOS_GATEWAY_KILLS (4): keyed POSTs around gateway SIGKILLs;
+//   CHAOS_SCENARIOS (operator,runner,apiserver,gateway): which to run.
 import { startChaos, type ChaosFixture } from './fixture.js';
 import { breaches, look, type JobSeen, type Seen } from './outside.js';
 import { runOperatorKills } from './operator-kills.js';
 import { runApiServerRestart } from './apiserver-restart.js';
+import { runGatewayKills } from './gateway-kills.js';
 import { CATEGORY, runRunnerKill, type RunnerKill } from './runner-kills.js';
 
 const JOBS = Number(process.env.CHAOS_JOBS ?? 200);
@@ -18,6 +20,8 @@ const KILL_EVERY_S = Number(process.env.CHAOS_KILL_EVERY_S ?? 5);
 const RUNNER_KILLS = Number(process.env.CHAOS_RUNNER_KILLS ?? 10);
 const RESTART_JOBS = Number(process.env.CHAOS_RESTART_JOBS ?? 40);
 const RESTART_DOWN_S = Number(process.env.CHAOS_RESTART_DOWN_S ?? 5);
+const GATEWAY_POSTS = Number(process.env.CHAOS_GATEWAY_POSTS ?? 2000);
+const GATEWAY_KILLS = Number(process.env.CHAOS_GATEWAY_KILLS ?? 4);
 
 const out = (s: string) => process.stdout.write(s);
 const row = (label: string, value: string | number) => out(`  ${label.padEnd(54)} ${value}\n`);
@@ -95,7 +99,20 @@ const apiServerRestart = () => scenario(`API server restarted (state kept, ${RES
   return found.length === 0;
 });
 
-const SCENARIOS = { operator: operatorKills, runner: runnerKills, apiserver: apiServerRestart };
+// Gateway and Postgres only: the jobs are judged by their rows, so no cluster is started.
+const gatewayKills = async (): Promise<boolean> => {
+  out(`\nchaos: gateway SIGKILLed ${GATEWAY_KILLS} times during ${GATEWAY_POSTS} keyed POST /jobs (concurrency 50), clients retrying with their key\n`);
+  const run = await runGatewayKills({ posts: GATEWAY_POSTS, kills: GATEWAY_KILLS, concurrency: 50 });
+  row('requests cut off by the kills / 201s that were replays', `${run.lost} / ${run.replays}`);
+  row('answers before a key\'s 201, by status', JSON.stringify(run.refused));
+  row('kill to the gateway ready again p50 / max (s)', p50max(run.msDown));
+  row('first POST to every key answered 201 (s)', s1(run.msTotal));
+  row('breaches (a key with two jobs, a lost job, usage drift ...)', run.breaches.length);
+  for (const b of run.breaches.slice(0, 20)) out(`    ${b}\n`);
+  return run.breaches.length === 0;
+};
+
+const SCENARIOS = { operator: operatorKills, runner: runnerKills, apiserver: apiServerRestart, gateway: gatewayKills };
 
 async function main(): Promise<void> {
   const chosen = (process.env.CHAOS_SCENARIOS ?? Object.keys(SCENARIOS).join(',')).split(',');
