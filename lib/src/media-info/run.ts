@@ -93,12 +93,20 @@ export function runBounded(argv: readonly string[], opts: BoundedRunOptions): Pr
   });
 }
 
-/** SIGKILL the process group led by `pid` (spawned detached); one already gone is nothing to do. */
+/**
+ * SIGKILL the process group led by `pid` (spawned detached), and the process
+ * itself: on a loaded machine a deadline can pass before the forked child
+ * has run setsid, when there is no group of that id yet and only the
+ * process can be killed (a CI run found yt-dlp alive after its deadline so).
+ * One already gone is nothing to do.
+ */
 function killGroup(pid: number | undefined): void {
   if (pid === undefined) return;
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // ESRCH: the group has ended already.
+  for (const target of [-pid, pid]) {
+    try {
+      process.kill(target, 'SIGKILL');
+    } catch {
+      // ESRCH: that group or process has ended already (or, for the group, does not exist yet).
+    }
   }
 }
