@@ -7,7 +7,7 @@
 // gateway's address and a token for this job only) instead of the bucket's
 // keys. Both name the job's API key's part of managed storage
 // (managedKeyPrefix), where all of its keys go.
-import { chmodSync, lchownSync, lstatSync, readdirSync } from 'node:fs';
+import { chmodSync, lchownSync, lstatSync, mkdirSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createManagedStorage } from '@mediajobs/lib/storage/index';
 import { DOWNLOAD_URL_TTL_SECONDS, managedKeyPrefix } from '@mediajobs/lib/storage/types';
@@ -69,9 +69,11 @@ const folderPrefix = (prefix: string | undefined) => (prefix === undefined ? {} 
  * RUNNER_UID, group read-write, directories setgid so new entries keep the
  * group). Only root can, and only root needs to: otherwise every process
  * runs as the same user. The cost is one walk at start, of local mode's files.
+ * A directory not there yet (a first start) is made, as the runners would.
  */
 export function shareWithRunners(dir: string, isRoot = process.getuid?.() === 0): void {
   if (!isRoot) return;
+  mkdirSync(dir, { recursive: true, mode: 0o750 });
   const walk = (p: string): void => {
     const st = lstatSync(p);
     if (st.isSymbolicLink()) return;

@@ -99,6 +99,18 @@ describe('operator: local managed storage is the runners\' to write', () => {
     }
   });
 
+  it('as root, makes a directory not there yet (a first start) and shares it', function () {
+    if (process.getuid?.() !== 0) this.skip();
+    const parent = mkdtempSync(join(tmpdir(), 'mj-share-'));
+    try {
+      const dir = join(parent, 'storage', 'not-yet');
+      shareWithRunners(dir);
+      expect([statSync(dir).gid, (statSync(dir).mode & 0o7777).toString(8)]).to.deep.equal([RUNNER_UID, '2770']);
+    } finally {
+      rmSync(parent, { recursive: true, force: true });
+    }
+  });
+
   it('leaves it alone when not root (every process runs as the same user)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'mj-share-'));
     try {
