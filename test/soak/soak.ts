@@ -19,7 +19,7 @@
 //
 //   npx tsx test/soak/soak.ts
 //
-// SOAK_SECONDS (default 600), SOAK_WARMUP_SECONDS (60), SOAK_RATE (2 jobs/s), SOAK_KEEP_LOGS=1 (keep every process log),
+// SOAK_SECONDS (default 600), SOAK_WARMUP_SECONDS (60), SOAK_RATE (1 job/s: 2 saturate a 2-core machine), SOAK_KEEP_LOGS=1 (keep every process log),
 // BENCH_DATABASE_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test).
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -33,7 +33,7 @@ import { tsxCommand } from '../support/tsx.js';
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 600);
 const WARMUP = Number(process.env.SOAK_WARMUP_SECONDS ?? 60);
-const RATE = Number(process.env.SOAK_RATE ?? 2);
+const RATE = Number(process.env.SOAK_RATE ?? 1);
 const IMAGE = 'mediajobs/runner:soak';
 const TERMINAL = new Set(['Completed', 'Failed', 'Warning', 'Skipped', 'Cancelled', 'CancelledByAdmin']);
 
