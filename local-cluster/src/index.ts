@@ -105,7 +105,7 @@ export class LocalCluster {
     const podEnv = { KUBECONFIG: kubeconfigPath, ...(opts.podEnv ?? {}) };
     const kubelet = new Kubelet(api, {
       workDir: join(workDir, 'pods'), imageCommands: opts.imageCommands, maxRunningPods: opts.maxRunningPods, nodeName, env: podEnv,
-      runAsPodUsers: opts.runAsPodUsers,
+      runAsPodUsers: opts.runAsPodUsers, logger: (msg, extra) => logger.warn(extra ?? {}, msg),
     });
     const jobs = new JobController(api, { backoffBaseMs: opts.backoffBaseMs, backoffMaxMs: opts.backoffMaxMs });
     const ttl = new TtlController(api);
@@ -135,9 +135,6 @@ export class LocalCluster {
     eventTtl.start();
     kubelet.start();
     logger.info({ url, kubeconfig: kubeconfigPath }, 'local cluster listening');
-    if (process.getuid?.() === 0 && opts.runAsPodUsers !== false && !kubelet.runsAsPodUsers) {
-      logger.warn({ workDir }, 'pods run as root: a folder above the work dir is closed to other users, so runAsUser/runAsGroup/fsGroup are not applied');
-    }
     return new LocalCluster(api, server, watches, kubelet, [jobs, ttl, eventTtl, api.gc], persistence, url, kubeconfigPath, workDir, throttleRef, counter);
   }
 
