@@ -104,6 +104,7 @@ export class Materializer {
 
   /** One pass: returns how many rows it read (tests call it directly). */
   async pass(): Promise<number> {
+    const began = Date.now();
     const wait = this.throttledUntil - Date.now();
     const taken = wait > 0 ? 0 : this.rate.take(this.d.opts.page);
     if (taken === 0) {
@@ -122,7 +123,7 @@ export class Materializer {
     await markCreated(this.d.pool, 'jobs', done('MediaJob'));
     // A full page: more may be waiting. A throttled pass resumes at its Retry-After (later() above).
     if (rows.length === taken && !outcomes.includes('throttled')) this.again = true;
-    else this.retryHeldLater();
+    else this.retryHeldLater(began);
     return rows.length;
   }
 
@@ -150,11 +151,15 @@ export class Materializer {
     this.timer.unref();
   }
 
-  /** A timer for the first held row to come due (the safety pass would get there too, later). */
-  private retryHeldLater(): void {
-    const now = Date.now();
-    const due = [...this.held.values()].map((h) => h.until).filter((t) => t > now);
-    if (due.length) this.later(Math.min(...due) - now);
+  /**
+   * A timer for the first row held by this pass to come due. One whose hold ran
+   * out while the pass was still busy (a slow machine) is due at once; one due
+   * before the pass began and not read is no longer waiting (cancelled), and the
+   * safety pass is enough for it.
+   */
+  private retryHeldLater(passBegan: number): void {
+    const due = [...this.held.values()].map((h) => h.until).filter((t) => t > passBegan);
+    if (due.length) this.later(Math.min(...due) - Date.now());
   }
 
   /** Rows whose retry is not due. One not read again for a long while (cancelled meanwhile) is forgotten. */

@@ -167,6 +167,21 @@ describe('operator: the materializer of accepted rows', function () {
     expect((await getJob(refused)).spec.jobId).to.equal(refused);
   });
 
+  it('retries a held row as soon as its hold runs out, even when the hold ran out during a long pass', async () => {
+    const apiKeyId = await insertApiKey(db.pool);
+    const refused = await acceptJob(apiKeyId, { url: 'https://media.example/v', videoQuality: 'very high' });
+    // Read after the refused row in the same pass, one at a time: the pass outlasts the refused row's first hold (1 s).
+    await db.pool.query(`INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, cr_namespace, cr_name, destination)
+      SELECT id, $1, 'https://media.example/v', 'Pending', 'Queued', 0, '{"url":"https://media.example/v"}', 'default', id::text, '{"type":"managed"}'
+      FROM (SELECT gen_random_uuid() AS id FROM generate_series(1, 1500)) g`, [apiKeyId]);
+    const s = await start({ concurrency: 1, page: 2000 });
+    const failures = async () => Number((await s.metrics.registry.metrics()).match(/mediajobs_materialized_total\{kind="MediaJob",result="failed"\} (\d+)/)?.[1] ?? 0);
+    await eventually(async () => (await db.pool.query(`SELECT 1 FROM jobs WHERE api_key_id = $1 AND cr_created_at IS NULL`, [apiKeyId])).rowCount === 1, 30_000, 100);
+    // The safety pass is an hour away: a second attempt comes only from the hold's own timer.
+    await eventually(async () => (await failures()) >= 2, 10_000, 100);
+    expect(await marked('jobs', refused)).to.equal(null);
+  });
+
   it('listens again after its connection is lost, and catches up on what committed meanwhile', async () => {
     const apiKeyId = await insertApiKey(db.pool);
     await start();
