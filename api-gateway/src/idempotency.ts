@@ -10,6 +10,7 @@
 // without the header passes straight through.
 import { createHash } from 'node:crypto';
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
+import { canonicalJson } from '@mediajobs/lib/canonical-json';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import type pg from 'pg';
 import {
@@ -45,16 +46,6 @@ export function parseIdempotencyKey(raw: string): string | undefined {
   const quoted = SF_STRING.exec(value);
   const key = quoted ? quoted[1]!.replace(/\\(["\\])/g, '$1') : BARE_KEY.test(value) ? value : undefined;
   return key !== undefined && key.length >= 1 && key.length <= MAX_KEY_LENGTH ? key : undefined;
-}
-
-/** JSON with object keys sorted at every level, so key order never changes a fingerprint. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
 }
 
 /** sha256 of the method, the path and the canonical body: what "the same request" means. */

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type pg from 'pg';
 import {
-  cancelJob, forgetInlineCredentials, getJob, inlineCredentials, insertFromManifest, jobInserter, keyUsage, legacyDestination, listJobs,
+  cancelJob, forgetInlineCredentials, findFinishedManifest, getJob, inlineCredentials, insertFromManifest, jobInserter, keyUsage, legacyDestination, listJobs,
   MIN_RESERVED_BYTES, resolvedDestination, saveResultUrls, syncStatus, type JobRow, type NewJob,
 } from '../src/db/jobs.js';
 import { markCreated, mediaJobsToCreate } from '../src/db/materialize.js';
@@ -43,6 +43,9 @@ function manifest(apiKeyId: string, name = 'from-kubectl'): MediaJob {
   } as MediaJob;
 }
 
+
+/** A manifest's spec fingerprint (what it is does not matter to the table). */
+const FP = Buffer.alloc(32, 1);
 describe('lib: the jobs table (real PostgreSQL)', function () {
   this.timeout(30_000);
   let db: TestDatabase;
@@ -101,8 +104,8 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
       const key = await insertApiKey(pool);
       const mj = manifest(key);
       const id = mj.metadata.uid!;
-      expect(await insertFromManifest(pool, id, mj, 'sealed-hook')).to.equal(true);
-      expect(await insertFromManifest(pool, id, mj, 'sealed-hook')).to.equal(true);
+      expect(await insertFromManifest(pool, id, mj, 'sealed-hook', FP)).to.equal(true);
+      expect(await insertFromManifest(pool, id, mj, 'sealed-hook', FP)).to.equal(true);
       expect(await total(key)).to.equal(1);
       const r = await pool.query('SELECT status, webhook_url_enc, cr_namespace, cr_name, created_at, destination, options FROM jobs WHERE id = $1', [id]);
       expect(r.rows[0]).to.deep.include({
@@ -116,18 +119,33 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
     it('counts concurrent recordings of one manifest once, and each of them reports the job recorded', async () => {
       const key = await insertApiKey(pool);
       const mj = manifest(key);
-      const results = await Promise.all(Array.from({ length: 8 }, () => insertFromManifest(pool, mj.metadata.uid!, mj, null)));
+      const results = await Promise.all(Array.from({ length: 8 }, () => insertFromManifest(pool, mj.metadata.uid!, mj, null, FP)));
       expect(results).to.deep.equal(Array(8).fill(true));
       expect(await total(key)).to.equal(1);
       expect(await rowCount(key)).to.equal(1);
     });
 
+    it('finds the finished record of the same manifest (namespace, name, fingerprint) and nothing else', async () => {
+      const key = await insertApiKey(pool);
+      const mj = manifest(key);
+      const other = Buffer.alloc(32, 7);
+      const first = randomUUID();
+      expect(await findFinishedManifest(pool, 'team-a', 'from-kubectl', FP)).to.equal(undefined);
+      await insertFromManifest(pool, first, mj, null, FP);
+      expect(await findFinishedManifest(pool, 'team-a', 'from-kubectl', FP), 'still running').to.equal(undefined);
+      await pool.query(`UPDATE jobs SET status = 'Completed', step = 'Finished', s3_key = 'k/file.mp4', file_size = 42, finished_at = now() WHERE id = $1`, [first]);
+      expect(await findFinishedManifest(pool, 'team-a', 'from-kubectl', FP)).to.deep.include({ id: first, status: 'Completed', s3_key: 'k/file.mp4', file_size: '42' });
+      expect(await findFinishedManifest(pool, 'team-a', 'from-kubectl', other), 'another spec').to.equal(undefined);
+      expect(await findFinishedManifest(pool, 'team-b', 'from-kubectl', FP), 'another namespace').to.equal(undefined);
+      expect(await findFinishedManifest(pool, 'team-a', 'other-name', FP), 'another name').to.equal(undefined);
+    });
+
     it('records nothing for a revoked or unknown key', async () => {
       const key = await insertApiKey(pool);
       await pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key]);
-      expect(await insertFromManifest(pool, randomUUID(), manifest(key), null)).to.equal(false);
+      expect(await insertFromManifest(pool, randomUUID(), manifest(key), null, FP)).to.equal(false);
       const unknown = randomUUID();
-      expect(await insertFromManifest(pool, randomUUID(), manifest(unknown), null)).to.equal(false);
+      expect(await insertFromManifest(pool, randomUUID(), manifest(unknown), null, FP)).to.equal(false);
       expect(await rowCount(key) + await rowCount(unknown)).to.equal(0);
       expect(await total(key)).to.equal(0);
     });

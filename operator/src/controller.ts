@@ -27,6 +27,7 @@
 import type * as k8s from '@kubernetes/client-node';
 import type pg from 'pg';
 import { cancelJob, cancelledAmong } from '@mediajobs/lib/db/jobs';
+import type { FinishedManifestJob } from '@mediajobs/lib/db/jobs';
 import { isCancelStatus, type CancelNotice, type CancelStatus } from '@mediajobs/lib/job-cancellation';
 import { isNotFound, MERGE_PATCH } from '@mediajobs/lib/kube-client';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
@@ -52,7 +53,7 @@ import type { OperatorMetrics } from './metrics.js';
 import type { Kube } from './kube.js';
 import { PodIndex } from './pod-index.js';
 import {
-  WAIT_FOR_POD, deriveStatus, failedBeforeRunning, isTerminal, statusChanged, statusPatch,
+  WAIT_FOR_POD, deriveStatus, failedBeforeRunning, isTerminal, restoredStatus, statusChanged, statusPatch,
 } from './status.js';
 import {
   Announced, admitted, hasWaited, mediaJobRef, mediaJobTransition, runnerJobCreated, type Announcement,
@@ -257,7 +258,8 @@ export class MediaJobController {
     const mj = this.current(key);
     if (!mj) return DONE;
     if (mj.metadata.deletionTimestamp) return this.deleted(key, mj);
-    await this.record.ensureRecorded(key, mj);
+    const earlier = await this.record.ensureRecorded(key, mj);
+    if (earlier) return this.restore(key, mj, earlier);
     if (isTerminal(mj.status?.status)) return this.finish(key, mj, mj.status!);
     const cancelled = await this.cancelIfWanted(key, mj);
     if (cancelled) return cancelled;
@@ -411,9 +413,21 @@ export class MediaJobController {
     if (late) await removeDeliveredFiles({ core: this.d.kube.core, cfg: this.d.cfg, log: this.d.log }, mj, late);
   }
 
-  private async patchStatus(mj: MediaJob, desired: MediaJobStatus): Promise<void> {
+  /**
+   * The same manifest applied again after its finished MediaJob went: the
+   * earlier run's record answers, nothing runs, no webhook is sent again
+   * (docs/gitops.md).
+   */
+  private async restore(key: string, mj: MediaJob, earlier: FinishedManifestJob): Promise<ReconcileResult> {
+    const s = restoredStatus(mj, earlier, new Date());
+    await this.patchStatus(mj, s, [{
+      type: 'Normal', reason: 'Restored', message: `The same manifest finished before as job ${earlier.id} (${earlier.status}): restored from its record, not run again`,
+    }]);
+    return this.finish(key, { ...mj, status: s }, s);
+  }
+
+  private async patchStatus(mj: MediaJob, desired: MediaJobStatus, announcements = mediaJobTransition(mj.status, desired)): Promise<void> {
     if (!statusChanged(mj.status, desired)) return;
-    const announcements = mediaJobTransition(mj.status, desired);
     // A cancelled job's result goes even when the cache has not seen it yet (a late report).
     const status = { ...statusPatch(mj.status, desired), ...(isCancelStatus(desired.status) && { result: null }) };
     try {
@@ -463,7 +477,8 @@ export class MediaJobController {
         await this.removeLateFiles(mj, mj.status.result);
         await this.patchStatus(mj, cancelledStatus(mj, s.status, new Date()));
       }
-    } else {
+    } else if (!s.restoredTime) {
+      // A restored job's row is the one that finished before: nothing to mirror.
       await this.record.sync(key, mj, s);
     }
     await this.children.removeCredentials(mj);
@@ -471,6 +486,6 @@ export class MediaJobController {
     // Finished: a delete has nothing left to cancel, and the TTL's delete must not wait.
     if (hasFinalizer(mj)) await setFinalizer(this.d.kube.custom, mj, false);
     const ttl = finishedTtlSeconds(mj, this.d.cfg.FINISHED_MEDIAJOB_TTL_SECONDS);
-    return ttl === undefined ? DONE : deleteAfterTtl(this.d.kube.custom, mj, s.finishTime, ttl, this.d.log);
+    return ttl === undefined ? DONE : deleteAfterTtl(this.d.kube.custom, mj, s.restoredTime ?? s.finishTime, ttl, this.d.log);
   }
 }

@@ -5,13 +5,15 @@
 // writes both in one transaction), and a completed job's download URLs are
 // signed for its job_completed webhook. Owns the per-MediaJob memory of what is recorded
 // and what was last mirrored; the status itself is status.ts's.
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
+import { canonicalJson } from '@mediajobs/lib/canonical-json';
 import { normaliseSpecOptions } from '@mediajobs/lib/job-options';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { PermanentError } from '@mediajobs/lib/reconcile';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import { jobIdOf, type JobStatus, type MediaJob, type MediaJobResult, type MediaJobStatus } from '@mediajobs/lib/mediajob/types';
-import { findJob, insertFromManifest, mirrorStatus } from '@mediajobs/lib/db/jobs';
+import { findFinishedManifest, findJob, insertFromManifest, mirrorStatus, type FinishedManifestJob } from '@mediajobs/lib/db/jobs';
 import { isCancelStatus } from '@mediajobs/lib/job-cancellation';
 import { JobDestinations, type DownloadUrls } from './destinations.js';
 import type { OperatorMetrics } from './metrics.js';
@@ -48,6 +50,11 @@ export function withDefaults(mj: MediaJob): MediaJob {
   return { ...mj, spec: { ...mj.spec, ...normaliseSpecOptions(mj.spec) } };
 }
 
+/** sha256 of a manifest MediaJob's spec as the API server stored it (defaults applied), whatever its keys' order. */
+export function manifestFingerprint(mj: Pick<MediaJob, 'spec'>): Buffer {
+  return createHash('sha256').update(canonicalJson(mj.spec)).digest();
+}
+
 export class JobRecord {
   /**
    * Per MediaJob key, the job id known to be in Postgres, and what was last
@@ -62,20 +69,30 @@ export class JobRecord {
 
   /**
    * Make sure Postgres has the job: gateway-made jobs already do; kubectl
-   * manifests are recorded here. Throws PermanentError (INVALID_OWNER) when
-   * the owner key the manifest names does not exist or is revoked.
+   * manifests are recorded here, with their spec's fingerprint. A new
+   * manifest MediaJob whose namespace, name and spec match a finished
+   * record (the same manifest applied again after its MediaJob went) is not
+   * recorded: that record is returned, for the caller to restore instead of
+   * running it again (docs/gitops.md). Throws PermanentError (INVALID_OWNER)
+   * when the owner key the manifest names does not exist or is revoked.
    */
-  async ensureRecorded(key: string, mj: MediaJob): Promise<void> {
+  async ensureRecorded(key: string, mj: MediaJob): Promise<FinishedManifestJob | undefined> {
     const jobId = jobIdOf(mj);
-    if (this.recorded.get(key) === jobId) return;
+    if (this.recorded.get(key) === jobId) return undefined;
     if (!(await findJob(this.d.pool, jobId))) {
+      const fingerprint = manifestFingerprint(mj);
+      if (!mj.status?.status) {
+        const earlier = await findFinishedManifest(this.d.pool, mj.metadata.namespace!, mj.metadata.name!, fingerprint);
+        if (earlier) return earlier;
+      }
       const webhook = mj.spec.webhookUrl ? this.d.box.seal(mj.spec.webhookUrl) : null;
-      if (!(await insertFromManifest(this.d.pool, jobId, withDefaults(mj), webhook))) {
+      if (!(await insertFromManifest(this.d.pool, jobId, withDefaults(mj), webhook, fingerprint))) {
         throw new PermanentError(INVALID_OWNER.reason, INVALID_OWNER.message);
       }
       this.d.metrics?.jobAccepted();
     }
     this.recorded.set(key, jobId);
+    return undefined;
   }
 
   /**

@@ -6,9 +6,10 @@
 // recorded in status.attempts and the job waits Pending for its next
 // attempt (docs/adr/0018).
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
+import type { FinishedManifestJob } from '@mediajobs/lib/db/jobs';
 import {
   RUNNER_EXIT, RUNNER_PHASES, TERMINAL_STATUSES, type AttemptOutcome, type Condition, type JobStatus, type MediaJob, type MediaJobAttempt,
-  type MediaJobStatus, type RunnerPhaseSeconds, type RunnerReport,
+  type MediaJobResult, type MediaJobStatus, type RunnerPhaseSeconds, type RunnerReport, jobIdOf,
 } from '@mediajobs/lib/mediajob/types';
 import type { WaitReason } from './admission.js';
 import { failureCause, retryDelaySeconds, type RetrySettings } from './retry-policy.js';
@@ -117,7 +118,7 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
   const cur: MediaJobStatus = o.mj.status ?? {};
   if (isTerminal(cur.status)) return cur;
   const nowStr = timeOf(now)!;
-  const next: MediaJobStatus = { ...cur, jobId: o.mj.spec.jobId ?? o.mj.metadata.uid, observedGeneration: o.mj.metadata.generation };
+  const next: MediaJobStatus = { ...cur, jobId: jobIdOf(o.mj), observedGeneration: o.mj.metadata.generation };
   if (o.admitted) next.jobName = o.jobName;
   // A reason that said why the job waited no longer holds once it is admitted (or waits for another).
   if (next.reason && WAIT_STATUS_REASONS.has(next.reason)) delete next.reason;
@@ -245,6 +246,33 @@ export function failedBeforeRunning(mj: MediaJob, why: { jobId: string; reason: 
   };
   s.conditions = conditionsFor(s, { mj, admitted: false, jobName: '' }, mj.status?.conditions ?? [], nowStr);
   return s;
+}
+
+/**
+ * A re-applied manifest's MediaJob that the record of an earlier run
+ * answers (docs/gitops.md): that run's outcome, under that run's job id, and
+ * conditions saying nothing ran this time.
+ */
+export function restoredStatus(mj: MediaJob, rec: FinishedManifestJob, now: Date): MediaJobStatus {
+  const nowStr = timeOf(now)!;
+  const result: MediaJobResult | undefined = rec.s3_key === null ? undefined : withoutNulls({
+    storageKey: rec.s3_key, fileSize: rec.file_size === null ? null : Number(rec.file_size), actualQuality: rec.actual_quality,
+    title: rec.title, description: rec.description, releaseDate: rec.release_date, subtitleKey: rec.subtitle_key, thumbnailKey: rec.thumbnail_key,
+  }) as MediaJobResult;
+  const s = withoutNulls({
+    jobId: rec.id, status: rec.status, step: rec.step, progress: rec.status === 'Completed' ? 100 : undefined, result,
+    error: rec.error, errorType: rec.error_type, reason: rec.reason,
+    startTime: timeOf(rec.started_at ?? undefined), finishTime: timeOf(rec.finished_at ?? undefined) ?? nowStr, restoredTime: nowStr,
+    observedGeneration: mj.metadata.generation,
+  }) as MediaJobStatus;
+  const notRun = { type: 'Admitted', status: 'False', reason: 'Restored', message: `Finished before as job ${rec.id}: restored from its record, nothing ran again` } as const;
+  s.conditions = conditionsFor(s, { mj, admitted: false, jobName: '' }, [], nowStr)
+    .map((c) => (c.type === 'Admitted' ? { ...c, ...notRun } : c));
+  return s;
+}
+
+function withoutNulls<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined)) as Partial<T>;
 }
 
 function conditionsFor(s: MediaJobStatus, o: Observed, prev: Condition[], now: string): Condition[] {

@@ -344,6 +344,49 @@ describe('operator on the local cluster', function () {
     await eventually(async () => (await batch.listNamespacedJob({ namespace: 'default', labelSelector: 'mediajobs.io/mediajob=short-lived' })).items.length === 0);
   });
 
+  it('restores, not reruns, a manifest applied again after its TTL deleted it; a changed spec runs anew (GitOps)', async () => {
+    operator = await start();
+    const spec = mediaJob('reapplied', 'http://scripted.invalid/complete?sleepMs=1500', { webhookUrl: receiver.url, ttlSecondsAfterFinished: 1 });
+    const manifest = JSON.stringify(spec);
+    // A pipeline syncing often: ten applies while it runs.
+    for (let i = 0; i < 10; i++) await tc.kubectl(['apply', '-f', '-'], { input: manifest });
+    const first = await get('reapplied');
+    const gone = async () => get('reapplied').then(() => false, (err: unknown) => err instanceof k8s.ApiException && err.code === 404);
+    await eventually(async () => (await row(first.metadata.uid!))?.status === 'Completed', 30_000);
+    await eventually(gone, 15_000);
+
+    await tc.kubectl(['apply', '-f', '-'], { input: manifest });
+    const restored = await eventually(async () => {
+      const mj = await get('reapplied');
+      return mj.status?.status === 'Completed' ? mj : undefined;
+    }, 15_000);
+    expect(restored.metadata.uid, 'a new object').to.not.equal(first.metadata.uid);
+    const rec = await row(first.metadata.uid!);
+    expect(restored.status).to.include({ jobId: first.metadata.uid, status: 'Completed', step: 'Finished', progress: 100 });
+    expect(restored.status!.result).to.include({ storageKey: rec!.s3_key });
+    expect(restored.status!.restoredTime, 'when it was restored').to.be.a('string');
+    expect(restored.status!.conditions!.find((c) => c.type === 'Admitted')).to.include({ status: 'False', reason: 'Restored' });
+    expect(restored.status!.conditions!.find((c) => c.type === 'Succeeded')).to.include({ status: 'True' });
+    await eventually(async () => (await eventsOf('reapplied')).some(([, reason]) => reason === 'Restored'));
+    expect((await batch.listNamespacedJob({ namespace: 'default', labelSelector: 'mediajobs.io/mediajob=reapplied' })).items, 'no runner Job this time').to.deep.equal([]);
+    expect((await db.pool.query(`SELECT 1 FROM jobs WHERE cr_name = 'reapplied'`)).rowCount, 'one record').to.equal(1);
+    // Its TTL counts from the restore, then it goes again; GET /jobs/{id} still answers from the one record.
+    await eventually(gone, 15_000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(receiver.hooks.filter((h) => h.body.job_id === first.metadata.uid).map((h) => h.body.type), 'one run, one job_completed')
+      .to.deep.equal(['job_processing', 'job_completed']);
+
+    // Another spec under the same name is another request: it runs.
+    await tc.kubectl(['apply', '-f', '-'], { input: JSON.stringify(mediaJob('reapplied', 'http://scripted.invalid/complete', { ttlSecondsAfterFinished: 60 })) });
+    const changed = await eventually(async () => {
+      const mj = await get('reapplied');
+      return mj.status?.status === 'Completed' ? mj : undefined;
+    }, 30_000);
+    expect(changed.status!.jobId).to.equal(changed.metadata.uid);
+    expect(changed.status!.restoredTime).to.equal(undefined);
+    expect((await db.pool.query(`SELECT 1 FROM jobs WHERE cr_name = 'reapplied'`)).rowCount, 'a second record').to.equal(2);
+  });
+
   it('runs a job POST /jobs accepted: its MediaJob is made from the committed row', async () => {
     const id = '6f1c2d3e-4a5b-4c6d-8e7f-001122334455';
     const options = { ...OPTIONS, url: 'http://scripted.invalid/complete' };

@@ -285,8 +285,8 @@ export function bulkJobInserter(rule9: SavedDestinationSql): InsertJobs {
 const INSERT_FROM_MANIFEST = `
 WITH job AS (
   INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name, created_at, updated_at,
-                    destination, cr_created_at)
-  SELECT $1, k.id, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7, $8, now(), $10, now()
+                    destination, cr_created_at, manifest_sha256)
+  SELECT $1, k.id, $3, 'Pending', 'Queued', 0, $4, $5, $6, $7, $8, now(), $10, now(), $11
   FROM api_keys k WHERE k.id = $2 AND k.revoked_at IS NULL
   ON CONFLICT (id) DO NOTHING
   RETURNING api_key_id, reserved_bytes
@@ -295,16 +295,19 @@ SELECT count(*)::int AS inserted FROM job`;
 
 /**
  * Record a MediaJob that came from kubectl or GitOps, owned by the key its
- * spec names; counts toward that key's total once, however often it is
- * recorded. Returns false when the key does not exist or is revoked.
+ * spec names, with the fingerprint of the spec as applied (findFinishedManifest);
+ * counts toward that key's total once, however often it is recorded.
+ * Returns false when the key does not exist or is revoked.
  */
-export async function insertFromManifest(pool: pg.Pool, id: string, mj: MediaJob, webhookUrlSealed: string | null): Promise<boolean> {
+export async function insertFromManifest(
+  pool: pg.Pool, id: string, mj: MediaJob, webhookUrlSealed: string | null, manifestSha256: Buffer,
+): Promise<boolean> {
   const { webhookUrl: _w, owner: _o, destination: _d, jobId: _j, ...options } = mj.spec;
   const r = await pool.query<{ inserted: number }>(INSERT_FROM_MANIFEST,
     [id, mj.spec.owner.apiKeyId, mj.spec.url, JSON.stringify(options), webhookUrlSealed, mj.metadata.namespace, mj.metadata.name,
       mj.metadata.creationTimestamp ?? new Date().toISOString(), randomInt(COUNTER_SHARDS),
       // Where the file goes decides how GET /jobs/{id} signs its URL (managed storage, or the operator's sealed URLs).
-      JSON.stringify(mj.spec.destination ?? { type: 'managed' })]);
+      JSON.stringify(mj.spec.destination ?? { type: 'managed' }), manifestSha256]);
   if (r.rows[0]!.inserted === 1) return true;
   // Already recorded. Asked in a new statement: a concurrent insert of the
   // same id (a leader handing over) commits after this statement's snapshot
@@ -475,6 +478,44 @@ const JOB_ROW_COLUMNS = 'id, api_key_id, url, status, webhook_url_enc, options';
 
 export async function findJob(pool: pg.Pool, id: string): Promise<JobRow | undefined> {
   const r = await pool.query<JobRow>(`SELECT ${JOB_ROW_COLUMNS} FROM jobs WHERE id = $1`, [id]);
+  return r.rows[0];
+}
+
+/** What a finished manifest job's record says, for the MediaJob that restores it. */
+export interface FinishedManifestJob {
+  id: string;
+  status: JobStatus;
+  step: string;
+  error: string | null;
+  error_type: 'error' | 'warning' | null;
+  reason: string | null;
+  s3_key: string | null;
+  file_size: string | null;
+  actual_quality: string | null;
+  title: string | null;
+  description: string | null;
+  release_date: string | null;
+  subtitle_key: string | null;
+  thumbnail_key: string | null;
+  started_at: Date | null;
+  finished_at: Date | null;
+}
+
+/**
+ * The latest finished record of a manifest MediaJob of this namespace and
+ * name whose spec had this fingerprint: the same manifest, applied again
+ * after its resource went (migration 0015). Undefined when there is none.
+ */
+export async function findFinishedManifest(pool: pg.Pool, namespace: string, name: string, manifestSha256: Buffer): Promise<FinishedManifestJob | undefined> {
+  const r = await pool.query<FinishedManifestJob>({
+    name: 'mj-find-finished-manifest',
+    text: `SELECT id, status, step, error, error_type, reason, s3_key, file_size, actual_quality, title, description, release_date,
+                  subtitle_key, thumbnail_key, started_at, finished_at
+             FROM jobs
+            WHERE cr_namespace = $1 AND cr_name = $2 AND manifest_sha256 = $3 AND status = ANY($4)
+            ORDER BY finished_at DESC NULLS LAST LIMIT 1`,
+    values: [namespace, name, manifestSha256, TERMINAL_STATUSES],
+  });
   return r.rows[0];
 }
 

@@ -560,6 +560,11 @@ function mediaJobStatus(): SchemaNode {
       jobName: str('Name of the batch/v1 Job running this MediaJob\'s runner pod (the current attempt\'s).'),
       startTime: str('When processing started (RFC 3339).', { format: 'date-time' }),
       finishTime: str('When the job reached a final status (RFC 3339).', { format: 'date-time' }),
+      restoredTime: str(
+        'When the operator restored this finished job from its record instead of running it again: the same manifest '
+        + 'applied after its MediaJob was deleted (docs/gitops.md). Its ttlSecondsAfterFinished counts from then (RFC 3339).',
+        { format: 'date-time' },
+      ),
       attempt: int(
         'The current runner attempt, 1 when absent: the one running, or the one waiting for retryAt.',
         { format: 'int32', minimum: 1 },

@@ -254,6 +254,8 @@ export const mediaJobStatusSchema = z.object({
   jobName: z.string().optional(),
   startTime: z.string().optional(),
   finishTime: z.string().optional(),
+  /** When a re-applied manifest's finished job was restored from its record (docs/gitops.md); its TTL counts from then. */
+  restoredTime: z.string().optional(),
   /** The current runner attempt (1 when absent): the one running, or the one waiting for retryAt. */
   attempt: z.number().int().min(1).optional(),
   /** The attempts that ended, oldest first (at most RETRY_MAX_ATTEMPTS). */
@@ -376,7 +378,7 @@ export interface RunnerReport {
 /** Runner exit codes (see docs/design/spine.md). */
 export const RUNNER_EXIT = { completed: 0, failed: 10, warning: 11, skipped: 12 } as const;
 
-/** The job id of a MediaJob: spec.jobId (gateway-made) or metadata.uid (kubectl-applied). */
-export function jobIdOf(mj: Pick<MediaJob, 'spec' | 'metadata'>): string {
-  return mj.spec.jobId ?? mj.metadata.uid!;
+/** The job id of a MediaJob: spec.jobId (gateway-made), else the status's (a re-applied manifest restored from its record keeps the first run's id), else metadata.uid (kubectl-applied). */
+export function jobIdOf(mj: Pick<MediaJob, 'spec' | 'metadata' | 'status'>): string {
+  return mj.spec.jobId ?? mj.status?.jobId ?? mj.metadata.uid!;
 }
