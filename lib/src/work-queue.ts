@@ -2,7 +2,8 @@
 // queue: adding a key that is already waiting is a no-op, a key is never
 // processed twice at once (a key added while in flight runs again after),
 // delayed adds keep the earliest deadline, and failures retry with per-key
-// exponential backoff. Up to `concurrency` different keys run at once.
+// exponential backoff (capped low while a dependency is unreachable). Up to
+// `concurrency` different keys run at once.
 //
 // A pass says what happens next (./reconcile.ts, as controller-runtime's
 // reconcileHandler reads a Result): a requeueAfter is honoured and resets
@@ -11,6 +12,10 @@
 // throw backs off.
 import type { WorkQueueMetrics } from './metrics.js';
 import { PermanentError, TemporaryError, type ReconcileResult } from './reconcile.js';
+import { isUnreachable } from './unreachable.js';
+
+/** The longest wait, by default, of a key whose pass failed because a dependency could not be reached. */
+export const UNREACHABLE_RETRY_MAX_MS = 4_000;
 
 /** One pass over a key: what to do next, or a throw (see ./reconcile.ts). */
 export type ReconcileHandler = (key: string) => Promise<ReconcileResult | void> | ReconcileResult | void;
@@ -22,6 +27,8 @@ export interface WorkQueueOptions {
   retryBaseMs?: number;
   /** ...doubling up to this. */
   retryMaxMs?: number;
+  /** ...or up to this when the pass failed because a dependency could not be reached (lib/src/unreachable.ts). */
+  unreachableRetryMaxMs?: number;
   /** A pass failed and will be retried (any throw but a PermanentError). */
   onError?: (key: string, err: unknown) => void;
   /**
@@ -92,12 +99,12 @@ export class WorkQueue {
     this.timers.set(key, { at, timer });
   }
 
-  /** Retry after a failure, with exponential backoff per key. */
-  addRateLimited(key: string): void {
+  /** Retry after a failure, with exponential backoff per key, up to `maxMs`. */
+  addRateLimited(key: string, maxMs = this.retryMaxMs): void {
     const n = this.failures.get(key) ?? 0;
     this.failures.set(key, n + 1);
     this.opts.metrics?.retried();
-    this.addAfter(key, Math.min(this.retryMaxMs, this.retryBaseMs * 2 ** Math.min(n, 30)));
+    this.addAfter(key, Math.min(maxMs, this.retryBaseMs * 2 ** Math.min(n, 30)));
   }
 
   /** Reset a key's backoff (after a successful pass). */
@@ -191,6 +198,8 @@ export class WorkQueue {
     }
     this.opts.onError?.(key, err);
     if (err instanceof TemporaryError && err.delayMs !== undefined && err.delayMs > 0) this.addAfter(key, err.delayMs);
-    else this.addRateLimited(key);
+    // A dependency down (Postgres, the API server) is nobody's fault in the key: once it is back every such key
+    // should run soon, not after a backoff that grew through the outage (a 5 s one reached a minute).
+    else this.addRateLimited(key, isUnreachable(err) ? Math.min(this.retryMaxMs, this.opts.unreachableRetryMaxMs ?? UNREACHABLE_RETRY_MAX_MS) : this.retryMaxMs);
   }
 }

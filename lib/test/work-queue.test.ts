@@ -57,6 +57,19 @@ describe('WorkQueue', () => {
     expect(at[2]! - at[1]!).to.be.at.least(75);
   });
 
+  it('retries a key soon while a dependency is unreachable, however often it failed: it runs once the dependency is back', async () => {
+    const at: number[] = [];
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    const q = new WorkQueue(() => {
+      at.push(Date.now());
+      if (at.length < 7) throw refused;
+    }, { retryBaseMs: 40, retryMaxMs: 60_000, unreachableRetryMaxMs: 50 });
+    q.add('k');
+    while (at.length < 7) await tick(10);
+    // Backed off as any failure, the 6th wait would be 40 ms * 2^5 = 1.28 s.
+    expect(at[6]! - at[5]!).to.be.below(800);
+  });
+
   it('stop() takes no more work and resolves only when the pass in flight has ended', async () => {
     const g = gated();
     const q = new WorkQueue(g.handler, { concurrency: 1 });

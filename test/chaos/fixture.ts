@@ -12,10 +12,10 @@ export interface ChaosFixture {
   stop(): Promise<void>;
 }
 
-export async function startChaos(operatorEnv: Record<string, string> = {}): Promise<ChaosFixture> {
+export async function startChaos(operatorEnv: Record<string, string> = {}, databaseAdminUrl?: string): Promise<ChaosFixture> {
   const media = await startMediaServer();
   const receiver = await startReceiver();
-  const svc = await startService({ operatorProcess: true, operatorEnv }).catch(async (err: unknown) => {
+  const svc = await startService({ operatorProcess: true, operatorEnv, databaseAdminUrl }).catch(async (err: unknown) => {
     await receiver.stop();
     await media.stop();
     throw err;

@@ -7,12 +7,15 @@
 //   CHAOS_RUNNER_KILLS (10): runners killed, half SIGKILL, half OOM;
 //   CHAOS_RESTART_JOBS (40): jobs around an API server restart of CHAOS_RESTART_DOWN_S (5);
 //   CHAOS_GATEWAY_POSTS (2000), CHAOS_GATEWAY_KILLS (4): keyed POSTs around gateway SIGKILLs;
-//   CHAOS_SCENARIOS (operator,runner,apiserver,gateway): which to run.
+//   CHAOS_PG_JOBS (40): jobs around a Postgres restart of CHAOS_PG_DOWN_S (5);
+//   CHAOS_SCENARIOS (operator,runner,apiserver,postgres,gateway): which to run.
 import { startChaos, type ChaosFixture } from './fixture.js';
 import { breaches, look, type JobSeen, type Seen } from './outside.js';
 import { runOperatorKills } from './operator-kills.js';
 import { runApiServerRestart } from './apiserver-restart.js';
 import { runGatewayKills } from './gateway-kills.js';
+import { runPostgresRestart } from './postgres-restart.js';
+import { startPostgresServer } from '../support/postgres-server.js';
 import { CATEGORY, runRunnerKill, type RunnerKill } from './runner-kills.js';
 
 const JOBS = Number(process.env.CHAOS_JOBS ?? 200);
@@ -22,6 +25,8 @@ const RESTART_JOBS = Number(process.env.CHAOS_RESTART_JOBS ?? 40);
 const RESTART_DOWN_S = Number(process.env.CHAOS_RESTART_DOWN_S ?? 5);
 const GATEWAY_POSTS = Number(process.env.CHAOS_GATEWAY_POSTS ?? 2000);
 const GATEWAY_KILLS = Number(process.env.CHAOS_GATEWAY_KILLS ?? 4);
+const PG_JOBS = Number(process.env.CHAOS_PG_JOBS ?? 40);
+const PG_DOWN_S = Number(process.env.CHAOS_PG_DOWN_S ?? 5);
 
 const out = (s: string) => process.stdout.write(s);
 const row = (label: string, value: string | number) => out(`  ${label.padEnd(54)} ${value}\n`);
@@ -48,8 +53,8 @@ function outcome(seen: Seen, found: string[]): void {
   for (const b of found.slice(0, 20)) out(`    ${b}\n`);
 }
 
-async function scenario(title: string, body: (f: ChaosFixture) => Promise<boolean>): Promise<boolean> {
-  const f = await startChaos();
+async function scenario(title: string, body: (f: ChaosFixture) => Promise<boolean>, databaseAdminUrl?: string): Promise<boolean> {
+  const f = await startChaos({}, databaseAdminUrl);
   out(`\nchaos: ${title}\n`);
   try {
     const ok = await body(f);
@@ -99,6 +104,27 @@ const apiServerRestart = () => scenario(`API server restarted (state kept, ${RES
   return found.length === 0;
 });
 
+// Its own Postgres server, which the scenario stops and starts.
+const postgresRestart = async (): Promise<boolean> => {
+  const postgres = await startPostgresServer();
+  try {
+    return await scenario(`Postgres stopped for ${PG_DOWN_S} s and started again while ${PG_JOBS} jobs download, ${PG_JOBS / 2} more posted after`, async (f) => {
+      const run = await runPostgresRestart(f, postgres, { before: PG_JOBS, after: PG_JOBS / 2, downMs: PG_DOWN_S * 1000, deadlineMs: 15 * 60_000 });
+      const found = breaches(run.seen, { status: 'Completed', created: run.ids.length });
+      found.push(...run.malformedOutageAnswers);
+      if (Object.keys(run.outageAnswers).some((s) => s !== '503')) found.push(`answers other than 503 while Postgres was down: ${JSON.stringify(run.outageAnswers)}`);
+      row('jobs with a runner running when Postgres stopped', run.runningAtStop);
+      row('gateway answers while it was down, by status', JSON.stringify(run.outageAnswers));
+      row('Postgres back to the first POST accepted (s)', s1(run.msToFirstAccept));
+      row('Postgres back to every job terminal (s)', s1(run.msToAllTerminal));
+      outcome(run.seen, found);
+      return found.length === 0;
+    }, postgres.url);
+  } finally {
+    await postgres.remove();
+  }
+};
+
 // Gateway and Postgres only: the jobs are judged by their rows, so no cluster is started.
 const gatewayKills = async (): Promise<boolean> => {
   out(`\nchaos: gateway SIGKILLed ${GATEWAY_KILLS} times during ${GATEWAY_POSTS} keyed POST /jobs (concurrency 50), clients retrying with their key\n`);
@@ -112,7 +138,7 @@ const gatewayKills = async (): Promise<boolean> => {
   return run.breaches.length === 0;
 };
 
-const SCENARIOS = { operator: operatorKills, runner: runnerKills, apiserver: apiServerRestart, gateway: gatewayKills };
+const SCENARIOS = { operator: operatorKills, runner: runnerKills, apiserver: apiServerRestart, postgres: postgresRestart, gateway: gatewayKills };
 
 async function main(): Promise<void> {
   const chosen = (process.env.CHAOS_SCENARIOS ?? Object.keys(SCENARIOS).join(',')).split(',');

@@ -90,6 +90,8 @@ export interface ServiceOptions {
   metricsRegistry?: Registry;
   /** Run the operator as a child process (OperatorProcess) instead of in this one; logDestination and metricsRegistry do not reach it. */
   operatorProcess?: boolean;
+  /** The service's database on another server (test/support/postgres-server.ts, one a test may stop); default the machine's. */
+  databaseAdminUrl?: string;
 }
 
 export function startService(opts: ServiceOptions & { operatorProcess: true }): Promise<Service<OperatorProcess>>;
@@ -100,7 +102,7 @@ export async function startService(opts: ServiceOptions = {}): Promise<Service<O
   for (const f of readdirSync(join(ROOT, 'crds')).filter((n) => n.endsWith('.yaml'))) {
     await cluster.kubectl(['apply', '-f', join(ROOT, 'crds', f)]);
   }
-  const db = await createTestDatabase('mediajobs_e2e');
+  const db = await createTestDatabase('mediajobs_e2e', { adminUrl: opts.databaseAdminUrl });
   const storageDir = mkdtempSync(join(tmpdir(), 'mj-e2e-storage-'));
   const env: NodeJS.ProcessEnv = {
     DATABASE_URL: db.url,
