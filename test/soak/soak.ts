@@ -19,7 +19,9 @@
 //
 //   npx tsx test/soak/soak.ts
 //
-// SOAK_SECONDS (default 600), SOAK_WARMUP_SECONDS (60), SOAK_RATE (1 job/s: 2 saturate a 2-core machine), SOAK_KEEP_LOGS=1 (keep every process log),
+// SOAK_SECONDS (default 600: measured, after the warm-up), SOAK_WARMUP_SECONDS (420: past the API
+// server's 5-minute watch history, which fills for 5 minutes and then holds steady; a 60 s warm-up
+// took that filling for growth), SOAK_RATE (1 job/s: 2 saturate a 2-core machine), SOAK_KEEP_LOGS=1 (keep every process log),
 // BENCH_DATABASE_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test).
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -32,7 +34,7 @@ import {
 import { tsxCommand } from '../support/tsx.js';
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 600);
-const WARMUP = Number(process.env.SOAK_WARMUP_SECONDS ?? 60);
+const WARMUP = Number(process.env.SOAK_WARMUP_SECONDS ?? 420);
 const RATE = Number(process.env.SOAK_RATE ?? 1);
 const IMAGE = 'mediajobs/runner:soak';
 const TERMINAL = new Set(['Completed', 'Failed', 'Warning', 'Skipped', 'Cancelled', 'CancelledByAdmin']);
@@ -134,8 +136,8 @@ runBench(async () => {
     let warm: ReturnType<typeof sample> | undefined;
     const peak = sample();
     const t0 = Date.now();
-    process.stdout.write(`soak: ${SECONDS} s at ${RATE} jobs/s (warm-up ${WARMUP} s)...\n`);
-    for (let tick = 0; Date.now() - t0 < SECONDS * 1000; tick++) {
+    process.stdout.write(`soak: ${WARMUP} s warm-up, then ${SECONDS} s measured, at ${RATE} jobs/s...\n`);
+    for (let tick = 0; Date.now() - t0 < (WARMUP + SECONDS) * 1000; tick++) {
       for (let i = 0; i < RATE; i++) {
         const p = followJob().catch((err: unknown) => void count(tally.errors, `client: ${(err as Error).message}`));
         inFlight.add(p);
@@ -146,6 +148,10 @@ runBench(async () => {
       const now = sample();
       for (const k of Object.keys(peak) as (keyof typeof processes)[]) peak[k] = Math.max(peak[k], now[k]);
       if (!warm && Date.now() - t0 >= WARMUP * 1000) warm = now;
+      // A line a minute: whether memory levels off or keeps climbing shows only over time.
+      if (tick > 0 && tick % 60 === 0) {
+        process.stdout.write(`  ${String(tick).padStart(5)} s  RSS MB ${Object.entries(now).map(([k, mb]) => `${k} ${mb.toFixed(0)}`).join(', ')}\n`);
+      }
       await sleep(Math.max(0, t0 + (tick + 1) * 1000 - Date.now()));
     }
     const end = sample();
@@ -153,7 +159,7 @@ runBench(async () => {
     receiver.close();
 
     const row = rowPrinter(58, 26);
-    process.stdout.write(`\nSoak (${machine(loadAtStart)}; ${SECONDS} s, ${RATE} jobs/s, scripted runner)\n`);
+    process.stdout.write(`\nSoak (${machine(loadAtStart)}; ${WARMUP} s warm-up + ${SECONDS} s, ${RATE} jobs/s, scripted runner)\n`);
     row('jobs accepted / ended / still running', `${tally.accepted} / ${tally.ended} / ${inFlight.size}`, 'all end');
     row('webhook deliveries received', String(webhooks));
     for (const k of Object.keys(end) as (keyof typeof processes)[]) {

@@ -17,6 +17,10 @@ export interface S3rverWithAbort {
   endpoint: string;
   /** The multipart uploads begun in `bucket` and neither completed nor aborted: each one's key and how many parts it holds. */
   pendingUploads(bucket: string): Promise<Array<{ key: string; parts: number }>>;
+  /** An outage: every connection cut and the port closed (s3rver keeps its files), until resume(). */
+  pause(): Promise<void>;
+  /** Listen again on the same port. */
+  resume(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -56,8 +60,21 @@ export async function s3rverWithAbort(s3: RunningS3rver): Promise<S3rverWithAbor
   }
 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  const closed = () => {
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  };
   return {
-    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    endpoint: `http://127.0.0.1:${port}`,
+    pause: closed,
+    resume: () => new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve();
+      });
+    }),
     pendingUploads: async (bucket) => {
       const ids = await readdir(uploadsDir(s3, bucket)).catch((): string[] => []);
       return Promise.all(ids.sort().map(async (id) => {
@@ -67,9 +84,6 @@ export async function s3rverWithAbort(s3: RunningS3rver): Promise<S3rverWithAbor
         return { key, parts: files.filter((f) => /^\d+$/.test(f)).length };
       }));
     },
-    close: () => {
-      server.closeAllConnections();
-      return new Promise((resolve) => server.close(() => resolve()));
-    },
+    close: () => (server.listening ? closed() : Promise.resolve()),
   };
 }

@@ -8,7 +8,7 @@
 // No SDK: requests are node's fetch.
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { MultipartUpload, S3_PARTS, choosePartSize, type MultipartBackend } from './parts.js';
+import { MultipartUpload, S3_PARTS, abortPatiently, choosePartSize, type MultipartBackend } from './parts.js';
 import {
   NETWORK_ERROR_CODES,
   STORAGE_ERROR_TEXT,
@@ -128,7 +128,8 @@ export class GrantedUploadProvider implements StorageProvider {
       mapError: (err) => (isStorageError(err) ? err : this.error('failed', 'unknown')),
       abandon: async () => {
         await multipart.abandon();
-        if (state.upload !== undefined && !state.completed) await this.call('abort', { key, upload: state.upload }, true).catch(() => undefined);
+        const upload = state.upload;
+        if (upload !== undefined && !state.completed) await abortPatiently(() => this.call('abort', { key, upload }, true));
       },
     });
   }

@@ -4,7 +4,8 @@
 // 150 MB budget (docs/adr/0006-s3-multipart-upload-driven-here.md). The
 // provider supplies the five requests (MultipartBackend); the stream is cut
 // into parts here, sent `parallel` at a time, and aborted on failure.
-import { StorageError } from './types.js';
+import { isUnreachable } from '../unreachable.js';
+import { StorageError, isStorageError } from './types.js';
 
 export interface CompletedPart {
   /** 1-based, as S3 and OSS number parts. */
@@ -147,7 +148,39 @@ export class MultipartUpload {
     await Promise.allSettled(this.#inFlight);
     const uploadId = this.#uploadId;
     this.#uploadId = undefined;
-    if (uploadId !== undefined) await this.#backend.abort(uploadId).catch(() => undefined);
+    if (uploadId !== undefined) await abortPatiently(() => this.#backend.abort(uploadId));
+  }
+}
+
+/**
+ * Waits between tries of an abort that met a storage service it could not
+ * reach: about 25 s in all, enough for a restart or a failover, so an upload
+ * cut by one is not left behind (billed until a lifecycle rule ends it).
+ */
+export const ABORT_RETRY_DELAYS_MS = [250, 500, 1000, 2000, 4000, 8000, 8000];
+
+/** Whether an abort that failed this way may work later: the service unreachable or failing (5xx), not a refusal. */
+function worthRetrying(err: unknown): boolean {
+  if (isStorageError(err)) return err.code === 'unreachable';
+  const status = (err as { $metadata?: { httpStatusCode?: number }; status?: unknown } | null)?.$metadata?.httpStatusCode
+    ?? (err as { status?: unknown } | null)?.status;
+  return isUnreachable(err) || (typeof status === 'number' && status >= 500);
+}
+
+/**
+ * Abort an unfinished multipart upload, trying again while the storage
+ * service cannot be reached (ABORT_RETRY_DELAYS_MS). Never throws: what
+ * could not be aborted is left to the bucket's lifecycle rule (docs/production.md).
+ */
+export async function abortPatiently(abort: () => Promise<unknown>, delaysMs: readonly number[] = ABORT_RETRY_DELAYS_MS): Promise<boolean> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await abort();
+      return true;
+    } catch (err) {
+      if (attempt >= delaysMs.length || !worthRetrying(err)) return false;
+      await new Promise((r) => setTimeout(r, delaysMs[attempt]));
+    }
   }
 }
 

@@ -230,10 +230,13 @@ export async function streamUpload(
     }
     return { key, size: source.bytes };
   } catch (err) {
+    // Judged before the streams are destroyed: a read still pending then fails too, and would pass
+    // a storage outage off as a failure of the source.
+    const failure = source.error ?? steps.mapError(err);
     if (!source.stream.destroyed) source.stream.destroy();
     if (!body.destroyed) body.destroy();
     await steps.abandon?.();
-    throw source.error ?? steps.mapError(err);
+    throw failure;
   }
 }
 
