@@ -31,11 +31,16 @@ media-tools:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq yt-dlp ffmpeg; \
 	fi
 
-# The rate limit's tests start their own redis-server (Debian's package) on a free loopback port.
+# The rate limit's tests start their own redis-server (Debian's package) on a free loopback port;
+# the local cluster is also tested with the official Python client (Debian's python3-kubernetes).
 test-tools: media-tools
 	@if ! command -v redis-server >/dev/null; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server; \
+	fi
+	@if ! /usr/bin/python3 -c 'import kubernetes' 2>/dev/null; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-kubernetes; \
 	fi
 
 # rclone (Debian's package) is the yardstick of the storage upload benchmark only; the tests never need it.

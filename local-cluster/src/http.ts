@@ -517,8 +517,14 @@ function includeObject(q: Query): 'None' | 'Metadata' | 'Object' | undefined {
   throw badRequest(`includeObject: Unsupported value: "${v}": supported values: "Metadata", "None", "Object"`);
 }
 
-function isTrue(v: string | null): boolean {
-  return v === 'true' || v === '1';
+/**
+ * A boolean query parameter as kube-apiserver decodes it (apimachinery's
+ * Convert_Slice_string_To_bool): absent, "0" and "false" in any case are
+ * false; anything else, the empty string included, is true. The Python
+ * client sends `watch=True`.
+ */
+export function isTrue(v: string | null): boolean {
+  return v !== null && v !== '0' && v.toLowerCase() !== 'false';
 }
 
 function wantsAggregated(accept: string): boolean {
