@@ -3,6 +3,7 @@
 // (upload and delete verify_credentials.txt). Inline credentials of POST
 // /jobs are probed at most once per 5 minutes per credential set.
 import { createHash } from 'node:crypto';
+import { ReadBudget } from '@mediajobs/lib/read-budget';
 import { createProvider, type CreateProviderOptions } from '@mediajobs/lib/storage/index';
 import { StorageError, type StorageProvider } from '@mediajobs/lib/storage/types';
 
@@ -30,8 +31,17 @@ export class DestinationCheckError extends Error {
  */
 export type ProviderSettings = Pick<CreateProviderOptions, 'gcs' | 'drive'>;
 
+/**
+ * Bytes one probe may read from the backend, every request and retry
+ * together, headers included (STORAGE_PROBE_MAX_BYTES): a probe's answers
+ * are a few hundred bytes, an error body a few KB.
+ */
+export const DEFAULT_PROBE_MAX_BYTES = 64 * 1024;
+
 /** lib's shape check and constructor; throws DestinationCheckError('construct'). */
-export async function buildProvider(document: Record<string, unknown>, settings: ProviderSettings = {}): Promise<StorageProvider> {
+export async function buildProvider(
+  document: Record<string, unknown>, settings: ProviderSettings & Pick<CreateProviderOptions, 'agents'> = {},
+): Promise<StorageProvider> {
   try {
     return await createProvider(document, settings);
   } catch (err) {
@@ -54,20 +64,40 @@ function dispose(provider: StorageProvider): void {
 }
 
 /**
+ * A failed live check as the answer gives it. A backend that outran the
+ * budget (an endless or huge body, a trickle past the deadline) is
+ * unreachable, whatever error the SDK made of its cut socket.
+ */
+function checkError(err: unknown, budget: ReadBudget): DestinationCheckError {
+  if (budget.exceeded === 'bytes') return new DestinationCheckError('probe', 'response_too_large', 'unreachable');
+  if (budget.exceeded === 'deadline') return new DestinationCheckError('probe', 'timeout', 'timeout');
+  if (err instanceof DestinationCheckError) return err;
+  if (err instanceof StorageError) return new DestinationCheckError('probe', err.reason, err.code);
+  return new DestinationCheckError('probe', 'unknown', 'failed');
+}
+
+/**
  * The live probe. A backend that does not answer within `timeoutMs` fails
  * with reason `timeout` rather than holding the request for the SDK's own
- * retries and timeouts.
+ * retries and timeouts, and one that sends more than `maxBytes` fails as
+ * unreachable: the provider's sockets are a ReadBudget's, cut at either
+ * bound, so neither a slow nor a huge answer outlives the probe.
  */
-export async function probeDestination(document: Record<string, unknown>, timeoutMs: number, settings: ProviderSettings = {}): Promise<void> {
-  const provider = await buildProvider(document, settings);
+export async function probeDestination(
+  document: Record<string, unknown>, timeoutMs: number, settings: ProviderSettings = {}, maxBytes = DEFAULT_PROBE_MAX_BYTES,
+): Promise<void> {
+  const budget = new ReadBudget({ maxBytes, deadlineMs: timeoutMs });
   try {
-    await withTimeout(provider.probe(), timeoutMs);
-  } catch (err) {
-    if (err instanceof DestinationCheckError) throw err;
-    if (err instanceof StorageError) throw new DestinationCheckError('probe', err.reason, err.code);
-    throw new DestinationCheckError('probe', 'unknown', 'failed');
+    const provider = await buildProvider(document, { ...settings, agents: budget });
+    try {
+      await withTimeout(provider.probe(), timeoutMs);
+    } catch (err) {
+      throw checkError(err, budget);
+    } finally {
+      dispose(provider);
+    }
   } finally {
-    dispose(provider);
+    budget.close();
   }
 }
 
@@ -76,7 +106,7 @@ export async function probeDestination(document: Record<string, unknown>, timeou
  * the credentials, as the spec says that endpoint verifies. The shape and
  * endpoint are checked by lib's constructor first.
  */
-export async function verifyBucketListing(document: Record<string, unknown>, timeoutMs: number): Promise<void> {
+export async function verifyBucketListing(document: Record<string, unknown>, timeoutMs: number, maxBytes = DEFAULT_PROBE_MAX_BYTES): Promise<void> {
   dispose(await buildProvider(document));
   // Loaded here, as lib loads a provider's SDK: only a process that needs it carries it.
   const [{ ListObjectsV2Command, S3Client }, { mapS3Error }] = await Promise.all([
@@ -86,6 +116,7 @@ export async function verifyBucketListing(document: Record<string, unknown>, tim
   const endpoint = String(document.endpoint);
   const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(endpoint) ? endpoint : `https://${endpoint}`;
   const host = new URL(withScheme).hostname;
+  const budget = new ReadBudget({ maxBytes, deadlineMs: timeoutMs });
   const client = new S3Client({
     endpoint: withScheme,
     region: String(document.region),
@@ -93,17 +124,17 @@ export async function verifyBucketListing(document: Record<string, unknown>, tim
     // As lib's S3 provider: path style except on AWS itself.
     forcePathStyle: !(host === 'amazonaws.com' || host.endsWith('.amazonaws.com')),
     maxAttempts: 2,
+    requestHandler: { httpAgent: budget.http, httpsAgent: budget.https },
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
   });
   try {
     await withTimeout(client.send(new ListObjectsV2Command({ Bucket: String(document.bucket), MaxKeys: 1 })), timeoutMs);
   } catch (err) {
-    if (err instanceof DestinationCheckError) throw err;
-    const mapped = mapS3Error(err, 's3');
-    throw new DestinationCheckError('probe', mapped.reason, mapped.code);
+    throw checkError(err instanceof DestinationCheckError ? err : mapS3Error(err, 's3'), budget);
   } finally {
     client.destroy();
+    budget.close();
   }
 }
 

@@ -11,6 +11,7 @@
 // a provider class as a value imports `./s3.js` and the like directly, and
 // accepts that SDK. lib/test/storage-lazy-sdk.test.ts checks this.
 import { z } from 'zod';
+import type { BoundedAgents } from '../read-budget.js';
 import { ConfigError, loadConfig, managedStorageSchema } from '../config.js';
 import type { DriveDownloadUrlOptions } from './drive-links.js';
 import { LocalStorageProvider } from './managed-local.js';
@@ -271,6 +272,12 @@ export interface CreateProviderOptions {
    * root and the OAuth token endpoint (private endpoints; the fake in tests).
    */
   gcs?: { apiEndpoint?: string; tokenUri?: string };
+  /**
+   * The http(s) agents every request of the provider goes through: a
+   * ReadBudget's (read-budget.ts) for a one-shot check of an address a user
+   * chose. Absent: the SDK's own.
+   */
+  agents?: BoundedAgents;
 }
 
 /**
@@ -307,6 +314,7 @@ export async function createProvider(destination: unknown, opts: CreateProviderO
       accessKeySecret: dest.access_key_secret,
       ...(dest.region ? { region: dest.region } : {}),
       ...(dest.folder_prefix ? { folderPrefix: dest.folder_prefix } : {}),
+      ...(opts.agents && { agents: opts.agents }),
     });
   }
   if (dest.provider === 'drive') {
@@ -330,6 +338,7 @@ export async function createProvider(destination: unknown, opts: CreateProviderO
       container: dest.container,
       ...(dest.endpoint ? { endpoint: dest.endpoint } : {}),
       ...(dest.folder_prefix ? { folderPrefix: dest.folder_prefix } : {}),
+      ...(opts.agents && { agents: opts.agents }),
     });
   }
   if (dest.provider === 'gcs') {
@@ -356,6 +365,7 @@ export async function createProvider(destination: unknown, opts: CreateProviderO
     secretAccessKey: dest.secret_key,
     forcePathStyle: s3PathStyle(dest),
     ...(dest.folder_prefix ? { folderPrefix: dest.folder_prefix } : {}),
+    ...(opts.agents && { agents: opts.agents }),
   });
 }
 

@@ -16,6 +16,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Readable } from 'node:stream';
+import type { BoundedAgents } from '../read-budget.js';
 import { MultipartUpload, S3_PARTS, choosePartSize, type CompletedPart, type MultipartBackend } from './parts.js';
 import {
   NETWORK_ERROR_CODES,
@@ -57,6 +58,8 @@ export interface S3StorageOptions {
   connectionTimeoutMs?: number;
   /** Give up on a connection idle this long mid-request; default 120 s (a stalled backend must not hang a job forever). */
   socketTimeoutMs?: number;
+  /** The agents requests go through (a ReadBudget's, for a probe); default the SDK's. */
+  agents?: BoundedAgents;
 }
 
 // S3's part sizes (parts.ts S3_PARTS), shared with the upload-grant provider,
@@ -201,7 +204,11 @@ export class S3StorageProvider implements StorageProvider {
       region: opts.region,
       forcePathStyle: opts.forcePathStyle ?? false,
       maxAttempts: opts.maxAttempts ?? 3,
-      requestHandler: { connectionTimeout: opts.connectionTimeoutMs ?? 10_000, socketTimeout: opts.socketTimeoutMs ?? 120_000 },
+      requestHandler: {
+        connectionTimeout: opts.connectionTimeoutMs ?? 10_000,
+        socketTimeout: opts.socketTimeoutMs ?? 120_000,
+        ...(opts.agents && { httpAgent: opts.agents.http, httpsAgent: opts.agents.https }),
+      },
       // Since 3.729 the SDK adds CRC32 checksums (and aws-chunked trailers on
       // streams) to every upload by default; many S3-compatible services and
       // s3rver reject or store those bodies verbatim. Checksums only where an

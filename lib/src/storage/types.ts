@@ -439,6 +439,9 @@ export const NETWORK_ERROR_CODES: ReadonlySet<string> = new Set([
   'CERT_HAS_EXPIRED',
   'DEPTH_ZERO_SELF_SIGNED_CERT',
   'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  // A backend that answers past its read budget (read-budget.ts) is as good as unreachable.
+  'ERR_RESPONSE_TOO_LARGE',
+  'ERR_READ_DEADLINE',
 ]);
 
 /** The fixed, credential-free text of each StorageError code. */

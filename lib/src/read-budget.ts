@@ -1,0 +1,117 @@
+// A budget of bytes and time for everything one short-lived client reads from
+// an address a user chose (a storage probe's SDK client: POST /user/s3,
+// inline storage of POST /jobs). The SDKs read a whole error body into
+// memory before they parse it, and none of them stops a transfer when the
+// caller stops waiting: a 30 MB error body took a probe 1.2 GB of RSS and
+// 16 s, a 300 MB one exhausted the heap. So the bound sits under the SDK, on
+// its sockets: the client is built with this budget's agents, every byte
+// any of its sockets reads (headers included, after TLS) counts against one
+// total, and the first byte past `maxBytes`, or the deadline, destroys every
+// socket the budget opened and refuses new ones (the SDK's retries too).
+// The SDK then fails with whatever error its socket gave it; the caller
+// asks `exceeded` why, and answers through its own error path.
+//
+// The budget is for one operation, not one response: a client that keeps
+// a connection for many requests (an upload, a download served through the
+// gateway) needs none. Feeds and lookups have their own bounded GET
+// (batches/http-get.ts), webhooks read a fixed excerpt (operator/src/webhook-post.ts).
+import http from 'node:http';
+import https from 'node:https';
+import type { Duplex } from 'node:stream';
+
+export type BudgetExceeded = 'bytes' | 'deadline';
+
+/** What a socket of an exhausted budget is destroyed with; providers map it as unreachable (storage/types.ts NETWORK_ERROR_CODES). */
+export class ReadBudgetError extends Error {
+  readonly code: 'ERR_RESPONSE_TOO_LARGE' | 'ERR_READ_DEADLINE';
+  constructor(readonly exceeded: BudgetExceeded) {
+    super(exceeded === 'bytes' ? 'response larger than the read budget' : 'read deadline passed');
+    this.name = 'ReadBudgetError';
+    this.code = exceeded === 'bytes' ? 'ERR_RESPONSE_TOO_LARGE' : 'ERR_READ_DEADLINE';
+  }
+}
+
+export interface ReadBudgetOptions {
+  /** Bytes all sockets together may read, headers included. */
+  maxBytes: number;
+  /** Milliseconds from construction after which every socket is destroyed. */
+  deadlineMs: number;
+}
+
+/** The http(s) agents a client is built with; what SDK options take (`httpAgent`, `agent`, a request's `agent`). */
+export interface BoundedAgents {
+  http: http.Agent;
+  https: https.Agent;
+}
+
+export class ReadBudget implements BoundedAgents {
+  readonly http: http.Agent;
+  readonly https: https.Agent;
+  readonly maxBytes: number;
+  #bytesRead = 0;
+  #exceeded: BudgetExceeded | undefined;
+  #closed = false;
+  readonly #sockets = new Set<Duplex>();
+  readonly #timer: NodeJS.Timeout;
+
+  constructor(options: ReadBudgetOptions) {
+    this.maxBytes = options.maxBytes;
+    const watch = (socket: Duplex | null | undefined) => (socket ? this.#watch(socket) : socket);
+    // Keep-alive: a probe's requests share a connection, as the SDK's default agents would let them.
+    this.http = new (class extends http.Agent {
+      override createConnection(opts: http.ClientRequestArgs, cb?: (err: Error | null, stream: Duplex) => void) {
+        return watch(super.createConnection(opts, cb));
+      }
+    })({ keepAlive: true });
+    this.https = new (class extends https.Agent {
+      override createConnection(opts: https.RequestOptions, cb?: (err: Error | null, stream: Duplex) => void) {
+        return watch(super.createConnection(opts, cb));
+      }
+    })({ keepAlive: true });
+    this.#timer = setTimeout(() => this.#trip('deadline'), options.deadlineMs);
+    this.#timer.unref();
+  }
+
+  /** Bytes read so far by every socket of the budget. */
+  get bytesRead(): number {
+    return this.#bytesRead;
+  }
+
+  /** Why the budget cut its sockets, once it has. */
+  get exceeded(): BudgetExceeded | undefined {
+    return this.#exceeded;
+  }
+
+  /** Destroy every socket and stop the deadline; the agents open nothing afterwards. */
+  close(): void {
+    clearTimeout(this.#timer);
+    this.#closed = true;
+    this.http.destroy();
+    this.https.destroy();
+    for (const socket of this.#sockets) socket.destroy();
+  }
+
+  #watch(socket: Duplex): Duplex {
+    if (this.#exceeded || this.#closed) {
+      // After the budget ran out, a retry gets a socket that fails before it connects.
+      const why = this.#exceeded ?? 'deadline';
+      process.nextTick(() => socket.destroy(new ReadBudgetError(why)));
+      return socket;
+    }
+    this.#sockets.add(socket);
+    socket.once('close', () => this.#sockets.delete(socket));
+    // A second 'data' listener beside the HTTP parser's: it sees every chunk the parser does, nothing more.
+    socket.on('data', (chunk: Buffer) => {
+      this.#bytesRead += chunk.length;
+      if (this.#bytesRead > this.maxBytes) this.#trip('bytes');
+    });
+    return socket;
+  }
+
+  #trip(why: BudgetExceeded): void {
+    if (this.#exceeded) return;
+    this.#exceeded = why;
+    clearTimeout(this.#timer);
+    for (const socket of this.#sockets) socket.destroy(new ReadBudgetError(why));
+  }
+}
