@@ -27,6 +27,7 @@ import {
   type StorageProvider,
   type UploadOptions,
   type UploadResult } from './types.js';
+import type { BoundedAgents } from '../read-budget.js';
 
 export interface BlobStorageOptions {
   /** Reported in errors; `blob` by default. */
@@ -54,6 +55,8 @@ export interface BlobStorageOptions {
   tryTimeoutMs?: number;
   /** First retry delay; default 500 ms, doubling up to 10 s. */
   retryDelayMs?: number;
+  /** The agents requests go through (a ReadBudget's, for a probe); default the SDK's. */
+  agents?: BoundedAgents;
 }
 
 const MiB = 1024 * 1024;
@@ -243,6 +246,7 @@ export class BlobStorageProvider implements StorageProvider {
     });
     // Added to the pipeline newPipeline made (which carries the credential), not to a copy.
     pipeline.factories.push(tryTimeoutPolicy(opts.tryTimeoutMs ?? 300_000));
+    if (opts.agents) pipeline.factories.push(agentPolicy(opts.agents));
     this.#container = new BlobServiceClient(this.url, pipeline).getContainerClient(opts.container);
   }
 
@@ -344,6 +348,18 @@ function tryTimeoutPolicy(ms: number): RequestPolicyFactory {
     create: (next) => ({
       sendRequest: (request) => {
         request.timeout = ms;
+        return next.sendRequest(request);
+      },
+    }),
+  };
+}
+
+/** Sends every attempt through the given agents: the HTTP client takes a request's own agent over its cached ones. */
+function agentPolicy(agents: BoundedAgents): RequestPolicyFactory {
+  return {
+    create: (next) => ({
+      sendRequest: (request) => {
+        request.agent = request.url.startsWith('https:') ? agents.https : agents.http;
         return next.sendRequest(request);
       },
     }),

@@ -24,6 +24,7 @@ import {
   type UploadOptions,
   type UploadResult } from './types.js';
 import { MultipartUpload, choosePartSize, type MultipartBackend } from './parts.js';
+import type { BoundedAgents } from '../read-budget.js';
 
 export interface OssStorageOptions {
   /** Reported in errors; default `oss`. */
@@ -45,6 +46,8 @@ export interface OssStorageOptions {
   timeoutMs?: number;
   /** Attempts per request when the failure is transient (network, 5xx); default 3. */
   maxAttempts?: number;
+  /** The agents requests go through (a ReadBudget's, for a probe); default ali-oss's process-wide ones. */
+  agents?: BoundedAgents;
 }
 
 const KiB = 1024;
@@ -199,6 +202,7 @@ export class OssStorageProvider implements StorageProvider {
         authorizationV4: true,
         secure: url.protocol === 'https:',
         timeout: opts.timeoutMs ?? 120_000,
+        ...(opts.agents && { agent: opts.agents.http, httpsAgent: opts.agents.https }),
       });
     } catch {
       // ali-oss validates the bucket name and endpoint; its message would echo them.

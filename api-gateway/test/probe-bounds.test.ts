@@ -1,0 +1,203 @@
+// What a storage probe reads from a backend a user named is bounded in bytes
+// and time (issue 16, item 4): a review's POST /user/s3 against a server
+// streaming a 300 MB error body took the gateway from 190 to 552 MB. Here a
+// hostile backend on loopback answers every request of the official SDKs
+// (S3, OSS, Azure Blob, and POST /user/bucket's listing) with a huge or a
+// never-ending body; the probe must answer `unreachable` at once or at its
+// deadline, and the backend must see its connection closed having written
+// little: the proof that the transfer was cut, not merely no longer awaited.
+import { expect } from 'chai';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { DestinationCheckError, probeDestination, verifyBucketListing } from '../src/destinations/probe.js';
+import { startTestGateway, type TestGateway } from './support.js';
+
+const MiB = 1024 * 1024;
+
+type Mode =
+  /** A 300 MB S3-style XML error body, as fast as the client takes it. */
+  | 'huge'
+  /** An error body without end, 1 MiB every 20 ms (~50 MB/s), so a client that buffers it grows steadily. */
+  | 'flood'
+  /** An error body without end, one byte every 50 ms. */
+  | 'trickle';
+
+/** The backend: every request answered per `mode`; counts what it wrote and when each connection closed. */
+class HostileBackend {
+  readonly server: Server;
+  mode: Mode = 'huge';
+  status = 500;
+  connections: { socket: Socket; closedAt?: number; written?: number }[] = [];
+
+  constructor() {
+    this.server = createServer((req, res) => {
+      req.resume();
+      this.answer(res);
+    });
+    this.server.on('connection', (socket) => {
+      const entry: { socket: Socket; closedAt?: number; written?: number } = { socket };
+      this.connections.push(entry);
+      socket.on('close', () => Object.assign(entry, { closedAt: Date.now(), written: socket.bytesWritten }));
+    });
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  /** Bytes the backend got onto the wire, over every connection (closed ones as at their close). */
+  get written(): number {
+    return this.connections.reduce((n, c) => n + (c.written ?? c.socket.bytesWritten), 0);
+  }
+
+  /** Resolves once every connection the clients opened is closed; how long after `since` the last closed. */
+  async allClosed(since: number, withinMs: number): Promise<number> {
+    const until = Date.now() + withinMs;
+    while (this.connections.some((c) => c.closedAt === undefined)) {
+      if (Date.now() > until) throw new Error(`a connection is still open ${withinMs} ms after the answer`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return Math.max(...this.connections.map((c) => c.closedAt! - since));
+  }
+
+  reset(mode: Mode, status = 500): void {
+    this.mode = mode;
+    this.status = status;
+    this.connections = [];
+  }
+
+  private answer(res: ServerResponse): void {
+    res.writeHead(this.status, { 'content-type': 'application/xml', 'x-amz-request-id': 'hostile' });
+    res.write('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code><Message>');
+    const chunk = Buffer.alloc(64 * 1024, 'x');
+    let timer: NodeJS.Timeout | undefined;
+    res.on('close', () => clearInterval(timer));
+    if (this.mode === 'trickle') {
+      timer = setInterval(() => res.write('x'), 50);
+    } else if (this.mode === 'flood') {
+      timer = setInterval(() => {
+        for (let i = 0; i < 16; i++) res.write(chunk);
+      }, 20);
+    } else {
+      let sent = 0;
+      const pump = (): void => {
+        while (sent < 300 * MiB) {
+          sent += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        res.end('</Message></Error>');
+      };
+      pump();
+    }
+  }
+}
+
+async function failure(work: Promise<void>): Promise<DestinationCheckError> {
+  try {
+    await work;
+  } catch (err) {
+    if (err instanceof DestinationCheckError) return err;
+    throw err;
+  }
+  throw new Error('the probe passed');
+}
+
+describe('api-gateway: a storage probe reads a bounded answer', function () {
+  this.timeout(30_000);
+  const backend = new HostileBackend();
+  const documents = {
+    s3: () => ({ provider: 's3', endpoint: backend.url, bucket: 'b', region: 'us-east-1', access_key: 'a', secret_key: 's' }),
+    oss: () => ({ provider: 'oss', endpoint: backend.url, bucket: 'media', region: 'cn-hangzhou', access_key_id: 'LTAI0000', access_key_secret: 's' }),
+    blob: () => ({ provider: 'blob', endpoint: `${backend.url}/acct0000`, account_name: 'acct0000', container: 'media', account_key: Buffer.alloc(64, 1).toString('base64') }),
+  };
+
+  before(async () => {
+    await new Promise<void>((r) => backend.server.listen(0, '127.0.0.1', r));
+  });
+  after(async () => {
+    backend.server.closeAllConnections();
+    await new Promise((r) => backend.server.close(r));
+  });
+
+  for (const [provider, document] of Object.entries(documents)) {
+    describe(provider, () => {
+      it('a 300 MB error body: unreachable at once; the backend wrote a few MB at most, and gateway memory did not take the body', async () => {
+        backend.reset('huge');
+        const rss = process.memoryUsage().rss;
+        const started = Date.now();
+        const err = await failure(probeDestination(document(), 10_000));
+        const took = Date.now() - started;
+        expect(err.message).to.equal('probe failed: unreachable');
+        expect(took).to.be.below(5_000);
+        await backend.allClosed(started, 2_000);
+        // 64 KiB read; the rest of what the backend wrote sat in loopback socket buffers when the client hung up.
+        expect(backend.written).to.be.below(16 * MiB);
+        expect(process.memoryUsage().rss - rss).to.be.below(100 * MiB);
+      });
+
+      it('an error body without end, at 50 MB/s: cut at the byte bound, long before the deadline', async () => {
+        backend.reset('flood');
+        const started = Date.now();
+        const err = await failure(probeDestination(document(), 3_000));
+        expect(err.message).to.equal('probe failed: unreachable');
+        expect(Date.now() - started).to.be.below(2_000);
+        await backend.allClosed(started, 2_500);
+        expect(backend.written).to.be.below(16 * MiB);
+      });
+
+      it('a body trickling without end: the deadline ends the transfer, not only the wait', async () => {
+        backend.reset('trickle', 403);
+        const started = Date.now();
+        const err = await failure(probeDestination(document(), 1_000));
+        expect(err.message).to.equal('probe failed: unreachable');
+        expect(Date.now() - started).to.be.within(900, 2_000);
+        // Closed by the gateway at its deadline, not by the SDK's own timeouts (minutes) or the backend.
+        expect(await backend.allClosed(started, 1_500)).to.be.below(2_000);
+      });
+    });
+  }
+
+  describe('POST /user/bucket (the listing check)', () => {
+    it('a 300 MB listing answer and an endless trickle: unreachable, connections closed, little written', async () => {
+      const document = { provider: 's3', endpoint: backend.url, bucket: 'b', region: 'us-east-1', access_key: 'a', secret_key: 's' };
+      backend.reset('huge', 200);
+      let started = Date.now();
+      const huge = await failure(verifyBucketListing(document, 10_000));
+      expect(huge.message).to.equal('probe failed: unreachable');
+      expect(Date.now() - started).to.be.below(5_000);
+      await backend.allClosed(started, 2_000);
+      expect(backend.written).to.be.below(16 * MiB);
+
+      backend.reset('trickle', 200);
+      started = Date.now();
+      const slow = await failure(verifyBucketListing(document, 1_000));
+      expect(slow.message).to.equal('probe failed: unreachable');
+      expect(await backend.allClosed(started, 1_500)).to.be.below(2_000);
+    });
+  });
+
+  describe('through the API', () => {
+    let gw: TestGateway;
+    before(async () => {
+      gw = await startTestGateway({ storage: { probeTimeoutMs: 2_000 } });
+    });
+    after(async () => {
+      await gw?.stop();
+    });
+
+    it('POST /user/s3 against a backend streaming a 300 MB error body: 400 Credential validation failed: unreachable, within the probe budget', async () => {
+      backend.reset('huge');
+      const rss = process.memoryUsage().rss;
+      const started = Date.now();
+      const r = await gw.request('POST', '/user/s3', {
+        body: { endpoint: backend.url, bucket: 'media', region: 'us-east-1', access_key: 'AKIAHOSTILE', secret_key: 'secret' },
+      });
+      expect(r.status).to.equal(400);
+      expect(r.body).to.deep.equal({ error: 'Credential validation failed: unreachable' });
+      expect(Date.now() - started).to.be.below(2_000);
+      await backend.allClosed(started, 2_000);
+      expect(backend.written).to.be.below(16 * MiB);
+      expect(process.memoryUsage().rss - rss).to.be.below(100 * MiB);
+    });
+  });
+});
