@@ -32,7 +32,7 @@ import { IdempotencyKeys } from './idempotency.js';
 import { metadataRouter } from './routes/metadata.js';
 import { userStorageRouter } from './routes/user-storage.js';
 import { driveFilesRouter } from './routes/user-storage-drive-files.js';
-import { ProbeCache, probeDestination, type ProviderSettings } from './destinations/probe.js';
+import { DEFAULT_PROBE_MAX_BYTES, ProbeCache, probeDestination, type ProviderSettings } from './destinations/probe.js';
 import type { DestinationVault } from './destinations/vault.js';
 import type { GatewayMetrics } from './metrics.js';
 
@@ -66,6 +66,8 @@ export interface AppDeps {
     vault?: DestinationVault;
     /** Budget of one live credential check; default 15 s. */
     probeTimeoutMs?: number;
+    /** Bytes one live credential check may read; default 64 KiB (probe.ts DEFAULT_PROBE_MAX_BYTES). */
+    probeMaxBytes?: number;
     /** Inline-storage probe cache; default 5 minutes, 10,000 credential sets. */
     probes?: ProbeCache;
     /** GCS/Drive API and token endpoints (private endpoints, emulators); default Google's. */
@@ -152,8 +154,9 @@ export function createApp(deps: AppDeps): express.Express {
     app.use(prefix, ...(metrics ? [under] : []), requireApiKey(keyCache, missingKey, keyLookups), limit, endUser);
   }
   const probeTimeoutMs = deps.storage?.probeTimeoutMs ?? 15_000;
+  const probeMaxBytes = deps.storage?.probeMaxBytes ?? DEFAULT_PROBE_MAX_BYTES;
   const providerSettings = deps.storage?.providerSettings ?? {};
-  const probes = deps.storage?.probes ?? new ProbeCache((doc) => probeDestination(doc, probeTimeoutMs, providerSettings));
+  const probes = deps.storage?.probes ?? new ProbeCache((doc) => probeDestination(doc, probeTimeoutMs, providerSettings, probeMaxBytes));
   const outbound = deps.outbound ?? DEFAULT_OUTBOUND_POLICY;
   const mediaInfoExtractor = deps.mediaInfo ?? new MediaInfoExtractor();
   const batchSources = deps.batchSources ?? new BatchSources({
@@ -173,7 +176,7 @@ export function createApp(deps: AppDeps): express.Express {
     pool: deps.pool, logger: log, secretBox: deps.secretBox, outbound, webhookPrefix: deps.chatWebhookPrefix ?? DEFAULT_CHAT_WEBHOOK_PREFIX,
   }));
   app.use(userStorageRouter({
-    pool: deps.pool, logger: log, secretBox: deps.secretBox, probeTimeoutMs, providerSettings, outbound,
+    pool: deps.pool, logger: log, secretBox: deps.secretBox, probeTimeoutMs, probeMaxBytes, providerSettings, outbound,
     ...(deps.storage?.vault && { vault: deps.storage.vault }),
   }));
   if (deps.storage?.driveDownloadSecret) {

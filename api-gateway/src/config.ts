@@ -10,6 +10,7 @@ import { DEFAULT_MARKETPLACE_USER_HEADER } from './marketplace.js';
 import { billingSchema } from '@mediajobs/lib/billing';
 import { DEFAULT_RATE_LIMIT_PER_SECOND } from './rate-limit.js';
 import { DEFAULT_KEY_LOOKUPS_PER_ADDRESS } from './auth.js';
+import { DEFAULT_PROBE_MAX_BYTES } from './destinations/probe.js';
 
 /** The HTTP server's bounds on slow clients and idle connections (server.ts httpServer). */
 export const DEFAULT_SERVER_TIMEOUTS = { headersTimeoutMs: 20_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 65_000 } as const;
@@ -61,6 +62,13 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
   STORAGE_VAULT: z.enum(['kubernetes', 'disabled']).default('kubernetes'),
   /** Budget of one live storage credential check (configuration endpoints, inline storage). */
   STORAGE_PROBE_TIMEOUT_MS: envInt(100, 120_000).default(15_000),
+  /**
+   * Bytes one live credential check may read from the backend, every
+   * request and retry together, headers included; past it, or past
+   * STORAGE_PROBE_TIMEOUT_MS, its connections are cut and the answer is
+   * `unreachable` (destinations/probe.ts, lib/src/read-budget.ts).
+   */
+  STORAGE_PROBE_MAX_BYTES: envInt(4 * 1024, 16 * 1024 * 1024).default(DEFAULT_PROBE_MAX_BYTES),
   /**
    * The header naming a marketplace key's end user (ADR 0015); an HTTP
    * header name, matched case-insensitively.

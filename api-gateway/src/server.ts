@@ -90,6 +90,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     chatWebhookPrefix: config.CHAT_WEBHOOK_PREFIX,
     storage: {
       probeTimeoutMs: config.STORAGE_PROBE_TIMEOUT_MS,
+      probeMaxBytes: config.STORAGE_PROBE_MAX_BYTES,
       providerSettings: storageEndpoints(config),
       ...(config.FILE_URL_SECRET && { driveDownloadSecret: config.FILE_URL_SECRET }),
       ...(config.STORAGE_VAULT === 'kubernetes' && {

@@ -72,6 +72,12 @@ function checkedDocument(
   }
 }
 
+/** STORAGE_PROBE_TIMEOUT_MS and STORAGE_PROBE_MAX_BYTES: what one live check may take. */
+export interface ProbeBudget {
+  timeoutMs: number;
+  maxBytes: number;
+}
+
 /** Run a live check; its DestinationCheckError becomes a 400 with `message`. */
 async function live(check: Promise<void>, message: (e: DestinationCheckError) => string): Promise<void> {
   try {
@@ -88,20 +94,20 @@ async function live(check: Promise<void>, message: (e: DestinationCheckError) =>
  * Returns the destination document (credentials included) to be stored.
  */
 export async function verifiedDestination(
-  provider: StorageProviderName, body: Record<string, unknown>, outbound: OutboundPolicy, timeoutMs: number, settings?: ProviderSettings,
+  provider: StorageProviderName, body: Record<string, unknown>, outbound: OutboundPolicy, budget: ProbeBudget, settings?: ProviderSettings,
 ): Promise<Record<string, unknown>> {
   const document = checkedDocument(provider, body, outbound, (e) => credentialMessage(provider, e));
-  await live(probeDestination(document, timeoutMs, settings), (e) => credentialMessage(provider, e));
+  await live(probeDestination(document, budget.timeoutMs, settings, budget.maxBytes), (e) => credentialMessage(provider, e));
   return document;
 }
 
 export const BUCKET_FIELDS = ['endpoint', 'bucket', 'region', 'access_key', 'secret_key'] as const;
 
 /** The deprecated POST /user/bucket's verification: its five fields only, then a listing of the bucket. */
-export async function verifiedBucket(body: Record<string, unknown>, outbound: OutboundPolicy, timeoutMs: number): Promise<Record<string, unknown>> {
+export async function verifiedBucket(body: Record<string, unknown>, outbound: OutboundPolicy, budget: ProbeBudget): Promise<Record<string, unknown>> {
   const only: Record<string, unknown> = {};
   for (const k of BUCKET_FIELDS) only[k] = body[k];
   const document = checkedDocument('s3', only, outbound, (e) => `Verification failed: ${e.reason}`);
-  await live(verifyBucketListing(document, timeoutMs), (e) => `Verification failed: ${e.reason}`);
+  await live(verifyBucketListing(document, budget.timeoutMs, budget.maxBytes), (e) => `Verification failed: ${e.reason}`);
   return document;
 }

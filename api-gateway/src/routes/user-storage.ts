@@ -29,8 +29,9 @@ export interface UserStorageDeps {
   secretBox: SecretBox;
   /** The keyvault source; absent means the vault is disabled and destinations are saved `legacy`. */
   vault?: DestinationVault;
-  /** Budget of one live verification (probe or listing). */
+  /** Budget of one live verification (probe or listing): its time, and the bytes it may read. */
   probeTimeoutMs: number;
+  probeMaxBytes: number;
   providerSettings?: ProviderSettings;
   /** Which storage endpoints may be contacted (OUTBOUND_ALLOWED_CIDRS). */
   outbound: OutboundPolicy;
@@ -61,7 +62,7 @@ function saveProvider(deps: UserStorageDeps, provider: StorageProviderName): Req
     const owner = await ownerOf(req, res, deps.pool);
     const b = bodyObject(req);
     const isDefault = parseDefault(b);
-    const document = await verifiedDestination(provider, b, deps.outbound, deps.probeTimeoutMs, deps.providerSettings);
+    const document = await verifiedDestination(provider, b, deps.outbound, { timeoutMs: deps.probeTimeoutMs, maxBytes: deps.probeMaxBytes }, deps.providerSettings);
     const saved = await storeDestination(deps, { owner, provider, document, isDefault, savedVia: 'user_provider' });
     deps.logger.info({ provider, owner: owner.kind, source: saved.source }, 'storage destination saved');
     const prefix = typeof document.folder_prefix === 'string' ? document.folder_prefix : undefined;
@@ -116,7 +117,7 @@ function removeProvider(deps: UserStorageDeps, provider: StorageProviderName): R
 function saveBucket(deps: UserStorageDeps): RequestHandler {
   return async (req, res) => {
     const owner = await ownerOf(req, res, deps.pool);
-    const document = await verifiedBucket(bodyObject(req), deps.outbound, deps.probeTimeoutMs);
+    const document = await verifiedBucket(bodyObject(req), deps.outbound, { timeoutMs: deps.probeTimeoutMs, maxBytes: deps.probeMaxBytes });
     await storeDestination(deps, { owner, provider: 's3', document, isDefault: undefined, savedVia: 'user_bucket', forceLegacy: true });
     deps.logger.info({ provider: 's3', owner: owner.kind, source: 'legacy' }, 'custom bucket saved');
     res.json({ message: 'Custom bucket configured successfully' });
