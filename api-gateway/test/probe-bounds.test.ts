@@ -7,90 +7,9 @@
 // deadline, and the backend must see its connection closed having written
 // little: the proof that the transfer was cut, not merely no longer awaited.
 import { expect } from 'chai';
-import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
 import { DestinationCheckError, probeDestination, verifyBucketListing } from '../src/destinations/probe.js';
+import { HostileBackend, MiB } from '../../test/support/hostile-backend.js';
 import { startTestGateway, type TestGateway } from './support.js';
-
-const MiB = 1024 * 1024;
-
-type Mode =
-  /** A 300 MB S3-style XML error body, as fast as the client takes it. */
-  | 'huge'
-  /** An error body without end, 1 MiB every 20 ms (~50 MB/s), so a client that buffers it grows steadily. */
-  | 'flood'
-  /** An error body without end, one byte every 50 ms. */
-  | 'trickle';
-
-/** The backend: every request answered per `mode`; counts what it wrote and when each connection closed. */
-class HostileBackend {
-  readonly server: Server;
-  mode: Mode = 'huge';
-  status = 500;
-  connections: { socket: Socket; closedAt?: number; written?: number }[] = [];
-
-  constructor() {
-    this.server = createServer((req, res) => {
-      req.resume();
-      this.answer(res);
-    });
-    this.server.on('connection', (socket) => {
-      const entry: { socket: Socket; closedAt?: number; written?: number } = { socket };
-      this.connections.push(entry);
-      socket.on('close', () => Object.assign(entry, { closedAt: Date.now(), written: socket.bytesWritten }));
-    });
-  }
-
-  get url(): string {
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  /** Bytes the backend got onto the wire, over every connection (closed ones as at their close). */
-  get written(): number {
-    return this.connections.reduce((n, c) => n + (c.written ?? c.socket.bytesWritten), 0);
-  }
-
-  /** Resolves once every connection the clients opened is closed; how long after `since` the last closed. */
-  async allClosed(since: number, withinMs: number): Promise<number> {
-    const until = Date.now() + withinMs;
-    while (this.connections.some((c) => c.closedAt === undefined)) {
-      if (Date.now() > until) throw new Error(`a connection is still open ${withinMs} ms after the answer`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    return Math.max(...this.connections.map((c) => c.closedAt! - since));
-  }
-
-  reset(mode: Mode, status = 500): void {
-    this.mode = mode;
-    this.status = status;
-    this.connections = [];
-  }
-
-  private answer(res: ServerResponse): void {
-    res.writeHead(this.status, { 'content-type': 'application/xml', 'x-amz-request-id': 'hostile' });
-    res.write('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code><Message>');
-    const chunk = Buffer.alloc(64 * 1024, 'x');
-    let timer: NodeJS.Timeout | undefined;
-    res.on('close', () => clearInterval(timer));
-    if (this.mode === 'trickle') {
-      timer = setInterval(() => res.write('x'), 50);
-    } else if (this.mode === 'flood') {
-      timer = setInterval(() => {
-        for (let i = 0; i < 16; i++) res.write(chunk);
-      }, 20);
-    } else {
-      let sent = 0;
-      const pump = (): void => {
-        while (sent < 300 * MiB) {
-          sent += chunk.length;
-          if (!res.write(chunk)) return void res.once('drain', pump);
-        }
-        res.end('</Message></Error>');
-      };
-      pump();
-    }
-  }
-}
 
 async function failure(work: Promise<void>): Promise<DestinationCheckError> {
   try {
@@ -112,11 +31,10 @@ describe('api-gateway: a storage probe reads a bounded answer', function () {
   };
 
   before(async () => {
-    await new Promise<void>((r) => backend.server.listen(0, '127.0.0.1', r));
+    await backend.start();
   });
   after(async () => {
-    backend.server.closeAllConnections();
-    await new Promise((r) => backend.server.close(r));
+    await backend.stop();
   });
 
   for (const [provider, document] of Object.entries(documents)) {

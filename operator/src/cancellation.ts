@@ -18,6 +18,7 @@ import { CANCEL_CHANNEL, parseCancelNotice, type CancelNotice, type CancelStatus
 import { isConflict, isNotFound, MERGE_PATCH } from '@mediajobs/lib/kube-client';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { CANCEL_ON_DELETE_FINALIZER } from '@mediajobs/lib/mediajob/build';
+import { ReadBudget, type ReadBudgetOptions } from '@mediajobs/lib/read-budget';
 import {
   GROUP, MEDIAJOB_PLURAL, VERSION, jobIdOf, type Condition, type MediaJob, type MediaJobResult, type MediaJobStatus,
 } from '@mediajobs/lib/mediajob/types';
@@ -182,20 +183,30 @@ function resultKeys(result: MediaJobResult | undefined): string[] {
 }
 
 /**
+ * What removing a cancelled job's files may read from the job's own
+ * destination, an address its user chose: a delete is answered with a few
+ * hundred bytes, and the reconcile that awaits it must not hang on a backend
+ * that trickles, nor hold a huge error body (lib/src/read-budget.ts).
+ */
+export const REMOVAL_BUDGET: ReadBudgetOptions = { maxBytes: 256 * 1024, deadlineMs: 60_000 };
+
+/**
  * A completion that lost to a cancellation delivered files nobody will be
  * told about: delete them where they went, managed storage or the job's own
  * destination (credentials from its per-job Secret, which exists until the
- * job is finished). Failures are logged: the job stays cancelled either way.
+ * job is finished), within REMOVAL_BUDGET. Failures are logged: the job
+ * stays cancelled either way.
  */
 export async function removeDeliveredFiles(
-  d: { core: k8s.CoreV1Api; cfg: OperatorConfig; log: Logger }, mj: MediaJob, result: MediaJobResult | undefined,
+  d: { core: k8s.CoreV1Api; cfg: OperatorConfig; log: Logger; budget?: ReadBudgetOptions }, mj: MediaJob, result: MediaJobResult | undefined,
 ): Promise<void> {
   const keys = resultKeys(result);
   if (!keys.length) return;
   const jobId = jobIdOf(mj);
+  const budget = new ReadBudget(d.budget ?? REMOVAL_BUDGET);
   let provider: StorageProvider | undefined;
   try {
-    provider = await providerOf(d, mj);
+    provider = await providerOf(d, mj, budget);
     if (!provider) {
       d.log.warn({ jobId }, 'a cancelled job delivered files, but its destination is gone: left in place');
       return;
@@ -203,13 +214,14 @@ export async function removeDeliveredFiles(
     for (const key of keys) await provider.delete(key);
     d.log.info({ jobId, files: keys.length }, 'files of a completion that lost to a cancellation removed');
   } catch (err) {
-    d.log.error({ jobId, err: errFields(err) }, 'could not remove the files of a cancelled job');
+    d.log.error({ jobId, err: errFields(err), ...(budget.exceeded && { cut: budget.exceeded }) }, 'could not remove the files of a cancelled job');
   } finally {
     (provider as { destroy?: () => void } | undefined)?.destroy?.();
+    budget.close();
   }
 }
 
-async function providerOf(d: { core: k8s.CoreV1Api; cfg: OperatorConfig }, mj: MediaJob): Promise<StorageProvider | undefined> {
+async function providerOf(d: { core: k8s.CoreV1Api; cfg: OperatorConfig }, mj: MediaJob, budget: ReadBudget): Promise<StorageProvider | undefined> {
   if ((mj.spec.destination?.type ?? 'managed') === 'managed') {
     // Built as a runner's is (it only deletes here, signs nothing): from the operator's own managed-storage settings.
     const env = Object.fromEntries(Object.entries(d.cfg)
@@ -226,5 +238,5 @@ async function providerOf(d: { core: k8s.CoreV1Api; cfg: OperatorConfig }, mj: M
   }
   const data = secret.data?.[DESTINATION_DATA_KEY];
   if (!data || !isControlledBy(secret, mj)) return undefined;
-  return createProvider(JSON.parse(Buffer.from(data, 'base64').toString('utf8')), storageEndpoints(d.cfg));
+  return createProvider(JSON.parse(Buffer.from(data, 'base64').toString('utf8')), { ...storageEndpoints(d.cfg), agents: budget });
 }

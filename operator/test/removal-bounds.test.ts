@@ -1,0 +1,109 @@
+// Removing the files of a completion that lost to a cancellation talks to
+// the job's own destination, an address its user chose, from inside a
+// reconcile that awaits it. A backend answering the deletes with a huge or a
+// never-ending body must not hang that reconcile nor land in the operator's
+// memory: the deletes run within REMOVAL_BUDGET (lib/src/read-budget.ts).
+// Real parts: the local cluster holds the MediaJob and its credentials
+// Secret, the official S3 client talks to a hostile backend on loopback.
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Writable } from 'node:stream';
+import * as k8s from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { pino } from 'pino';
+import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
+import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob, type MediaJobOptions } from '@mediajobs/lib/mediajob/types';
+import { DESTINATION_DATA_KEY } from '@mediajobs/lib/saved-destinations';
+import { kubeConfigFor, startTestCluster, type TestCluster } from '../../local-cluster/test/support.js';
+import { HostileBackend, MiB } from '../../test/support/hostile-backend.js';
+import { removeDeliveredFiles } from '../src/cancellation.js';
+import { loadOperatorConfig } from '../src/config.js';
+import { credentialsSecretName } from '../src/job-builder.js';
+
+const OPTIONS: MediaJobOptions = {
+  url: 'https://media.example/watch?v=removal', format: 'mp4', videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, maxResolution: 'best',
+  audioOnly: false, downloadSubtitles: false, downloadThumbnail: false, liveRecording: false, liveFromStart: false, waitForVideo: false,
+  enableProgressWebhook: false,
+};
+
+describe('operator: removing a cancelled job\'s files reads a bounded answer', function () {
+  this.timeout(60_000);
+  let tc: TestCluster;
+  let core: k8s.CoreV1Api;
+  let custom: k8s.CustomObjectsApi;
+  const backend = new HostileBackend();
+  const lines: Record<string, unknown>[] = [];
+  const log = pino({ level: 'info' }, new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(JSON.parse(chunk.toString('utf8')) as Record<string, unknown>);
+      done();
+    },
+  }));
+  const cfg = () => loadOperatorConfig({
+    DATABASE_URL: 'postgres://127.0.0.1:1/unused', KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: 'unused',
+    RUNNER_IMAGE: 'mediajobs/runner:unused', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8',
+  });
+
+  /** A MediaJob on an inline s3 destination at the hostile backend, with its credentials Secret as the operator writes it. */
+  async function jobOnHostileStorage(): Promise<MediaJob> {
+    const jobId = randomUUID();
+    const built = buildMediaJob({
+      jobId, apiKeyId: randomUUID(), namespace: 'default', options: { ...OPTIONS }, destination: { type: 'inline', provider: 's3' },
+    });
+    const mj = (await custom.createNamespacedCustomObject({
+      group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, body: built,
+    })) as MediaJob;
+    const document = { provider: 's3', endpoint: backend.url, bucket: 'media', region: 'us-east-1', access_key: 'AKIAHOSTILE', secret_key: 'secret' };
+    await core.createNamespacedSecret({
+      namespace: 'default',
+      body: {
+        metadata: {
+          name: credentialsSecretName(mj),
+          ownerReferences: [{ apiVersion: mj.apiVersion, kind: 'MediaJob', name: mj.metadata.name!, uid: mj.metadata.uid!, controller: true }],
+        },
+        data: { [DESTINATION_DATA_KEY]: Buffer.from(JSON.stringify(document)).toString('base64') },
+      },
+    });
+    return mj;
+  }
+
+  const result = { storageKey: 'videos/a.mp4', subtitleKey: 'videos/a.en.vtt' };
+  const failures = () => lines.filter((l) => l.msg === 'could not remove the files of a cancelled job');
+
+  before(async () => {
+    tc = await startTestCluster();
+    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url))]);
+    const kc = kubeConfigFor(tc.cluster);
+    core = kc.makeApiClient(k8s.CoreV1Api);
+    custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    await backend.start();
+  });
+  after(async () => {
+    await backend.stop();
+    await tc?.stop();
+  });
+
+  it('deletes answered with 300 MB error bodies: given up at the byte bound, connections closed, little written, logged', async () => {
+    const mj = await jobOnHostileStorage();
+    backend.reset('huge');
+    lines.length = 0;
+    const started = Date.now();
+    await removeDeliveredFiles({ core, cfg: cfg(), log }, mj, result);
+    expect(Date.now() - started).to.be.below(5_000);
+    await backend.allClosed(started, 2_000);
+    expect(backend.written).to.be.below(16 * MiB);
+    expect(failures()).to.have.length(1);
+    expect(failures()[0]).to.include({ cut: 'bytes' });
+  });
+
+  it('a backend trickling its answer: the reconcile gets its worker back at the deadline, the connection is cut', async () => {
+    const mj = await jobOnHostileStorage();
+    backend.reset('trickle', 503);
+    lines.length = 0;
+    const started = Date.now();
+    await removeDeliveredFiles({ core, cfg: cfg(), log, budget: { maxBytes: 256 * 1024, deadlineMs: 1_000 } }, mj, result);
+    expect(Date.now() - started).to.be.within(900, 3_000);
+    expect(await backend.allClosed(started, 1_500)).to.be.below(3_000);
+    expect(failures()[0]).to.include({ cut: 'deadline' });
+  });
+});
