@@ -42,12 +42,12 @@ describe('api-gateway: a storage probe reads a bounded answer', function () {
       it('a 300 MB error body: unreachable at once; the backend wrote a few MB at most, and gateway memory did not take the body', async () => {
         backend.reset('huge');
         const rss = process.memoryUsage().rss;
-        const started = Date.now();
         const err = await failure(probeDestination(document(), 10_000));
-        const took = Date.now() - started;
+        const answeredAfter = Date.now() - backend.firstRequestAt!;
         expect(err.message).to.equal('probe failed: unreachable');
-        expect(took).to.be.below(5_000);
-        await backend.allClosed(started, 2_000);
+        // From the backend's first request: loading the provider's SDK is no part of it (seconds on a loaded machine).
+        expect(answeredAfter).to.be.below(4_000);
+        expect(await backend.allClosed(backend.firstRequestAt!, 2_000)).to.be.below(4_000);
         // 64 KiB read; the rest of what the backend wrote sat in loopback socket buffers when the client hung up.
         expect(backend.written).to.be.below(16 * MiB);
         expect(process.memoryUsage().rss - rss).to.be.below(100 * MiB);
@@ -55,11 +55,10 @@ describe('api-gateway: a storage probe reads a bounded answer', function () {
 
       it('an error body without end, at 50 MB/s: cut at the byte bound, long before the deadline', async () => {
         backend.reset('flood');
-        const started = Date.now();
-        const err = await failure(probeDestination(document(), 3_000));
+        const err = await failure(probeDestination(document(), 10_000));
         expect(err.message).to.equal('probe failed: unreachable');
-        expect(Date.now() - started).to.be.below(2_000);
-        await backend.allClosed(started, 2_500);
+        expect(Date.now() - backend.firstRequestAt!).to.be.below(4_000);
+        await backend.allClosed(backend.firstRequestAt!, 2_000);
         expect(backend.written).to.be.below(16 * MiB);
       });
 
@@ -68,9 +67,9 @@ describe('api-gateway: a storage probe reads a bounded answer', function () {
         const started = Date.now();
         const err = await failure(probeDestination(document(), 1_000));
         expect(err.message).to.equal('probe failed: unreachable');
-        expect(Date.now() - started).to.be.within(900, 2_000);
+        expect(Date.now() - started).to.be.within(900, 3_000);
         // Closed by the gateway at its deadline, not by the SDK's own timeouts (minutes) or the backend.
-        expect(await backend.allClosed(started, 1_500)).to.be.below(2_000);
+        expect(await backend.allClosed(started, 1_500)).to.be.below(3_000);
       });
     });
   }
@@ -79,18 +78,17 @@ describe('api-gateway: a storage probe reads a bounded answer', function () {
     it('a 300 MB listing answer and an endless trickle: unreachable, connections closed, little written', async () => {
       const document = { provider: 's3', endpoint: backend.url, bucket: 'b', region: 'us-east-1', access_key: 'a', secret_key: 's' };
       backend.reset('huge', 200);
-      let started = Date.now();
       const huge = await failure(verifyBucketListing(document, 10_000));
       expect(huge.message).to.equal('probe failed: unreachable');
-      expect(Date.now() - started).to.be.below(5_000);
-      await backend.allClosed(started, 2_000);
+      expect(Date.now() - backend.firstRequestAt!).to.be.below(4_000);
+      await backend.allClosed(backend.firstRequestAt!, 2_000);
       expect(backend.written).to.be.below(16 * MiB);
 
       backend.reset('trickle', 200);
-      started = Date.now();
+      const started = Date.now();
       const slow = await failure(verifyBucketListing(document, 1_000));
       expect(slow.message).to.equal('probe failed: unreachable');
-      expect(await backend.allClosed(started, 1_500)).to.be.below(2_000);
+      expect(await backend.allClosed(started, 1_500)).to.be.below(3_000);
     });
   });
 
@@ -106,14 +104,13 @@ describe('api-gateway: a storage probe reads a bounded answer', function () {
     it('POST /user/s3 against a backend streaming a 300 MB error body: 400 Credential validation failed: unreachable, within the probe budget', async () => {
       backend.reset('huge');
       const rss = process.memoryUsage().rss;
-      const started = Date.now();
       const r = await gw.request('POST', '/user/s3', {
         body: { endpoint: backend.url, bucket: 'media', region: 'us-east-1', access_key: 'AKIAHOSTILE', secret_key: 'secret' },
       });
       expect(r.status).to.equal(400);
       expect(r.body).to.deep.equal({ error: 'Credential validation failed: unreachable' });
-      expect(Date.now() - started).to.be.below(2_000);
-      await backend.allClosed(started, 2_000);
+      expect(Date.now() - backend.firstRequestAt!).to.be.below(2_000);
+      await backend.allClosed(backend.firstRequestAt!, 2_000);
       expect(backend.written).to.be.below(16 * MiB);
       expect(process.memoryUsage().rss - rss).to.be.below(100 * MiB);
     });

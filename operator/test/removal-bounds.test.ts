@@ -87,10 +87,10 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
     const mj = await jobOnHostileStorage();
     backend.reset('huge');
     lines.length = 0;
-    const started = Date.now();
     await removeDeliveredFiles({ core, cfg: cfg(), log }, mj, result);
-    expect(Date.now() - started).to.be.below(5_000);
-    await backend.allClosed(started, 2_000);
+    // From the backend's first request: loading the S3 SDK is no part of it (seconds on a loaded machine).
+    expect(Date.now() - backend.firstRequestAt!).to.be.below(4_000);
+    await backend.allClosed(backend.firstRequestAt!, 2_000);
     expect(backend.written).to.be.below(16 * MiB);
     expect(failures()).to.have.length(1);
     expect(failures()[0]).to.include({ cut: 'bytes' });

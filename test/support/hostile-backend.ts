@@ -23,9 +23,12 @@ export class HostileBackend {
   private mode: HostileMode = 'huge';
   private status = 500;
   private connections: Connection[] = [];
+  /** When the first request since reset() arrived: a client's own start-up (loading an SDK) is not the backend's to time. */
+  firstRequestAt: number | undefined;
 
   constructor() {
     this.server = createServer((req, res) => {
+      this.firstRequestAt ??= Date.now();
       req.resume();
       this.answer(res);
     });
@@ -55,7 +58,7 @@ export class HostileBackend {
     return this.connections.reduce((n, c) => n + (c.written ?? c.socket.bytesWritten), 0);
   }
 
-  /** Resolves once every connection the clients opened is closed, with how long after `since` the last one closed. */
+  /** Resolves once every connection the clients opened is closed, with how long after `since` the last one closed (ms). */
   async allClosed(since: number, withinMs: number): Promise<number> {
     const until = Date.now() + withinMs;
     while (this.connections.some((c) => c.closedAt === undefined)) {
@@ -70,6 +73,7 @@ export class HostileBackend {
     this.mode = mode;
     this.status = status;
     this.connections = [];
+    this.firstRequestAt = undefined;
   }
 
   private answer(res: ServerResponse): void {
