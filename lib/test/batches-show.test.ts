@@ -205,17 +205,24 @@ describe('batches: show resolution through the lookup API and the RSS feed', fun
       expect(err).to.include({ code: 'feed_failed', reason: 'feed: too large' });
     });
 
-    it('a server that never finishes: cut at the time bound', async () => {
+    it('a server that never finishes: cut at the time bound, the connection closed then, not only the wait given up', async () => {
+      let closedAt: number | undefined;
       showWithFeed('14', (_req, res) => {
         res.writeHead(200, { 'content-type': 'application/rss+xml' });
         res.write('<?xml version="1.0"?><rss version="2.0"><channel>');
         const timer = setInterval(() => res.write(' '), 50);
-        res.on('close', () => clearInterval(timer));
+        res.on('close', () => {
+          clearInterval(timer);
+          closedAt = Date.now();
+        });
       });
       const started = Date.now();
       const err = await failure(resolveShow('14', { ...options, feedTimeoutMs: 600 }));
       expect(err).to.include({ code: 'feed_failed', status: 502, reason: 'feed: timeout' });
       expect(Date.now() - started).to.be.within(550, 2000);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(closedAt, 'the feed server saw its connection closed').to.be.a('number');
+      expect(closedAt! - started).to.be.within(550, 2000);
     });
 
     it('a redirect to the cloud metadata address: refused before any connection', async () => {
