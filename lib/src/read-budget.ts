@@ -34,7 +34,12 @@ export class ReadBudgetError extends Error {
 export interface ReadBudgetOptions {
   /** Bytes all sockets together may read, headers included. */
   maxBytes: number;
-  /** Milliseconds from construction after which every socket is destroyed. */
+  /**
+   * Milliseconds from the first connection after which every socket is
+   * destroyed. From the first connection, not from construction: building
+   * the client loads its SDK first, seconds on a loaded machine, and that is
+   * not the backend's time.
+   */
   deadlineMs: number;
 }
 
@@ -48,14 +53,16 @@ export class ReadBudget implements BoundedAgents {
   readonly http: http.Agent;
   readonly https: https.Agent;
   readonly maxBytes: number;
+  readonly #deadlineMs: number;
   #bytesRead = 0;
   #exceeded: BudgetExceeded | undefined;
   #closed = false;
   readonly #sockets = new Set<Duplex>();
-  readonly #timer: NodeJS.Timeout;
+  #timer: NodeJS.Timeout | undefined;
 
   constructor(options: ReadBudgetOptions) {
     this.maxBytes = options.maxBytes;
+    this.#deadlineMs = options.deadlineMs;
     const watch = (socket: Duplex | null | undefined) => (socket ? this.#watch(socket) : socket);
     // Keep-alive: a probe's requests share a connection, as the SDK's default agents would let them.
     this.http = new (class extends http.Agent {
@@ -68,8 +75,6 @@ export class ReadBudget implements BoundedAgents {
         return watch(super.createConnection(opts, cb));
       }
     })({ keepAlive: true });
-    this.#timer = setTimeout(() => this.#trip('deadline'), options.deadlineMs);
-    this.#timer.unref();
   }
 
   /** Bytes read so far by every socket of the budget. */
@@ -97,6 +102,10 @@ export class ReadBudget implements BoundedAgents {
       const why = this.#exceeded ?? 'deadline';
       process.nextTick(() => socket.destroy(new ReadBudgetError(why)));
       return socket;
+    }
+    if (!this.#timer) {
+      this.#timer = setTimeout(() => this.#trip('deadline'), this.#deadlineMs);
+      this.#timer.unref();
     }
     this.#sockets.add(socket);
     socket.once('close', () => this.#sockets.delete(socket));
