@@ -4,6 +4,7 @@
 // and status-subresource rules of kube-apiserver. The HTTP layer and the
 // in-process controllers both go through this class.
 import { randomUUID } from 'node:crypto';
+import { enforceBuiltinDecode } from './builtin-decode.js';
 import { BUILTIN_TYPES, CRDS, INITIAL_NAMESPACES, JOBS, KINDS_WITH_GENERATION, NAMESPACES, PODS } from './builtin-types.js';
 import type { Change, ClusterApi, DeleteOptions, ListOptions } from './cluster-api.js';
 import {
@@ -444,6 +445,7 @@ export class ApiServer implements ClusterApi {
       delete obj.metadata.namespace;
     }
     this.strategy(rt)?.decode?.(obj);
+    if (rt.builtin) enforceBuiltinDecode(rt, obj, opts);
 
     if (rt.schema) {
       const unknown = unknownFields(obj, rt.schema);

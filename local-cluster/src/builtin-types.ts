@@ -35,12 +35,24 @@ export const CRDS = builtin('apiextensions.k8s.io', 'v1', 'CustomResourceDefinit
   namespaced: false, shortNames: ['crd', 'crds'], categories: ['api-extensions'], statusSubresource: true,
 });
 
+// Deploy-time kinds (deploy/, charts/): stored and validated against v1.32's own definitions
+// (builtin-decode.ts), never acted on: no Deployment controller, no Service proxy, no policy enforcement.
+export const SERVICES = builtin('', 'v1', 'Service', 'services', { shortNames: ['svc'], categories: ['all'], statusSubresource: true });
+export const DEPLOYMENTS = builtin('apps', 'v1', 'Deployment', 'deployments', { shortNames: ['deploy'], categories: ['all'], statusSubresource: true });
+export const PODDISRUPTIONBUDGETS = builtin('policy', 'v1', 'PodDisruptionBudget', 'poddisruptionbudgets', { shortNames: ['pdb'], statusSubresource: true });
+export const NETWORKPOLICIES = builtin('networking.k8s.io', 'v1', 'NetworkPolicy', 'networkpolicies', { shortNames: ['netpol'] });
+export const ROLES = builtin('rbac.authorization.k8s.io', 'v1', 'Role', 'roles');
+export const ROLEBINDINGS = builtin('rbac.authorization.k8s.io', 'v1', 'RoleBinding', 'rolebindings');
+export const CLUSTERROLES = builtin('rbac.authorization.k8s.io', 'v1', 'ClusterRole', 'clusterroles', { namespaced: false });
+export const CLUSTERROLEBINDINGS = builtin('rbac.authorization.k8s.io', 'v1', 'ClusterRoleBinding', 'clusterrolebindings', { namespaced: false });
+
 export const BUILTIN_TYPES: readonly ResourceType[] = [
   NAMESPACES, SECRETS, CONFIGMAPS, SERVICEACCOUNTS, EVENTS, PODS, JOBS, LEASES, CRDS,
+  SERVICES, DEPLOYMENTS, PODDISRUPTIONBUDGETS, NETWORKPOLICIES, ROLES, ROLEBINDINGS, CLUSTERROLES, CLUSTERROLEBINDINGS,
 ];
 
 /** Namespaces every cluster starts with. */
 export const INITIAL_NAMESPACES = ['default', 'kube-system', 'kube-public', 'kube-node-lease'];
 
 /** Kinds whose objects carry metadata.generation (spec-bearing kinds in 1.32). */
-export const KINDS_WITH_GENERATION = new Set(['Job', 'CustomResourceDefinition']);
+export const KINDS_WITH_GENERATION = new Set(['Job', 'CustomResourceDefinition', 'Deployment', 'PodDisruptionBudget', 'NetworkPolicy']);

@@ -17,6 +17,7 @@
 // controller/openapi/builder/builder.go.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { k8sDefinitions } from '../builtin-decode.js';
 import type { JSONSchemaProps, ResourceType } from '../types.js';
 import { sortKeys, type BuiltinSchemaFile, type Schema } from './json.js';
 import { resourcePaths, type KindNames } from './paths.js';
@@ -37,11 +38,17 @@ const EMBEDDED_API_VERSION_DESCRIPTION = 'apiVersion defines the versioned schem
 const EMBEDDED_KIND_DESCRIPTION = 'kind is a string value representing the type of this object. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds';
 
 let builtinFile: BuiltinSchemaFile | undefined;
+let merged: Record<string, Schema> | undefined;
 
-/** The checked-in built-in schemas, read once. */
+/**
+ * The checked-in built-in schemas, read once: builtin-schemas.json, plus the
+ * deploy-time kinds from Kubernetes v1.32's own definitions
+ * (k8s-v1.32-definitions.json) for names the first file lacks.
+ */
 export function builtinSchemas(): Record<string, Schema> {
   builtinFile ??= JSON.parse(readFileSync(new URL('./builtin-schemas.json', import.meta.url), 'utf8')) as BuiltinSchemaFile;
-  return builtinFile.schemas;
+  merged ??= { ...k8sDefinitions(), ...builtinFile.schemas };
+  return merged;
 }
 
 /** "api/v1" or "apis/<group>/<version>": the key of a document in GET /openapi/v3. */

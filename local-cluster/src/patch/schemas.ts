@@ -76,4 +76,18 @@ export const KIND_SCHEMAS: Readonly<Record<string, StructSchema>> = {
   Lease: metadataOnly,
   // CRD status.conditions is +listType=map but has no patch tags: replaced.
   CustomResourceDefinition: metadataOnly,
+  // Deploy-time kinds (builtin-types.ts): the patch tags of v1.32's types.go.
+  Deployment: {
+    metadata: nested(objectMeta),
+    spec: nested({ template: nested(podTemplateSpec) }),
+    status: nested({ conditions: mergeBy('type') }),
+  },
+  // ServiceSpec.ports: +listMapKey=port,protocol with patchMergeKey=port.
+  Service: { metadata: nested(objectMeta), spec: nested({ ports: mergeBy('port') }) },
+  PodDisruptionBudget: { metadata: nested(objectMeta), status: nested({ conditions: mergeBy('type') }) },
+  NetworkPolicy: metadataOnly,
+  Role: metadataOnly,
+  RoleBinding: metadataOnly,
+  ClusterRole: metadataOnly,
+  ClusterRoleBinding: metadataOnly,
 };
