@@ -59,9 +59,13 @@ const secretStrategy: Strategy = {
     const data = obj.data;
     if (data !== undefined && !isObject(data)) throw badRequest('Secret in version "v1" cannot be handled as a Secret: json: cannot unmarshal into Go struct field Secret.data of type map[string][]uint8');
     for (const [k, v] of Object.entries((data as Record<string, unknown>) ?? {})) {
-      if (typeof v !== 'string' || v.length % 4 !== 0 || !BASE64.test(v)) {
+      // Go's base64 decoder skips \r and \n (kustomize's secretGenerator wraps at 76 columns); the value is
+      // stored as bytes and served re-encoded, without them.
+      const clean = typeof v === 'string' ? v.replace(/[\r\n]/g, '') : v;
+      if (typeof clean !== 'string' || clean.length % 4 !== 0 || !BASE64.test(clean)) {
         throw badRequest(`Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte 0 (key "${k}")`);
       }
+      (data as Record<string, unknown>)[k] = clean;
     }
   },
   prepareForCreate: foldStringData,

@@ -107,7 +107,8 @@ describe('openapi', () => {
 
     it('lists one document per served group/version', () => {
       expect(Object.keys(index.paths)).to.deep.equal([
-        'api/v1', 'apis/apiextensions.k8s.io/v1', 'apis/batch/v1', 'apis/coordination.k8s.io/v1', CRD_PATH,
+        'api/v1', 'apis/apiextensions.k8s.io/v1', 'apis/apps/v1', 'apis/batch/v1', 'apis/coordination.k8s.io/v1', CRD_PATH,
+        'apis/networking.k8s.io/v1', 'apis/policy/v1', 'apis/rbac.authorization.k8s.io/v1',
       ]);
     });
 
