@@ -1,0 +1,163 @@
+// The deployment manifests (deploy/base and its overlays) as a cluster sees
+// them: each overlay is rendered by `kubectl kustomize` and applied with
+// `kubectl apply --dry-run=server` to the local cluster, which decodes the
+// built-in kinds against Kubernetes v1.32's own definitions and answers as
+// kube-apiserver does; a dry run stores nothing. A broken manifest is refused
+// with the real server's words. The rendered objects hold what issue 17 asks
+// of them (probes, resources, non-root read-only pods, PDBs, the runners'
+// NetworkPolicy), and the least-privilege rules are the chart's, rule for rule.
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import { parse, parseAllDocuments, stringify } from 'yaml';
+import { KUBECTL, startTestCluster, type TestCluster } from '../../local-cluster/test/support.js';
+
+type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const root = (path: string) => fileURLToPath(new URL(`../../${path}`, import.meta.url));
+const OVERLAYS = ['production', 'local'];
+
+function render(dir: string): Obj[] {
+  const text = execFileSync(KUBECTL, ['kustomize', root(dir)], { encoding: 'utf8' });
+  return parseAllDocuments(text).map((d) => d.toJSON() as Obj);
+}
+
+const toYaml = (objs: Obj[]) => objs.map((o) => stringify(o)).join('---\n');
+const byKind = (objs: Obj[], kind: string) => objs.filter((o) => o.kind === kind);
+const named = (objs: Obj[], kind: string, name: string) => objs.find((o) => o.kind === kind && o.metadata.name === name)!;
+
+describe('deploy/: kustomize overlays against the local cluster', function () {
+  this.timeout(60_000);
+  let t: TestCluster;
+
+  before(async () => {
+    t = await startTestCluster();
+    // As on a real cluster, a server dry run cannot place objects in a namespace that does not exist yet.
+    await t.kubectl(['create', 'namespace', 'mediajobs']);
+  });
+  after(async () => t?.stop());
+
+  for (const overlay of OVERLAYS) {
+    it(`${overlay}: every object passes kubectl apply --dry-run=server, and nothing is stored`, async () => {
+      const objs = render(`deploy/overlays/${overlay}`);
+      const result = await t.kubectl(['apply', '--dry-run=server', '-f', '-'], { input: toYaml(objs) });
+      expect(result.code, result.stderr).to.equal(0);
+      const lines = result.stdout.trim().split('\n');
+      expect(lines).to.have.length(objs.length);
+      for (const line of lines) expect(line).to.match(/ (created|configured) \(server dry run\)$/);
+      expect(lines).to.include('deployment.apps/mediajobs-gateway created (server dry run)');
+      expect(lines).to.include('networkpolicy.networking.k8s.io/mediajobs-runner created (server dry run)');
+
+      const stored = await t.kubectl(['get', 'deployments,services,poddisruptionbudgets,networkpolicies,roles,rolebindings,secrets', '-n', 'mediajobs', '-o', 'name']);
+      expect(stored.stdout.trim()).to.equal('');
+      expect((await t.kubectl(['get', 'crd', '-o', 'name'])).stdout.trim()).to.equal('');
+      const accounts = (await t.kubectl(['get', 'serviceaccounts', '-n', 'mediajobs', '-o', 'name'])).stdout;
+      expect(accounts).not.to.include('mediajobs-');
+      const ns = JSON.parse((await t.kubectl(['get', 'namespace', 'mediajobs', '-o', 'json'])).stdout) as Obj;
+      expect(ns.metadata.labels).to.deep.equal({ 'kubernetes.io/metadata.name': 'mediajobs' });
+    });
+  }
+
+  it('a Deployment whose replicas is a string is refused as kube-apiserver refuses it (400)', async () => {
+    const gateway = named(render('deploy/overlays/production'), 'Deployment', 'mediajobs-gateway');
+    gateway.spec.replicas = 'two';
+    const result = await t.kubectl(['apply', '--dry-run=server', '-f', '-'], { input: stringify(gateway), allowFail: true });
+    expect(result.code).to.equal(1);
+    expect(result.stderr.trim()).to.equal('Error from server (BadRequest): error when creating "STDIN": Deployment in version "v1" cannot be handled as a Deployment: '
+      + 'json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32');
+  });
+
+  it('an unknown field is refused under kubectl\'s strict field validation (400)', async () => {
+    const gateway = named(render('deploy/overlays/production'), 'Deployment', 'mediajobs-gateway');
+    gateway.spec.template.spec.containers[0].imagePullPolice = 'Always';
+    const result = await t.kubectl(['apply', '--dry-run=server', '-f', '-'], { input: stringify(gateway), allowFail: true });
+    expect(result.code).to.equal(1);
+    expect(result.stderr.trim()).to.equal('Error from server (BadRequest): error when creating "STDIN": Deployment in version "v1" cannot be handled as a Deployment: '
+      + 'strict decoding error: unknown field "spec.template.spec.containers[0].imagePullPolice"');
+  });
+
+  it('a type error deep in a list names the Go struct and the path without indices', async () => {
+    const gateway = named(render('deploy/overlays/production'), 'Deployment', 'mediajobs-gateway');
+    gateway.spec.template.spec.containers[0].env[0].value = 5;
+    const result = await t.kubectl(['apply', '--dry-run=server', '-f', '-'], { input: stringify(gateway), allowFail: true });
+    expect(result.stderr.trim()).to.equal('Error from server (BadRequest): error when creating "STDIN": Deployment in version "v1" cannot be handled as a Deployment: '
+      + 'json: cannot unmarshal number into Go struct field EnvVar.spec.template.spec.containers.env.value of type string');
+  });
+});
+
+describe('deploy/: what the rendered objects hold', () => {
+  for (const overlay of OVERLAYS) {
+    describe(overlay, () => {
+      const objs = render(`deploy/overlays/${overlay}`);
+
+      it('every Deployment runs non-root, read-only, without privilege escalation, with resources and a writable /tmp', () => {
+        for (const d of byKind(objs, 'Deployment')) {
+          const pod = d.spec.template.spec;
+          expect(pod.securityContext.runAsNonRoot, d.metadata.name).to.equal(true);
+          expect(pod.securityContext.seccompProfile).to.deep.equal({ type: 'RuntimeDefault' });
+          for (const c of pod.containers) {
+            expect(c.securityContext, c.name).to.deep.include({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+            expect(c.resources.requests.memory, c.name).to.be.a('string');
+            expect(c.resources.limits.memory, c.name).to.be.a('string');
+            expect(c.volumeMounts.map((m: Obj) => m.mountPath)).to.include('/tmp');
+          }
+        }
+      });
+
+      it('the gateway has /readyz and /healthz probes; gateway and operator each have a PodDisruptionBudget selecting their pods', () => {
+        const gw = named(objs, 'Deployment', 'mediajobs-gateway').spec.template.spec.containers[0];
+        expect(gw.readinessProbe.httpGet).to.deep.equal({ path: '/readyz', port: 'http' });
+        expect(gw.livenessProbe.httpGet).to.deep.equal({ path: '/healthz', port: 'http' });
+        for (const name of ['mediajobs-gateway', 'mediajobs-operator']) {
+          const deployment = named(objs, 'Deployment', name);
+          const pdb = named(objs, 'PodDisruptionBudget', name);
+          expect(pdb.spec.selector.matchLabels).to.deep.equal(deployment.spec.selector.matchLabels);
+          expect(named(objs, 'Service', name === 'mediajobs-gateway' ? name : 'mediajobs-operator-metrics').spec.selector)
+            .to.deep.equal(deployment.spec.selector.matchLabels);
+        }
+      });
+
+      it('runner pods reach the internet, DNS and the gateway, but no private, link-local or metadata address', () => {
+        const policy = named(objs, 'NetworkPolicy', 'mediajobs-runner');
+        expect(policy.spec.podSelector.matchLabels).to.deep.equal({ 'app.kubernetes.io/name': 'mediajobs-runner' });
+        expect(policy.spec.policyTypes).to.deep.equal(['Ingress', 'Egress']);
+        expect(policy.spec.ingress).to.deep.equal([]);
+        const blocks = policy.spec.egress.flatMap((r: Obj) => r.to).filter((p: Obj) => p.ipBlock).map((p: Obj) => p.ipBlock);
+        expect(blocks).to.deep.equal([
+          { cidr: '0.0.0.0/0', except: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '169.254.0.0/16', '127.0.0.0/8'] },
+          { cidr: '::/0', except: ['fc00::/7', 'fe80::/10', '::1/128'] },
+        ]);
+        const dns = policy.spec.egress[0];
+        expect(dns.to[0].namespaceSelector.matchLabels).to.deep.equal({ 'kubernetes.io/metadata.name': 'kube-system' });
+        expect(dns.ports.map((p: Obj) => `${p.protocol}/${p.port}`)).to.deep.equal(['UDP/53', 'TCP/53']);
+        // The API server allowance is the overlay's, never the base's placeholder.
+        const apiserver = named(objs, 'NetworkPolicy', 'mediajobs-runner-apiserver-egress');
+        expect(JSON.stringify(apiserver.spec.egress)).not.to.include('192.0.2.1/32');
+      });
+    });
+  }
+
+  it('the Roles are the chart\'s, rule for rule (least privilege kept in one place)', () => {
+    const base = byKind(render('deploy/base'), 'Role');
+    const chart = chartStatic('rbac.yaml').filter((o) => o.kind === 'Role');
+    const rulesOf = (roles: Obj[]) => Object.fromEntries(roles.map((r) => [r.metadata.labels['app.kubernetes.io/component'], r.rules]));
+    expect(Object.keys(rulesOf(chart)).sort()).to.deep.equal(['gateway', 'operator', 'runner']);
+    expect(rulesOf(base)).to.deep.equal(rulesOf(chart));
+    expect(byKind(render('deploy/base'), 'ClusterRole')).to.deep.equal([]);
+  });
+
+  it('the CRDs are the chart\'s crds/, byte for byte', () => {
+    for (const file of ['mediajob.yaml', 'mediabatch.yaml']) {
+      expect(readFileSync(root(`charts/mediajobs/crds/${file}`), 'utf8')).to.equal(readFileSync(root(`crds/${file}`), 'utf8'));
+    }
+  });
+});
+
+/** A chart template's static part: its documents without the lines that hold template actions. */
+function chartStatic(template: string): Obj[] {
+  const text = readFileSync(root(`charts/mediajobs/templates/${template}`), 'utf8')
+    .replace(/\{\{-? *\/\*[\s\S]*?\*\/ *-?\}\}/g, '')
+    .split('\n').filter((line) => !line.includes('{{')).join('\n');
+  return text.split(/^---$/m).map((doc) => parse(doc) as Obj).filter(Boolean);
+}
