@@ -147,9 +147,9 @@ describe('deploy/: what the rendered objects hold', () => {
     expect(byKind(render('deploy/base'), 'ClusterRole')).to.deep.equal([]);
   });
 
-  it('the CRDs are the chart\'s crds/, byte for byte', () => {
+  it('the CRDs are crds/*.yaml byte for byte, as the chart\'s are', () => {
     for (const file of ['mediajob.yaml', 'mediabatch.yaml']) {
-      expect(readFileSync(root(`charts/mediajobs/crds/${file}`), 'utf8')).to.equal(readFileSync(root(`crds/${file}`), 'utf8'));
+      expect(readFileSync(root(`deploy/base/crds/${file}`), 'utf8')).to.equal(readFileSync(root(`crds/${file}`), 'utf8'));
     }
   });
 });
