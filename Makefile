@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 LOCAL_DIR ?= .local
 
-.PHONY: help deps need-kubectl media-tools test-tools bench-tools run run-cluster test typecheck lint unit bench chaos clean
+.PHONY: help deps need-kubectl media-tools test-tools bench-tools run run-cluster test typecheck lint unit bench chaos clean chart-check need-helm
 
 help:
 	@echo "make run    - run the service locally (local cluster; see README)"
@@ -11,6 +11,7 @@ help:
 	@echo "make bench  - run the benchmarks and print their figures"
 	@echo "make chaos  - run the fault suite at full size and print its figures"
 	@echo "make soak   - run a steady mixed load and print each process's memory"
+	@echo "make chart-check - helm lint + helm template, compared with deploy/base and dry-run applied (needs helm)"
 
 # Install npm packages when the lock file changed since the last install;
 # flock keeps two concurrent makes from installing over each other.
@@ -96,6 +97,16 @@ soak: deps
 # version of each runs in make test (test/chaos/*.test.ts). Sizes: CHAOS_* variables, test/chaos/run.ts.
 chaos: deps need-kubectl media-tools
 	npx tsx test/chaos/run.ts
+
+# The Helm chart on a machine that has helm (the project's machines cannot install it; docs/adr/0019):
+# helm lint, then helm template compared field by field with deploy/base and applied with
+# kubectl apply --dry-run=server to a local cluster (scripts/chart-check.ts). Not part of `make test`.
+need-helm:
+	@command -v helm >/dev/null || { echo "make chart-check needs helm 3 on PATH (https://helm.sh/docs/intro/install/); it is not installed here, and make test checks deploy/ without it"; exit 1; }
+
+chart-check: need-helm deps need-kubectl
+	helm lint charts/mediajobs --namespace mediajobs --set secrets.existingSecret=mediajobs-secrets
+	npx tsx scripts/chart-check.ts
 
 # As root with a private checkout the database lives outside (README, ADR 0008), linked from $(LOCAL_DIR)/postgres.
 clean:
