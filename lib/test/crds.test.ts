@@ -47,10 +47,11 @@ function matches(node: SchemaNode, value: string): boolean {
 }
 
 describe('CRDs: source of truth and generated YAML', () => {
-  it('checked-in crds/*.yaml and the chart copies equal what generate-crds.ts renders', () => {
+  it('checked-in crds/*.yaml, the chart\'s and deploy/base\'s copies equal what generate-crds.ts renders', () => {
     expect(staleFiles(), 'stale files: run `npx tsx lib/src/mediajob/generate-crds.ts`').to.deep.equal([]);
     expect(generatedFiles().map((f) => f.path)).to.have.members([
       'crds/mediajob.yaml', 'crds/mediabatch.yaml', 'charts/mediajobs/crds/mediajob.yaml', 'charts/mediajobs/crds/mediabatch.yaml',
+      'deploy/base/crds/mediajob.yaml', 'deploy/base/crds/mediabatch.yaml',
     ]);
   });
 

@@ -1,6 +1,7 @@
 // Renders the CRDs of crd-source.ts to YAML: crds/*.yaml for kubectl and
 // GitOps, and the same bytes in charts/mediajobs/crds/ because Helm installs
-// CRDs only from a chart's own crds/ directory.
+// CRDs only from a chart's own crds/ directory, and in deploy/base/crds/
+// because kustomize reads nothing above its kustomization's folder.
 //
 //   npx tsx lib/src/mediajob/generate-crds.ts          write the files
 //   npx tsx lib/src/mediajob/generate-crds.ts --check  exit 1 if any is stale
@@ -29,7 +30,7 @@ export function generatedFiles(): GeneratedFile[] {
   const files: [string, CustomResourceDefinition][] = [['mediajob.yaml', mediaJobCrd()], ['mediabatch.yaml', mediaBatchCrd()]];
   return files.flatMap(([name, crd]) => {
     const text = renderCrd(crd);
-    return [{ path: `crds/${name}`, text }, { path: `charts/mediajobs/crds/${name}`, text }];
+    return [{ path: `crds/${name}`, text }, { path: `charts/mediajobs/crds/${name}`, text }, { path: `deploy/base/crds/${name}`, text }];
   });
 }
 
