@@ -41,7 +41,7 @@ export function definitionOf(rt: Pick<ResourceType, 'group' | 'version' | 'kind'
 }
 
 export interface DecodeResult {
-  /** encoding/json's first UnmarshalTypeError text, "json: cannot unmarshal ..." */
+  /** The decode error: encoding/json's first UnmarshalTypeError ("json: cannot unmarshal ..."), or a type's own. */
   typeError?: string;
   /** Unknown field paths as the strict decoder reports them ("spec.template.spec.containers[0].foo"). */
   unknown: string[];
@@ -50,7 +50,13 @@ export interface DecodeResult {
 interface Ctx {
   defs: Record<string, Schema>;
   result: DecodeResult;
+  /** An error of a type's own UnmarshalJSON: decoding stops there and it wins over saved type errors. */
+  fatal?: string;
 }
+
+// resource.ParseQuantity's ErrFormatWrong, which Quantity.UnmarshalJSON returns as it is.
+const QUANTITY_FORMAT = /^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$/;
+const QUANTITY_ERROR = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 
 function jsonKind(value: unknown): string {
   if (typeof value === 'string') return 'string';
@@ -90,7 +96,7 @@ function goType(schema: Schema, defs: Record<string, Schema>): string {
  * (with indices), `struct` the Go struct type that holds the current field.
  */
 function walk(ctx: Ctx, value: unknown, schema: Schema, goPath: string, strictPath: string, struct: string): void {
-  if (value === null || value === undefined) return;
+  if (value === null || value === undefined || ctx.fatal) return;
   const name = refName(schema);
   const typeError = (detail = jsonKind(value)) => {
     ctx.result.typeError ??= `json: cannot unmarshal ${detail} into Go struct field ${struct}.${goPath} of type ${goType(schema, ctx.defs)}`;
@@ -98,11 +104,18 @@ function walk(ctx: Ctx, value: unknown, schema: Schema, goPath: string, strictPa
   if (name) {
     if (OPAQUE.has(name)) return;
     if (name === INT_OR_STRING) {
-      if (typeof value !== 'string' && !Number.isInteger(value)) typeError();
+      // intstr.UnmarshalJSON: a non-string goes through json.Unmarshal into its int32, and that
+      // UnmarshalTypeError gets the field's context on its way up (decode.go addErrorContext).
+      if (typeof value !== 'string' && !(Number.isInteger(value) && Math.abs(value as number) <= 2147483647)) {
+        const detail = typeof value === 'number' ? `number ${value}` : jsonKind(value);
+        ctx.fatal = `json: cannot unmarshal ${detail} into Go struct field ${struct}.${goPath} of type int32`;
+      }
       return;
     }
     if (name === QUANTITY) {
-      if (typeof value !== 'string' && typeof value !== 'number') typeError();
+      // Quantity.UnmarshalJSON: ParseQuantity of the string, or of the JSON text of anything else.
+      const text = typeof value === 'string' ? value.trim() : typeof value === 'number' ? String(value) : JSON.stringify(value);
+      if (!QUANTITY_FORMAT.test(text)) ctx.fatal = QUANTITY_ERROR;
       return;
     }
     const def = ctx.defs[name];
@@ -145,6 +158,7 @@ function walkStruct(ctx: Ctx, value: unknown, def: Schema, goPath: string, stric
   const props = (def.properties ?? {}) as Record<string, Schema>;
   // kubectl sends keys sorted (it re-encodes a map); the strict decoder reports them in that order.
   for (const key of Object.keys(value as object).sort()) {
+    if (ctx.fatal) return;
     const item = (value as Record<string, unknown>)[key];
     const childGo = goPath ? `${goPath}.${key}` : key;
     const childStrict = strictPath ? `${strictPath}.${key}` : key;
@@ -164,6 +178,7 @@ export function decodeBuiltin(rt: Pick<ResourceType, 'group' | 'version' | 'kind
   const defs = k8sDefinitions();
   const ctx: Ctx = { defs, result: { unknown: [] } };
   walkStruct(ctx, obj, defs[name]!, '', '', rt.kind, () => {});
+  if (ctx.fatal) ctx.result.typeError = ctx.fatal;
   return ctx.result;
 }
 
