@@ -23,21 +23,24 @@ const OPAQUE = new Set([
   'io.k8s.apimachinery.pkg.apis.meta.v1.Time', 'io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime',
 ]);
 
-let definitions: Record<string, Schema> | undefined;
+// Read when the module loads (a cluster's start), not on the first write.
+const definitions = (JSON.parse(readFileSync(new URL('./openapi/k8s-v1.32-definitions.json', import.meta.url), 'utf8')) as { schemas: Record<string, Schema> }).schemas;
+// "group/version/Kind" → definition name, from each definition's x-kubernetes-group-version-kind tag.
+const byGvk = new Map<string, string>();
+for (const [name, schema] of Object.entries(definitions)) {
+  for (const t of (schema['x-kubernetes-group-version-kind'] as Array<Record<string, string>> | undefined) ?? []) {
+    byGvk.set(`${t.group}/${t.version}/${t.kind}`, name);
+  }
+}
 
-/** The vendored v1.32 definitions, read once. */
+/** The vendored v1.32 definitions. */
 export function k8sDefinitions(): Record<string, Schema> {
-  definitions ??= (JSON.parse(readFileSync(new URL('./openapi/k8s-v1.32-definitions.json', import.meta.url), 'utf8')) as { schemas: Record<string, Schema> }).schemas;
   return definitions;
 }
 
-/** The definition name of a built-in kind, by its x-kubernetes-group-version-kind tag. */
+/** The definition name of a built-in kind. */
 export function definitionOf(rt: Pick<ResourceType, 'group' | 'version' | 'kind'>): string | undefined {
-  for (const [name, schema] of Object.entries(k8sDefinitions())) {
-    const tags = schema['x-kubernetes-group-version-kind'] as Array<Record<string, string>> | undefined;
-    if (tags?.some((t) => t.group === rt.group && t.version === rt.version && t.kind === rt.kind)) return name;
-  }
-  return undefined;
+  return byGvk.get(`${rt.group}/${rt.version}/${rt.kind}`);
 }
 
 export interface DecodeResult {

@@ -3,6 +3,7 @@
 // kube-apiserver (pkg/registry/<group>/<kind>/strategy.go).
 import { badRequest } from './errors.js';
 import { defaultJob, defaultPod, validateJob, validatePod } from './controllers/job-defaults.js';
+import { validateDeployment } from './deploy-validation.js';
 import { isObject } from './object-meta.js';
 import type { KubeObject, StatusCause } from './types.js';
 
@@ -152,4 +153,8 @@ export const STRATEGIES: Record<string, Strategy> = {
   Pod: podStrategy,
   Job: jobStrategy,
   Lease: leaseStrategy,
+  // Deploy-time kinds: stored only; Deployments get the selector and pod template checks.
+  Deployment: { nameKind: 'subdomain', validate: (obj) => validateDeployment(obj) },
+  // Service names are DNS-1035 labels; 'label' (RFC 1123) is the closest rule here.
+  Service: { nameKind: 'label' },
 };

@@ -77,6 +77,15 @@ describe('deploy/: kustomize overlays against the local cluster', function () {
       + 'strict decoding error: unknown field "spec.template.spec.containers[0].imagePullPolice"');
   });
 
+  it('a Deployment whose selector does not match its pods is invalid (422), as kube-apiserver says', async () => {
+    const gateway = named(render('deploy/overlays/production'), 'Deployment', 'mediajobs-gateway');
+    gateway.spec.template.metadata.labels['app.kubernetes.io/component'] = 'gw';
+    const result = await t.kubectl(['apply', '--dry-run=server', '-f', '-'], { input: stringify(gateway), allowFail: true });
+    expect(result.stderr.trim()).to.equal('The Deployment "mediajobs-gateway" is invalid: spec.template.metadata.labels: Invalid value: '
+      + 'map[string]string{"app.kubernetes.io/component":"gw", "app.kubernetes.io/instance":"mediajobs", "app.kubernetes.io/name":"mediajobs"}: '
+      + '`selector` does not match template `labels`');
+  });
+
   it('a type error deep in a list names the Go struct and the path without indices', async () => {
     const gateway = named(render('deploy/overlays/production'), 'Deployment', 'mediajobs-gateway');
     gateway.spec.template.spec.containers[0].env[0].value = 5;

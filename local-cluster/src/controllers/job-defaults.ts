@@ -134,8 +134,8 @@ const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const ENV_VAR_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
 
-const invalidCause = (field: string, value: string, detail: string): StatusCause => ({ reason: 'FieldValueInvalid', field, message: `Invalid value: ${value}: ${detail}` });
-const required = (field: string, detail = ''): StatusCause => ({ reason: 'FieldValueRequired', field, message: detail ? `Required value: ${detail}` : 'Required value' });
+export const invalidCause = (field: string, value: string, detail: string): StatusCause => ({ reason: 'FieldValueInvalid', field, message: `Invalid value: ${value}: ${detail}` });
+export const required = (field: string, detail = ''): StatusCause => ({ reason: 'FieldValueRequired', field, message: detail ? `Required value: ${detail}` : 'Required value' });
 const notSupported = (field: string, value: string, supported: string[]): StatusCause => ({
   reason: 'FieldValueNotSupported', field, message: `Unsupported value: ${goQuote(value)}: supported values: ${supported.map(goQuote).join(', ')}`,
 });
@@ -352,7 +352,7 @@ function validateQualifiedName(key: string, field: string): StatusCause[] {
   return causes;
 }
 
-function validateSelector(sel: LabelSelector, field: string): StatusCause[] {
+export function validateSelector(sel: LabelSelector, field: string): StatusCause[] {
   const causes: StatusCause[] = [];
   causes.push(...validateLabels(sel.matchLabels ?? {}, `${field}.matchLabels`));
   (sel.matchExpressions ?? []).forEach((e, i) => {
@@ -411,7 +411,7 @@ function goScalar(v: unknown): string {
   return typeof v === 'string' ? goQuote(v) : String(v);
 }
 
-function goMap(m: Record<string, string> | undefined): string {
+export function goMap(m: Record<string, string> | undefined): string {
   if (!m) return 'map[string]string(nil)';
   return `map[string]string{${Object.keys(m).sort().map((k) => `${goQuote(k)}:${goQuote(String(m[k]))}`).join(', ')}}`;
 }
