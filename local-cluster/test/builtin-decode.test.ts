@@ -3,6 +3,7 @@
 // the decode error or unknown fields it brings.
 import { expect } from 'chai';
 import { decodeBuiltin, definitionOf, k8sDefinitions } from '../src/builtin-decode.js';
+import { K8S_ROOTS } from '../src/openapi/extract-k8s-definitions.js';
 import type { KubeObject } from '../src/types.js';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -83,5 +84,24 @@ describe('builtin-decode: built-in bodies decoded as kube-apiserver decodes them
     const props = k8sDefinitions()['io.k8s.api.core.v1.PodSpec']!.properties as Obj;
     expect(props).to.have.property('resources');
     expect(props).not.to.have.property('hostnameOverride'); // 1.34
+  });
+});
+
+describe('k8s-v1.32-definitions.json', () => {
+  it('is the closure of the extractor\'s roots: every root there, every $ref resolved, nothing else', () => {
+    const defs = k8sDefinitions();
+    const reached = new Set<string>();
+    const queue = [...K8S_ROOTS];
+    while (queue.length) {
+      const name = queue.pop()!;
+      if (reached.has(name)) continue;
+      expect(defs, name).to.have.property(name);
+      reached.add(name);
+      JSON.stringify(defs[name], (key, value: unknown) => {
+        if (key === '$ref' && typeof value === 'string') queue.push(value.slice('#/components/schemas/'.length));
+        return value;
+      });
+    }
+    expect([...reached].sort()).to.deep.equal(Object.keys(defs).sort());
   });
 });
