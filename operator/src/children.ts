@@ -1,5 +1,6 @@
-// What a MediaJob owns in the cluster: its credentials Secret and its
-// runner Job (built by job-builder.ts). Creates what is missing, and checks
+// What a MediaJob owns in the cluster: its runner's identity (a
+// ServiceAccount, Role and RoleBinding: docs/adr/0021), its credentials
+// Secret and its runner Job (built by job-builder.ts). Creates what is missing, and checks
 // that what it finds under those deterministic names is controlled by this
 // MediaJob (an ownerReference with controller=true and the MediaJob's uid,
 // as kubernetes/sample-controller's metav1.IsControlledBy): a Job or Secret
@@ -13,7 +14,7 @@ import { PermanentError, TemporaryError } from '@mediajobs/lib/reconcile';
 import { jobIdOf, type MediaJob } from '@mediajobs/lib/mediajob/types';
 import type { OperatorConfig } from './config.js';
 import { DestinationUnresolvable, STORAGE_UNREACHABLE_MESSAGE, type JobDestinations } from './destinations.js';
-import { buildCredentialsSecret, buildRunnerJob, credentialsSecretName, currentAttempt } from './job-builder.js';
+import { buildCredentialsSecret, buildRunnerIdentity, buildRunnerJob, credentialsSecretName, currentAttempt, runnerIdentityName } from './job-builder.js';
 import { withDefaults } from './job-record.js';
 import type { Kube } from './kube.js';
 
@@ -21,7 +22,7 @@ import type { Kube } from './kube.js';
 export const NAME_TAKEN_REASON = 'runner_name_taken';
 
 export interface ChildrenDeps {
-  kube: Pick<Kube, 'core' | 'batch'>;
+  kube: Pick<Kube, 'core' | 'batch' | 'rbac'>;
   cfg: Pick<OperatorConfig, 'RUNNER_ENV' | 'RUNNER_IMAGE' | 'JOB_BACKOFF_LIMIT' | 'JOB_ACTIVE_DEADLINE_SECONDS' | 'JOB_TTL_SECONDS_AFTER_FINISHED'
     | 'RUNNER_SERVICE_ACCOUNT' | 'RUNNER_RESOURCES' | 'OUTBOUND_ALLOWED_CIDRS' | 'OUTBOUND_ALLOW_PRIVATE'>;
   destinations: Pick<JobDestinations, 'document' | 'runnerEnv'>;
@@ -49,8 +50,42 @@ export class RunnerChildren {
    * (storage_unreachable) or a name is taken (NAME_TAKEN_REASON).
    */
   async ensure(mj: MediaJob): Promise<k8s.V1Job> {
-    await this.ensureSecret(mj);
+    // Resolved first: a destination that cannot be is the job's end, before anything is created for it.
+    const document = await this.destinationDocument(mj);
+    if (!this.d.cfg.RUNNER_SERVICE_ACCOUNT) await this.ensureIdentity(mj);
+    await this.ensureSecret(mj, document);
     return this.ensureJob(mj);
+  }
+
+  /**
+   * The runner's own ServiceAccount, Role and RoleBinding (docs/adr/0021),
+   * unless RUNNER_SERVICE_ACCOUNT names a shared one. Each is created when
+   * missing and must be this MediaJob's when found: a Role of someone
+   * else's under that name could grant the runner anything.
+   */
+  private async ensureIdentity(mj: MediaJob): Promise<void> {
+    const { core, rbac } = this.d.kube;
+    const namespace = mj.metadata.namespace!;
+    const id = buildRunnerIdentity(mj);
+    const name = runnerIdentityName(mj);
+    await this.ensureOwned(mj, 'ServiceAccount', () => core.createNamespacedServiceAccount({ namespace, body: id.serviceAccount }),
+      () => core.readNamespacedServiceAccount({ name, namespace }));
+    await this.ensureOwned(mj, 'Role', () => rbac.createNamespacedRole({ namespace, body: id.role }),
+      () => rbac.readNamespacedRole({ name, namespace }));
+    await this.ensureOwned(mj, 'RoleBinding', () => rbac.createNamespacedRoleBinding({ namespace, body: id.roleBinding }),
+      () => rbac.readNamespacedRoleBinding({ name, namespace }));
+  }
+
+  /** Create an object; when its name is taken, what is there must be controlled by this MediaJob. */
+  private async ensureOwned(mj: MediaJob, kind: string, create: () => Promise<unknown>, read: () => Promise<k8s.KubernetesObject>): Promise<void> {
+    try {
+      await create();
+      return;
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw err;
+    }
+    const existing = await this.readExisting(kind, read);
+    if (!isControlledBy(existing, mj)) throw nameTaken(kind, existing.metadata!.name!);
   }
 
   /** A Job found in the cache under the MediaJob's Job name: its own, or a PermanentError. */
@@ -98,18 +133,12 @@ export class RunnerChildren {
     }
   }
 
-  private async ensureSecret(mj: MediaJob): Promise<void> {
+  private async ensureSecret(mj: MediaJob, document: Record<string, unknown>): Promise<void> {
     const namespace = mj.metadata.namespace!;
-    const body = buildCredentialsSecret(mj, await this.destinationDocument(mj));
-    try {
-      await this.d.kube.core.createNamespacedSecret({ namespace, body });
-      return;
-    } catch (err) {
-      if (!isAlreadyExists(err)) throw err;
-    }
+    const body = buildCredentialsSecret(mj, document);
     // Mounting someone else's Secret would hand this job's runner their credentials.
-    const existing = await this.readExisting('Secret', () => this.d.kube.core.readNamespacedSecret({ name: body.metadata!.name!, namespace }));
-    if (!isControlledBy(existing, mj)) throw nameTaken('Secret', body.metadata!.name!);
+    await this.ensureOwned(mj, 'Secret', () => this.d.kube.core.createNamespacedSecret({ namespace, body }),
+      () => this.d.kube.core.readNamespacedSecret({ name: body.metadata!.name!, namespace }));
   }
 
   private async ensureJob(mj: MediaJob): Promise<k8s.V1Job> {
@@ -121,7 +150,7 @@ export class RunnerChildren {
       backoffLimit: cfg.JOB_BACKOFF_LIMIT,
       activeDeadlineSeconds: cfg.JOB_ACTIVE_DEADLINE_SECONDS,
       ttlSecondsAfterFinished: cfg.JOB_TTL_SECONDS_AFTER_FINISHED,
-      serviceAccountName: cfg.RUNNER_SERVICE_ACCOUNT,
+      serviceAccountName: cfg.RUNNER_SERVICE_ACCOUNT || runnerIdentityName(mj),
       resources: cfg.RUNNER_RESOURCES,
       // The runner's egress applies the operator's outbound policy (ADR 0014): the networks in force, and the
       // switch after RUNNER_ENV, so the runner's is the operator's own.

@@ -41,7 +41,7 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(sto
   KUBECONFIG: z.string().optional(),
   MEDIAJOBS_NAMESPACE: z.string().default('default'),
   RUNNER_IMAGE: z.string().default('mediajobs/runner:dev'),
-  /** ServiceAccount of runner pods: allowed only to patch mediajobs/status (see the chart). */
+  /** One shared ServiceAccount for every runner pod; unset (the default), each runner gets its own, allowed only its MediaJob's status (docs/adr/0021). */
   RUNNER_SERVICE_ACCOUNT: z.string().optional(),
   /** Jobs running at once across the cluster; the rest wait as Pending. */
   MAX_RUNNING_JOBS: envInt(1).default(10),

@@ -3,8 +3,8 @@
 // deterministic so a repeated or restarted reconcile finds what it made
 // instead of making it twice.
 import { createHash } from 'node:crypto';
-import type { V1Job, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
-import { API_VERSION, jobIdOf, type MediaJob } from '@mediajobs/lib/mediajob/types';
+import type { V1Job, V1ResourceRequirements, V1Role, V1RoleBinding, V1Secret, V1ServiceAccount } from '@kubernetes/client-node';
+import { API_VERSION, GROUP, MEDIAJOB_PLURAL, jobIdOf, type MediaJob } from '@mediajobs/lib/mediajob/types';
 
 export const MANAGED_BY = 'mediajobs-operator';
 export const LABEL_JOB_ID = 'mediajobs.io/job-id';
@@ -54,6 +54,34 @@ export function currentJobName(mj: MediaJob): string {
 /** One Secret per MediaJob, whatever the attempt (written again for each attempt after the last one's was removed). */
 export function credentialsSecretName(mj: MediaJob): string {
   return `${runnerJobName(mj)}-credentials`;
+}
+
+/** The per-job runner identity's name: its ServiceAccount, Role and RoleBinding (docs/adr/0021). */
+export function runnerIdentityName(mj: MediaJob): string {
+  return `${runnerJobName(mj)}-runner`;
+}
+
+/**
+ * The runner's own identity (docs/adr/0021): a ServiceAccount whose Role
+ * lets it read and patch the status of this MediaJob and nothing else
+ * (resourceNames), bound by a RoleBinding. Every attempt's pod runs as it;
+ * all three go with the MediaJob (owner references).
+ */
+export function buildRunnerIdentity(mj: MediaJob): { serviceAccount: V1ServiceAccount; role: V1Role; roleBinding: V1RoleBinding } {
+  const name = runnerIdentityName(mj);
+  const metadata = () => ({ name, namespace: mj.metadata.namespace, labels: labels(mj), ownerReferences: [ownerReference(mj)] });
+  return {
+    serviceAccount: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: metadata() },
+    role: {
+      apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: metadata(),
+      rules: [{ apiGroups: [GROUP], resources: [`${MEDIAJOB_PLURAL}/status`], resourceNames: [mj.metadata.name!], verbs: ['get', 'patch'] }],
+    },
+    roleBinding: {
+      apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: metadata(),
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
+      subjects: [{ kind: 'ServiceAccount', name, namespace: mj.metadata.namespace }],
+    },
+  };
 }
 
 function ownerReference(mj: MediaJob) {

@@ -9,6 +9,7 @@ export interface Kube {
   batch: k8s.BatchV1Api;
   core: k8s.CoreV1Api;
   coordination: k8s.CoordinationV1Api;
+  rbac: k8s.RbacAuthorizationV1Api;
 }
 
 export function makeKube(kubeconfigPath?: string): Kube {
@@ -21,6 +22,7 @@ export function makeKube(kubeconfigPath?: string): Kube {
     batch: makeKubeClient(kc, k8s.BatchV1Api, transport),
     core: makeKubeClient(kc, k8s.CoreV1Api, transport),
     coordination: makeKubeClient(kc, k8s.CoordinationV1Api, transport),
+    rbac: makeKubeClient(kc, k8s.RbacAuthorizationV1Api, transport),
   };
 }
 

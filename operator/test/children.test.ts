@@ -9,7 +9,7 @@ import { PermanentError, TemporaryError } from '@mediajobs/lib/reconcile';
 import type { MediaJob } from '@mediajobs/lib/mediajob/types';
 import { NAME_TAKEN_REASON, RunnerChildren, isControlledBy, type ChildrenDeps } from '../src/children.js';
 import { DestinationUnresolvable, STORAGE_UNREACHABLE_MESSAGE } from '../src/destinations.js';
-import { credentialsSecretName, runnerJobName } from '../src/job-builder.js';
+import { credentialsSecretName, runnerIdentityName, runnerJobName } from '../src/job-builder.js';
 
 const UID = '11111111-2222-4333-8444-555555555555';
 
@@ -27,9 +27,12 @@ const apiError = (code: number, reason: string) => new k8s.ApiException(code, re
 const ownedBy = (uid: string, controller = true) => [{ apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob', name: 'clip', uid, controller }];
 
 /** An API server holding Secrets and Jobs by name, recording what was asked of it. */
-function fakeApi(existing: { secrets?: k8s.V1Secret[]; jobs?: k8s.V1Job[] } = {}) {
+function fakeApi(existing: { secrets?: k8s.V1Secret[]; jobs?: k8s.V1Job[]; roles?: k8s.V1Role[] } = {}) {
   const secrets = new Map((existing.secrets ?? []).map((s) => [s.metadata!.name!, s]));
   const jobs = new Map((existing.jobs ?? []).map((j) => [j.metadata!.name!, j]));
+  const serviceAccounts = new Map<string, k8s.V1ServiceAccount>();
+  const roles = new Map((existing.roles ?? []).map((r) => [r.metadata!.name!, r]));
+  const roleBindings = new Map<string, k8s.V1RoleBinding>();
   const calls: string[] = [];
   const create = <T extends k8s.KubernetesObject>(store: Map<string, T>, kind: string) => async ({ body }: { body: T }) => {
     calls.push(`create ${kind}`);
@@ -45,6 +48,8 @@ function fakeApi(existing: { secrets?: k8s.V1Secret[]; jobs?: k8s.V1Job[] } = {}
     return o;
   };
   const core = {
+    createNamespacedServiceAccount: create(serviceAccounts, 'ServiceAccount'),
+    readNamespacedServiceAccount: read(serviceAccounts, 'ServiceAccount'),
     createNamespacedSecret: create(secrets, 'Secret'),
     readNamespacedSecret: read(secrets, 'Secret'),
     deleteNamespacedSecret: async ({ name, body }: { name: string; body?: k8s.V1DeleteOptions }) => {
@@ -53,15 +58,22 @@ function fakeApi(existing: { secrets?: k8s.V1Secret[]; jobs?: k8s.V1Job[] } = {}
     },
   } as unknown as k8s.CoreV1Api;
   const batch = { createNamespacedJob: create(jobs, 'Job'), readNamespacedJob: read(jobs, 'Job') } as unknown as k8s.BatchV1Api;
-  return { secrets, jobs, calls, kube: { core, batch } };
+  const rbac = {
+    createNamespacedRole: create(roles, 'Role'), readNamespacedRole: read(roles, 'Role'),
+    createNamespacedRoleBinding: create(roleBindings, 'RoleBinding'), readNamespacedRoleBinding: read(roleBindings, 'RoleBinding'),
+  } as unknown as k8s.RbacAuthorizationV1Api;
+  return { secrets, jobs, serviceAccounts, roles, roleBindings, calls, kube: { core, batch, rbac } };
 }
 
-function children(api: ReturnType<typeof fakeApi>, document: ChildrenDeps['destinations']['document'] = async () => ({ provider: 'managed' })) {
+function children(
+  api: ReturnType<typeof fakeApi>, document: ChildrenDeps['destinations']['document'] = async () => ({ provider: 'managed' }),
+  cfg: Partial<ChildrenDeps['cfg']> = {},
+) {
   return new RunnerChildren({
     kube: api.kube,
     cfg: {
       RUNNER_ENV: {}, RUNNER_IMAGE: 'mediajobs/runner:test', JOB_BACKOFF_LIMIT: 0, JOB_ACTIVE_DEADLINE_SECONDS: 60, JOB_TTL_SECONDS_AFTER_FINISHED: 60,
-      RUNNER_SERVICE_ACCOUNT: undefined, RUNNER_RESOURCES: undefined,
+      RUNNER_SERVICE_ACCOUNT: undefined, RUNNER_RESOURCES: undefined, ...cfg,
     } as unknown as ChildrenDeps['cfg'],
     destinations: { document, runnerEnv: () => ({}) },
     log: pino({ level: 'silent' }),
@@ -78,13 +90,37 @@ async function rejection(p: Promise<unknown>): Promise<unknown> {
 }
 
 describe('runner children of a MediaJob', () => {
-  it('creates the credentials Secret and then the Job, both controlled by the MediaJob', async () => {
+  it('creates the runner\'s identity, the credentials Secret and then the Job, all controlled by the MediaJob', async () => {
     const api = fakeApi();
     const job = await children(api).ensure(mj);
-    expect(api.calls).to.deep.equal(['create Secret', 'create Job']);
+    expect(api.calls).to.deep.equal(['create ServiceAccount', 'create Role', 'create RoleBinding', 'create Secret', 'create Job']);
     expect(job.metadata!.name).to.equal(runnerJobName(mj));
     expect(isControlledBy(job, mj)).to.equal(true);
     expect(isControlledBy(api.secrets.get(credentialsSecretName(mj))!, mj)).to.equal(true);
+    // The runner runs as its own account, which may read and patch this MediaJob's status and nothing else.
+    const name = runnerIdentityName(mj);
+    expect(job.spec!.template.spec!.serviceAccountName).to.equal(name);
+    expect(api.roles.get(name)!.rules).to.deep.equal([
+      { apiGroups: ['mediajobs.io'], resources: ['mediajobs/status'], resourceNames: ['clip'], verbs: ['get', 'patch'] },
+    ]);
+    expect(api.roleBindings.get(name)).to.deep.include({
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name }, subjects: [{ kind: 'ServiceAccount', name, namespace: 'default' }],
+    });
+    for (const o of [api.serviceAccounts.get(name)!, api.roles.get(name)!, api.roleBindings.get(name)!]) expect(isControlledBy(o, mj)).to.equal(true);
+  });
+
+  it('fails for good when the runner Role\'s name is taken by a Role this MediaJob does not control (it could grant anything)', async () => {
+    const api = fakeApi({ roles: [{ metadata: { name: runnerIdentityName(mj), namespace: 'default' }, rules: [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }] }] });
+    const err = await rejection(children(api).ensure(mj));
+    expect(err).to.be.instanceOf(PermanentError).and.include({ reason: NAME_TAKEN_REASON });
+    expect(api.calls).to.not.include('create Job');
+  });
+
+  it('uses RUNNER_SERVICE_ACCOUNT, when set, instead of an identity per job', async () => {
+    const api = fakeApi();
+    const job = await children(api, undefined, { RUNNER_SERVICE_ACCOUNT: 'shared-runner' }).ensure(mj);
+    expect(api.calls).to.deep.equal(['create Secret', 'create Job']);
+    expect(job.spec!.template.spec!.serviceAccountName).to.equal('shared-runner');
   });
 
   it('takes over a Job and Secret it made in an earlier pass (AlreadyExists, controlled by this MediaJob)', async () => {
@@ -95,7 +131,7 @@ describe('runner children of a MediaJob', () => {
     });
     const job = await children(api).ensure(mj);
     expect(job).to.equal(mine);
-    expect(api.calls).to.deep.equal(['create Secret', 'read Secret', 'create Job', 'read Job']);
+    expect(api.calls).to.deep.equal(['create ServiceAccount', 'create Role', 'create RoleBinding', 'create Secret', 'read Secret', 'create Job', 'read Job']);
   });
 
   it('fails for good, without adopting it, when the Job name is taken by a Job this MediaJob does not control', async () => {

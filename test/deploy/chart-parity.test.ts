@@ -34,11 +34,11 @@ describe('scripts/chart-parity: the chart against deploy/base', () => {
   it('names each differing field by object and path', () => {
     const diffs = compareRenderings(base, helmLike((objs) => {
       find(objs, 'Deployment', 'mediajobs-gateway').spec.replicas = 3;
-      find(objs, 'Role', 'mediajobs-runner').rules[0].verbs.push('list');
+      find(objs, 'Role', 'mediajobs-gateway').rules[0].verbs.push('list');
       find(objs, 'NetworkPolicy', 'mediajobs-runner').spec.egress[2].to[0].ipBlock.except.pop();
     }));
     expect(diffs).to.deep.equal([
-      'Role/mediajobs-runner .rules[0].verbs[2]: undefined ≠ "list"',
+      'Role/mediajobs-gateway .rules[0].verbs[4]: undefined ≠ "list"',
       'Deployment/mediajobs-gateway .spec.replicas: 2 ≠ 3',
       'NetworkPolicy/mediajobs-runner .spec.egress[2].to[0].ipBlock.except[5]: "127.0.0.0/8" ≠ undefined',
     ]);
