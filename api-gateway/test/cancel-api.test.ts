@@ -73,7 +73,7 @@ describe('api-gateway: cancelling jobs and batches', function () {
     const eps = [0, 1].map((i) => ({ id: randomUUID(), url: `http://127.0.0.1:9/ep${i}.mp3` }));
     await insertBatch(gw.pool, {
       id: batchId, apiKeyId: key.id, kind: 'show', showUrl: 'http://127.0.0.1:9/show', folder: null, paused: true,
-      webhookUrlEnc: null, crNamespace: 'default', crName: batchId, options: shared, target: { kind: 'given', destination: { type: 'managed' } },
+      webhookUrl: null, crNamespace: 'default', crName: batchId, options: shared, target: { kind: 'given', destination: { type: 'managed' } },
     }, eps);
     const stranger = await gw.newKey('stranger');
     expect((await gw.request('POST', `/batch/${batchId}/cancel`, { key: stranger.key })).body).to.deep.equal({ error: 'Batch does not belong to this API key' });

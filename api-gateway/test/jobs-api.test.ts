@@ -5,6 +5,7 @@
 // answered with a 500, and log redaction.
 import { expect } from 'chai';
 import { SecretBox } from '@mediajobs/lib/secret-box';
+import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob } from '@mediajobs/lib/mediajob/types';
 import { ApiKeyCache } from '../src/auth.js';
 import { createApiKey, createOrganization, revokeApiKey } from '../src/db/api-keys.js';
@@ -127,7 +128,7 @@ describe('api-gateway: REST API', function () {
       const id = (r.body as { job_id: string }).job_id;
       const j = (await row(id))!;
       expect(j.webhook_url_enc).to.be.a('string').and.not.include('s3cr3t');
-      expect(secretBox.open(j.webhook_url_enc!)).to.equal(hook);
+      expect(secretBox.open(j.webhook_url_enc!, sealedAt.jobWebhook(id))).to.equal(hook);
       expect(j.options).not.to.have.property('webhookUrl');
       expect(JSON.stringify(await getCr(id))).not.to.include('hooks.example');
     });

@@ -11,6 +11,7 @@ import { createRequire } from 'node:module';
 import * as k8s from '@kubernetes/client-node';
 import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob } from '@mediajobs/lib/mediajob/types';
 import { SecretBox } from '@mediajobs/lib/secret-box';
+import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import { runAdmin, UsageError } from '../src/admin.js';
 import { createApiKey, createOrganization } from '../src/db/api-keys.js';
 import { maskAccessKey } from '../src/destinations/fields.js';
@@ -278,8 +279,8 @@ describe('api-gateway: storage destinations', function () {
       const row = (await legacy.pool.query('SELECT * FROM storage_destinations WHERE owner_id = $1', [k.id])).rows[0] as Record<string, string>;
       expect(row).to.include({ source: 'legacy', secret_name: null });
       // Sealed under the first key, its id in the ciphertext; any configured key opens it (rotation).
-      expect(row.credentials_enc).to.match(/^v1\.k2\./);
-      expect(JSON.parse(secretBox.open(row.credentials_enc!))).to.include({ secret_key: cred.secretKey, access_key: cred.accessKey });
+      expect(row.credentials_enc).to.match(/^v2\.k2\./);
+      expect(JSON.parse(secretBox.open(row.credentials_enc!, sealedAt.destinationCredentials(row as { owner_kind: string; owner_id: string; provider: string })))).to.include({ secret_key: cred.secretKey, access_key: cred.accessKey });
       expect(JSON.stringify(row.config)).to.not.include(cred.secretKey);
 
       const got = await legacy.request('GET', '/user/s3', { key: k.key });
@@ -451,7 +452,7 @@ describe('api-gateway: storage destinations', function () {
       await save(key, 's3', { isDefault: true });
       expect(await destinationOf(k.key), 'marked default').to.equal(sn(key, 's3'));
 
-      const legacy = await save(key, 'drive', { source: 'legacy', secretName: undefined, credentialsEnc: secretBox.seal('{}'), isDefault: true });
+      const legacy = await save(key, 'drive', { source: 'legacy', secretName: undefined, credentials: secretBox.sealable('{}'), isDefault: true });
       expect(await destinationOf(k.key), 'a legacy destination: no Secret, resolved by row').to.equal(`legacy:${legacy.id}`);
       await save(key, 'drive');
       expect(await destinationOf(k.key, { storage_provider: 'drive' }), 'keyvault wins over legacy').to.equal(sn(key, 'drive'));
@@ -504,7 +505,7 @@ describe('api-gateway: storage destinations', function () {
       expect(cr.spec.destination).to.deep.equal({ type: 'inline', provider: 's3' });
       expect(JSON.stringify(cr)).to.not.include(cred.secretKey).and.not.include(cred.accessKey);
       const row = (await gw.pool.query('SELECT * FROM jobs WHERE id = $1', [id])).rows[0] as Record<string, unknown>;
-      expect(JSON.parse(secretBox.open(row.storage_enc as string))).to.include({ provider: 's3', secret_key: cred.secretKey, folder_prefix: 'in/line' });
+      expect(JSON.parse(secretBox.open(row.storage_enc as string, sealedAt.jobStorage(id)))).to.include({ provider: 's3', secret_key: cred.secretKey, folder_prefix: 'in/line' });
       const { storage_enc: _sealed, ...plain } = row;
       expect(JSON.stringify(plain)).to.not.include(cred.secretKey).and.not.include(cred.accessKey);
     });

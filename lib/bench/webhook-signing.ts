@@ -52,7 +52,8 @@ const body = payload();
 const id = randomUUID();
 const box = new SecretBox(SecretBox.generateSpec('bench'));
 const secrets = [generateSecret(), generateSecret()];
-const sealed = secrets.map((s) => box.seal(s));
+const at = { table: 'webhook_secrets', column: 'secret_enc', row: 'bench' };
+const sealed = secrets.map((s) => box.seal(s, at));
 const keys = secrets.map(secretKey);
 let sink = 0;
 
@@ -62,7 +63,7 @@ for (const n of [1, 2]) {
     sink += signedHeaders(keys.slice(0, n), id, Math.floor(Date.now() / 1000), body)['webhook-signature']!.length;
   });
   const perDelivery = measure(() => {
-    const k = sealed.slice(0, n).map((s) => secretKey(box.open(s)));
+    const k = sealed.slice(0, n).map((s) => secretKey(box.open(s, at)));
     sink += signedHeaders(k, id, Math.floor(Date.now() / 1000), body)['webhook-signature']!.length;
   });
   console.log(`  ${n} secret${n > 1 ? 's' : ' '}: signatures ${hmacOnly.toFixed(2)} µs, with opening the sealed secrets ${perDelivery.toFixed(2)} µs`);

@@ -36,7 +36,7 @@ function newBatch(apiKeyId: string, patch: Partial<NewBatch> = {}): NewBatch {
   const id = randomUUID();
   return {
     id, apiKeyId, kind: 'show', showUrl: 'https://podcasts.test/podcast/show/id1', folder: 'shows/the-show', paused: true,
-    webhookUrlEnc: 'sealed-hook', crNamespace: 'mediajobs', crName: id, options: shared,
+    webhookUrl: () => 'sealed-hook', crNamespace: 'mediajobs', crName: id, options: shared,
     target: { kind: 'saved', organizationId: null, rule9 }, ...patch,
   };
 }
@@ -126,7 +126,7 @@ describe('lib: the batches table (real PostgreSQL)', function () {
 
     it('keeps inline credentials on each episode row until it ends', async () => {
       const inline = { type: 'inline', provider: 's3', secretName: 'mj-x' } as const;
-      const { batch } = await batchOf(2, { target: { kind: 'inline', destination: inline, storageEnc: 'sealed-creds' } });
+      const { batch } = await batchOf(2, { target: { kind: 'inline', destination: inline, storage: () => 'sealed-creds' } });
       expect((await rows(batch.id)).map((r) => [r.destination, r.storage_enc])).to.deep.equal(Array(2).fill([inline, 'sealed-creds']));
     });
 
@@ -267,7 +267,7 @@ describe('lib: the batches table (real PostgreSQL)', function () {
     });
 
     it('completes a batch with no failure as completed, and queues nothing without a webhook', async () => {
-      const { batch, ids } = await batchOf(2, { paused: false, webhookUrlEnc: null });
+      const { batch, ids } = await batchOf(2, { paused: false, webhookUrl: null });
       for (const id of ids) await end(id, 'Completed');
       expect(await getBatch(pool, batch.id)).to.deep.include({ status: 'completed', completed_episodes: 2, failed_episodes: 0 });
       expect((await pool.query('SELECT count(*)::int AS n FROM outbox WHERE batch_id = $1', [batch.id])).rows[0].n).to.equal(0);

@@ -112,7 +112,7 @@ describe('lib: cancellation in Postgres', function () {
     const eps = [0, 1, 2].map((i) => ({ id: randomUUID(), url: `https://feeds.test/ep${i}.mp3` }));
     const inserted = await insertBatch(pool, {
       id: batchId, apiKeyId: keyId, kind: 'show', showUrl: 'https://podcasts.test/show', folder: null, paused: false,
-      webhookUrlEnc: 'sealed-hook', crNamespace: 'mediajobs', crName: batchId, options: shared,
+      webhookUrl: () => 'sealed-hook', crNamespace: 'mediajobs', crName: batchId, options: shared,
       target: { kind: 'given', destination: { type: 'managed' } },
     }, eps);
     expect(inserted.outcome).to.equal('inserted');

@@ -32,7 +32,7 @@ const options = { url: 'https://media.test/v', format: 'mp4' } as MediaJobOption
 
 function newJob(apiKeyId: string, target: NewJob['target']): NewJob {
   const id = randomUUID();
-  return { id, apiKeyId, url: options.url, options, webhookUrlEnc: null, crNamespace: 'mediajobs', crName: id, target };
+  return { id, apiKeyId, url: options.url, options, webhookUrl: null, crNamespace: 'mediajobs', crName: id, target };
 }
 
 function manifest(apiKeyId: string, name = 'from-kubectl'): MediaJob {
@@ -64,7 +64,7 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
   describe('gateway insert', () => {
     it('writes a Pending row and counts it once; a repeated id writes and counts nothing', async () => {
       const key = await insertApiKey(pool);
-      const job = newJob(key, { kind: 'inline', destination: { type: 'inline', provider: 's3', secretName: 'mj-x' }, storageEnc: 'sealed-creds' });
+      const job = newJob(key, { kind: 'inline', destination: { type: 'inline', provider: 's3', secretName: 'mj-x' }, storage: () => 'sealed-creds' });
       expect(await insertJob(pool, job)).to.deep.equal({ type: 'inline', provider: 's3', secretName: 'mj-x' });
       const err = await insertJob(pool, job).catch((e: { code?: string }) => e);
       expect(err).to.have.property('code', '23505');
@@ -104,8 +104,8 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
       const key = await insertApiKey(pool);
       const mj = manifest(key);
       const id = mj.metadata.uid!;
-      expect(await insertFromManifest(pool, id, mj, 'sealed-hook', FP)).to.equal(true);
-      expect(await insertFromManifest(pool, id, mj, 'sealed-hook', FP)).to.equal(true);
+      expect(await insertFromManifest(pool, id, mj, () => 'sealed-hook', FP)).to.equal(true);
+      expect(await insertFromManifest(pool, id, mj, () => 'sealed-hook', FP)).to.equal(true);
       expect(await total(key)).to.equal(1);
       const r = await pool.query('SELECT status, webhook_url_enc, cr_namespace, cr_name, created_at, destination, options FROM jobs WHERE id = $1', [id]);
       expect(r.rows[0]).to.deep.include({
@@ -158,7 +158,7 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
 
     async function job(webhook: string | null = 'sealed-hook'): Promise<string> {
       const key = await insertApiKey(pool);
-      const j = { ...newJob(key, { kind: 'saved', organizationId: null }), webhookUrlEnc: webhook };
+      const j: NewJob = { ...newJob(key, { kind: 'saved', organizationId: null }), webhookUrl: webhook === null ? null : () => webhook };
       await insertJob(pool, j);
       return j.id;
     }
@@ -330,9 +330,9 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
   describe('sealed columns', () => {
     it('keeps inline credentials until the job ends, and the signed result URLs for GET /jobs/{id}', async () => {
       const key = await insertApiKey(pool);
-      const j = newJob(key, { kind: 'inline', destination: { type: 'inline', provider: 's3' }, storageEnc: 'sealed-creds' });
+      const j = newJob(key, { kind: 'inline', destination: { type: 'inline', provider: 's3' }, storage: () => 'sealed-creds' });
       await insertJob(pool, j);
-      await saveResultUrls(pool, j.id, 'sealed-urls');
+      await saveResultUrls(pool, j.id, () => 'sealed-urls');
       await forgetInlineCredentials(pool, j.id);
       await forgetInlineCredentials(pool, j.id);
       expect(await inlineCredentials(pool, j.id)).to.equal(undefined);
@@ -347,7 +347,7 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
          VALUES ('api_key', $1, 's3', 'legacy', '{}', 'sealed-legacy') RETURNING id`, [key])).rows[0]!.id;
       const j = newJob(key, { kind: 'saved', organizationId: null, provider: 's3' });
       expect(await insertJob(pool, j)).to.deep.equal({ type: 'saved', provider: 's3' });
-      expect(await legacyDestination(pool, j.id)).to.deep.equal({ owner_kind: 'api_key', owner_id: key, credentials_enc: 'sealed-legacy' });
+      expect(await legacyDestination(pool, j.id)).to.deep.equal({ owner_kind: 'api_key', owner_id: key, provider: 's3', credentials_enc: 'sealed-legacy' });
       await pool.query('DELETE FROM storage_destinations WHERE id = $1', [legacy]);
       expect(await legacyDestination(pool, j.id)).to.equal(undefined);
     });
@@ -361,7 +361,7 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
       await insertJob(pool, j);
       const destination = { type: 'saved', provider: 'drive', secretName: 'mj-dest-key-x-drive' };
       expect(await resolvedDestination(pool, j.id, 'drive')).to.deep.equal({
-        destination, source: 'keyvault', secret_name: 'mj-dest-key-x-drive', credentials_enc: null,
+        destination, source: 'keyvault', secret_name: 'mj-dest-key-x-drive', owner_kind: 'api_key', owner_id: key, credentials_enc: null,
       });
       expect(await resolvedDestination(pool, j.id, 'gcs')).to.deep.include({ destination, source: null });
       await pool.query('DELETE FROM storage_destinations WHERE id = $1', [saved]);

@@ -45,7 +45,7 @@ export async function recordManifestBatch(d: BatchRecorderDeps, mb: MediaBatch):
     showUrl: mb.spec.showUrl,
     folder: mb.spec.folder ?? null,
     paused: kind === 'show' && mb.spec.paused,
-    webhookUrlEnc: mb.spec.webhookUrl ? d.box.seal(mb.spec.webhookUrl) : null,
+    webhookUrl: mb.spec.webhookUrl ? d.box.sealable(mb.spec.webhookUrl) : null,
     crNamespace: mb.metadata.namespace ?? null,
     crName: mb.metadata.name ?? null,
     options,

@@ -12,12 +12,13 @@ import type * as k8s from '@kubernetes/client-node';
 import type pg from 'pg';
 import { STORAGE_ENDPOINT_VARIABLES, storageEndpoints, type StorageEndpointsConfig } from '@mediajobs/lib/config';
 import { forgetInlineCredentials, inlineCredentials, legacyDestination, saveResultUrls } from '@mediajobs/lib/db/jobs';
+import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import { isNotFound } from '@mediajobs/lib/kube-client';
 import { GROUP, jobIdOf, type MediaJob, type MediaJobResult } from '@mediajobs/lib/mediajob/types';
 import {
   DESTINATION_DATA_KEY, LABEL_OWNER_ID, LABEL_OWNER_KIND, OWNER_KIND_LABEL,
 } from '@mediajobs/lib/saved-destinations';
-import type { SecretBox } from '@mediajobs/lib/secret-box';
+import type { SecretBox, SecretContext } from '@mediajobs/lib/secret-box';
 import { createProvider, type CreateProviderOptions } from '@mediajobs/lib/storage/index';
 import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
 import type { OperatorConfig } from './config.js';
@@ -134,20 +135,21 @@ export class JobDestinations {
     const row = await legacyDestination(this.pool, jobIdOf(mj));
     if (!row) throw new DestinationUnresolvable('saved_destination_not_found');
     await this.checkOwner(mj, OWNER_KIND_LABEL[row.owner_kind], row.owner_id);
-    return parseDocument(this.open(row.credentials_enc));
+    return parseDocument(this.open(row.credentials_enc, sealedAt.destinationCredentials(row)));
   }
 
   private async fromInlinePayload(mj: MediaJob): Promise<Record<string, unknown>> {
-    const sealed = await inlineCredentials(this.pool, jobIdOf(mj));
+    const jobId = jobIdOf(mj);
+    const sealed = await inlineCredentials(this.pool, jobId);
     if (!sealed) throw new DestinationUnresolvable('inline_credentials_not_found');
-    return parseDocument(this.open(sealed));
+    return parseDocument(this.open(sealed, sealedAt.jobStorage(jobId)));
   }
 
-  private open(sealed: string): string {
+  private open(sealed: string, at: SecretContext): string {
     try {
-      return this.box.open(sealed);
+      return this.box.open(sealed, at);
     } catch {
-      // A retired key id or a damaged value: no retry will open it.
+      // A retired key id, a damaged value or one moved from another row: no retry will open it.
       throw new DestinationUnresolvable('credentials_cannot_be_opened');
     }
   }
@@ -179,7 +181,7 @@ export class JobDestinations {
       const urls: DownloadUrls = {
         s3Url: await sign(result.storageKey), subtitleUrl: await sign(result.subtitleKey), thumbnailUrl: await sign(result.thumbnailKey),
       };
-      await saveResultUrls(this.pool, jobIdOf(mj), this.box.seal(JSON.stringify(urls)));
+      await saveResultUrls(this.pool, jobIdOf(mj), this.box.sealable(JSON.stringify(urls)));
       return urls;
     } finally {
       (provider as { destroy?: () => void }).destroy?.();

@@ -85,7 +85,7 @@ export class JobRecord {
         const earlier = await findFinishedManifest(this.d.pool, mj.metadata.namespace!, mj.metadata.name!, fingerprint);
         if (earlier) return earlier;
       }
-      const webhook = mj.spec.webhookUrl ? this.d.box.seal(mj.spec.webhookUrl) : null;
+      const webhook = mj.spec.webhookUrl ? this.d.box.sealable(mj.spec.webhookUrl) : null;
       if (!(await insertFromManifest(this.d.pool, jobId, withDefaults(mj), webhook, fingerprint))) {
         throw new PermanentError(INVALID_OWNER.reason, INVALID_OWNER.message);
       }

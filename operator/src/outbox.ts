@@ -20,6 +20,7 @@ import { reportUsage, type UsageReport } from '@mediajobs/lib/billing';
 import {
   OUTBOX_CHANNEL, claimDueEvents, markDelivered, markFailed, releaseClaim, scheduleRetry, type ClaimedEvent,
 } from '@mediajobs/lib/db/outbox';
+import { outboxTargetAt } from '@mediajobs/lib/db/sealed-columns';
 import { recordAttempt } from '@mediajobs/lib/db/webhook-log';
 import { signingSecrets } from '@mediajobs/lib/db/webhook-secrets';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
@@ -163,7 +164,7 @@ export class OutboxDispatcher {
       this.log.warn({ eventId: row.event_id, type: row.type, attempt: row.attempts - 1 }, 'webhook given up');
       return;
     }
-    const target = row.target_enc === null ? BILLING_ORIGIN : this.box.open(row.target_enc);
+    const target = row.target_enc === null ? BILLING_ORIGIN : this.box.open(row.target_enc, outboxTargetAt(row));
     // A chat service is one origin for every tenant: there each incoming webhook is its own receiver.
     const origin = row.channel === 'webhook' ? originOf(target) : target;
     const busy = this.perOrigin.get(origin) ?? 0;

@@ -66,7 +66,7 @@ describe('MediaBatch controller on the local cluster', function () {
     }));
     const showUrl = kind === 'show' ? 'https://podcasts.apple.com/us/podcast/the-show/id1000001' : 'https://www.youtube.com/playlist?list=PLabcdefghijkl';
     expect(await insertBatch(db.pool, {
-      id, apiKeyId, kind, showUrl, folder: 'shows/the-show', paused: opts.paused ?? false, webhookUrlEnc: null,
+      id, apiKeyId, kind, showUrl, folder: 'shows/the-show', paused: opts.paused ?? false, webhookUrl: null,
       crNamespace: 'default', crName: id, options: SHARED, target: { kind: 'given', destination: { type: 'managed' } },
     }, eps)).to.include({ outcome: 'inserted' });
     // The operator's materializer creates its MediaBatch from the row, as for a batch from POST /jobs.

@@ -19,6 +19,7 @@ import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { cancelJob } from '@mediajobs/lib/db/jobs';
 import { SecretBox } from '@mediajobs/lib/secret-box';
+import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
 import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob, type MediaJobOptions } from '@mediajobs/lib/mediajob/types';
 import { startTestCluster, eventually, type TestCluster } from '../../local-cluster/test/support.js';
@@ -114,7 +115,7 @@ describe('operator: cancellation on the local cluster', function () {
     await db.pool.query(
       `INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name, created_at)
        VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, $5, 'default', $6, now())`,
-      [id, apiKeyId, url, JSON.stringify(options), webhookUrl ? new SecretBox(secretKeys).seal(webhookUrl) : null, id]);
+      [id, apiKeyId, url, JSON.stringify(options), webhookUrl ? new SecretBox(secretKeys).seal(webhookUrl, sealedAt.jobWebhook(id)) : null, id]);
     return { id, mj: buildMediaJob({ jobId: id, apiKeyId, namespace: 'default', options }) };
   };
   const running = async (name: string) => {

@@ -110,7 +110,7 @@ describe('operator: the materializer of accepted rows', function () {
     const id = randomUUID();
     const showUrl = 'https://podcasts.apple.com/us/podcast/the-show/id1000001';
     expect(await insertBatch(db.pool, {
-      id, apiKeyId, kind: 'show', showUrl, folder: 'shows/the-show', paused: true, webhookUrlEnc: null,
+      id, apiKeyId, kind: 'show', showUrl, folder: 'shows/the-show', paused: true, webhookUrl: null,
       crNamespace: 'default', crName: id, options: SHARED, target: { kind: 'given', destination: { type: 'managed' } },
     }, [{ id: randomUUID(), url: 'http://feeds.invalid/ep0.mp3' }, { id: randomUUID(), url: 'http://feeds.invalid/ep1.mp3' }])).to.include({ outcome: 'inserted' });
     poke();

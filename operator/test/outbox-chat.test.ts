@@ -58,7 +58,7 @@ describe('operator: chat notifications of failed jobs, through the outbox', func
   async function jobOfKeyWith(level: NotifyLevel | undefined): Promise<{ jobId: string; path: string }> {
     const apiKeyId = randomUUID();
     const path = `/services/${apiKeyId}`;
-    if (level) await saveChatSetting(db.pool, apiKeyId, box.seal(`${base}/${apiKeyId}`), level);
+    if (level) await saveChatSetting(db.pool, apiKeyId, box.sealable(`${base}/${apiKeyId}`), level);
     const jobId = randomUUID();
     await db.pool.query(`INSERT INTO jobs (id, api_key_id, url, status, step, progress, options)
       VALUES ($1, $2, 'https://www.youtube.com/watch?v=abcdefghijk', 'Processing', 'Downloading', 0, '{}')`, [jobId, apiKeyId]);

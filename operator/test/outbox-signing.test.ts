@@ -12,6 +12,7 @@ import { attemptsOf } from '@mediajobs/lib/db/webhook-log';
 import { rotateWebhookSecret } from '@mediajobs/lib/db/webhook-secrets';
 import type { OutboundPolicyOptions } from '@mediajobs/lib/outbound';
 import { SecretBox } from '@mediajobs/lib/secret-box';
+import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import { OutboxDispatcher } from '../src/outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/postgres.js';
 import { eventually } from '../../local-cluster/test/support.js';
@@ -77,10 +78,10 @@ describe('operator: signed webhooks, delivery log and address policy', function 
     const eventId = randomUUID();
     await db.pool.query(
       `INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, webhook_url_enc)
-       VALUES ($1, $2, 'https://media.test/v', 'Failed', 'Finished', 0, '{}', $3)`, [jobId, apiKeyId, box.seal(url)]);
+       VALUES ($1, $2, 'https://media.test/v', 'Failed', 'Finished', 0, '{}', $3)`, [jobId, apiKeyId, box.seal(url, sealedAt.jobWebhook(jobId))]);
     await db.pool.query(
       `INSERT INTO outbox (event_id, job_id, type, target_enc, payload) VALUES ($1, $2, 'job_failed', $3, $4)`,
-      [eventId, jobId, box.seal(url), { type: 'job_failed', job_id: jobId, event_id: eventId, error: 'x'.repeat(900) }]);
+      [eventId, jobId, box.seal(url, sealedAt.jobWebhook(jobId)), { type: 'job_failed', job_id: jobId, event_id: eventId, error: 'x'.repeat(900) }]);
     return eventId;
   }
 

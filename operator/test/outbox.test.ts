@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { pino } from 'pino';
 import { SecretBox } from '@mediajobs/lib/secret-box';
+import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import { OutboxDispatcher } from '../src/outbox.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/postgres.js';
 import { eventually } from '../../local-cluster/test/support.js';
@@ -48,9 +49,11 @@ describe('operator: webhook outbox', function () {
 
   async function event(attempts = 0): Promise<string> {
     const eventId = randomUUID();
-    await db.pool.query(
-      `INSERT INTO outbox (event_id, job_id, type, target_enc, payload, attempts) VALUES ($1, NULL, 'job_failed', $2, $3, $4)`,
-      [eventId, box.seal(url), { type: 'job_failed', event_id: eventId }, attempts]);
+    // An event of no job or batch: its target is bound to its own row, known once inserted.
+    const id = (await db.pool.query<{ id: string }>(
+      `INSERT INTO outbox (event_id, job_id, type, target_enc, payload, attempts) VALUES ($1, NULL, 'job_failed', '', $2, $3) RETURNING id`,
+      [eventId, { type: 'job_failed', event_id: eventId }, attempts])).rows[0]!.id;
+    await db.pool.query('UPDATE outbox SET target_enc = $2 WHERE id = $1', [id, box.seal(url, sealedAt.ownOutboxTarget(id))]);
     return eventId;
   }
 

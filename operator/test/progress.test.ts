@@ -9,6 +9,7 @@ import { expect } from 'chai';
 import type pg from 'pg';
 import { pino } from 'pino';
 import { SecretBox } from '@mediajobs/lib/secret-box';
+import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import type { MediaJob, MediaJobStatus } from '@mediajobs/lib/mediajob/types';
 import { syncStatus, type JobRow } from '@mediajobs/lib/db/jobs';
 import { eventId } from '@mediajobs/lib/db/outbox';
@@ -100,7 +101,7 @@ describe('operator: progress webhooks', () => {
       const keyId = await insertApiKey(db.pool);
       await db.pool.query(
         `INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, webhook_url_enc) VALUES ($1, $2, $3, 'Pending', 'Queued', 0, '{}', $4)`,
-        [id, keyId, row.url, box.seal(receiverUrl)]);
+        [id, keyId, row.url, box.seal(receiverUrl, sealedAt.jobWebhook(id))]);
       return id;
     }
 

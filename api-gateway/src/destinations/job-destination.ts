@@ -4,7 +4,7 @@
 // destinations (rule 9) are resolved by the job insert itself (lib/src/db/jobs.ts, jobInserter).
 import { STORAGE_PROVIDERS, type Destination, type StorageProviderName } from '@mediajobs/lib/mediajob/types';
 import type { OutboundPolicy } from '@mediajobs/lib/outbound';
-import type { SecretBox } from '@mediajobs/lib/secret-box';
+import type { Sealable, SecretBox } from '@mediajobs/lib/secret-box';
 import { SAVED_ONLY_PROVIDERS, parseDestination } from '@mediajobs/lib/storage/index';
 import { StorageError } from '@mediajobs/lib/storage/types';
 import { destinationDocument, FieldError } from './fields.js';
@@ -15,8 +15,8 @@ export const INLINE_PROVIDERS: readonly StorageProviderName[] = STORAGE_PROVIDER
 
 export interface JobDestination {
   destination: Destination;
-  /** Inline credentials, sealed: the job row's storage_enc. */
-  storageEnc: string;
+  /** Inline credentials, sealed by the insert for each row that holds them (its storage_enc). */
+  storage: Sealable;
 }
 
 /**
@@ -93,7 +93,7 @@ export async function inlineDestination(deps: JobDestinationDeps, storage: Recor
   }
   return {
     ok: true,
-    value: { destination: { type: 'inline', provider: provider as StorageProviderName }, storageEnc: deps.secretBox.seal(JSON.stringify(document)) },
+    value: { destination: { type: 'inline', provider: provider as StorageProviderName }, storage: deps.secretBox.sealable(JSON.stringify(document)) },
     document,
   };
 }

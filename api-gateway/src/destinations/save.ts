@@ -46,8 +46,8 @@ export async function storeDestination(deps: SaveDeps, v: VerifiedDestination): 
       const secretName = await deps.vault.put(owner, provider, document);
       return await saveDestination(deps.pool, { owner, provider, source: 'keyvault', config, secretName, isDefault });
     }
-    const credentialsEnc = deps.secretBox.seal(JSON.stringify(document));
-    return await saveDestination(deps.pool, { owner, provider, source: 'legacy', config, credentialsEnc, isDefault });
+    const credentials = deps.secretBox.sealable(JSON.stringify(document));
+    return await saveDestination(deps.pool, { owner, provider, source: 'legacy', config, credentials, isDefault });
   } catch (err) {
     deps.logger.warn({ provider, owner: owner.kind, err: errFields(err) }, 'saving a storage destination failed');
     throw unavailable(provider);

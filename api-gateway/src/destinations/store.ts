@@ -5,6 +5,8 @@
 import type { StorageProviderName } from '@mediajobs/lib/mediajob/types';
 import type pg from 'pg';
 import { withTransaction } from '@mediajobs/lib/pg-client';
+import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
+import type { Sealable } from '@mediajobs/lib/secret-box';
 import type { Owner } from './vault.js';
 
 export type Source = 'keyvault' | 'legacy';
@@ -43,7 +45,8 @@ export interface NewDestination {
   source: Source;
   config: Record<string, unknown>;
   secretName?: string;
-  credentialsEnc?: string;
+  /** A legacy row's credentials, sealed here for the row's natural key (lib/src/db/sealed-columns.ts). */
+  credentials?: Sealable;
   /** true: make this the owner's default (rule 9), clearing the mark elsewhere; false: unmark; absent: keep as it was. */
   isDefault?: boolean;
 }
@@ -67,7 +70,9 @@ export async function saveDestination(pool: pg.Pool, d: NewDestination): Promise
              is_default = COALESCE($8, storage_destinations.is_default),
              updated_at = clock_timestamp()
        RETURNING ${COLUMNS}`,
-      [d.owner.kind, d.owner.id, d.provider, d.source, JSON.stringify(d.config), d.secretName ?? null, d.credentialsEnc ?? null, d.isDefault ?? null],
+      [d.owner.kind, d.owner.id, d.provider, d.source, JSON.stringify(d.config), d.secretName ?? null,
+        d.credentials?.(sealedAt.destinationCredentials({ owner_kind: d.owner.kind, owner_id: d.owner.id, provider: d.provider })) ?? null,
+        d.isDefault ?? null],
     );
     return fromRow(r.rows[0]!);
   });

@@ -124,7 +124,7 @@ export async function createBatch(
   const answer = batchAnswer(expanded, batchId, episodes.map((e) => e.id), paused);
   const inserted = await insertBatch(deps.pool, {
     id: batchId, apiKeyId, kind: expanded.kind, showUrl, folder: folder ?? null, paused,
-    webhookUrlEnc: n.request.webhookUrl === undefined ? null : deps.secretBox.seal(n.request.webhookUrl),
+    webhookUrl: n.request.webhookUrl === undefined ? null : deps.secretBox.sealable(n.request.webhookUrl),
     crNamespace: deps.namespace, crName: batchId, options, target,
     keyRow: keyRow({ status: 201, body: answer, location: `/batch/${batchId}` }),
   }, episodes);

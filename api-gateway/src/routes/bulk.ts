@@ -118,7 +118,7 @@ function createJobs(deps: BulkRouteDeps): RequestHandler {
     const destination = await insertJobs(deps.pool, {
       apiKeyId: who.apiKeyId,
       jobs,
-      webhookUrlEnc: first.webhookUrl === undefined ? null : deps.secretBox.seal(first.webhookUrl),
+      webhookUrl: first.webhookUrl === undefined ? null : deps.secretBox.sealable(first.webhookUrl),
       crNamespace: deps.namespace,
       organizationId: who.organizationId,
       ...(first.storageProvider !== undefined && { provider: first.storageProvider }),

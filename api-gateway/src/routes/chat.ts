@@ -70,7 +70,7 @@ function saveChat(deps: ChatDeps): RequestHandler {
     const body = bodyObject(req);
     const url = webhookUrl(deps, body.webhook_url);
     const level = notifyLevel(body.notify_level);
-    await saveChatSetting(deps.pool, apiKeyId(res), deps.secretBox.seal(url), level).catch((err) => {
+    await saveChatSetting(deps.pool, apiKeyId(res), deps.secretBox.sealable(url), level).catch((err) => {
       throw unavailable(deps, err);
     });
     res.json({ message: 'Chat notifications configured', configured: true, notify_level: level });

@@ -10,6 +10,7 @@ import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
 import { isMarketplaceUser, type Principal } from '../auth.js';
 import { getJob, jobInserter, listJobs, type JobDetail, type NewJob } from '@mediajobs/lib/db/jobs';
+import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
 import { inlineDestination } from '../destinations/job-destination.js';
 import type { ProbeCache, ProviderSettings } from '../destinations/probe.js';
@@ -150,7 +151,7 @@ function createJob(deps: JobsRouteDeps): RequestHandler {
       apiKeyId,
       url: request.options.url,
       options: request.options,
-      webhookUrlEnc: request.webhookUrl === undefined ? null : deps.secretBox.seal(request.webhookUrl),
+      webhookUrl: request.webhookUrl === undefined ? null : deps.secretBox.sealable(request.webhookUrl),
       crNamespace: deps.namespace,
       crName: id,
       target,
@@ -204,7 +205,7 @@ function ownStorageUrls(job: JobDetail, box: SecretBox, log: Logger): { s3Url: s
   const none = { s3Url: null, subtitleUrl: null, thumbnailUrl: null };
   if (!job.result_urls_enc) return none;
   try {
-    const u = JSON.parse(box.open(job.result_urls_enc)) as { s3Url?: string; subtitleUrl?: string; thumbnailUrl?: string };
+    const u = JSON.parse(box.open(job.result_urls_enc, sealedAt.jobResultUrls(job.id))) as { s3Url?: string; subtitleUrl?: string; thumbnailUrl?: string };
     return { s3Url: u.s3Url ?? null, subtitleUrl: u.subtitleUrl ?? null, thumbnailUrl: u.thumbnailUrl ?? null };
   } catch (err) {
     log.warn({ jobId: job.id, err: errFields(err) }, 'sealed download URLs could not be opened');

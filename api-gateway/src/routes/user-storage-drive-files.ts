@@ -10,6 +10,7 @@
 import { Router, type Request, type Response } from 'express';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { resolvedDestination } from '@mediajobs/lib/db/jobs';
+import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import {
   DRIVE_DOWNLOAD_PATH, createProvider, decodeKeyPath, isDriveProvider, verifyDriveDownload, type DriveDownload,
@@ -76,7 +77,10 @@ export function driveFilesRouter(deps: DriveFilesDeps): Router {
   async function destinationOf(jobId: string): Promise<Record<string, unknown> | undefined> {
     const row = await resolvedDestination(deps.pool, jobId, 'drive');
     if (!row || row.destination?.provider !== 'drive' || !row.source) return undefined;
-    if (row.source === 'legacy') return JSON.parse(deps.secretBox.open(row.credentials_enc!)) as Record<string, unknown>;
+    if (row.source === 'legacy') {
+      const at = sealedAt.destinationCredentials({ owner_kind: row.owner_kind!, owner_id: row.owner_id!, provider: 'drive' });
+      return JSON.parse(deps.secretBox.open(row.credentials_enc!, at)) as Record<string, unknown>;
+    }
     return deps.vault?.read(row.secret_name!);
   }
 

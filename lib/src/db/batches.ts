@@ -22,6 +22,8 @@ import {
 } from './jobs.js';
 import { queueBatchEvents, type OutboxEvent } from './outbox.js';
 import { insertKeyRow, lockKey, withKeyRow, type NewKeyRow } from './idempotency.js';
+import { sealedAt } from './sealed-columns.js';
+import type { Sealable } from '../secret-box.js';
 
 /** What the feed or playlist said about an episode, kept with its row for its MediaJob. */
 export interface EpisodeInfo {
@@ -37,8 +39,8 @@ export type SharedEpisodeOptions = Omit<MediaJobOptions, 'url' | 'filename' | 'f
 
 /** Where a batch's episodes deliver, decided once for all of them. */
 export type BatchTarget =
-  /** Inline credentials already checked, sealed with the SecretBox; every episode row holds them until it ends. */
-  | { kind: 'inline'; destination: Destination; storageEnc: string }
+  /** Inline credentials already checked; every episode row holds them, sealed for it, until it ends. */
+  | { kind: 'inline'; destination: Destination; storage: Sealable }
   /** Rule 9 over the key's and its organization's saved destinations, with the storage_destinations owner's SQL. */
   | { kind: 'saved'; organizationId: string | null; provider?: StorageProviderName; rule9: SavedDestinationSql }
   /** A MediaBatch applied with kubectl: its spec's destination as it is. */
@@ -54,8 +56,8 @@ export interface NewBatch {
   folder: string | null;
   /** Paused (no episode MediaJob until POST /batch/{id}/start) or processing from the start. */
   paused: boolean;
-  /** Sealed; the batch's webhook, also given to each episode (its job events). */
-  webhookUrlEnc: string | null;
+  /** The batch's webhook, also given to each episode (its job events); sealed here for each row. */
+  webhookUrl: Sealable | null;
   crNamespace: string | null;
   crName: string | null;
   options: SharedEpisodeOptions;
@@ -158,13 +160,13 @@ export async function insertBatch(pool: pg.Pool, batch: NewBatch, episodes: read
         WHERE NOT $12::boolean OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $2 AND k.revoked_at IS NULL)
        ON CONFLICT (id) DO NOTHING RETURNING id`,
       [batch.id, batch.apiKeyId, batch.kind, batch.showUrl, batch.folder, batch.paused ? 'paused' : 'processing', episodes.length,
-        batch.webhookUrlEnc, JSON.stringify(where.destination), batch.crNamespace, batch.crName, batch.fromManifest ?? false,
+        batch.webhookUrl?.(sealedAt.batchWebhook(batch.id)) ?? null, JSON.stringify(where.destination), batch.crNamespace, batch.crName, batch.fromManifest ?? false,
         episodes.map((e) => e.id)]);
     if (!row.rowCount) {
       const known = await client.query('SELECT 1 FROM batches WHERE id = $1', [batch.id]);
       return known.rowCount ? { outcome: 'exists' } : { outcome: 'invalid_owner' };
     }
-    const common: EpisodeRowsCommon = { batchId: batch.id, apiKeyId: batch.apiKeyId, webhookUrlEnc: batch.webhookUrlEnc, ...where };
+    const common: EpisodeRowsCommon = { batchId: batch.id, apiKeyId: batch.apiKeyId, webhookUrl: batch.webhookUrl, ...where };
     await insertEpisodes(client, common, episodes.map((e) => ({
       id: e.id,
       options: {
@@ -178,20 +180,20 @@ export async function insertBatch(pool: pg.Pool, batch: NewBatch, episodes: read
   }));
 }
 
-type Resolved = Pick<EpisodeRowsCommon, 'destination' | 'destinationId' | 'storageEnc'>;
+type Resolved = Pick<EpisodeRowsCommon, 'destination' | 'destinationId' | 'storage'>;
 
 /** The destination of every episode; undefined when a named storage_provider has no saved destination. */
 async function resolveTarget(client: pg.ClientBase, batch: NewBatch): Promise<Resolved | undefined> {
   const t = batch.target;
-  if (t.kind === 'inline') return { destination: t.destination, destinationId: null, storageEnc: t.storageEnc };
-  if (t.kind === 'given') return { destination: t.destination, destinationId: null, storageEnc: null };
+  if (t.kind === 'inline') return { destination: t.destination, destinationId: null, storage: t.storage };
+  if (t.kind === 'given') return { destination: t.destination, destinationId: null, storage: null };
   const pick = t.provider === undefined ? t.rule9.byDefault('$1', '$2') : t.rule9.byProvider('$1', '$2', '$3');
   const r = await client.query<{ destination: Destination; id: string | null }>(
     `SELECT ${savedDestinationJson('dest')} AS destination, dest.id FROM (VALUES (1)) one LEFT JOIN (${pick}) dest ON true`,
     t.provider === undefined ? [batch.apiKeyId, t.organizationId] : [batch.apiKeyId, t.organizationId, t.provider]);
   const found = r.rows[0]!;
   if (t.provider !== undefined && found.id === null) return undefined;
-  return { destination: found.destination, destinationId: found.id, storageEnc: null };
+  return { destination: found.destination, destinationId: found.id, storage: null };
 }
 
 // ---- Reads ----

@@ -1,13 +1,15 @@
 // The chat_settings table: each API key's chat notification (POST, GET and
 // DELETE /user/chat) and the lookup that queues a failed job's notification
 // in the transaction recording the failure (./jobs.ts). The address is
-// sealed by the caller; nothing here opens it.
+// sealed here for the key's row (./sealed-columns.ts); nothing here opens it.
 import type pg from 'pg';
 import { chatNotification, severityOf, type EndedJob, type NotifyLevel } from '../chat/notification.js';
 import { queueChatNotification } from './outbox.js';
+import { sealedAt } from './sealed-columns.js';
+import type { Sealable } from '../secret-box.js';
 
 export interface ChatSetting {
-  /** The incoming-webhook address, sealed with the SecretBox. */
+  /** The incoming-webhook address, sealed with the SecretBox for the key's row. */
   webhookUrlEnc: string;
   notifyLevel: NotifyLevel;
   createdAt: number;
@@ -15,12 +17,12 @@ export interface ChatSetting {
 }
 
 /** Save or replace the key's setting (a second POST replaces the first). */
-export async function saveChatSetting(pool: pg.Pool, apiKeyId: string, webhookUrlEnc: string, level: NotifyLevel): Promise<ChatSetting> {
+export async function saveChatSetting(pool: pg.Pool, apiKeyId: string, webhookUrl: Sealable, level: NotifyLevel): Promise<ChatSetting> {
   const r = await pool.query<ChatSetting>(
     `INSERT INTO chat_settings (api_key_id, webhook_url_enc, notify_level) VALUES ($1, $2, $3)
      ON CONFLICT (api_key_id) DO UPDATE SET webhook_url_enc = EXCLUDED.webhook_url_enc,
        notify_level = EXCLUDED.notify_level, updated_at = now()
-     RETURNING ${COLUMNS}`, [apiKeyId, webhookUrlEnc, level]);
+     RETURNING ${COLUMNS}`, [apiKeyId, webhookUrl(sealedAt.chatWebhook(apiKeyId)), level]);
   return r.rows[0]!;
 }
 
@@ -44,7 +46,7 @@ export async function queueJobChatNotification(client: pg.ClientBase, apiKeyId: 
   if (!severityOf(job)) return;
   const setting = await getChatSetting(client, apiKeyId);
   const message = setting && chatNotification(job, setting.notifyLevel);
-  if (message) await queueChatNotification(client, job.id, setting.webhookUrlEnc, message);
+  if (message) await queueChatNotification(client, job.id, apiKeyId, setting.webhookUrlEnc, message);
 }
 
 const COLUMNS = `webhook_url_enc AS "webhookUrlEnc", notify_level AS "notifyLevel",

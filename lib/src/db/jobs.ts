@@ -22,6 +22,8 @@ import { queueJobChatNotification } from './chat-settings.js';
 import { queueEvents, queueUsageReport, type OutboxEvent } from './outbox.js';
 import { CANCEL_CHANNEL, jobCancelledEvent, type CancelStatus } from '../job-cancellation.js';
 import { keyHeld, keyLockCte, keyRowCte, keyRowValues, withKeyRow, type NewKeyRow } from './idempotency.js';
+import { sealedAt } from './sealed-columns.js';
+import type { Sealable } from '../secret-box.js';
 
 /** Shards of a key's job total: concurrent inserts of one key do not queue on one row lock (ADR 0002). */
 export const COUNTER_SHARDS = 16;
@@ -31,16 +33,17 @@ export interface NewJob {
   apiKeyId: string;
   url: string;
   options: MediaJobOptions;
-  webhookUrlEnc: string | null;
+  /** Sealed here, bound to the row (lib/src/db/sealed-columns.ts). */
+  webhookUrl: Sealable | null;
   crNamespace: string;
   crName: string;
   /**
-   * Where it delivers: inline credentials already checked (sealed with the
-   * SecretBox), or rule 9 over the saved destinations of the key and its
+   * Where it delivers: inline credentials already checked (sealed here with
+   * the SecretBox, bound to the row), or rule 9 over the saved destinations of the key and its
    * organization, decided by the insert itself.
    */
   target:
-    | { kind: 'inline'; destination: Destination; storageEnc: string }
+    | { kind: 'inline'; destination: Destination; storage: Sealable }
     | { kind: 'saved'; organizationId: string | null; provider?: StorageProviderName };
   /** The request's Idempotency-Key row, written with the job (./idempotency.ts). */
   keyRow?: NewKeyRow;
@@ -90,6 +93,7 @@ export interface JobRow {
 export interface LegacyDestination {
   owner_kind: 'api_key' | 'organization';
   owner_id: string;
+  provider: StorageProviderName;
   credentials_enc: string;
 }
 
@@ -99,6 +103,9 @@ export interface ResolvedDestination {
   /** Null when the job has no such row (another provider, never saved, or deleted since). */
   source: 'keyvault' | 'legacy' | null;
   secret_name: string | null;
+  /** The row's natural key: the place its credentials are bound to. */
+  owner_kind: 'api_key' | 'organization' | null;
+  owner_id: string | null;
   credentials_enc: string | null;
 }
 
@@ -209,13 +216,13 @@ export function jobInserter(rule9: SavedDestinationSql): InsertJob {
   return (pool, job) => withKeyRow(pool, job.keyRow, async () => {
     const t = job.target;
     const [variant, target] = t.kind === 'inline'
-      ? ['inline', [JSON.stringify(t.destination), t.storageEnc]] as const
+      ? ['inline', [JSON.stringify(t.destination), t.storage(sealedAt.jobStorage(job.id))]] as const
       : t.provider === undefined ? ['default', [t.organizationId, null]] as const : ['provider', [t.organizationId, t.provider]] as const;
     const keyed = job.keyRow !== undefined;
     const r = await pool.query<{ destination: Destination | null; key_held?: boolean }>({
       name: `mj-insert-job-${variant}${keyed ? '-keyed' : ''}`,
       text: statements[keyed ? 'keyed' : 'plain'][variant],
-      values: [job.id, job.apiKeyId, job.url, JSON.stringify(job.options), job.webhookUrlEnc, job.crNamespace, job.crName,
+      values: [job.id, job.apiKeyId, job.url, JSON.stringify(job.options), job.webhookUrl?.(sealedAt.jobWebhook(job.id)) ?? null, job.crNamespace, job.crName,
         randomInt(COUNTER_SHARDS), ...target, ...(job.keyRow ? keyRowValues(job.keyRow) : [])],
     });
     keyHeld(r.rows[0]?.key_held);
@@ -230,19 +237,20 @@ const insertJobsSaved = (resolve: string, k?: KeyParams) => `
 ${insertHead(k)}dest AS (${resolve}),
 job AS (
   INSERT INTO jobs (${INSERT_COLUMNS})
-  SELECT (e.doc->>'id')::uuid, $1, e.doc->'options'->>'url', 'Pending', 'Queued', 0, e.doc->'options', $2, $3, e.doc->>'id',
+  SELECT (e.doc->>'id')::uuid, $1, e.doc->'options'->>'url', 'Pending', 'Queued', 0, e.doc->'options', e.doc->>'webhook', $2, e.doc->>'id',
          ${savedDestinationJson('dest')},
          dest.id, NULL
-    FROM jsonb_array_elements($4::jsonb) AS e(doc) LEFT JOIN dest ON true
-   WHERE ${lockHeld(k)} AND ($7::text IS NULL OR dest.id IS NOT NULL)
+    FROM jsonb_array_elements($3::jsonb) AS e(doc) LEFT JOIN dest ON true
+   WHERE ${lockHeld(k)} AND ($6::text IS NULL OR dest.id IS NOT NULL)
   RETURNING api_key_id, destination, reserved_bytes
-${insertTail('$5', k)}`;
+${insertTail('$4', k)}`;
 
 /** Jobs of one bulk request: the same key, webhook and destination, each its own id and options. */
 export interface NewJobs {
   apiKeyId: string;
   jobs: readonly { id: string; options: MediaJobOptions }[];
-  webhookUrlEnc: string | null;
+  /** Sealed once per row, bound to it: the rows share the address, not a ciphertext. */
+  webhookUrl: Sealable | null;
   /** Every job's MediaJob is named after its id, in this namespace. */
   crNamespace: string;
   organizationId: string | null;
@@ -261,10 +269,10 @@ export type InsertJobs = (pool: pg.Pool, jobs: NewJobs) => Promise<Destination |
  */
 export function bulkJobInserter(rule9: SavedDestinationSql): InsertJobs {
   const texts = (k?: KeyParams) => ({
-    default: insertJobsSaved(rule9.byDefault('$1', '$6'), k),
-    provider: insertJobsSaved(rule9.byProvider('$1', '$6', '$7'), k),
+    default: insertJobsSaved(rule9.byDefault('$1', '$5'), k),
+    provider: insertJobsSaved(rule9.byProvider('$1', '$5', '$6'), k),
   });
-  const statements = { plain: texts(), keyed: texts({ apiKeyId: '$1', first: 8 }) };
+  const statements = { plain: texts(), keyed: texts({ apiKeyId: '$1', first: 7 }) };
   return (pool, n) => {
     if (!n.jobs.length) throw new RangeError('a bulk insert has at least one job');
     return withKeyRow(pool, n.keyRow, async () => {
@@ -273,7 +281,9 @@ export function bulkJobInserter(rule9: SavedDestinationSql): InsertJobs {
       const r = await pool.query<{ destination: Destination | null; key_held?: boolean }>({
         name: `mj-insert-jobs-${variant}${keyed ? '-keyed' : ''}`,
         text: statements[keyed ? 'keyed' : 'plain'][variant],
-        values: [n.apiKeyId, n.webhookUrlEnc, n.crNamespace, JSON.stringify(n.jobs.map((j) => ({ id: j.id, options: j.options }))),
+        values: [n.apiKeyId, n.crNamespace, JSON.stringify(n.jobs.map((j) => ({
+          id: j.id, options: j.options, ...(n.webhookUrl && { webhook: n.webhookUrl(sealedAt.jobWebhook(j.id)) }),
+        }))),
           randomInt(COUNTER_SHARDS), n.organizationId, n.provider ?? null, ...(n.keyRow ? keyRowValues(n.keyRow) : [])],
       });
       keyHeld(r.rows[0]?.key_held);
@@ -300,11 +310,11 @@ SELECT count(*)::int AS inserted FROM job`;
  * Returns false when the key does not exist or is revoked.
  */
 export async function insertFromManifest(
-  pool: pg.Pool, id: string, mj: MediaJob, webhookUrlSealed: string | null, manifestSha256: Buffer,
+  pool: pg.Pool, id: string, mj: MediaJob, webhookUrl: Sealable | null, manifestSha256: Buffer,
 ): Promise<boolean> {
   const { webhookUrl: _w, owner: _o, destination: _d, jobId: _j, ...options } = mj.spec;
   const r = await pool.query<{ inserted: number }>(INSERT_FROM_MANIFEST,
-    [id, mj.spec.owner.apiKeyId, mj.spec.url, JSON.stringify(options), webhookUrlSealed, mj.metadata.namespace, mj.metadata.name,
+    [id, mj.spec.owner.apiKeyId, mj.spec.url, JSON.stringify(options), webhookUrl?.(sealedAt.jobWebhook(id)) ?? null, mj.metadata.namespace, mj.metadata.name,
       mj.metadata.creationTimestamp ?? new Date().toISOString(), randomInt(COUNTER_SHARDS),
       // Where the file goes decides how GET /jobs/{id} signs its URL (managed storage, or the operator's sealed URLs).
       JSON.stringify(mj.spec.destination ?? { type: 'managed' }), manifestSha256]);
@@ -317,16 +327,16 @@ export async function insertFromManifest(
 
 // ---- A batch's episode rows (statements run in ./batches.ts's transactions) ----
 
-/** What every episode row of a batch shares: whose it is, where it delivers, its webhook. */
+/** What every episode row of a batch shares: whose it is, where it delivers, its webhook (each row sealing its own copy). */
 export interface EpisodeRowsCommon {
   batchId: string;
   apiKeyId: string;
-  webhookUrlEnc: string | null;
+  webhookUrl: Sealable | null;
   destination: Destination;
   /** The saved destination row rule 9 chose, as for a single job. */
   destinationId: string | null;
-  /** Inline credentials, sealed; each episode row holds them until it ends. */
-  storageEnc: string | null;
+  /** Inline credentials; each episode row holds them, sealed for it, until it ends. */
+  storage: Sealable | null;
 }
 
 /** One episode row: its job id, its options (url, filename and folder included), and what the feed said about it. */
@@ -354,18 +364,22 @@ const INSERT_EPISODES = `
 WITH job AS (
   INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name,
                     destination, destination_id, storage_enc, batch_id, batch_index, episode)
-  SELECT (e.doc->>'id')::uuid, $1, e.doc->'options'->>'url', 'Pending', 'Queued', 0, e.doc->'options', $2, NULL, NULL,
-         $3, $4, $5, $6, (e.ord - 1)::int, e.doc->'info'
-    FROM jsonb_array_elements($7::jsonb) WITH ORDINALITY AS e(doc, ord)
+  SELECT (e.doc->>'id')::uuid, $1, e.doc->'options'->>'url', 'Pending', 'Queued', 0, e.doc->'options', e.doc->>'webhook', NULL, NULL,
+         $2, $3, e.doc->>'storage', $4, (e.ord - 1)::int, e.doc->'info'
+    FROM jsonb_array_elements($5::jsonb) WITH ORDINALITY AS e(doc, ord)
   RETURNING api_key_id, reserved_bytes
-), ${countJobs('$8')}
+), ${countJobs('$6')}
 SELECT count(*)::int AS inserted FROM job`;
 
 /** Write a batch's episode rows, each counted as one job of the key; returns how many were written. */
 export async function insertEpisodes(client: pg.ClientBase, common: EpisodeRowsCommon, episodes: readonly EpisodeRowInput[]): Promise<number> {
-  const docs = episodes.map((e) => ({ id: e.id, options: e.options, ...(e.info && { info: e.info }) }));
+  const docs = episodes.map((e) => ({
+    id: e.id, options: e.options, ...(e.info && { info: e.info }),
+    ...(common.webhookUrl && { webhook: common.webhookUrl(sealedAt.jobWebhook(e.id)) }),
+    ...(common.storage && { storage: common.storage(sealedAt.jobStorage(e.id)) }),
+  }));
   const r = await client.query<{ inserted: number }>(INSERT_EPISODES, [
-    common.apiKeyId, common.webhookUrlEnc, JSON.stringify(common.destination), common.destinationId, common.storageEnc,
+    common.apiKeyId, JSON.stringify(common.destination), common.destinationId,
     common.batchId, JSON.stringify(docs), randomInt(COUNTER_SHARDS)]);
   return r.rows[0]!.inserted;
 }
@@ -768,15 +782,15 @@ export async function forgetInlineCredentials(pool: pg.Pool, jobId: string): Pro
   await pool.query('UPDATE jobs SET storage_enc = NULL WHERE id = $1 AND storage_enc IS NOT NULL', [jobId]);
 }
 
-/** Download URLs signed at completion on the user's own storage, sealed, for GET /jobs/{id}. */
-export async function saveResultUrls(pool: pg.Pool, jobId: string, sealed: string): Promise<void> {
-  await pool.query('UPDATE jobs SET result_urls_enc = $2 WHERE id = $1', [jobId, sealed]);
+/** Download URLs signed at completion on the user's own storage, sealed for the row, for GET /jobs/{id}. */
+export async function saveResultUrls(pool: pg.Pool, jobId: string, urls: Sealable): Promise<void> {
+  await pool.query('UPDATE jobs SET result_urls_enc = $2 WHERE id = $1', [jobId, urls(sealedAt.jobResultUrls(jobId))]);
 }
 
 /** The legacy saved destination (credentials sealed in Postgres) the gateway resolved the job to, if it still exists. */
 export async function legacyDestination(pool: pg.Pool, jobId: string): Promise<LegacyDestination | undefined> {
   const r = await pool.query<LegacyDestination>(
-    `SELECT d.owner_kind, d.owner_id, d.credentials_enc FROM jobs j
+    `SELECT d.owner_kind, d.owner_id, d.provider, d.credentials_enc FROM jobs j
        JOIN storage_destinations d ON d.id = j.destination_id AND d.source = 'legacy'
       WHERE j.id = $1`, [jobId]);
   return r.rows[0];
@@ -785,7 +799,7 @@ export async function legacyDestination(pool: pg.Pool, jobId: string): Promise<L
 /** For the gateway's Drive file URLs: the job's destination and its saved `provider` row; undefined for an unknown job. */
 export async function resolvedDestination(pool: pg.Pool, jobId: string, provider: StorageProviderName): Promise<ResolvedDestination | undefined> {
   const r = await pool.query<ResolvedDestination>(
-    `SELECT j.destination, d.source, d.secret_name, d.credentials_enc FROM jobs j
+    `SELECT j.destination, d.source, d.secret_name, d.owner_kind, d.owner_id, d.credentials_enc FROM jobs j
        LEFT JOIN storage_destinations d ON d.id = j.destination_id AND d.provider = $2
       WHERE j.id = $1`, [jobId, provider]);
   return r.rows[0];

@@ -23,8 +23,17 @@ export interface ClaimedEvent {
   id: string;
   event_id: string;
   type: string;
-  /** The webhook or chat URL, sealed with the SecretBox; null for a billing report (Stripe's address is a setting). */
+  /**
+   * The webhook or chat URL, sealed with the SecretBox; null for a billing
+   * report (Stripe's address is a setting). A copy of the job's, batch's or
+   * chat setting's value: it opens with that place (./sealed-columns.ts
+   * outboxTargetAt, from job_id, batch_id and chat_key_id).
+   */
   target_enc: string | null;
+  job_id: string | null;
+  batch_id: string | null;
+  /** A chat notification's key, whose chat setting the target copies. */
+  chat_key_id: string | null;
   payload: Record<string, unknown>;
   /** Attempts so far, this one included: counted when claimed (since the last redelivery). */
   attempts: number;
@@ -100,11 +109,13 @@ export const CHAT_NOTIFICATION = 'chat_notification';
  * ending. It names no job, so it goes out at once, beside the job's webhook
  * events rather than behind them; the payload is sent as it is.
  */
-export async function queueChatNotification(client: pg.ClientBase, jobId: string, targetEnc: string, message: object): Promise<void> {
+export async function queueChatNotification(
+  client: pg.ClientBase, jobId: string, apiKeyId: string, targetEnc: string, message: object,
+): Promise<void> {
   await client.query(
-    `INSERT INTO outbox (event_id, job_id, batch_id, type, target_enc, payload, attempts, next_attempt_at, created_at, channel)
-     VALUES ($1, NULL, NULL, $2, $3, $4, 0, now(), now(), 'chat') ON CONFLICT (event_id) DO NOTHING`,
-    [eventId(jobId, CHAT_NOTIFICATION), CHAT_NOTIFICATION, targetEnc, JSON.stringify(message)]);
+    `INSERT INTO outbox (event_id, job_id, batch_id, type, target_enc, payload, attempts, next_attempt_at, created_at, channel, chat_key_id)
+     VALUES ($1, NULL, NULL, $2, $3, $4, 0, now(), now(), 'chat', $5) ON CONFLICT (event_id) DO NOTHING`,
+    [eventId(jobId, CHAT_NOTIFICATION), CHAT_NOTIFICATION, targetEnc, JSON.stringify(message), apiKeyId]);
   await client.query(`NOTIFY ${OUTBOX_CHANNEL}`);
 }
 
@@ -156,7 +167,7 @@ export async function claimDueEvents(
                          OR NOT EXISTS (SELECT 1 FROM outbox p WHERE p.batch_id = o.batch_id AND p.id < o.id
                                           AND p.delivered_at IS NULL AND p.failed_at IS NULL))
                   ORDER BY o.id LIMIT $1 FOR UPDATE OF o SKIP LOCKED)
-     RETURNING id, event_id, type, target_enc, payload, attempts, redeliveries, channel,
+     RETURNING id, event_id, type, target_enc, job_id, batch_id, chat_key_id, payload, attempts, redeliveries, channel,
                coalesce((SELECT j.api_key_id FROM jobs j WHERE j.id = outbox.job_id),
                         (SELECT b.api_key_id FROM batches b WHERE b.id = outbox.batch_id)) AS api_key_id`,
     [opts.batch, opts.leaseSeconds, opts.channels ?? OUTBOX_CHANNELS]);

@@ -6,8 +6,10 @@
 // lib because both processes use it. The format of a secret is
 // lib/src/webhook-signing.ts's.
 import type pg from 'pg';
+import { withTransaction } from '../pg-client.js';
 import type { SecretBox } from '../secret-box.js';
 import { ROTATION_OVERLAP_SECONDS, generateSecret } from '../webhook-signing.js';
+import { sealedAt } from './sealed-columns.js';
 
 /** What GET /user/webhook-secret may show: never the secret. */
 export interface WebhookSecretInfo {
@@ -32,19 +34,32 @@ const info = (r: InfoRow): WebhookSecretInfo =>
  * A new secret for the key, returned for the one time it is shown. A
  * revealed secret it replaces keeps signing for ROTATION_OVERLAP_SECONDS (a
  * second rotation within them ends the older one's overlap); one nobody was
- * shown is dropped at once.
+ * shown is dropped at once. The replaced secret moves to the other column,
+ * so it is opened and sealed again for that place, under the row's lock.
  */
 export async function rotateWebhookSecret(pool: pg.Pool, box: SecretBox, apiKeyId: string): Promise<{ secret: string; info: WebhookSecretInfo }> {
   const secret = generateSecret();
-  const r = await pool.query<InfoRow>(
-    `INSERT INTO webhook_secrets AS s (api_key_id, secret_enc, revealed, created_at) VALUES ($1, $2, true, now())
-     ON CONFLICT (api_key_id) DO UPDATE SET
-       previous_secret_enc = CASE WHEN s.revealed THEN s.secret_enc END,
-       rotated_at = CASE WHEN s.revealed THEN now() END,
-       secret_enc = EXCLUDED.secret_enc, revealed = true, created_at = now()
-     RETURNING ${INFO_COLUMNS}`,
-    [apiKeyId, box.seal(secret)]);
-  return { secret, info: info(r.rows[0]!) };
+  const sealed = box.seal(secret, sealedAt.signingSecret(apiKeyId));
+  for (;;) {
+    const row = await withTransaction(pool, async (client) => {
+      const old = (await client.query<{ secret_enc: string; revealed: boolean }>(
+        'SELECT secret_enc, revealed FROM webhook_secrets WHERE api_key_id = $1 FOR UPDATE', [apiKeyId])).rows[0];
+      if (!old) {
+        return (await client.query<InfoRow>(
+          `INSERT INTO webhook_secrets (api_key_id, secret_enc, revealed, created_at) VALUES ($1, $2, true, now())
+           ON CONFLICT (api_key_id) DO NOTHING RETURNING ${INFO_COLUMNS}`, [apiKeyId, sealed])).rows[0];
+      }
+      const previous = old.revealed
+        ? box.seal(box.open(old.secret_enc, sealedAt.signingSecret(apiKeyId)), sealedAt.previousSigningSecret(apiKeyId))
+        : null;
+      return (await client.query<InfoRow>(
+        `UPDATE webhook_secrets SET previous_secret_enc = $3, rotated_at = CASE WHEN $3::text IS NOT NULL THEN now() END,
+                secret_enc = $2, revealed = true, created_at = now()
+          WHERE api_key_id = $1 RETURNING ${INFO_COLUMNS}`, [apiKeyId, sealed, previous])).rows[0];
+    });
+    // Undefined: a concurrent first secret (a reveal or a first delivery) won the insert; rotate that one.
+    if (row) return { secret, info: info(row) };
+  }
 }
 
 export async function webhookSecretInfo(pool: pg.Pool, apiKeyId: string): Promise<WebhookSecretInfo | undefined> {
@@ -67,8 +82,11 @@ export async function signingSecrets(pool: pg.Pool, box: SecretBox, apiKeyId: st
   if (!row) {
     // A concurrent reveal or first delivery may win the insert; the SELECT after it reads whichever did.
     await pool.query(`INSERT INTO webhook_secrets (api_key_id, secret_enc, revealed) VALUES ($1, $2, false) ON CONFLICT (api_key_id) DO NOTHING`,
-      [apiKeyId, box.seal(generateSecret())]);
+      [apiKeyId, box.seal(generateSecret(), sealedAt.signingSecret(apiKeyId))]);
     row = (await pool.query<Row>(select, [apiKeyId])).rows[0]!;
   }
-  return [row.secret_enc, ...(row.previous_enc ? [row.previous_enc] : [])].map((sealed) => box.open(sealed));
+  return [
+    box.open(row.secret_enc, sealedAt.signingSecret(apiKeyId)),
+    ...(row.previous_enc ? [box.open(row.previous_enc, sealedAt.previousSigningSecret(apiKeyId))] : []),
+  ];
 }
