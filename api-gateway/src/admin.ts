@@ -10,6 +10,7 @@
 //   npm run admin -- set-org-admin --id ID [--off]
 //   npm run admin -- list-keys [--json]
 //   npm run admin -- cancel-job --id JOB_ID
+//   npm run admin -- reseal [--batch-size N] [--json]     (SECRET_KEYS as the services have it)
 //
 // create-key prints the key once; only its sha256 is stored. list-keys
 // shows the human prefix, never a key or a hash.
@@ -18,9 +19,11 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { BILLING_CUSTOMER } from '@mediajobs/lib/billing';
-import { ConfigError, loadConfig } from '@mediajobs/lib/config';
+import { ConfigError, commonSchema, loadConfig } from '@mediajobs/lib/config';
 import { LOCAL_PG_DEFAULT_PORT, localDatabaseUrl } from '@mediajobs/lib/local-database';
 import { cancelJob } from '@mediajobs/lib/db/jobs';
+import { resealAll, type ResealCount } from '@mediajobs/lib/db/reseal';
+import { SecretBox } from '@mediajobs/lib/secret-box';
 import { MAX_RESOLUTIONS } from '@mediajobs/lib/mediajob/types';
 import type pg from 'pg';
 import { createApiKey, createOrganization, listApiKeys, revokeApiKey } from './db/api-keys.js';
@@ -50,9 +53,14 @@ commands:
                                                and a marketplace key's end users seen
   cancel-job --id JOB_ID                       cancel any key's unfinished job: CancelledByAdmin,
                                                job_cancelled webhook; the operator stops its runner
+  reseal [--batch-size N] [--json]             seal every stored secret again with the first key of
+                                               SECRET_KEYS, bound to its row (key rotation: see
+                                               docs/production.md); safe while the services run,
+                                               and a second run finds nothing left to do
 
 environment: DATABASE_URL (default: local mode's database, which \`make run\` starts;
-             its port is EMBEDDED_PG_PORT, default ${LOCAL_PG_DEFAULT_PORT})`;
+             its port is EMBEDDED_PG_PORT, default ${LOCAL_PG_DEFAULT_PORT});
+             SECRET_KEYS for reseal (the services' list, the new key first)`;
 
 export class UsageError extends Error {}
 
@@ -84,6 +92,7 @@ const OPTIONS = {
   off: { type: 'boolean' },
   marketplace: { type: 'boolean' },
   'billing-customer': { type: 'string' },
+  'batch-size': { type: 'string' },
 } as const;
 
 function parseOptions(args: string[]) {
@@ -145,8 +154,25 @@ async function createKey(values: Options, name: string, pool: pg.Pool, out: (lin
   if (kind === 'marketplace') out('a marketplace key: each request names its end user in a header (MARKETPLACE_USER_HEADER, default x-marketplace-user)');
 }
 
+/** reseal: every sealed column, its counts printed as each is done; fails when a value stays unreadable. */
+async function reseal(values: Options, pool: pg.Pool, secretKeys: string | undefined, out: (line: string) => void): Promise<void> {
+  if (!secretKeys) throw new UsageError('reseal needs SECRET_KEYS: the list the gateway and operator run with, the new key first');
+  const batchSize = positive('batch-size', values['batch-size']);
+  const line = (c: ResealCount) => values.json
+    ? JSON.stringify(c)
+    : `${`${c.table}.${c.column}`.padEnd(40)} resealed ${c.resealed}  changed meanwhile ${c.changed}  unreadable ${c.unreadable}`;
+  const counts = await resealAll(pool, new SecretBox(secretKeys), {
+    ...(batchSize !== undefined && { batchSize: Math.round(batchSize) }), onColumn: (c) => out(line(c)),
+  });
+  const unreadable = counts.reduce((n, c) => n + c.unreadable, 0);
+  // A value changed meanwhile was written by a service sealing with the same keys; a run now would find it current.
+  if (unreadable) throw new Error(`${unreadable} sealed values could not be opened with SECRET_KEYS: keep every old key until they are resolved`);
+}
+
 /** Run one command; output lines go to `out`. Exported for tests and the local-mode launcher. */
-export async function runAdmin(argv: string[], pool: pg.Pool, out: (line: string) => void): Promise<void> {
+export async function runAdmin(
+  argv: string[], pool: pg.Pool, out: (line: string) => void, env: { secretKeys?: string } = {},
+): Promise<void> {
   const [command, ...rest] = argv;
   const { values } = parseOptions(rest);
   const need = (name: 'name' | 'id'): string => {
@@ -208,6 +234,9 @@ export async function runAdmin(argv: string[], pool: pg.Pool, out: (line: string
       out(`job ${id} cancelled (was ${r.previous}); the operator stops its runner`);
       return;
     }
+    case 'reseal':
+      await reseal(values, pool, env.secretKeys, out);
+      return;
     default:
       throw new UsageError(command ? `unknown command ${command}` : 'no command given');
   }
@@ -219,9 +248,10 @@ async function main(): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return argv.length === 0 ? 2 : 0;
   }
-  const { DATABASE_URL, EMBEDDED_PG_PORT } = loadConfig(z.object({
+  const { DATABASE_URL, EMBEDDED_PG_PORT, SECRET_KEYS } = loadConfig(z.object({
     DATABASE_URL: z.string().min(1).optional(),
     EMBEDDED_PG_PORT: z.coerce.number().int().min(1).max(65535).default(LOCAL_PG_DEFAULT_PORT),
+    SECRET_KEYS: commonSchema.shape.SECRET_KEYS,
   }));
   const pool = createPool(DATABASE_URL ?? localDatabaseUrl(EMBEDDED_PG_PORT), 2);
   try {
@@ -231,7 +261,7 @@ async function main(): Promise<number> {
       }
       throw err;
     });
-    await runAdmin(argv, pool, (line) => process.stdout.write(`${line}\n`));
+    await runAdmin(argv, pool, (line) => process.stdout.write(`${line}\n`), { ...(SECRET_KEYS && { secretKeys: SECRET_KEYS }) });
     return 0;
   } finally {
     await pool.end();

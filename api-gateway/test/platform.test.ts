@@ -15,6 +15,7 @@ import { ApiKeyCache } from '../src/auth.js';
 import { loadGatewayConfig } from '../src/config.js';
 import { findApiKeyByHash, hashApiKey, type ApiKeyRecord } from '../src/db/api-keys.js';
 import { getBatch, getBatchSql } from '@mediajobs/lib/db/batches';
+import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import { GET_JOB, LIST_JOBS, LIST_JOBS_BY_STATUS, TOTAL_JOBS } from '@mediajobs/lib/db/jobs';
 import { loadMigrations, migrate, migrationsApplied } from '../src/db/migrate.js';
 import { createPool } from '../src/db/pool.js';
@@ -211,6 +212,24 @@ describe('api-gateway: platform', function () {
       expect((await findApiKeyByHash(pool, hashApiKey(key)))!.revoked).to.equal(true);
     });
 
+    it('reseals every sealed column with the first key of SECRET_KEYS, printing counts per table and column', async () => {
+      const spec = SecretBox.generateSpec('r1');
+      const apiKeyId = uuidv7();
+      await pool.query(`INSERT INTO chat_settings (api_key_id, webhook_url_enc, notify_level) VALUES ($1, $2, 'all')`,
+        [apiKeyId, new SecretBox(spec).seal('https://chat.example/services/r', sealedAt.chatWebhook(apiKeyId))]);
+      const reseal = async (keys: string) => {
+        const out: string[] = [];
+        await runAdmin(['reseal', '--batch-size', '10'], pool, (l) => out.push(l), { secretKeys: keys });
+        return out;
+      };
+      const first = await reseal(`${SecretBox.generateSpec('r2')},${spec}`);
+      expect(first.find((l) => l.startsWith('chat_settings.webhook_url_enc'))).to.match(/resealed 1 {2}changed meanwhile 0 {2}unreadable 0$/);
+      expect(first.map((l) => l.split(' ')[0])).to.include.members(['jobs.webhook_url_enc', 'jobs.storage_enc', 'outbox.target_enc']);
+      const stored = (await pool.query('SELECT webhook_url_enc FROM chat_settings WHERE api_key_id = $1', [apiKeyId])).rows[0].webhook_url_enc as string;
+      expect(stored).to.match(/^v2\.r2\./);
+      expect(first.join('\n')).not.to.include('chat.example');
+    });
+
     it('stores a given key idempotently (a fixed dev key)', async () => {
       const first = await run('create-key', '--name', 'dev', '--key', 'dev-key-0123456789');
       const second = await run('create-key', '--name', 'dev', '--key', 'dev-key-0123456789');
@@ -223,6 +242,7 @@ describe('api-gateway: platform', function () {
       ['create-key', '--name', 'a', '--max-resolution', '4k'], ['create-key', '--name', 'a', '--storage-limit-gb', '-1'],
       ['create-key', '--name', 'a', '--org', 'not-a-uuid'], ['create-key', '--name', 'a', '--key', 'short'],
       ['create-key', '--name', 'a', '--billing-customer', 'acct_123'], ['create-key', '--name', 'a', '--billing-customer', 'cus_'],
+      ['reseal'],
     ];
     for (const argv of usage) {
       it(`refuses ${JSON.stringify(argv)} with a usage error`, async () => {
