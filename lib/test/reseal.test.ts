@@ -49,6 +49,13 @@ describe('lib: sealed values bound to their place, and the re-seal command (real
   const column = async (id: string, col: string) =>
     (await pool.query<{ v: string }>(`SELECT ${col} AS v FROM jobs WHERE id = $1`, [id])).rows[0]!.v;
 
+  it('knows every sealed column of the schema (each *_enc column is in SEALED_COLUMNS)', async () => {
+    const r = await pool.query<{ c: string }>(
+      `SELECT table_name || '.' || column_name AS c FROM information_schema.columns
+        WHERE table_schema = 'public' AND column_name LIKE '%\\_enc' ORDER BY 1`);
+    expect(r.rows.map((x) => x.c)).to.have.members(SEALED_COLUMNS.map((c) => `${c.table}.${c.column}`));
+  });
+
   describe('a database writer moving a sealed value', () => {
     it('to another job row: it does not open there', async () => {
       const a = await job(oldBox, { webhook: 'https://hooks.example/a' });
