@@ -9,7 +9,9 @@
 // runner pods all honour). Then the failures that must never fall back to
 // another destination: credentials revoked between submit and upload (S3
 // and GCS), and a destination that cannot be resolved. Last, every log line
-// of the run is searched for the credentials.
+// of the run is searched for every secret it used: API keys, storage
+// credentials, service-account keys, webhook and chat URLs, the webhook
+// signing secret and SECRET_KEYS (test/support/secret-scan.ts).
 import { expect } from 'chai';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
@@ -23,6 +25,7 @@ import { startFakeGcs, type FakeServiceAccount, type RunningFakeGcs } from '../s
 import { startFakeOss, type RunningFakeOss } from '../support/fake-oss.js';
 import { startMediaServer, type MediaServer } from '../support/media.js';
 import { startS3rver, type RunningS3rver } from '../support/s3rver.js';
+import { assertNoLeaks, secretKeysOf, type RunSecret } from '../support/secret-scan.js';
 import { startReceiver, startService, type Receiver, type Service } from './support.js';
 
 // s3rver accepts only registered access key ids (SigV4 signatures are not
@@ -78,8 +81,9 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
   let drive: RunningFakeDrive;
   const ossKey = { accessKeyId: `LTAI${randomBytes(8).toString('hex')}`, accessKeySecret: randomBytes(18).toString('base64') };
   const lines: string[] = [];
-  /** Every credential this run handles; none may appear in any log. */
-  const secrets: string[] = [];
+  /** Every secret this run handles; none may appear in any log. */
+  const secrets: RunSecret[] = [];
+  const secret = (kind: string, ...values: string[]) => secrets.push(...values.map((value) => ({ kind, value })));
 
   const waitForJob = (id: string, key?: string) => eventually(async () => {
     const r = await svc.api('GET', `/jobs/${id}`, undefined, key);
@@ -118,15 +122,19 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
     azurite = await startAzurite({ containers: ['media'] });
     // Signed URLs name the fake's address, not a bucket host: it serves them from boundBucket (a bound custom domain on OSS).
     oss = await startFakeOss({ keys: [ossKey], buckets: ['media'], boundBucket: 'media' });
-    secrets.push(azurite.accountKey, ossKey.accessKeyId, ossKey.accessKeySecret);
+    secret('Blob account key', azurite.accountKey);
+    secret('OSS access key', ossKey.accessKeyId, ossKey.accessKeySecret);
     gcs = await startFakeGcs({ buckets: ['media'] });
     drive = await startFakeDrive();
     svc = await startService({
       // Deployment settings, as in a cluster using private endpoints: nothing in a destination names these servers.
       storageEnv: { GCS_API_ENDPOINT: gcs.apiEndpoint, GCS_TOKEN_URI: gcs.tokenUri, DRIVE_API_ENDPOINT: drive.rootUrl, DRIVE_TOKEN_URI: drive.tokenUri },
+      // Chat notifications go to the receiver, under a path its token makes secret.
+      env: { CHAT_WEBHOOK_PREFIX: `${new URL(receiver.url).origin}/services/` },
       logDestination: { write: (line: string) => void lines.push(line) },
     });
-    secrets.push(svc.apiKey, ...String(svc.env.SECRET_KEYS).split(',').map((e) => e.slice(e.indexOf(':') + 1)));
+    secret('API key', svc.apiKey);
+    secrets.push(...secretKeysOf(String(svc.env.SECRET_KEYS)));
   });
 
   after(async () => {
@@ -142,7 +150,7 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
 
   it('a saved destination: the file lands at [folder_prefix/]base_folder/[folder/]name.ext and its URL downloads it', async () => {
     const pair = newS3Key();
-    secrets.push(pair.accessKey, pair.secretKey);
+    secret('S3 access key', pair.accessKey, pair.secretKey);
     const saved = await svc.api('POST', '/user/s3', { ...s3Destination(pair, 'saved'), folder_prefix: 'acme', base_folder: 'media' });
     expect(saved.status, JSON.stringify(saved.body)).to.equal(200);
 
@@ -167,8 +175,15 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
 
   it('inline credentials: delivered, then deleted from the row and the cluster when the job ends', async () => {
     const pair = newS3Key();
-    secrets.push(pair.accessKey, pair.secretKey);
-    const created = await svc.api('POST', '/jobs', { url: media.mp4Url, storage: { provider: 's3', ...s3Destination(pair, 'inline') } });
+    secret('S3 access key', pair.accessKey, pair.secretKey);
+    const signing = await svc.api('POST', '/user/webhook-secret');
+    expect(signing.status, JSON.stringify(signing.body)).to.be.oneOf([200, 201]);
+    secret('webhook signing secret', signing.body.secret as string);
+    const webhookUrl = `${receiver.url}?token=hook-${randomBytes(12).toString('hex')}`;
+    secret('webhook URL', webhookUrl);
+    const created = await svc.api('POST', '/jobs', {
+      url: media.mp4Url, storage: { provider: 's3', ...s3Destination(pair, 'inline') }, webhook_url: webhookUrl,
+    });
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
     const id = created.body.job_id as string;
     const job = await waitForJob(id);
@@ -188,14 +203,21 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
     // The URL signed at completion still serves GET /jobs/{id}.
     const again = await svc.api('GET', `/jobs/${id}`);
     expect((await download(again.body.s3_url as string)).equals(bytes)).to.equal(true);
+    // The webhook address, sealed for this row, was opened for its delivery, which was signed.
+    const hook = await eventually(() => receiver.hooks.find((h) => h.body.job_id === id && h.body.type === 'job_completed'), 15_000);
+    expect(hook.webhookId).to.be.a('string');
   });
 
   it('credentials revoked between submit and upload: Failed with reason storage_unreachable, delivered nowhere', async () => {
     const pair = newS3Key();
-    secrets.push(pair.accessKey, pair.secretKey);
+    secret('S3 access key', pair.accessKey, pair.secretKey);
     const other = await createApiKey(svc.db.pool, { name: 'revoked-destination' });
-    secrets.push(other.key);
+    secret('API key', other.key);
     expect((await svc.api('POST', '/user/s3', s3Destination(pair, 'revoked'), other.key)).status).to.equal(200);
+    const chatUrl = `${new URL(receiver.url).origin}/services/T0/B0/chat-${randomBytes(12).toString('hex')}`;
+    secret('chat URL', chatUrl);
+    const chat = await svc.api('POST', '/user/chat', { webhook_url: chatUrl, notify_level: 'errors_only' }, other.key);
+    expect(chat.status, JSON.stringify(chat.body)).to.equal(200);
     const created = await svc.api('POST', '/jobs', { url: media.mp4Url }, other.key);
     expect(created.status).to.equal(201);
     s3rverAccounts.DUMMY_ACCOUNT.revokeAccessKey(pair.accessKey);
@@ -206,6 +228,9 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
     const uploads = s3.events.filter((e) => e.eventName.startsWith('ObjectCreated') && !e.key.endsWith('verify_credentials.txt'));
     expect(uploads.filter((e) => e.key.includes(id))).to.have.length(0);
     expect(managedFiles(), 'not delivered to managed storage either').to.have.length(0);
+    // The failure's chat notification: its address, copied from the key's setting, opened and posted.
+    await eventually(async () => (await svc.db.pool.query(
+      `SELECT 1 FROM outbox WHERE channel = 'chat' AND chat_key_id = $1 AND delivered_at IS NOT NULL`, [other.id])).rowCount ? true : undefined, 15_000);
   });
 
   it('a destination that cannot be resolved, or is not the owner\'s: Failed with storage_unreachable before any download', async () => {
@@ -232,7 +257,7 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
 
   it('a saved Blob destination (Azurite): delivered and downloadable by its SAS URL, byte for byte', async () => {
     const k = await createApiKey(svc.db.pool, { name: 'blob-owner' });
-    secrets.push(k.key);
+    secret('API key', k.key);
     const saved = await svc.api('POST', '/user/blob', {
       account_name: azurite.accountName, account_key: azurite.accountKey, container: 'media', endpoint: azurite.endpoint, folder_prefix: 'az',
     }, k.key);
@@ -264,7 +289,8 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
   async function gcsOwner(name: string, folderPrefix?: string): Promise<{ key: string; account: FakeServiceAccount }> {
     const k = await createApiKey(svc.db.pool, { name });
     const account = gcs.createServiceAccount({ buckets: ['media'] });
-    secrets.push(k.key, ...pemLines(account.privateKey));
+    secret('API key', k.key);
+    secret('GCS service account key', ...pemLines(account.privateKey));
     const saved = await svc.api('POST', '/user/gcs', {
       project_id: account.projectId, bucket: 'media', service_account_json: account.json(), ...(folderPrefix && { folder_prefix: folderPrefix }),
     }, k.key);
@@ -296,7 +322,8 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
     const k = await createApiKey(svc.db.pool, { name: 'drive-owner' });
     const account = driveServiceAccount();
     const keyFile = Buffer.from(account.json).toString('base64');
-    secrets.push(k.key, keyFile, ...pemLines(account.privateKey));
+    secret('API key', k.key);
+    secret('Drive service account key', keyFile, ...pemLines(account.privateKey));
     drive.addServiceAccount(account.email, account.publicKey);
     const sharedDrive = drive.addSharedDrive('Media', { [account.email]: 'fileOrganizer' });
     const saved = await svc.api('POST', '/user/drive', { service_account_json: keyFile, folder_id: sharedDrive, folder_prefix: 'dr' }, k.key);
@@ -343,11 +370,19 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
       const pods = (await svc.cluster.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/managed-by=mediajobs-operator', '-o', 'name'])).stdout
         .split('\n').filter(Boolean);
       expect(pods.length).to.be.at.least(3);
-      const runnerLogs = await Promise.all(pods.map(async (p) => (await svc.cluster.kubectl(['logs', p])).stdout));
-      const all = [...lines, ...runnerLogs].join('\n');
-      expect(lines.length, 'gateway and operator lines captured').to.be.greaterThan(20);
-      expect(all).to.include('storage destination saved');
-      for (const s of secrets) expect(all, 'a credential in the logs').to.not.include(s);
+      const runnerLogs = await Promise.all(pods.map(async (p) => ({ source: `runner ${p}`, text: (await svc.cluster.kubectl(['logs', p])).stdout })));
+      // Gateway and operator write to one stream here; each line names its process.
+      const byProcess = new Map<string, string[]>();
+      for (const l of lines) {
+        const name = /"name":"([^"]+)"/.exec(l)?.[1] ?? 'unnamed';
+        byProcess.set(name, [...(byProcess.get(name) ?? []), l]);
+      }
+      expect(byProcess.get('api-gateway')?.length, 'gateway lines captured').to.be.greaterThan(10);
+      expect(byProcess.get('operator')?.length, 'operator lines captured').to.be.greaterThan(10);
+      expect(byProcess.get('api-gateway')!.join('')).to.include('storage destination saved');
+      const logs = [...[...byProcess].map(([source, ls]) => ({ source, text: ls.join('') })), ...runnerLogs];
+      expect(secrets.map((s) => s.kind)).to.include.members(['webhook URL', 'chat URL', 'webhook signing secret', 'SECRET_KEYS key e2e']);
+      assertNoLeaks(secrets, logs);
     });
   });
 });
