@@ -8,7 +8,9 @@
 // mixes and private lists stay single jobs; POST /jobs/bulk is all or nothing.
 import { expect } from 'chai';
 import { BatchSources } from '@mediajobs/lib/batches/index';
+import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
+import { SecretBox, type SecretContext } from '@mediajobs/lib/secret-box';
 import { EXAMPLE_FEED, FEED_MEDIA } from '../../lib/test/batches-fixtures.js';
 import { buildFeed, feedOfSize, lookupResult, serve, startFakePlatform, type FakePlatform } from '../../lib/test/batches-support.js';
 import { GROUP, MEDIABATCH_PLURAL, VERSION, type MediaBatch } from '@mediajobs/lib/mediajob/types';
@@ -40,6 +42,7 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
   let platform: FakePlatform;
   let gw: TestGateway;
   let key: { id: string; key: string };
+  const secretBox = new SecretBox(SecretBox.generateSpec('batches'));
 
   const post = (body: unknown, k = key.key) => gw.request('POST', '/jobs', { key: k, body });
   const count = async (sql: string, values: unknown[] = []) => Number((await gw.pool.query(sql, values)).rows[0].n);
@@ -66,12 +69,24 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
     })));
     const policy = new OutboundPolicy({ allowed: ['127.0.0.0/8', '::1/128'] });
     gw = await startTestGateway({
+      secretBox,
       batchSources: new BatchSources({
         lookupEndpoint: platform.lookupEndpoint, maxEntries: 500, policy,
         mediaInfo: { urlMap: new Map([[`https://www.youtube.com/playlist?list=${PL}`, `${platform.baseUrl}/playlist.rss`]]) },
       }),
     });
   });
+
+  /** Each job's webhook address: its own ciphertext, opened at its row and at no other. */
+  async function sealedPerRow(ids: string[], url: string): Promise<void> {
+    const r = await gw.pool.query<{ id: string; v: string }>('SELECT id, webhook_url_enc AS v FROM jobs WHERE id = ANY($1::uuid[])', [ids]);
+    expect(new Set(r.rows.map((x) => x.v)).size, 'one ciphertext per row').to.equal(ids.length);
+    const at = (id: string): SecretContext => sealedAt.jobWebhook(id);
+    for (const [i, x] of r.rows.entries()) {
+      expect(secretBox.open(x.v, at(x.id))).to.equal(url);
+      expect(() => secretBox.open(x.v, at(r.rows[(i + 1) % r.rows.length]!.id))).to.throw(/wrong place or tampered/);
+    }
+  }
 
   beforeEach(async () => {
     key = await gw.newKey('batches');
@@ -102,6 +117,10 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
         `SELECT id, status, url, options->>'folder' AS folder, options->>'audioOnly' AS audio, cr_name FROM jobs WHERE batch_id = $1 ORDER BY batch_index`,
         [body.batch_id])).rows;
       expect(rows).to.deep.equal(FEED_EPISODES.map((e, i) => ({ id: ids[i], status: 'Pending', url: e.url, folder: 'shows/example', audio: 'true', cr_name: null })));
+      // The batch and each episode hold their own ciphertext of the address, bound to their row.
+      const batchHook = (await gw.pool.query('SELECT webhook_url_enc FROM batches WHERE id = $1', [body.batch_id])).rows[0].webhook_url_enc as string;
+      expect(secretBox.open(batchHook, sealedAt.batchWebhook(body.batch_id as string))).to.equal('https://hooks.example.com/secret-token');
+      await sealedPerRow(ids, 'https://hooks.example.com/secret-token');
 
       // The rows make one MediaBatch; the episode MediaJobs are the batch controller's.
       const { jobs, batches } = await materialize(gw.pool);
@@ -349,6 +368,7 @@ describe('api-gateway: batches (shows, playlists, bulk)', function () {
       const byId = new Map(rows.map((x) => [x.id as string, x]));
       expect(ids.map((id) => byId.get(id)?.url)).to.deep.equal(urls(100));
       expect(rows.every((x) => x.format === 'mkv' && x.folder === 'bulk' && x.hooked && x.cr_name === x.id)).to.equal(true);
+      await sealedPerRow(ids, 'https://hooks.example.com/bulk-secret');
       expect(await written(key.id)).to.deep.equal({ jobs: 100, batches: 0, usage: 100 });
       const { jobs } = await materialize(gw.pool);
       expect(jobs.map((mj) => mj.metadata.name!).sort()).to.deep.equal([...ids].sort());

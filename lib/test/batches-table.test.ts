@@ -126,8 +126,10 @@ describe('lib: the batches table (real PostgreSQL)', function () {
 
     it('keeps inline credentials on each episode row until it ends', async () => {
       const inline = { type: 'inline', provider: 's3', secretName: 'mj-x' } as const;
-      const { batch } = await batchOf(2, { target: { kind: 'inline', destination: inline, storage: () => 'sealed-creds' } });
-      expect((await rows(batch.id)).map((r) => [r.destination, r.storage_enc])).to.deep.equal(Array(2).fill([inline, 'sealed-creds']));
+      // Sealed once per row, for that row (lib/src/db/sealed-columns.ts).
+      const { batch } = await batchOf(2, { target: { kind: 'inline', destination: inline, storage: (at) => `sealed-for-${at.table}.${at.column}:${at.row}` } });
+      expect((await rows(batch.id)).map((r) => [r.destination, r.storage_enc]))
+        .to.deep.equal((await rows(batch.id)).map((r) => [inline, `sealed-for-jobs.storage_enc:${r.id}`]));
     });
 
     it('records a kubectl-applied batch once, and nothing for a revoked key', async () => {
