@@ -25,7 +25,7 @@ import { recordAttempt } from '@mediajobs/lib/db/webhook-log';
 import { signingSecrets } from '@mediajobs/lib/db/webhook-secrets';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { OutboundPolicy, type OutboundPolicyOptions } from '@mediajobs/lib/outbound';
-import type { SecretBox } from '@mediajobs/lib/secret-box';
+import { SecretBoxError, type SecretBox } from '@mediajobs/lib/secret-box';
 import { secretKey, signedHeaders } from '@mediajobs/lib/webhook-signing';
 import type { OperatorMetrics } from './metrics.js';
 import { WebhookClient, type PostOutcome } from './webhook-post.js';
@@ -164,7 +164,12 @@ export class OutboxDispatcher {
       this.log.warn({ eventId: row.event_id, type: row.type, attempt: row.attempts - 1 }, 'webhook given up');
       return;
     }
-    const target = row.target_enc === null ? BILLING_ORIGIN : this.box.open(row.target_enc, outboxTargetAt(row));
+    const target = this.target(row);
+    if (target === undefined) {
+      await markFailed(this.pool, row.id, 'target_unreadable');
+      this.opts.metrics?.delivered(row.channel, 'failed');
+      return;
+    }
     // A chat service is one origin for every tenant: there each incoming webhook is its own receiver.
     const origin = row.channel === 'webhook' ? originOf(target) : target;
     const busy = this.perOrigin.get(origin) ?? 0;
@@ -184,6 +189,22 @@ export class OutboxDispatcher {
         this.kick();
       });
     this.inFlight.add(delivery);
+  }
+
+  /**
+   * Where the row goes; undefined when its sealed address does not open (a
+   * removed key, a damaged value, or one moved from another row: no attempt
+   * will open it, and throwing would hold up the rest of the claimed batch).
+   */
+  private target(row: ClaimedEvent): string | undefined {
+    if (row.target_enc === null) return BILLING_ORIGIN;
+    try {
+      return this.box.open(row.target_enc, outboxTargetAt(row));
+    } catch (err) {
+      if (!(err instanceof SecretBoxError)) throw err;
+      this.log.warn({ eventId: row.event_id, type: row.type, err: errFields(err) }, 'webhook target cannot be opened; given up');
+      return undefined;
+    }
   }
 
   private async deliver(row: ClaimedEvent, target: string): Promise<void> {

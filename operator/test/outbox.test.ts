@@ -19,7 +19,7 @@ describe('operator: webhook outbox', function () {
   let url: string;
   const box = new SecretBox(SecretBox.generateSpec('t1'));
   /** What the receiver does with each POST. */
-  let answer: 'fail' | 'hang' = 'fail';
+  let answer: 'ok' | 'fail' | 'hang' = 'fail';
   const posts: { eventId: string; at: number }[] = [];
   const dispatchers: OutboxDispatcher[] = [];
 
@@ -30,6 +30,7 @@ describe('operator: webhook outbox', function () {
       req.on('end', () => {
         posts.push({ eventId: String(req.headers['x-mediajobs-event-id']), at: Date.now() });
         if (answer === 'fail') res.writeHead(500).end();
+        if (answer === 'ok') res.writeHead(200).end();
         // 'hang': never answer; the dispatcher's timeout must end the attempt.
       });
     });
@@ -81,6 +82,19 @@ describe('operator: webhook outbox', function () {
     expect(mine[1]!.at - mine[0]!.at).to.be.at.least(190);
     expect(mine[2]!.at - mine[1]!.at).to.be.at.least(390);
     expect(await row(id)).to.include({ attempts: 3, last_error: 'HTTP 500', delivered_at: null });
+  });
+
+  it('gives up at once on a target moved from another row, and still delivers the event claimed with it', async () => {
+    answer = 'ok';
+    const moved = await event();
+    const fine = await event();
+    // A database writer copies the second row's sealed address onto the first: bound to its own row, it opens only there.
+    await db.pool.query(`UPDATE outbox SET target_enc = (SELECT target_enc FROM outbox WHERE event_id = $2) WHERE event_id = $1`, [moved, fine]);
+    await start({ timeoutMs: 2000, backoffMs: 200 });
+    await eventually(async () => (await row(fine)).delivered_at !== null, 10_000);
+    expect(await row(moved)).to.include({ attempts: 1, last_error: 'target_unreadable', delivered_at: null });
+    expect((await row(moved)).failed_at).to.not.equal(null);
+    expect(posts.filter((p) => p.eventId === moved)).to.have.length(0);
   });
 
   it('ends an attempt the receiver does not answer at the timeout', async () => {
