@@ -80,6 +80,10 @@ describe('lib: sealed values bound to their place, and the re-seal command (real
       expect((await signingSecrets(pool, oldBox, k1)).length).to.equal(1);
       const err = await signingSecrets(pool, oldBox, k2).catch((e: unknown) => e);
       expect(err).to.be.instanceOf(SecretBoxError);
+      // Its owner rotates past it: the value that does not open is dropped, not kept for the overlap.
+      const { secret, info } = await rotateWebhookSecret(pool, oldBox, k2);
+      expect(info.rotatedAt).to.equal(null);
+      expect(await signingSecrets(pool, oldBox, k2)).to.deep.equal([secret]);
     });
 
     it('from a job into an outbox row of another job: the dispatcher cannot open it', async () => {

@@ -7,7 +7,7 @@
 // lib/src/webhook-signing.ts's.
 import type pg from 'pg';
 import { withTransaction } from '../pg-client.js';
-import type { SecretBox } from '../secret-box.js';
+import { SecretBoxError, type SecretBox } from '../secret-box.js';
 import { ROTATION_OVERLAP_SECONDS, generateSecret } from '../webhook-signing.js';
 import { sealedAt } from './sealed-columns.js';
 
@@ -49,9 +49,7 @@ export async function rotateWebhookSecret(pool: pg.Pool, box: SecretBox, apiKeyI
           `INSERT INTO webhook_secrets (api_key_id, secret_enc, revealed, created_at) VALUES ($1, $2, true, now())
            ON CONFLICT (api_key_id) DO NOTHING RETURNING ${INFO_COLUMNS}`, [apiKeyId, sealed])).rows[0];
       }
-      const previous = old.revealed
-        ? box.seal(box.open(old.secret_enc, sealedAt.signingSecret(apiKeyId)), sealedAt.previousSigningSecret(apiKeyId))
-        : null;
+      const previous = old.revealed ? movedToPrevious(box, apiKeyId, old.secret_enc) : null;
       return (await client.query<InfoRow>(
         `UPDATE webhook_secrets SET previous_secret_enc = $3, rotated_at = CASE WHEN $3::text IS NOT NULL THEN now() END,
                 secret_enc = $2, revealed = true, created_at = now()
@@ -59,6 +57,20 @@ export async function rotateWebhookSecret(pool: pg.Pool, box: SecretBox, apiKeyI
     });
     // Undefined: a concurrent first secret (a reveal or a first delivery) won the insert; rotate that one.
     if (row) return { secret, info: info(row) };
+  }
+}
+
+/**
+ * The replaced secret sealed for previous_secret_enc; null when it does not
+ * open (a removed key, a damaged or moved value): it could not sign either,
+ * and the rotation is how its owner gets past it.
+ */
+function movedToPrevious(box: SecretBox, apiKeyId: string, sealed: string): string | null {
+  try {
+    return box.seal(box.open(sealed, sealedAt.signingSecret(apiKeyId)), sealedAt.previousSigningSecret(apiKeyId));
+  } catch (err) {
+    if (err instanceof SecretBoxError) return null;
+    throw err;
   }
 }
 
