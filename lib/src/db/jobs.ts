@@ -38,9 +38,9 @@ export interface NewJob {
   crNamespace: string;
   crName: string;
   /**
-   * Where it delivers: inline credentials already checked (sealed here with
-   * the SecretBox, bound to the row), or rule 9 over the saved destinations of the key and its
-   * organization, decided by the insert itself.
+   * Where it delivers: inline credentials already checked (sealed here,
+   * bound to the row), or rule 9 over the saved destinations of the key and
+   * its organization, decided by the insert itself.
    */
   target:
     | { kind: 'inline'; destination: Destination; storage: Sealable }
@@ -278,12 +278,11 @@ export function bulkJobInserter(rule9: SavedDestinationSql): InsertJobs {
     return withKeyRow(pool, n.keyRow, async () => {
       const variant = n.provider === undefined ? 'default' : 'provider';
       const keyed = n.keyRow !== undefined;
+      const docs = n.jobs.map((j) => ({ id: j.id, options: j.options, ...(n.webhookUrl && { webhook: n.webhookUrl(sealedAt.jobWebhook(j.id)) }) }));
       const r = await pool.query<{ destination: Destination | null; key_held?: boolean }>({
         name: `mj-insert-jobs-${variant}${keyed ? '-keyed' : ''}`,
         text: statements[keyed ? 'keyed' : 'plain'][variant],
-        values: [n.apiKeyId, n.crNamespace, JSON.stringify(n.jobs.map((j) => ({
-          id: j.id, options: j.options, ...(n.webhookUrl && { webhook: n.webhookUrl(sealedAt.jobWebhook(j.id)) }),
-        }))),
+        values: [n.apiKeyId, n.crNamespace, JSON.stringify(docs),
           randomInt(COUNTER_SHARDS), n.organizationId, n.provider ?? null, ...(n.keyRow ? keyRowValues(n.keyRow) : [])],
       });
       keyHeld(r.rows[0]?.key_held);
