@@ -13,7 +13,7 @@
 //   chat_key_id). Rows from before chat_key_id are v1 values and, after
 //   the re-seal, bound to the outbox row itself.
 // - none else: a bulk request's jobs and a batch's episodes are sealed once
-//   per row (docs/adr/0019-sealed-values-bound-to-their-place.md).
+//   per row (docs/adr/0020-sealed-values-bound-to-their-place.md).
 //
 // Saved destinations are bound to their natural key (owner kind, owner id,
 // provider): the upsert that writes them keeps an existing row's id, which
