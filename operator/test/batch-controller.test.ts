@@ -101,13 +101,15 @@ describe('MediaBatch controller on the local cluster', function () {
     // 1 per second with pages of 3: the first 3 at once, the next page about 3 s later.
     operator = await start({ BATCH_CREATE_PER_SECOND: '1', BATCH_CREATE_PAGE: '3' });
     const { id, eps } = await gatewayBatch(5);
-    await eventually(async () => (await episodeJobs(id)).length >= 3, 10_000);
-    await new Promise((r) => setTimeout(r, 1000));
-    expect(await episodeJobs(id)).to.have.length(3);
     const all = await eventually(async () => {
       const mjs = await episodeJobs(id);
       return mjs.length === 5 ? mjs : undefined;
-    }, 15_000);
+    }, 30_000);
+    // Read from the objects' creation times (whole seconds), not from when this test happened to look:
+    // the first page together, the next one only once the rate gave it 3 more creations, about 3 s later.
+    const created = all.map((x) => Date.parse(x.metadata.creationTimestamp!)).sort((a, b) => a - b);
+    expect(created[2]! - created[0]!, 'the first page at once').to.be.at.most(1000);
+    expect(created[3]! - created[0]!, 'the second page waits for the rate').to.be.at.least(2000);
     const mb = await getMb(id);
     const mj = all.find((x) => x.metadata.name === eps[1]!.id)!;
     expect((mj.metadata as k8s.V1ObjectMeta).ownerReferences).to.deep.equal([{

@@ -86,7 +86,7 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
         // FairPlay-protected audio (an skd:// session key yt-dlp marks has_drm): the runner's audio-only DRM path.
         { title: 'Protected', pubDate: 'Mon, 04 Mar 2024 10:00:00 GMT', enclosure: { url: pages.drmAudioUrl, type: 'application/vnd.apple.mpegurl' } },
         // Still downloading when the others are done, so the batch is seen part-way.
-        { title: 'Slow', pubDate: 'Sun, 03 Mar 2024 10:00:00 GMT', enclosure: { url: media.slowUrl(10), type: 'video/mp4' } },
+        { title: 'Slow', pubDate: 'Sun, 03 Mar 2024 10:00:00 GMT', enclosure: { url: media.slowUrl(30), type: 'video/mp4' } },
       ],
     }));
     show(GITOPS_SHOW, buildFeed({
