@@ -412,13 +412,13 @@ describe('Helm chart charts/mediajobs', () => {
     }
   });
 
-  it('grants the runner only get/patch on mediajobs/status', () => {
+  it('grants runners nothing shared: the operator may make each runner its own account, Role and binding (ADR 0021)', () => {
     const rbac = readFileSync(join(CHART_DIR, 'templates/rbac.yaml'), 'utf8');
-    const runnerRole = rbac.split(/^---$/m).find((doc) => /^kind: Role$/m.test(doc) && doc.includes('mediajobs.runnerName'));
-    expect(runnerRole, 'runner Role').to.be.a('string');
-    const rules = runnerRole!.slice(runnerRole!.indexOf('rules:'));
-    expect(rules).to.match(/resources: \["mediajobs\/status"\]/);
-    expect(rules).to.match(/verbs: \["get", "patch"\]/);
-    expect((rules.match(/- apiGroups:/g) ?? []).length).to.equal(1);
+    expect(rbac, 'no shared runner Role').to.not.include('mediajobs.runnerName');
+    const accounts = readFileSync(join(CHART_DIR, 'templates/serviceaccounts.yaml'), 'utf8');
+    expect(accounts).to.include('list "gateway" "operator" }}');
+    const operatorRole = rbac.split(/^---$/m).find((doc) => /^kind: Role$/m.test(doc) && doc.includes('mediajobs.operatorName'))!;
+    expect(operatorRole).to.match(/resources: \["serviceaccounts"\]\n\s+verbs: \["get", "create"\]/);
+    expect(operatorRole).to.match(/resources: \["roles", "rolebindings"\]\n\s+verbs: \["get", "create"\]/);
   });
 });
