@@ -38,9 +38,12 @@ const CLOSED = PROBES.map(() => false);
 /** The environment of the runner pod the operator creates with these settings, as the runner reads it. */
 async function runnerEnvOf(operatorEnv: Record<string, string>): Promise<NodeJS.ProcessEnv> {
   let job: k8s.V1Job | undefined;
+  const made = async ({ body }: { body: k8s.KubernetesObject }) => body;
   const kube = {
-    core: { createNamespacedSecret: async ({ body }: { body: k8s.V1Secret }) => body },
+    core: { createNamespacedSecret: made, createNamespacedServiceAccount: made },
     batch: { createNamespacedJob: async ({ body }: { body: k8s.V1Job }) => (job = body) },
+    // The runner's own identity (docs/adr/0021), made before its Job.
+    rbac: { createNamespacedRole: made, createNamespacedRoleBinding: made },
   } as unknown as ConstructorParameters<typeof RunnerChildren>[0]['kube'];
   const children = new RunnerChildren({
     kube,
