@@ -9,7 +9,7 @@
 import { eventually } from '../../local-cluster/test/support.js';
 import { jobProcesses } from '../support/job-processes.js';
 import type { ChaosFixture } from './fixture.js';
-import { TERMINAL, look, statuses, type ChaosService, type Seen } from './outside.js';
+import { TERMINAL, look, postJobs, statuses, type Seen } from './outside.js';
 
 export interface ApiServerRestartOptions {
   /** Jobs posted before the restart, and after it. */
@@ -35,23 +35,15 @@ export interface ApiServerRestartRun {
 /** The source trickles out over this long, so runners are mid-download when the API server goes. */
 const DOWNLOAD_SECONDS = 4;
 
-async function post(svc: ChaosService, url: string, webhookUrl: string, n: number): Promise<string[]> {
-  const created = await Promise.all(Array.from({ length: n }, () => svc.api('POST', '/jobs', { url, webhook_url: webhookUrl })));
-  return created.map((r) => {
-    if (r.status !== 201) throw new Error(`POST /jobs answered ${r.status} ${JSON.stringify(r.body)}`);
-    return r.body.job_id as string;
-  });
-}
-
 export async function runApiServerRestart({ svc, media, receiver }: ChaosFixture, opts: ApiServerRestartOptions): Promise<ApiServerRestartRun> {
   const url = media.slowUrl(DOWNLOAD_SECONDS);
-  const ids = await post(svc, url, receiver.url, opts.before);
+  const ids = await postJobs(svc, url, receiver.url, opts.before);
   // Mid-run: some runner downloading (its process and the downloader's).
   await eventually(() => ids.some((id) => jobProcesses(id).length >= 2), opts.deadlineMs, 100);
   const runningAtRestart = ids.filter((id) => jobProcesses(id).length > 0).length;
   await svc.cluster.cluster.restartApiServer(opts.downMs);
   const t0 = performance.now();
-  const later = await post(svc, url, receiver.url, opts.after);
+  const later = await postJobs(svc, url, receiver.url, opts.after);
   const posted = performance.now();
   ids.push(...later);
 

@@ -39,6 +39,15 @@ export interface Seen {
 
 const TERMINAL_EVENTS = new Set(['job_completed', 'job_failed', 'job_warning', 'job_skipped', 'job_cancelled']);
 
+/** POST /jobs `n` times at once for `url`, with a webhook; the ids, or a throw at the first answer that is not 201. */
+export async function postJobs(svc: ChaosService, url: string, webhookUrl: string, n: number): Promise<string[]> {
+  const created = await Promise.all(Array.from({ length: n }, () => svc.api('POST', '/jobs', { url, webhook_url: webhookUrl })));
+  return created.map((r) => {
+    if (r.status !== 201) throw new Error(`POST /jobs answered ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body.job_id as string;
+  });
+}
+
 /** Statuses of `ids` by GET /jobs/{id}, a few requests at a time. */
 export async function statuses(svc: ChaosService, ids: string[]): Promise<Map<string, Record<string, unknown>>> {
   const out = new Map<string, Record<string, unknown>>();

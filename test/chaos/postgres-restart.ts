@@ -10,7 +10,7 @@ import type { PostgresServer } from '../support/postgres-server.js';
 import { eventually } from '../../local-cluster/test/support.js';
 import { jobProcesses } from '../support/job-processes.js';
 import type { ChaosFixture } from './fixture.js';
-import { TERMINAL, look, statuses, type ChaosService, type Seen } from './outside.js';
+import { TERMINAL, look, postJobs, statuses, type ChaosService, type Seen } from './outside.js';
 
 export interface PostgresRestartOptions {
   /** Jobs posted before the restart, and after it. */
@@ -39,14 +39,6 @@ export interface PostgresRestartRun {
 /** The source trickles out over this long, so runners are mid-download when Postgres goes. */
 const DOWNLOAD_SECONDS = 4;
 
-async function post(svc: ChaosService, url: string, webhookUrl: string, n: number): Promise<string[]> {
-  const created = await Promise.all(Array.from({ length: n }, () => svc.api('POST', '/jobs', { url, webhook_url: webhookUrl })));
-  return created.map((r) => {
-    if (r.status !== 201) throw new Error(`POST /jobs answered ${r.status} ${JSON.stringify(r.body)}`);
-    return r.body.job_id as string;
-  });
-}
-
 /** One request as a client sends it, judged: its status, and what is wrong with a 503 (no Retry-After, not {error}). */
 async function probe(svc: ChaosService, method: 'POST' | 'GET', path: string, body?: unknown): Promise<{ status: number; wrong?: string }> {
   const res = await fetch(`${svc.gateway.url}${path}`, {
@@ -70,7 +62,7 @@ export async function runPostgresRestart(
   { svc, media, receiver }: ChaosFixture, postgres: PostgresServer, opts: PostgresRestartOptions,
 ): Promise<PostgresRestartRun> {
   const url = media.slowUrl(DOWNLOAD_SECONDS);
-  const ids = await post(svc, url, receiver.url, opts.before);
+  const ids = await postJobs(svc, url, receiver.url, opts.before);
   await eventually(() => ids.some((id) => jobProcesses(id).length >= 2), opts.deadlineMs, 100);
   const runningAtStop = ids.filter((id) => jobProcesses(id).length > 0).length;
 
@@ -98,7 +90,7 @@ export async function runPostgresRestart(
     return r.status === 201 ? (r.body.job_id as string) : undefined;
   }, opts.deadlineMs, 100);
   const msToFirstAccept = performance.now() - t0;
-  ids.push(first, ...(await post(svc, url, receiver.url, opts.after - 1)));
+  ids.push(first, ...(await postJobs(svc, url, receiver.url, opts.after - 1)));
 
   await eventually(async () => [...(await statuses(svc, ids)).values()].every((j) => TERMINAL.includes(j.status as string)), opts.deadlineMs, 250);
   const msToAllTerminal = performance.now() - t0;
