@@ -24,6 +24,7 @@ import { CLEANUP_SECONDS, UPLOAD_GRANT_PATH, UploadGrantBroker, UploadGrantKeys 
 import { uploadGrantsRouter } from '../api-gateway/src/routes/upload-grants.js';
 import { runnerDocuments } from '../operator/src/managed-storage.js';
 import { cancellable, resolveDestination, uploadJobFile } from '../runner-image/src/destination.js';
+import { endlessBody } from './support/endless-body.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from './support/postgres.js';
 import { startS3rver, type RunningS3rver } from './support/s3rver.js';
 import { s3rverWithAbort, type S3rverWithAbort } from './support/s3rver-abort.js';
@@ -31,14 +32,8 @@ import { s3rverWithAbort, type S3rverWithAbort } from './support/s3rver-abort.js
 const BUCKET = 'managed';
 const MiB = 1024 * 1024;
 
-/** A body that goes on until it is destroyed (ffmpeg still muxing), 1 MiB every few ms. */
-function endless(): Readable {
-  return new Readable({
-    read() {
-      setTimeout(() => this.push(Buffer.alloc(MiB, 7)), 2);
-    },
-  });
-}
+/** A body that goes on until it is destroyed (ffmpeg still muxing). */
+const endless = () => endlessBody(7, 2);
 
 async function until(what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
   for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 20))) {

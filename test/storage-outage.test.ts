@@ -8,30 +8,16 @@
 // the front that gives s3rver the AbortMultipartUpload it lacks and that can
 // close its port as an outage does.
 import { expect } from 'chai';
-import { Readable } from 'node:stream';
 import { S3StorageProvider } from '@mediajobs/lib/storage/s3';
 import { isStorageError } from '@mediajobs/lib/storage/types';
+import { eventually } from '../local-cluster/test/support.js';
+import { endlessBody } from './support/endless-body.js';
 import { startS3rver, type RunningS3rver } from './support/s3rver.js';
 import { s3rverWithAbort, type S3rverWithAbort } from './support/s3rver-abort.js';
 
 const BUCKET = 'media';
 const MiB = 1024 * 1024;
 
-/** A body that goes on until it is destroyed (ffmpeg still muxing), 1 MiB every few ms. */
-function endless(): Readable {
-  return new Readable({
-    read() {
-      setTimeout(() => this.push(Buffer.alloc(MiB, 3)), 3);
-    },
-  });
-}
-
-async function until(what: string, check: () => Promise<boolean>, ms = 20_000): Promise<void> {
-  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 20))) {
-    if (await check()) return;
-  }
-  expect.fail(`timed out waiting for ${what}`);
-}
 
 describe('storage stopped mid-upload', function () {
   this.timeout(90_000);
@@ -54,11 +40,11 @@ describe('storage stopped mid-upload', function () {
   });
 
   it('fails as unreachable, stores nothing, and aborts its multipart upload once the service is back', async () => {
-    const upload = provider.upload('videos/talk.mkv', endless(), { contentType: 'video/x-matroska' }).then(
+    const upload = provider.upload('videos/talk.mkv', endlessBody(3, 3), { contentType: 'video/x-matroska' }).then(
       () => expect.fail('an upload through an outage cannot succeed'),
       (err: unknown) => err,
     );
-    await until('a part in the bucket', async () => (await front.pendingUploads(BUCKET)).some((u) => u.parts > 0));
+    await eventually(async () => (await front.pendingUploads(BUCKET)).some((u) => u.parts > 0), 20_000, 20);
     await front.pause();
     // Down long enough for the part's own retries to give up and the abort to meet a closed port.
     await new Promise((r) => setTimeout(r, 2_000));
