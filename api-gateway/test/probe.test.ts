@@ -5,19 +5,10 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
-import { DestinationCheckError, probeDestination } from '../src/destinations/probe.js';
+import { probeDestination } from '../src/destinations/probe.js';
+import { probeFailure } from './support.js';
 
 const s3 = (endpoint: string) => ({ provider: 's3', endpoint, bucket: 'b', region: 'us-east-1', access_key: 'a', secret_key: 's' });
-
-async function failure(work: Promise<void>): Promise<DestinationCheckError> {
-  try {
-    await work;
-  } catch (err) {
-    if (err instanceof DestinationCheckError) return err;
-    throw err;
-  }
-  throw new Error('the probe passed');
-}
 
 describe('api-gateway: what a failed storage probe says', function () {
   this.timeout(20_000);
@@ -35,9 +26,9 @@ describe('api-gateway: what a failed storage probe says', function () {
   });
 
   it('a refused port and a port that never answers: the same reason, unreachable', async () => {
-    const refused = await failure(probeDestination(s3('http://127.0.0.1:1'), 2_000));
+    const refused = await probeFailure(probeDestination(s3('http://127.0.0.1:1'), 2_000));
     const { port } = silent.address() as AddressInfo;
-    const hung = await failure(probeDestination(s3(`http://127.0.0.1:${port}`), 300));
+    const hung = await probeFailure(probeDestination(s3(`http://127.0.0.1:${port}`), 300));
     expect([refused.reason, hung.reason]).to.deep.equal(['unreachable', 'unreachable']);
     expect(refused.message).to.equal(hung.message);
   });

@@ -1,6 +1,7 @@
 // Test support: a scratch Postgres database per suite, the gateway app on
 // an ephemeral port, API keys, a log capture, and a local cluster with the
 // MediaJob CRD.
+import { DestinationCheckError } from '../src/destinations/probe.js';
 import { existsSync, readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -211,4 +212,15 @@ export async function startClusterWithCrd(opts: { mediaBatch?: boolean } = {}): 
   await establish(ext, crd);
   if (opts.mediaBatch) await establish(ext, k8s.loadYaml<k8s.V1CustomResourceDefinition>(readFileSync(BATCH_CRD_FILE, 'utf8')));
   return { cluster, kc, custom: kc.makeApiClient(k8s.CustomObjectsApi), stop: () => cluster.stop() };
+}
+
+/** What a storage check that must fail (destinations/probe.ts) failed with; any other error is thrown on. */
+export async function probeFailure(work: Promise<void>): Promise<DestinationCheckError> {
+  try {
+    await work;
+  } catch (err) {
+    if (err instanceof DestinationCheckError) return err;
+    throw err;
+  }
+  throw new Error('the probe passed');
 }
