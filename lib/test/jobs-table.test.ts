@@ -13,7 +13,7 @@ import {
 } from '../src/db/jobs.js';
 import { markCreated, mediaJobsToCreate } from '../src/db/materialize.js';
 import { eventId, OUTBOX_CHANNEL, type OutboxEvent } from '../src/db/outbox.js';
-import type { MediaJob, MediaJobOptions, MediaJobStatus } from '../src/mediajob/types.js';
+import type { MediaJob, MediaJobOptions, MediaJobStatus, Owned } from '../src/mediajob/types.js';
 import { withClient } from '../src/pg-client.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
 
@@ -35,12 +35,12 @@ function newJob(apiKeyId: string, target: NewJob['target']): NewJob {
   return { id, apiKeyId, url: options.url, options, webhookUrl: null, crNamespace: 'mediajobs', crName: id, target };
 }
 
-function manifest(apiKeyId: string, name = 'from-kubectl'): MediaJob {
+function manifest(apiKeyId: string, name = 'from-kubectl'): Owned<MediaJob> {
   return {
     apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob',
     metadata: { name, namespace: 'team-a', uid: randomUUID(), creationTimestamp: '2024-05-01T10:00:00Z' },
     spec: { url: options.url, format: 'mp4', owner: { apiKeyId }, webhookUrl: 'https://hooks.test/x', destination: { type: 'managed' } },
-  } as MediaJob;
+  } as Owned<MediaJob>;
 }
 
 
@@ -316,7 +316,7 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
       await at(300, ", status = 'Processing'");
       await at(300, ', cr_name = NULL');
       await at(300, ', cr_created_at = now()'); // recorded from a manifest, or already created
-      const mine = async () => (await mediaJobsToCreate(pool, 10_000)).filter((mj) => mj.spec.owner.apiKeyId === key);
+      const mine = async () => (await mediaJobsToCreate(pool, 10_000)).filter((mj) => mj.spec.owner?.apiKeyId === key);
       const found = await mine();
       expect(found.map((mj) => mj.metadata.name)).to.deep.equal([oldest, older, young]);
       expect(found[0]!.metadata.namespace).to.equal('mediajobs');

@@ -7,7 +7,7 @@
 // thousands of jobs or hours of live recording cannot starve the others.
 // Owns the admitted and waiting sets only: what a waiting job's status says
 // is status.ts's, creating the Job is children.ts's.
-import type { MediaJob } from '@mediajobs/lib/mediajob/types';
+import type { MediaJob, Owned } from '@mediajobs/lib/mediajob/types';
 import { ORGANIZATION_LABEL } from '@mediajobs/lib/mediajob/build';
 
 
@@ -16,7 +16,7 @@ export interface Owner {
   organizationId?: string;
 }
 
-export function ownerOf(mj: MediaJob): Owner {
+export function ownerOf(mj: Owned<MediaJob>): Owner {
   const organizationId = mj.metadata.labels?.[ORGANIZATION_LABEL];
   return { apiKeyId: mj.spec.owner.apiKeyId, ...(organizationId ? { organizationId } : {}) };
 }

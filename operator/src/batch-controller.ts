@@ -25,7 +25,7 @@ import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { DONE, PermanentError, type ReconcileResult } from '@mediajobs/lib/reconcile';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import { WorkQueue } from '@mediajobs/lib/work-queue';
-import { GROUP, MEDIABATCH_PLURAL, VERSION, type MediaBatch, type MediaBatchStatus } from '@mediajobs/lib/mediajob/types';
+import { GROUP, MEDIABATCH_PLURAL, VERSION, type MediaBatch, type MediaBatchStatus, type Owned } from '@mediajobs/lib/mediajob/types';
 import { createEpisodePage, type PageResult } from './batch-episodes.js';
 import { CreationRate } from './batch-rate.js';
 import { batchIdOf, recordManifestBatch, type BatchRecorderDeps } from './batch-record.js';
@@ -33,7 +33,8 @@ import { batchStatusChanged, deriveBatchStatus, rejectedBatchStatus, rejectedFor
 import type { OperatorConfig } from './config.js';
 import type { EventRecorder } from './events.js';
 import type { OperatorMetrics } from './metrics.js';
-import { ResilientInformer } from './informer.js';
+import type { NamespaceOwners } from './namespace-owners.js';
+import { resourcePath, ScopedInformer, watchScope } from './watch-scope.js';
 import type { Kube } from './kube.js';
 import { Announced, mediaBatchRef, mediaBatchTransition } from './transition-events.js';
 
@@ -47,6 +48,8 @@ export interface BatchControllerDeps {
   sources?: BatchSources;
   /** Kubernetes Events at the batch's transitions (transition-events.ts). */
   events: EventRecorder;
+  /** Who each manifest acts for (namespace-owners.ts). */
+  owners: NamespaceOwners;
   metrics?: OperatorMetrics;
 }
 
@@ -57,7 +60,7 @@ const keyOf = (ns: string | undefined, name: string | undefined) => `${ns}/${nam
 
 export class MediaBatchController {
   readonly queue: WorkQueue;
-  private readonly batches: ResilientInformer<MediaBatch & k8s.KubernetesObject>;
+  private readonly batches: ScopedInformer<MediaBatch & k8s.KubernetesObject>;
   private readonly rate: CreationRate;
   private readonly recorder: BatchRecorderDeps;
   /** Transitions announced as Events, per MediaBatch key. */
@@ -77,16 +80,17 @@ export class MediaBatchController {
       onPermanent: (key, err) => this.recordFailure(key, err),
       ...(d.metrics && { metrics: d.metrics.workQueue('mediabatches', () => this.queue.inFlightSince()) }),
     });
-    const ns = cfg.MEDIAJOBS_NAMESPACE;
-    this.batches = new ResilientInformer({
+    this.batches = new ScopedInformer(watchScope(cfg), (ns) => ({
       ...(d.metrics && { metrics: d.metrics }),
       kc: kube.kc, resyncMs: cfg.RESYNC_SECONDS * 1000, watchdogMs: cfg.WATCHDOG_SECONDS * 1000, relistMs: cfg.RELIST_SECONDS * 1000, log,
       name: 'mediabatches',
-      path: `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${MEDIABATCH_PLURAL}`,
-      list: () => kube.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: MEDIABATCH_PLURAL }) as never,
+      path: resourcePath(`/apis/${GROUP}/${VERSION}`, MEDIABATCH_PLURAL, ns),
+      list: () => (ns === undefined
+        ? kube.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: MEDIABATCH_PLURAL })
+        : kube.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: MEDIABATCH_PLURAL })) as never,
       onChange: (mb) => this.enqueue(keyOf(mb.metadata?.namespace, mb.metadata?.name)),
       onResync: () => this.enqueueAll(),
-    });
+    }));
   }
 
   /** Start the informer; its cache is warm (listed) when this resolves. */
@@ -131,8 +135,9 @@ export class MediaBatchController {
 
   /** One pass over a MediaBatch: its row, its next page of episode MediaJobs, its status; and when to look again. */
   async reconcile(key: string): Promise<ReconcileResult> {
-    const mb = this.current(key);
-    if (!mb || rejectedForGeneration(mb)) return DONE;
+    const found = this.current(key);
+    if (!found || rejectedForGeneration(found)) return DONE;
+    const mb = this.d.owners.resolve(found);
     const row = await this.row(mb);
     // The row is the truth of a gateway batch (POST /batch/{id}/start moves
     // only the row; the object is unpaused here to say so); a manifest's spec is its own.
@@ -152,7 +157,7 @@ export class MediaBatchController {
    * manifest batch is started by its own spec (paused: false); a gateway
    * batch only by POST /batch/{id}/start, which moves the row.
    */
-  private async row(mb: MediaBatch): Promise<BatchRecord> {
+  private async row(mb: Owned<MediaBatch>): Promise<BatchRecord> {
     const id = batchIdOf(mb);
     let row = await getBatch(this.d.pool, id);
     if (!row) {

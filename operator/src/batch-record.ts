@@ -16,7 +16,7 @@ import { insertBatch, type NewEpisode } from '@mediajobs/lib/db/batches';
 import { normaliseSpecOptions } from '@mediajobs/lib/job-options';
 import { PermanentError, TemporaryError } from '@mediajobs/lib/reconcile';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
-import type { BatchKind, MediaBatch } from '@mediajobs/lib/mediajob/types';
+import type { BatchKind, MediaBatch, Owned } from '@mediajobs/lib/mediajob/types';
 
 /** The owner a manifest names is not an active key: the batch is never recorded (as for a MediaJob manifest). */
 export const BATCH_INVALID_OWNER = { reason: 'invalid_owner', message: 'spec.owner.apiKeyId does not name an active API key' } as const;
@@ -35,7 +35,7 @@ export function batchIdOf(mb: MediaBatch): string {
 }
 
 /** Record a kubectl-applied MediaBatch and its episodes; nothing is written unless all of it is. */
-export async function recordManifestBatch(d: BatchRecorderDeps, mb: MediaBatch): Promise<void> {
+export async function recordManifestBatch(d: BatchRecorderDeps, mb: Owned<MediaBatch>): Promise<void> {
   const { kind, episodes } = await episodesOf(d, mb);
   const { url: _u, filename: _f, folder: _d, ...options } = normaliseSpecOptions({ ...mb.spec.options, url: mb.spec.showUrl });
   const r = await insertBatch(d.pool, {

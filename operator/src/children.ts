@@ -11,7 +11,7 @@ import type * as k8s from '@kubernetes/client-node';
 import { isAlreadyExists, isConflict, isNotFound } from '@mediajobs/lib/kube-client';
 import type { Logger } from '@mediajobs/lib/logger';
 import { PermanentError, TemporaryError } from '@mediajobs/lib/reconcile';
-import { jobIdOf, type MediaJob } from '@mediajobs/lib/mediajob/types';
+import { jobIdOf, type MediaJob, type Owned } from '@mediajobs/lib/mediajob/types';
 import type { OperatorConfig } from './config.js';
 import { DestinationUnresolvable, STORAGE_UNREACHABLE_MESSAGE, type JobDestinations } from './destinations.js';
 import { buildCredentialsSecret, buildRunnerIdentity, buildRunnerJob, credentialsSecretName, currentAttempt, runnerIdentityName } from './job-builder.js';
@@ -49,7 +49,7 @@ export class RunnerChildren {
    * Throws PermanentError when the destination cannot be resolved
    * (storage_unreachable) or a name is taken (NAME_TAKEN_REASON).
    */
-  async ensure(mj: MediaJob): Promise<k8s.V1Job> {
+  async ensure(mj: Owned<MediaJob>): Promise<k8s.V1Job> {
     // Resolved first: a destination that cannot be is the job's end, before anything is created for it.
     const document = await this.destinationDocument(mj);
     if (!this.d.cfg.RUNNER_SERVICE_ACCOUNT) await this.ensureIdentity(mj);
@@ -182,7 +182,7 @@ export class RunnerChildren {
     }
   }
 
-  private async destinationDocument(mj: MediaJob): Promise<Record<string, unknown>> {
+  private async destinationDocument(mj: Owned<MediaJob>): Promise<Record<string, unknown>> {
     try {
       return await this.d.destinations.document(mj);
     } catch (err) {

@@ -9,6 +9,9 @@ import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
 import { billingSchema } from '@mediajobs/lib/billing';
 import type { RetrySettings } from './retry-policy.js';
 
+// A namespace name (RFC 1123 label).
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
 // A Kubernetes resource quantity: 500m, 2, 1.5, 512Mi, 2Gi, 1G.
 const quantity = z.string().regex(/^\d+(\.\d+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/, 'must be a Kubernetes quantity such as 500m, 2 or 512Mi');
 const resourceList = z.strictObject({ 'cpu': quantity.optional(), 'memory': quantity.optional(), 'ephemeral-storage': quantity.optional() });
@@ -40,6 +43,18 @@ export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(sto
   /** kubeconfig file; unset means in-cluster (or ~/.kube/config). */
   KUBECONFIG: z.string().optional(),
   MEDIAJOBS_NAMESPACE: z.string().default('default'),
+  /**
+   * Namespaces whose MediaJobs and MediaBatches the operator runs
+   * (watch-scope.ts, docs/gitops.md): unset, MEDIAJOBS_NAMESPACE only; `*`,
+   * every namespace; or a comma-separated list, to which MEDIAJOBS_NAMESPACE
+   * (where the gateway creates its jobs) is always added. A namespace other
+   * than MEDIAJOBS_NAMESPACE runs manifests only for the API key an admin
+   * bound it to (namespace-owners.ts).
+   */
+  WATCH_NAMESPACES: z.string().trim().optional().refine(
+    (v) => v === undefined || v === '' || v === '*' || v.split(',').every((n) => DNS_LABEL.test(n.trim())),
+    'must be * or a comma-separated list of namespace names',
+  ),
   RUNNER_IMAGE: z.string().default('mediajobs/runner:dev'),
   /** One shared ServiceAccount for every runner pod; unset (the default), each runner gets its own, allowed only its MediaJob's status (docs/adr/0021). */
   RUNNER_SERVICE_ACCOUNT: z.string().optional(),

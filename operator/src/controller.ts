@@ -45,12 +45,12 @@ import { RunnerChildren } from './children.js';
 import { retrySettings, type OperatorConfig } from './config.js';
 import { JobDestinations } from './destinations.js';
 import type { EventRecorder } from './events.js';
-import { ResilientInformer } from './informer.js';
 import { MANAGED_BY, currentJobName } from './job-builder.js';
 import type { RetrySettings } from './retry-policy.js';
 import { JobRecord, type ManagedStorageAccess } from './job-record.js';
 import type { OperatorMetrics } from './metrics.js';
 import type { Kube } from './kube.js';
+import type { NamespaceOwners } from './namespace-owners.js';
 import { PodIndex } from './pod-index.js';
 import {
   WAIT_FOR_POD, deriveStatus, failedBeforeRunning, isTerminal, restoredStatus, statusChanged, statusPatch,
@@ -59,6 +59,7 @@ import {
   Announced, admitted, hasWaited, mediaJobRef, mediaJobTransition, runnerJobCreated, type Announcement,
 } from './transition-events.js';
 import { deleteAfterTtl, finishedTtlSeconds } from './ttl.js';
+import { resourcePath, ScopedInformer, watches, watchScope, type WatchScope } from './watch-scope.js';
 
 export type { ManagedStorageAccess };
 
@@ -71,6 +72,8 @@ export interface ControllerDeps {
   cfg: OperatorConfig;
   /** Kubernetes Events at the transitions a person looks for (transition-events.ts). */
   events: EventRecorder;
+  /** Who each manifest acts for (namespace-owners.ts). */
+  owners: NamespaceOwners;
   metrics?: OperatorMetrics;
 }
 
@@ -90,9 +93,10 @@ const createdAtOf = (mj: MediaJob) => Date.parse(mj.metadata.creationTimestamp ?
 
 export class MediaJobController {
   readonly queue: WorkQueue;
-  private readonly mediajobs: ResilientInformer<MediaJob & k8s.KubernetesObject>;
-  private readonly jobs: ResilientInformer<k8s.V1Job>;
-  private readonly pods: ResilientInformer<k8s.V1Pod>;
+  private readonly scope: WatchScope;
+  private readonly mediajobs: ScopedInformer<MediaJob & k8s.KubernetesObject>;
+  private readonly jobs: ScopedInformer<k8s.V1Job>;
+  private readonly pods: ScopedInformer<k8s.V1Pod>;
   private readonly podIndex = new PodIndex();
   private readonly admission: Admission;
   private readonly destinations: JobDestinations;
@@ -139,41 +143,44 @@ export class MediaJobController {
     );
     d.metrics?.watchAdmission(() => this.admission.counts(), cfg.MAX_RUNNING_JOBS);
     this.notices = new CancelNotices(d.pool, log, (n) => this.onCancelNotice(n), () => void this.catchUpCancelled());
-    const ns = cfg.MEDIAJOBS_NAMESPACE;
     const common = {
       ...(d.metrics && { metrics: d.metrics }),
       kc: kube.kc, resyncMs: cfg.RESYNC_SECONDS * 1000, watchdogMs: cfg.WATCHDOG_SECONDS * 1000, relistMs: cfg.RELIST_SECONDS * 1000, log,
     };
-    this.mediajobs = new ResilientInformer({
+    const scope = watchScope(cfg);
+    this.scope = scope;
+    this.mediajobs = new ScopedInformer(scope, (ns) => ({
       ...common,
       name: 'mediajobs',
-      path: `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${MEDIAJOB_PLURAL}`,
-      list: () => kube.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: MEDIAJOB_PLURAL }) as never,
+      path: resourcePath(`/apis/${GROUP}/${VERSION}`, MEDIAJOB_PLURAL, ns),
+      list: () => (ns === undefined
+        ? kube.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: MEDIAJOB_PLURAL })
+        : kube.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: MEDIAJOB_PLURAL })) as never,
       onChange: (mj) => this.enqueue(keyOf(mj.metadata?.namespace, mj.metadata?.name)),
       onResync: () => this.enqueueAll(),
-    });
-    const selector = `app.kubernetes.io/managed-by=${MANAGED_BY}`;
+    }));
+    const labelSelector = `app.kubernetes.io/managed-by=${MANAGED_BY}`;
     const owner = (o: k8s.V1Job | k8s.V1Pod) => o.metadata?.labels?.['mediajobs.io/mediajob'];
-    this.jobs = new ResilientInformer<k8s.V1Job>({
+    this.jobs = new ScopedInformer<k8s.V1Job>(scope, (ns) => ({
       ...common,
       name: 'jobs',
-      path: `/apis/batch/v1/namespaces/${ns}/jobs`,
-      labelSelector: selector,
-      list: () => kube.batch.listNamespacedJob({ namespace: ns, labelSelector: selector }),
+      path: resourcePath('/apis/batch/v1', 'jobs', ns),
+      labelSelector,
+      list: () => (ns === undefined ? kube.batch.listJobForAllNamespaces({ labelSelector }) : kube.batch.listNamespacedJob({ namespace: ns, labelSelector })),
       onChange: (job) => this.enqueue(keyOf(job.metadata?.namespace, owner(job))),
-    });
-    this.pods = new ResilientInformer<k8s.V1Pod>({
+    }));
+    this.pods = new ScopedInformer<k8s.V1Pod>(scope, (ns) => ({
       ...common,
       name: 'pods',
-      path: `/api/v1/namespaces/${ns}/pods`,
-      labelSelector: selector,
-      list: () => kube.core.listNamespacedPod({ namespace: ns, labelSelector: selector }),
+      path: resourcePath('/api/v1', 'pods', ns),
+      labelSelector,
+      list: () => (ns === undefined ? kube.core.listPodForAllNamespaces({ labelSelector }) : kube.core.listNamespacedPod({ namespace: ns, labelSelector })),
       onChange: (pod, type) => {
         this.podIndex.update(pod, type === 'delete');
         this.enqueue(keyOf(pod.metadata?.namespace, owner(pod)));
       },
       onResync: () => this.podIndex.rebuild(this.pods.list()),
-    });
+    }));
   }
 
   /** Start the informers; caches are warm (listed) when this resolves. */
@@ -193,9 +200,9 @@ export class MediaJobController {
    */
   activate(): void {
     const holding = this.mediajobs.list()
-      .filter((mj) => !isTerminal(mj.status?.status)
+      .filter((mj) => !isTerminal(mj.status?.status) && this.mayActFor(mj)
         && (mj.status?.jobName === currentJobName(mj) || this.jobs.get(currentJobName(mj), mj.metadata.namespace)))
-      .map((mj) => [keyOf(mj.metadata.namespace, mj.metadata.name), ownerOf(mj)] as const);
+      .map((mj) => [keyOf(mj.metadata.namespace, mj.metadata.name), ownerOf(this.d.owners.resolve(mj))] as const);
     this.admission.reset(holding);
     this.active = true;
     this.enqueueAll();
@@ -217,7 +224,7 @@ export class MediaJobController {
   }
 
   private onCancelNotice(n: CancelNotice): void {
-    if (n.namespace !== this.d.cfg.MEDIAJOBS_NAMESPACE) return;
+    if (!watches(this.scope, n.namespace)) return;
     const key = keyOf(n.namespace, n.name);
     this.cancelled.set(key, n.status);
     this.enqueue(key);
@@ -246,6 +253,16 @@ export class MediaJobController {
     for (const mj of this.mediajobs.list()) this.enqueue(keyOf(mj.metadata.namespace, mj.metadata.name));
   }
 
+  /** Whether the MediaJob's owner is settled (namespace-owners.ts); one that is not fails on its next pass. */
+  private mayActFor(mj: MediaJob): boolean {
+    try {
+      this.d.owners.resolve(mj);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   /** The MediaJob cache, for the materializer. */
   hasMediaJob(namespace: string, name: string): boolean {
     return !!this.mediajobs.get(name, namespace);
@@ -255,9 +272,12 @@ export class MediaJobController {
 
   /** One pass over a MediaJob: read the caches, act, and say when to look again. */
   async reconcile(key: string): Promise<ReconcileResult> {
-    const mj = this.current(key);
-    if (!mj) return DONE;
-    if (mj.metadata.deletionTimestamp) return this.deleted(key, mj);
+    const found = this.current(key);
+    if (!found) return DONE;
+    if (found.metadata.deletionTimestamp) return this.deleted(key, found);
+    // A finished job keeps what it was: a binding changed since does not fail it again.
+    if (isTerminal(found.status?.status) && !this.mayActFor(found)) return this.finish(key, found, found.status!);
+    const mj = this.d.owners.resolve(found);
     const earlier = await this.record.ensureRecorded(key, mj);
     if (earlier) return this.restore(key, mj, earlier);
     if (isTerminal(mj.status?.status)) return this.finish(key, mj, mj.status!);

@@ -14,7 +14,7 @@ import { STORAGE_ENDPOINT_VARIABLES, storageEndpoints, type StorageEndpointsConf
 import { forgetInlineCredentials, inlineCredentials, legacyDestination, saveResultUrls } from '@mediajobs/lib/db/jobs';
 import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import { isNotFound } from '@mediajobs/lib/kube-client';
-import { GROUP, jobIdOf, type MediaJob, type MediaJobResult } from '@mediajobs/lib/mediajob/types';
+import { GROUP, jobIdOf, type MediaJob, type MediaJobResult, type Owned } from '@mediajobs/lib/mediajob/types';
 import {
   DESTINATION_DATA_KEY, LABEL_OWNER_ID, LABEL_OWNER_KIND, OWNER_KIND_LABEL,
 } from '@mediajobs/lib/saved-destinations';
@@ -88,7 +88,7 @@ export class JobDestinations {
    * when the credentials are gone or not the job owner's; other errors
    * (API server, Postgres) are transient and retried by the caller.
    */
-  async document(mj: MediaJob): Promise<Record<string, unknown>> {
+  async document(mj: Owned<MediaJob>): Promise<Record<string, unknown>> {
     const dest = mj.spec.destination ?? { type: 'managed' };
     if (dest.type === 'managed') return this.managed(jobIdOf(mj), mj.spec.owner.apiKeyId);
     let doc: Record<string, unknown>;
@@ -100,7 +100,7 @@ export class JobDestinations {
   }
 
   /** A saved destination's Secret; one labelled as some owner's destination must be this job's key's or its organization's. */
-  private async fromSecret(mj: MediaJob, name: string): Promise<Record<string, unknown>> {
+  private async fromSecret(mj: Owned<MediaJob>, name: string): Promise<Record<string, unknown>> {
     let secret: k8s.V1Secret;
     try {
       secret = await this.core.readNamespacedSecret({ name, namespace: mj.metadata.namespace! });
@@ -120,7 +120,7 @@ export class JobDestinations {
     return parseDocument(Buffer.from(data, 'base64').toString('utf8'));
   }
 
-  private async checkOwner(mj: MediaJob, kindLabel: string, ownerId: string | undefined): Promise<void> {
+  private async checkOwner(mj: Owned<MediaJob>, kindLabel: string, ownerId: string | undefined): Promise<void> {
     const keyId = mj.spec.owner.apiKeyId;
     if (kindLabel === OWNER_KIND_LABEL.api_key && ownerId === keyId) return;
     if (kindLabel === OWNER_KIND_LABEL.organization && ownerId) {
@@ -131,7 +131,7 @@ export class JobDestinations {
   }
 
   /** A legacy saved destination: the row the gateway resolved the job to, credentials sealed in Postgres. */
-  private async fromLegacyRow(mj: MediaJob): Promise<Record<string, unknown>> {
+  private async fromLegacyRow(mj: Owned<MediaJob>): Promise<Record<string, unknown>> {
     const row = await legacyDestination(this.pool, jobIdOf(mj));
     if (!row) throw new DestinationUnresolvable('saved_destination_not_found');
     await this.checkOwner(mj, OWNER_KIND_LABEL[row.owner_kind], row.owner_id);

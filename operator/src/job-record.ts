@@ -12,8 +12,8 @@ import { normaliseSpecOptions } from '@mediajobs/lib/job-options';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { PermanentError } from '@mediajobs/lib/reconcile';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
-import { jobIdOf, type JobStatus, type MediaJob, type MediaJobResult, type MediaJobStatus } from '@mediajobs/lib/mediajob/types';
-import { findFinishedManifest, findJob, insertFromManifest, mirrorStatus, type FinishedManifestJob } from '@mediajobs/lib/db/jobs';
+import { jobIdOf, type JobStatus, type MediaJob, type MediaJobResult, type MediaJobStatus, type Owned } from '@mediajobs/lib/mediajob/types';
+import { findFinishedManifest, findJob, insertFromManifest, mirrorStatus, type FinishedManifestJob, type JobRow } from '@mediajobs/lib/db/jobs';
 import { isCancelStatus } from '@mediajobs/lib/job-cancellation';
 import { JobDestinations, type DownloadUrls } from './destinations.js';
 import type { OperatorMetrics } from './metrics.js';
@@ -29,6 +29,8 @@ export interface ManagedStorageAccess {
 
 /** A kubectl-applied MediaJob whose spec.owner.apiKeyId is not an active key: it fails, and is never run. */
 export const INVALID_OWNER = { reason: 'invalid_owner', message: 'spec.owner.apiKeyId does not name an active API key' } as const;
+/** A manifest whose spec.jobId names another MediaJob's record: it fails, and that record is left alone. */
+export const JOB_ID_TAKEN = { reason: 'job_id_taken', message: 'spec.jobId names the record of another MediaJob' } as const;
 
 export interface JobRecordDeps {
   pool: pg.Pool;
@@ -45,7 +47,7 @@ export interface JobRecordDeps {
  * (format, audio bitrate and codec rules the CRD cannot express); gateway
  * specs (with jobId) are normalised already.
  */
-export function withDefaults(mj: MediaJob): MediaJob {
+export function withDefaults<T extends MediaJob>(mj: T): T {
   if (mj.spec.jobId) return mj;
   return { ...mj, spec: { ...mj.spec, ...normaliseSpecOptions(mj.spec) } };
 }
@@ -53,6 +55,12 @@ export function withDefaults(mj: MediaJob): MediaJob {
 /** sha256 of a manifest MediaJob's spec as the API server stored it (defaults applied), whatever its keys' order. */
 export function manifestFingerprint(mj: Pick<MediaJob, 'spec'>): Buffer {
   return createHash('sha256').update(canonicalJson(mj.spec)).digest();
+}
+
+/** Whether the row belongs to this MediaJob; rows from before MediaJobs were recorded by name trust the id. */
+function recordedFor(row: JobRow, mj: MediaJob): boolean {
+  if (row.cr_namespace === null || row.cr_name === null) return true;
+  return row.cr_namespace === mj.metadata.namespace && row.cr_name === mj.metadata.name;
 }
 
 export class JobRecord {
@@ -74,12 +82,17 @@ export class JobRecord {
    * record (the same manifest applied again after its MediaJob went) is not
    * recorded: that record is returned, for the caller to restore instead of
    * running it again (docs/gitops.md). Throws PermanentError (INVALID_OWNER)
-   * when the owner key the manifest names does not exist or is revoked.
+   * when the owner key the manifest names does not exist or is revoked,
+   * and (JOB_ID_TAKEN) when spec.jobId names a record kept for another
+   * MediaJob: a manifest could otherwise write another job's status and
+   * webhooks.
    */
-  async ensureRecorded(key: string, mj: MediaJob): Promise<FinishedManifestJob | undefined> {
+  async ensureRecorded(key: string, mj: Owned<MediaJob>): Promise<FinishedManifestJob | undefined> {
     const jobId = jobIdOf(mj);
     if (this.recorded.get(key) === jobId) return undefined;
-    if (!(await findJob(this.d.pool, jobId))) {
+    const row = await findJob(this.d.pool, jobId);
+    if (row && !recordedFor(row, mj)) throw new PermanentError(JOB_ID_TAKEN.reason, JOB_ID_TAKEN.message);
+    if (!row) {
       const fingerprint = manifestFingerprint(mj);
       if (!mj.status?.status) {
         const earlier = await findFinishedManifest(this.d.pool, mj.metadata.namespace!, mj.metadata.name!, fingerprint);
@@ -103,6 +116,8 @@ export class JobRecord {
    */
   async sync(key: string, mj: MediaJob, s: MediaJobStatus): Promise<JobStatus | undefined> {
     const jobId = jobIdOf(mj);
+    // Only the row this MediaJob was recorded as (a job refused before that, its owner or its id, has none of its own).
+    if (this.recorded.get(key) !== jobId) return undefined;
     const fingerprint = JSON.stringify([jobId, s.status, s.step, s.progress, s.error, s.reason, s.result?.storageKey, s.expectedBytes]);
     if (this.synced.get(key) === fingerprint || !s.status) return undefined;
     // Completed is signed only if it is going to be recorded: a cancelled row refuses it anyway.

@@ -13,10 +13,12 @@ import type { ManagedStorageAccess } from './job-record.js';
 import { EventRecorder, REPORTING_CONTROLLER } from './events.js';
 import { makeKube } from './kube.js';
 import { LeaderElector } from './leader.js';
+import { NamespaceOwners } from './namespace-owners.js';
 import { OutboxDispatcher } from './outbox.js';
 import { Materializer } from './materializer.js';
 import { newRegistry, type Registry } from '@mediajobs/lib/metrics';
 import { OperatorMetrics, serveMetrics } from './metrics.js';
+import { reachesBeyond, watchScope } from './watch-scope.js';
 
 export interface OperatorHandle {
   controller: MediaJobController;
@@ -55,8 +57,13 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   const kube = makeKube(cfg.KUBECONFIG);
   const identity = cfg.POD_NAME ?? `${hostname()}-${process.pid}`;
   const events = new EventRecorder(kube.core, log, { component: REPORTING_CONTROLLER, instance: identity });
-  const controller = new MediaJobController({ kube, pool, box, storage: deps.storage, log, cfg, events, metrics });
-  const batches = new MediaBatchController({ kube, pool, box, log, cfg, events, metrics });
+  const scope = watchScope(cfg);
+  const owners = new NamespaceOwners(cfg.MEDIAJOBS_NAMESPACE, reachesBeyond(scope, cfg.MEDIAJOBS_NAMESPACE) ? {
+    core: kube.core,
+    settings: { kc: kube.kc, resyncMs: cfg.RESYNC_SECONDS * 1000, watchdogMs: cfg.WATCHDOG_SECONDS * 1000, relistMs: cfg.RELIST_SECONDS * 1000, log, metrics },
+  } : undefined);
+  const controller = new MediaJobController({ kube, pool, box, storage: deps.storage, log, cfg, events, owners, metrics });
+  const batches = new MediaBatchController({ kube, pool, box, log, cfg, events, owners, metrics });
   const stripe = stripeClient(cfg);
   const outbox = new OutboxDispatcher(pool, box, log, {
     timeoutMs: cfg.WEBHOOK_TIMEOUT_MS, attempts: cfg.WEBHOOK_ATTEMPTS, backoffMs: cfg.WEBHOOK_BACKOFF_MS,
@@ -74,7 +81,7 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
     },
   });
 
-  await Promise.all([controller.startInformers(), batches.startInformers()]);
+  await Promise.all([owners.start(), controller.startInformers(), batches.startInformers()]);
   let leading = false;
   const lead = async () => {
     leading = true;
@@ -107,7 +114,7 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   } else {
     await lead();
   }
-  log.info({ namespace: cfg.MEDIAJOBS_NAMESPACE, maxRunningJobs: cfg.MAX_RUNNING_JOBS, ...(listener && { metrics: `${listener.url}/metrics` }) }, 'operator started');
+  log.info({ namespace: cfg.MEDIAJOBS_NAMESPACE, watching: scope.all ? '*' : scope.namespaces, maxRunningJobs: cfg.MAX_RUNNING_JOBS, ...(listener && { metrics: `${listener.url}/metrics` }) }, 'operator started');
 
   return {
     controller,
@@ -120,7 +127,7 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
       if (elector) await elector.stop();
       else await unlead();
       await Promise.all([controller.stop(), batches.stop()]);
-      await Promise.all([controller.stopInformers(), batches.stopInformers()]);
+      await Promise.all([owners.stop(), controller.stopInformers(), batches.stopInformers()]);
       await events.flush();
       if (ownPool) await pool.end();
     },

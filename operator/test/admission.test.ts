@@ -9,7 +9,7 @@ import { expect } from 'chai';
 import { ORGANIZATION_LABEL } from '@mediajobs/lib/mediajob/build';
 import { Admission, ownerOf, type AdmissionLimits, type Owner } from '../src/admission.js';
 import { WAIT_FOR_POD, deriveStatus, statusPatch, type Observed } from '../src/status.js';
-import type { MediaJob, MediaJobStatus } from '@mediajobs/lib/mediajob/types';
+import type { MediaJob, MediaJobStatus, Owned } from '@mediajobs/lib/mediajob/types';
 
 const T = Date.parse('2026-11-21T10:00:00Z');
 const A: Owner = { apiKeyId: 'key-a' };
@@ -171,7 +171,7 @@ describe('admission', () => {
   });
 
   it('a MediaJob\'s owner is its spec\'s key and its organization label', () => {
-    const mj = (labels?: Record<string, string>) => ({ metadata: { labels }, spec: { owner: { apiKeyId: 'k1' } } }) as unknown as MediaJob;
+    const mj = (labels?: Record<string, string>) => ({ metadata: { labels }, spec: { owner: { apiKeyId: 'k1' } } }) as unknown as Owned<MediaJob>;
     expect(ownerOf(mj({ [ORGANIZATION_LABEL]: 'org-9' }))).to.deep.equal({ apiKeyId: 'k1', organizationId: 'org-9' });
     expect(ownerOf(mj())).to.deep.equal({ apiKeyId: 'k1' });
   });

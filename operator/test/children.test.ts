@@ -6,14 +6,14 @@ import { expect } from 'chai';
 import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { PermanentError, TemporaryError } from '@mediajobs/lib/reconcile';
-import type { MediaJob } from '@mediajobs/lib/mediajob/types';
+import type { MediaJob, Owned } from '@mediajobs/lib/mediajob/types';
 import { NAME_TAKEN_REASON, RunnerChildren, isControlledBy, type ChildrenDeps } from '../src/children.js';
 import { DestinationUnresolvable, STORAGE_UNREACHABLE_MESSAGE } from '../src/destinations.js';
 import { credentialsSecretName, runnerIdentityName, runnerJobName } from '../src/job-builder.js';
 
 const UID = '11111111-2222-4333-8444-555555555555';
 
-const mj: MediaJob = {
+const mj: Owned<MediaJob> = {
   apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob',
   metadata: { name: 'clip', namespace: 'default', uid: UID },
   spec: {

@@ -105,7 +105,7 @@ describe('MediaJob status derivation', () => {
 });
 
 describe('webhook events of a transition', () => {
-  const row = { id: 'job-1', api_key_id: 'k', url: 'http://m/a.mp4', status: 'Pending', webhook_url_enc: 'sealed', options: {} };
+  const row = { id: 'job-1', api_key_id: 'k', url: 'http://m/a.mp4', status: 'Pending', webhook_url_enc: 'sealed', options: {}, cr_namespace: 'default', cr_name: 'job-1' };
 
   it('announces processing, then completion with the documented fields', () => {
     expect(eventsFor('Pending', { status: 'Processing' }, row, mj(), {}).map((e) => e.type)).to.deep.equal(['job_processing']);

@@ -14,7 +14,7 @@
 // SavedDestinationSql), the batches table and the outbox.
 import { randomInt } from 'node:crypto';
 import type pg from 'pg';
-import type { Destination, JobStatus, MediaJob, MediaJobOptions, MediaJobStatus, StorageProviderName } from '../mediajob/types.js';
+import type { Destination, JobStatus, MediaJob, MediaJobOptions, MediaJobStatus, Owned, StorageProviderName } from '../mediajob/types.js';
 import { TERMINAL_STATUSES } from '../mediajob/types.js';
 import { withTransaction } from '../pg-client.js';
 import { rollUpEpisode, type EpisodeInfo } from './batches.js';
@@ -87,6 +87,9 @@ export interface JobRow {
   status: string;
   webhook_url_enc: string | null;
   options: Record<string, unknown>;
+  /** The MediaJob the row is for; null on rows from before it was recorded. */
+  cr_namespace: string | null;
+  cr_name: string | null;
 }
 
 /** The legacy saved destination a job was resolved to: its owner and its sealed credentials. */
@@ -304,12 +307,12 @@ SELECT count(*)::int AS inserted FROM job`;
 
 /**
  * Record a MediaJob that came from kubectl or GitOps, owned by the key its
- * spec names, with the fingerprint of the spec as applied (findFinishedManifest);
+ * spec names (or its namespace is bound to), with the fingerprint of the spec as applied (findFinishedManifest);
  * counts toward that key's total once, however often it is recorded.
  * Returns false when the key does not exist or is revoked.
  */
 export async function insertFromManifest(
-  pool: pg.Pool, id: string, mj: MediaJob, webhookUrl: Sealable | null, manifestSha256: Buffer,
+  pool: pg.Pool, id: string, mj: Owned<MediaJob>, webhookUrl: Sealable | null, manifestSha256: Buffer,
 ): Promise<boolean> {
   const { webhookUrl: _w, owner: _o, destination: _d, jobId: _j, ...options } = mj.spec;
   const r = await pool.query<{ inserted: number }>(INSERT_FROM_MANIFEST,
@@ -487,7 +490,7 @@ export async function listJobs(
   return { jobs: page.rows, total: total.rows[0]?.total ?? 0 };
 }
 
-const JOB_ROW_COLUMNS = 'id, api_key_id, url, status, webhook_url_enc, options';
+const JOB_ROW_COLUMNS = 'id, api_key_id, url, status, webhook_url_enc, options, cr_namespace, cr_name';
 
 export async function findJob(pool: pg.Pool, id: string): Promise<JobRow | undefined> {
   const r = await pool.query<JobRow>(`SELECT ${JOB_ROW_COLUMNS} FROM jobs WHERE id = $1`, [id]);

@@ -2,7 +2,7 @@
 // the operator's materializer for a row the gateway accepted
 // (../db/materialize.ts) and by the batch controller for episode jobs; and
 // the MediaBatch of a batch.
-import { API_VERSION, type BatchKind, type BatchOptions, type Destination, type MediaBatch, type MediaJob, type MediaJobOptions } from './types.js';
+import { API_VERSION, type BatchKind, type BatchOptions, type Destination, type MediaBatch, type MediaJob, type MediaJobOptions, type Owned } from './types.js';
 
 /**
  * The owning key's organization, on MediaJobs and MediaBatches the service
@@ -34,7 +34,7 @@ export interface BuildMediaJobInput {
  */
 export const CANCEL_ON_DELETE_FINALIZER = 'mediajobs.io/cancel-on-delete';
 
-export function buildMediaJob(i: BuildMediaJobInput): MediaJob {
+export function buildMediaJob(i: BuildMediaJobInput): Owned<MediaJob> {
   return {
     apiVersion: API_VERSION,
     kind: 'MediaJob',

@@ -277,12 +277,14 @@ function optionProperties(): { [K in keyof Required<MediaJobSpecOptions>]: Schem
 }
 
 function ownerNode(what: string): SchemaNode {
-  return obj<MediaJobSpec['owner']>(
+  return obj<NonNullable<MediaJobSpec['owner']>>(
     `Who the ${what} belongs to: its usage and quotas, its saved destinations and the GET /jobs listing it appears in.`,
     {
       apiKeyId: str(
-        `Id (UUID) of the API key that owns the ${what}. A manifest applied with kubectl names the key here, and the `
-        + `${what} then appears in that key's API listings like one created through the API.`,
+        `Id (UUID) of the API key that owns the ${what}; the ${what} then appears in that key's API listings like one `
+        + 'created through the API. Required in the service\'s namespace. In any other namespace the owner is the key '
+        + 'an admin bound the namespace to (annotation mediajobs.io/owner-api-key-id): leave it out, or name that key; '
+        + 'another key fails the ' + what + ' (owner_not_allowed), and so does a namespace bound to none (namespace_not_bound).',
         { format: 'uuid' },
       ),
     },
@@ -454,7 +456,7 @@ function mediaJobSpec(): SchemaNode {
         + 'MediaJob does the same (finalizer mediajobs.io/cancel-on-delete). See docs/adr/0013-cancellation.md.',
       ),
     },
-    ['owner', 'url'],
+    ['url'],
   );
 }
 
@@ -668,7 +670,7 @@ function mediaBatchSpec(): SchemaNode {
         batchEpisode(),
       ),
     },
-    ['owner', 'showUrl'],
+    ['showUrl'],
   );
 }
 

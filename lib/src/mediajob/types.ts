@@ -83,6 +83,9 @@ export const destinationSchema = z.object({
 
 const ownerSchema = z.object({ apiKeyId: z.string() });
 
+/** A MediaJob or MediaBatch whose owner is settled (named, or its namespace's bound key: operator namespace-owners.ts). */
+export type Owned<T extends { spec: object }> = T & { spec: T['spec'] & { owner: { apiKeyId: string } } };
+
 /**
  * The owning API key's limits on one job (issue 14, "Per-key limits"): not a
  * request field. The gateway writes them from the key when it accepts a job
@@ -139,7 +142,8 @@ export const specOptionsSchema = z.object({
 export const mediaJobSpecSchema = specOptionsSchema.extend({
   /** Set by the gateway; absent for kubectl manifests (the operator then uses metadata.uid). */
   jobId: z.string().optional(),
-  owner: ownerSchema,
+  /** Required in the service's namespace; elsewhere the namespace's bound key when absent (operator namespace-owners.ts). */
+  owner: ownerSchema.optional(),
   webhookUrl: z.string().optional(),
   destination: destinationSchema.default({ type: 'managed' }),
   /** Delete the finished MediaJob after this many seconds; absent on a manifest: kept (GitOps re-applies find it finished). */
@@ -282,7 +286,8 @@ export const mediaBatchSpecSchema = z.object({
   batchId: z.string().optional(),
   showUrl: z.string(),
   kind: z.enum(BATCH_KINDS).optional(),
-  owner: ownerSchema,
+  /** As a MediaJob's: required in the service's namespace, else the namespace's bound key when absent. */
+  owner: ownerSchema.optional(),
   folder: z.string().optional(),
   paused: z.boolean().default(false),
   webhookUrl: z.string().optional(),

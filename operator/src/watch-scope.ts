@@ -1,0 +1,61 @@
+// Which namespaces the operator runs MediaJobs and MediaBatches in
+// (WATCH_NAMESPACES), and one cache over them. Every namespace is one
+// cluster-wide watch (a ClusterRole); a list is one watch per namespace, so
+// the operator needs rights only there (a Role in each, as the chart makes).
+import type * as k8s from '@kubernetes/client-node';
+import { ResilientInformer, type ResilientInformerOptions } from './informer.js';
+
+/** Every namespace, or these (the service's own always among them). */
+export type WatchScope = { readonly all: true } | { readonly all: false; readonly namespaces: readonly string[] };
+
+export function watchScope(cfg: { WATCH_NAMESPACES?: string | undefined; MEDIAJOBS_NAMESPACE: string }): WatchScope {
+  const setting = cfg.WATCH_NAMESPACES?.trim() ?? '';
+  if (setting === '*') return { all: true };
+  const listed = setting.split(',').map((n) => n.trim()).filter(Boolean);
+  return { all: false, namespaces: [...new Set([cfg.MEDIAJOBS_NAMESPACE, ...listed])] };
+}
+
+export function watches(scope: WatchScope, namespace: string): boolean {
+  return scope.all || scope.namespaces.includes(namespace);
+}
+
+/** True when the operator looks beyond the service's own namespace (and so needs namespace bindings). */
+export function reachesBeyond(scope: WatchScope, serviceNamespace: string): boolean {
+  return scope.all || scope.namespaces.some((n) => n !== serviceNamespace);
+}
+
+/**
+ * A ResilientInformer per watched namespace, or one for all, read as one
+ * cache. `options(namespace)` builds each one's options; `undefined` means
+ * every namespace (the cluster-wide path and list).
+ */
+export class ScopedInformer<T extends k8s.KubernetesObject> {
+  private readonly informers: ReadonlyMap<string | undefined, ResilientInformer<T>>;
+
+  constructor(scope: WatchScope, options: (namespace: string | undefined) => ResilientInformerOptions<T>) {
+    const namespaces = scope.all ? [undefined] : scope.namespaces;
+    this.informers = new Map(namespaces.map((ns) => [ns, new ResilientInformer(options(ns))]));
+  }
+
+  async start(): Promise<void> {
+    await Promise.all([...this.informers.values()].map((i) => i.start()));
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([...this.informers.values()].map((i) => i.stop()));
+  }
+
+  get(name: string, namespace: string | undefined): T | undefined {
+    const one = this.informers.get(namespace) ?? this.informers.get(undefined);
+    return one?.get(name, namespace);
+  }
+
+  list(): T[] {
+    return [...this.informers.values()].flatMap((i) => i.list());
+  }
+}
+
+/** The API path of a resource in one namespace, or across all of them. */
+export function resourcePath(prefix: string, plural: string, namespace: string | undefined): string {
+  return namespace === undefined ? `${prefix}/${plural}` : `${prefix}/namespaces/${namespace}/${plural}`;
+}
