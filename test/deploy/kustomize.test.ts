@@ -7,7 +7,9 @@
 // of them (probes, resources, non-root read-only pods, PDBs, the runners'
 // NetworkPolicy), and the least-privilege rules are the chart's, rule for rule.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { parse, parseAllDocuments, stringify } from 'yaml';
@@ -19,8 +21,23 @@ const root = (path: string) => fileURLToPath(new URL(`../../${path}`, import.met
 const OVERLAYS = ['production', 'local'];
 
 function render(dir: string): Obj[] {
-  const text = execFileSync(KUBECTL, ['kustomize', root(dir)], { encoding: 'utf8' });
+  const text = execFileSync(KUBECTL, ['kustomize', dir.startsWith('/') ? dir : root(dir)], { encoding: 'utf8' });
   return parseAllDocuments(text).map((d) => d.toJSON() as Obj);
+}
+
+/** An overlay as a user writes one: the production overlay with a component of deploy/components. */
+function withComponent(component: string): Obj[] {
+  const dir = mkdtempSync(join(tmpdir(), 'kustomize-'));
+  try {
+    writeFileSync(join(dir, 'kustomization.yaml'), stringify({
+      apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization',
+      resources: [relative(dir, root('deploy/overlays/production'))],
+      components: [relative(dir, root(`deploy/components/${component}`))],
+    }));
+    return render(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 const toYaml = (objs: Obj[]) => objs.map((o) => stringify(o)).join('---\n');
@@ -58,6 +75,17 @@ describe('deploy/: kustomize overlays against the local cluster', function () {
       expect(ns.metadata.labels).to.deep.equal({ 'kubernetes.io/metadata.name': 'mediajobs' });
     });
   }
+
+  it('components/every-namespace: passes a server dry run, and the operator is told to watch every namespace', async () => {
+    const rendered = withComponent('every-namespace');
+    const result = await t.kubectl(['apply', '--dry-run=server', '-f', '-'], { input: toYaml(rendered) });
+    expect(result.code, result.stderr).to.equal(0);
+    expect(result.stdout).to.include('clusterrole.rbac.authorization.k8s.io/mediajobs-operator-every-namespace created (server dry run)');
+    const env = named(rendered, 'Deployment', 'mediajobs-operator').spec.template.spec.containers[0].env as Obj[];
+    expect(env.filter((e) => e.name === 'WATCH_NAMESPACES')).to.deep.equal([{ name: 'WATCH_NAMESPACES', value: '*' }]);
+    const binding = named(rendered, 'ClusterRoleBinding', 'mediajobs-operator-every-namespace');
+    expect(binding.subjects).to.deep.equal([{ kind: 'ServiceAccount', name: 'mediajobs-operator', namespace: 'mediajobs' }]);
+  });
 
   it('a Deployment whose replicas is a string is refused as kube-apiserver refuses it (400)', async () => {
     const gateway = named(render('deploy/overlays/production'), 'Deployment', 'mediajobs-gateway');
@@ -155,6 +183,24 @@ describe('deploy/: what the rendered objects hold', () => {
     expect(Object.keys(rulesOf(chart)).sort()).to.deep.equal(['gateway', 'operator']);
     expect(rulesOf(base)).to.deep.equal(rulesOf(chart));
     expect(byKind(render('deploy/base'), 'ClusterRole')).to.deep.equal([]);
+  });
+
+  describe('components/every-namespace (WATCH_NAMESPACES=*)', () => {
+    const objs = () => withComponent('every-namespace');
+    const leaseRule = (r: Obj) => r.apiGroups.includes('coordination.k8s.io');
+    const namespacesRule = { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] };
+
+    it('grants everywhere what the operator\'s Role grants at home, less the Lease, plus reading namespaces; the chart the same', () => {
+      const rendered = objs();
+      const home = named(rendered, 'Role', 'mediajobs-operator').rules as Obj[];
+      const everywhere = named(rendered, 'ClusterRole', 'mediajobs-operator-every-namespace').rules as Obj[];
+      expect(everywhere).to.deep.equal([...home.filter((r) => !leaseRule(r)), namespacesRule]);
+      // The chart's operator.watchNamespaces template grants these same rules (its define, read as YAML).
+      const template = readFileSync(root('charts/mediajobs/templates/operator-watch-rbac.yaml'), 'utf8');
+      const define = /\{\{- define "mediajobs\.operatorWorkRules" \}\}([\s\S]*?)\{\{- end \}\}/.exec(template)![1]!;
+      expect(parse(define)).to.deep.equal(home.filter((r) => !leaseRule(r)));
+      expect(template).to.include('resources: ["namespaces"]');
+    });
   });
 
   it('the CRDs are crds/*.yaml byte for byte, as the chart\'s are', () => {
