@@ -6,6 +6,7 @@ import {
 import { batchSourcesSchema } from '@mediajobs/lib/batches/config';
 import { chatSchema } from '@mediajobs/lib/chat/config';
 import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
+import { destinationsNamespaceSchema } from '@mediajobs/lib/saved-destinations';
 import { DEFAULT_MARKETPLACE_USER_HEADER } from './marketplace.js';
 import { billingSchema } from '@mediajobs/lib/billing';
 import { DEFAULT_RATE_LIMIT_PER_SECOND } from './rate-limit.js';
@@ -19,7 +20,7 @@ export const DEFAULT_SERVER_TIMEOUTS = { headersTimeoutMs: 20_000, requestTimeou
 const redisUrl = z.string().refine((v) => URL.canParse(v) && ['redis:', 'rediss:'].includes(new URL(v).protocol), 'must be a redis:// or rediss:// URL');
 
 export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(storageEndpointsSchema).merge(mediaInfoSchema).merge(outboundSchema)
-  .merge(batchSourcesSchema).merge(chatSchema).merge(billingSchema).extend({
+  .merge(batchSourcesSchema).merge(chatSchema).merge(billingSchema).merge(destinationsNamespaceSchema).extend({
   DATABASE_URL: z.string().min(1),
   PORT: envInt(0, 65535).default(8080),
   HOST: z.string().default('0.0.0.0'),
@@ -56,7 +57,7 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
   KUBE_TIMEOUT_MS: envInt(100).default(10_000),
   /**
    * Where saved storage credentials go: `kubernetes` Secrets in
-   * MEDIAJOBS_NAMESPACE (the spec's keyvault source), or `disabled`: sealed
+   * DESTINATIONS_NAMESPACE (the spec's keyvault source), or `disabled`: sealed
    * into Postgres with SECRET_KEYS (the legacy source).
    */
   STORAGE_VAULT: z.enum(['kubernetes', 'disabled']).default('kubernetes'),

@@ -6,6 +6,7 @@
 import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { storageEndpoints } from '@mediajobs/lib/config';
+import { destinationsNamespace } from '@mediajobs/lib/saved-destinations';
 import { BatchSources, batchSourcesOptions } from '@mediajobs/lib/batches/index';
 import { createLogger, type Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor, mediaInfoOptions } from '@mediajobs/lib/media-info/index';
@@ -94,7 +95,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
       providerSettings: storageEndpoints(config),
       ...(config.FILE_URL_SECRET && { driveDownloadSecret: config.FILE_URL_SECRET }),
       ...(config.STORAGE_VAULT === 'kubernetes' && {
-        vault: KubeSecretVault.fromKubeconfig(config.KUBECONFIG, config.MEDIAJOBS_NAMESPACE, config.KUBE_TIMEOUT_MS),
+        vault: KubeSecretVault.fromKubeconfig(config.KUBECONFIG, destinationsNamespace(config), config.KUBE_TIMEOUT_MS),
       }),
     },
   });

@@ -1,8 +1,24 @@
 // The contract between the gateway, which writes saved destinations into
 // Kubernetes Secrets (the spec's `keyvault` source), and the operator, which
 // reads them when it prepares a job's credentials. Both sides import these
-// names so they cannot drift apart.
+// names and the namespace setting so they cannot drift apart.
+import { z } from 'zod';
 import type { StorageProviderName } from './mediajob/types.js';
+
+/**
+ * DESTINATIONS_NAMESPACE: where the saved-destination Secrets live. A
+ * namespace of their own lets the gateway hold Secret rights there only,
+ * never over the runners' credentials next to the MediaJobs (docs/
+ * production.md, "Who can read which Secret"). Unset: MEDIAJOBS_NAMESPACE.
+ */
+export const destinationsNamespaceSchema = z.object({
+  DESTINATIONS_NAMESPACE: z.string().trim().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name').optional(),
+});
+
+/** The namespace of the saved-destination Secrets. */
+export function destinationsNamespace(cfg: { DESTINATIONS_NAMESPACE?: string | undefined; MEDIAJOBS_NAMESPACE: string }): string {
+  return cfg.DESTINATIONS_NAMESPACE || cfg.MEDIAJOBS_NAMESPACE;
+}
 
 /** Who a saved destination belongs to: one API key, or every key of an organization. */
 export type OwnerKind = 'api_key' | 'organization';

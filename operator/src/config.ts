@@ -7,6 +7,7 @@ import {
 } from '@mediajobs/lib/config';
 import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
 import { billingSchema } from '@mediajobs/lib/billing';
+import { destinationsNamespaceSchema } from '@mediajobs/lib/saved-destinations';
 import type { RetrySettings } from './retry-policy.js';
 
 // A namespace name (RFC 1123 label).
@@ -38,7 +39,7 @@ export const DEFAULT_RUNNER_RESOURCES = {
 // with kubectl is expanded by the operator (batch-record.ts) with the same
 // lookup endpoint, size limit, yt-dlp settings and address policy as the gateway's.
 export const operatorSchema = commonSchema.merge(managedStorageSchema).merge(storageEndpointsSchema)
-  .merge(batchSourcesSchema).merge(mediaInfoSchema).merge(outboundSchema).merge(billingSchema).extend({
+  .merge(batchSourcesSchema).merge(mediaInfoSchema).merge(outboundSchema).merge(billingSchema).merge(destinationsNamespaceSchema).extend({
   DATABASE_URL: z.string().min(1),
   /** kubeconfig file; unset means in-cluster (or ~/.kube/config). */
   KUBECONFIG: z.string().optional(),

@@ -16,7 +16,7 @@ import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import { isNotFound } from '@mediajobs/lib/kube-client';
 import { GROUP, jobIdOf, type MediaJob, type MediaJobResult, type Owned } from '@mediajobs/lib/mediajob/types';
 import {
-  DESTINATION_DATA_KEY, LABEL_OWNER_ID, LABEL_OWNER_KIND, OWNER_KIND_LABEL,
+  destinationsNamespace, DESTINATION_DATA_KEY, LABEL_OWNER_ID, LABEL_OWNER_KIND, OWNER_KIND_LABEL,
 } from '@mediajobs/lib/saved-destinations';
 import type { SecretBox, SecretContext } from '@mediajobs/lib/secret-box';
 import { createProvider, type CreateProviderOptions } from '@mediajobs/lib/storage/index';
@@ -42,7 +42,8 @@ export interface DownloadUrls {
 }
 
 /** The operator settings JobDestinations reads. */
-export type DestinationSettings = Pick<OperatorConfig, 'FILE_URL_SECRET' | 'PUBLIC_BASE_URL'> & StorageEndpointsConfig;
+export type DestinationSettings = Pick<OperatorConfig, 'FILE_URL_SECRET' | 'PUBLIC_BASE_URL' | 'MEDIAJOBS_NAMESPACE' | 'DESTINATIONS_NAMESPACE'>
+  & StorageEndpointsConfig;
 
 export class JobDestinations {
   /** Where Drive download URLs point (the gateway's /drive-files route); without FILE_URL_SECRET Drive files get no URL. */
@@ -50,6 +51,9 @@ export class JobDestinations {
   /** GCS and Drive API and token endpoints (lib/src/config.ts storageEndpointsSchema). */
   private readonly endpoints: Pick<CreateProviderOptions, 'gcs' | 'drive'>;
   private readonly endpointEnv: Record<string, string>;
+  private readonly serviceNamespace: string;
+  /** Where the gateway keeps saved destinations' Secrets (DESTINATIONS_NAMESPACE). */
+  private readonly vaultNamespace: string;
 
   constructor(
     private readonly core: k8s.CoreV1Api,
@@ -60,6 +64,8 @@ export class JobDestinations {
   ) {
     this.driveDownload = settings.FILE_URL_SECRET ? { baseUrl: settings.PUBLIC_BASE_URL, secret: settings.FILE_URL_SECRET } : undefined;
     this.endpoints = storageEndpoints(settings);
+    this.serviceNamespace = settings.MEDIAJOBS_NAMESPACE;
+    this.vaultNamespace = destinationsNamespace(settings);
     this.endpointEnv = {};
     for (const name of STORAGE_ENDPOINT_VARIABLES) {
       const value = settings[name];
@@ -103,7 +109,7 @@ export class JobDestinations {
   private async fromSecret(mj: Owned<MediaJob>, name: string): Promise<Record<string, unknown>> {
     let secret: k8s.V1Secret;
     try {
-      secret = await this.core.readNamespacedSecret({ name, namespace: mj.metadata.namespace! });
+      secret = await this.core.readNamespacedSecret({ name, namespace: this.secretNamespace(mj) });
     } catch (err) {
       if (isNotFound(err)) throw new DestinationUnresolvable('secret_not_found');
       throw err;
@@ -118,6 +124,16 @@ export class JobDestinations {
     const data = secret.data?.[DESTINATION_DATA_KEY];
     if (!data) throw new DestinationUnresolvable('secret_without_destination');
     return parseDocument(Buffer.from(data, 'base64').toString('utf8'));
+  }
+
+  /**
+   * Where a destination's Secret is read: the saved destinations of the
+   * service's namespace (the gateway's jobs) are in the vault's namespace;
+   * a MediaJob elsewhere names a Secret of its own namespace.
+   */
+  private secretNamespace(mj: MediaJob): string {
+    const ns = mj.metadata.namespace!;
+    return ns === this.serviceNamespace ? this.vaultNamespace : ns;
   }
 
   private async checkOwner(mj: Owned<MediaJob>, kindLabel: string, ownerId: string | undefined): Promise<void> {

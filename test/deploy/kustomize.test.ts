@@ -52,6 +52,7 @@ describe('deploy/: kustomize overlays against the local cluster', function () {
     t = await startTestCluster();
     // As on a real cluster, a server dry run cannot place objects in a namespace that does not exist yet.
     await t.kubectl(['create', 'namespace', 'mediajobs']);
+    await t.kubectl(['create', 'namespace', 'mediajobs-destinations']);
   });
   after(async () => t?.stop());
 
@@ -178,9 +179,10 @@ describe('deploy/: what the rendered objects hold', () => {
   it('the Roles are the chart\'s, rule for rule (least privilege kept in one place)', () => {
     const base = byKind(render('deploy/base'), 'Role');
     const chart = chartStatic('rbac.yaml').filter((o) => o.kind === 'Role');
-    const rulesOf = (roles: Obj[]) => Object.fromEntries(roles.map((r) => [r.metadata.labels['app.kubernetes.io/component'], r.rules]));
-    // Runners have no shared Role: the operator gives each its own (docs/adr/0021).
-    expect(Object.keys(rulesOf(chart)).sort()).to.deep.equal(['gateway', 'operator']);
+    const rulesOf = (roles: Obj[]) => roles.map((r) => JSON.stringify([r.metadata.labels['app.kubernetes.io/component'], r.rules])).sort();
+    // Runners have no shared Role: the operator gives each its own (docs/adr/0021). The gateway's one Role and
+    // the operator's second are in the saved destinations' namespace.
+    expect(rulesOf(chart).map((r) => JSON.parse(r)[0])).to.deep.equal(['gateway', 'operator', 'operator']);
     expect(rulesOf(base)).to.deep.equal(rulesOf(chart));
     expect(byKind(render('deploy/base'), 'ClusterRole')).to.deep.equal([]);
   });
@@ -201,6 +203,25 @@ describe('deploy/: what the rendered objects hold', () => {
       expect(parse(define)).to.deep.equal(home.filter((r) => !leaseRule(r)));
       expect(template).to.include('resources: ["namespaces"]');
     });
+  });
+
+  it('the gateway holds Secret rights only in the saved destinations\' namespace, which both processes are told', () => {
+    const objs = render('deploy/overlays/production');
+    const vault = 'mediajobs-destinations';
+    const secretRights = (role: Obj) => (role.rules as Obj[]).some((r) => r.resources.includes('secrets'));
+    const gateway = byKind(objs, 'Role').filter((r) => r.metadata.labels['app.kubernetes.io/component'] === 'gateway');
+    expect(gateway.map((r) => [r.metadata.namespace, secretRights(r)])).to.deep.equal([[vault, true]]);
+    const bindings = [...byKind(objs, 'RoleBinding'), ...byKind(objs, 'ClusterRoleBinding')]
+      .filter((b) => (b.subjects as Obj[]).some((s) => s.name === 'mediajobs-gateway'));
+    expect(bindings.map((b) => [b.kind, b.metadata.namespace])).to.deep.equal([['RoleBinding', vault]]);
+    // The operator may only read there.
+    const reader = byKind(objs, 'Role').find((r) => r.metadata.namespace === vault && r.metadata.labels['app.kubernetes.io/component'] === 'operator')!;
+    expect(reader.rules).to.deep.equal([{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }]);
+    for (const name of ['mediajobs-gateway', 'mediajobs-operator']) {
+      const env = named(objs, 'Deployment', name).spec.template.spec.containers[0].env as Obj[];
+      expect(env.find((e) => e.name === 'DESTINATIONS_NAMESPACE'), name).to.deep.equal({ name: 'DESTINATIONS_NAMESPACE', value: vault });
+    }
+    expect(named(objs, 'Namespace', vault).metadata.labels).to.include({ 'pod-security.kubernetes.io/enforce': 'restricted' });
   });
 
   it('the CRDs are crds/*.yaml byte for byte, as the chart\'s are', () => {

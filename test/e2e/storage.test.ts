@@ -69,6 +69,9 @@ function driveServiceAccount(): { email: string; json: string; privateKey: strin
   return { email, json, privateKey, publicKey };
 }
 
+/** Where the gateway keeps saved destinations here (DESTINATIONS_NAMESPACE), apart from the MediaJobs' namespace. */
+const VAULT_NAMESPACE = 'mediajobs-destinations';
+
 describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, Drive)', function () {
   this.timeout(240_000);
   let svc: Service;
@@ -129,8 +132,9 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
     svc = await startService({
       // Deployment settings, as in a cluster using private endpoints: nothing in a destination names these servers.
       storageEnv: { GCS_API_ENDPOINT: gcs.apiEndpoint, GCS_TOKEN_URI: gcs.tokenUri, DRIVE_API_ENDPOINT: drive.rootUrl, DRIVE_TOKEN_URI: drive.tokenUri },
-      // Chat notifications go to the receiver, under a path its token makes secret.
-      env: { CHAT_WEBHOOK_PREFIX: `${new URL(receiver.url).origin}/services/` },
+      // Chat notifications go to the receiver, under a path its token makes secret. Saved destinations in a
+      // namespace of their own, as deployed (the gateway holds Secret rights there only).
+      env: { CHAT_WEBHOOK_PREFIX: `${new URL(receiver.url).origin}/services/`, DESTINATIONS_NAMESPACE: VAULT_NAMESPACE },
       logDestination: { write: (line: string) => void lines.push(line) },
     });
     secret('API key', svc.apiKey);
@@ -153,6 +157,11 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
     secret('S3 access key', pair.accessKey, pair.secretKey);
     const saved = await svc.api('POST', '/user/s3', { ...s3Destination(pair, 'saved'), folder_prefix: 'acme', base_folder: 'media' });
     expect(saved.status, JSON.stringify(saved.body)).to.equal(200);
+
+    // The credentials are a Secret of DESTINATIONS_NAMESPACE, not of the namespace the MediaJobs and runners are in.
+    const secretsIn = async (ns: string) => (await svc.cluster.kubectl(['get', 'secrets', '-n', ns, '-o', 'name'])).stdout;
+    expect(await secretsIn(VAULT_NAMESPACE)).to.include(`secret/mj-dest-key-${svc.apiKeyId}-s3`);
+    expect(await secretsIn('default')).not.to.include('mj-dest-');
 
     const created = await svc.api('POST', '/jobs', { url: media.mp4Url, filename: 'clip one', folder: 'season/1', webhook_url: receiver.url });
     expect(created.status).to.equal(201);

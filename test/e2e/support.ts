@@ -125,6 +125,8 @@ export async function startService(opts: ServiceOptions = {}): Promise<Service<O
     ...opts.operatorEnv,
     ...opts.env,
   };
+  // As on a real cluster, the saved destinations' own namespace exists before the gateway writes into it.
+  if (env.DESTINATIONS_NAMESPACE) await cluster.kubectl(['create', 'namespace', env.DESTINATIONS_NAMESPACE]);
   // Local download URLs carry the gateway's address, so the port is chosen before it starts.
   const port = await freePort();
   env.PORT = String(port);

@@ -1,5 +1,5 @@
 // The spec's `keyvault` source: saved credentials in Kubernetes Secrets in
-// the service's namespace, one per owner (key or organization) and provider,
+// DESTINATIONS_NAMESPACE (default the service's), one per owner (key or organization) and provider,
 // labelled so `kubectl get secrets -l mediajobs.io/owner-id=<id>` finds them.
 // The gateway only writes and deletes them; the operator reads them when it
 // prepares a job (lib/src/saved-destinations.ts is the shared contract).

@@ -27,6 +27,11 @@
 {{- printf "%s-runner" (include "mediajobs.fullname" .) -}}
 {{- end -}}
 
+{{- /* Saved destinations' Secrets (DESTINATIONS_NAMESPACE): destinations.namespace, default "<release namespace>-destinations". */}}
+{{- define "mediajobs.destinationsNamespace" -}}
+{{- .Values.destinations.namespace | default (printf "%s-destinations" .Release.Namespace) -}}
+{{- end }}
+
 {{- define "mediajobs.secretName" -}}
 {{- default (printf "%s-secrets" (include "mediajobs.fullname" .)) .Values.secrets.existingSecret -}}
 {{- end -}}
@@ -59,6 +64,8 @@ app.kubernetes.io/component: {{ .component }}
   valueFrom:
     fieldRef:
       fieldPath: metadata.namespace
+- name: DESTINATIONS_NAMESPACE
+  value: {{ include "mediajobs.destinationsNamespace" . | quote }}
 - name: MANAGED_STORAGE
   value: s3
 {{- with .Values.managedStorage.s3.endpoint }}

@@ -310,7 +310,9 @@ function destinationNode(what: string): SchemaNode {
         STORAGE_PROVIDERS,
       ),
       secretName: str(
-        'Secret in this namespace holding the credentials of a saved or inline destination. The operator reads it to '
+        'Secret holding the credentials of a saved or inline destination: in the operator\'s DESTINATIONS_NAMESPACE for '
+        + 'a MediaJob of the service\'s namespace (where the gateway keeps saved destinations), else in this namespace. '
+        + 'The operator reads it to '
         + 'prepare the runner\'s credentials; unused for managed storage. A saved destination\'s Secret must be the '
         + 'owner\'s; another job\'s runner credentials (a Secret owned by a MediaJob) are refused (storage_unreachable).',
         { maxLength: 253, pattern: DNS_SUBDOMAIN },
