@@ -2,7 +2,9 @@
 // scenario runs against a fresh service (local cluster with the real
 // runner, Postgres, the gateway in this process, the operator as a child
 // process) and is judged by the same breaches() as its reduced test in
-// `make test`. Exit 1 when any scenario breached a rule.
+// `make test`. Every process logs at debug, and each scenario ends by
+// searching all of it for the run's secrets. Exit 1 when any scenario
+// breached a rule.
 //   CHAOS_JOBS (200), CHAOS_KILL_EVERY_S (5): operator kills;
 //   CHAOS_RUNNER_KILLS (10): runners killed, half SIGKILL, half OOM;
 //   CHAOS_RESTART_JOBS (40): jobs around an API server restart of CHAOS_RESTART_DOWN_S (5);
@@ -61,7 +63,10 @@ async function scenario(title: string, body: (f: ChaosFixture) => Promise<boolea
     const op = f.svc.operator;
     row('operator processes started / crashes of its own', `${op.starts} / ${op.crashes.length}`);
     for (const c of op.crashes.slice(0, 3)) out(`    crash: ${c}\n`);
-    return ok && op.crashes.length === 0;
+    const scan = await f.scanLogs();
+    row(`secrets found in the logs (${scan.sources} logs, ${(scan.bytes / 1e6).toFixed(1)} MB, debug)`, scan.leaks.length);
+    for (const l of scan.leaks.slice(0, 20)) out(`    ${l}\n`);
+    return ok && op.crashes.length === 0 && scan.leaks.length === 0;
   } finally {
     await f.stop();
   }

@@ -3,7 +3,8 @@
 // SIGKILLed without a word from the runner, and an OOM kill. Each is
 // classified as ADR 0018 says (evicted, oom_killed), tried again, and the
 // job ends Completed on attempt 2: runner Jobs for attempts 1 and 2, one
-// job_completed and no job_failed, one file in storage, usage exact.
+// job_completed and no job_failed, one file in storage, usage exact; and
+// no secret of the run in any log.
 import { expect } from 'chai';
 import { startChaos, type ChaosFixture } from './fixture.js';
 import { breaches, look } from './outside.js';
@@ -23,5 +24,13 @@ describe('fault suite: a runner killed mid-download', function () {
       [[1, 'Failed', CATEGORY[how]], [2, 'Completed', undefined]]));
     expect(seen.jobs.map((j) => j.attempt)).to.deep.equal([2, 2]);
     expect(breaches(seen, { status: 'Completed', created: kills.length })).to.deep.equal([]);
+  });
+
+  it('no secret of the run is in any process\' log: the gateway, the operator, the runners killed and their retries', async () => {
+    const scan = await f.scanLogs();
+    // The gateway, the operator and the four runner pods (two attempts of two jobs), all at debug.
+    expect(scan.sources).to.be.at.least(6);
+    expect(scan.bytes).to.be.greaterThan(10_000);
+    expect(scan.leaks).to.deep.equal([]);
   });
 });

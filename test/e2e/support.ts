@@ -45,6 +45,8 @@ export interface OperatorProcess {
   readonly starts: number;
   /** Exits nobody asked for (code or signal, and the output before them): a crash of the operator itself. */
   readonly crashes: string[];
+  /** Everything every process started so far wrote (stdout and stderr), for the secret scan; capped at OUTPUT_KEPT. */
+  output(): string;
   /** Start a process; a no-op while one runs. */
   start(): void;
   /** Send `signal` (default SIGKILL) and resolve once the process is gone. */
@@ -187,12 +189,16 @@ function isProcess(op: OperatorHandle | OperatorProcess): op is OperatorProcess 
 const OPERATOR_MAIN = join(ROOT, 'operator/src/main.ts');
 /** Output kept of each operator process, for a crash's report. */
 const OUTPUT_TAIL = 4096;
+/** Output kept of all operator processes together, for output(). */
+const OUTPUT_KEPT = 256 * 1024 * 1024;
 const STOP_GRACE_MS = 15_000;
 
 function operatorProcess(env: NodeJS.ProcessEnv): OperatorProcess {
   let running: { proc: ChildProcess; name: string; exited: Promise<void>; killed: boolean } | undefined;
   let starts = 0;
   const crashes: string[] = [];
+  const everything: Buffer[] = [];
+  let kept = 0;
   // A test process that dies must not leave an operator working on a dropped database.
   const orphanGuard = () => running?.proc.kill('SIGKILL');
   process.on('exit', orphanGuard);
@@ -201,13 +207,20 @@ function operatorProcess(env: NodeJS.ProcessEnv): OperatorProcess {
     get name() { return running?.name; },
     get starts() { return starts; },
     crashes,
+    output: () => Buffer.concat(everything).toString(),
     start() {
       if (running) return;
       const name = `operator-${++starts}`;
       const [cmd, ...args] = tsxCommand(OPERATOR_MAIN);
       const proc = spawn(cmd!, args, { env: { ...process.env, ...env, POD_NAME: name }, stdio: ['ignore', 'pipe', 'pipe'] });
       let tail = '';
-      const keep = (d: Buffer) => { tail = (tail + d.toString()).slice(-OUTPUT_TAIL); };
+      const keep = (d: Buffer) => {
+        tail = (tail + d.toString()).slice(-OUTPUT_TAIL);
+        if (kept + d.length <= OUTPUT_KEPT) {
+          everything.push(d);
+          kept += d.length;
+        }
+      };
       proc.stdout!.on('data', keep);
       proc.stderr!.on('data', keep);
       const self = {
