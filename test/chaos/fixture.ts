@@ -26,12 +26,14 @@ export interface ChaosFixture {
   stop(): Promise<void>;
 }
 
-export async function startChaos(operatorEnv: Record<string, string> = {}, databaseAdminUrl?: string): Promise<ChaosFixture> {
+export async function startChaos(
+  operatorEnv: Record<string, string> = {}, databaseAdminUrl?: string, storageEnv?: Record<string, string>,
+): Promise<ChaosFixture> {
   const media = await startMediaServer();
   const receiver = await startReceiver();
   const gatewayLines: string[] = [];
   const svc = await startService({
-    operatorProcess: true, operatorEnv, databaseAdminUrl, logLevel: 'debug',
+    operatorProcess: true, operatorEnv, databaseAdminUrl, storageEnv, logLevel: 'debug',
     logDestination: { write: (line: string) => void gatewayLines.push(line) },
   }).catch(async (err: unknown) => {
     await receiver.stop();

@@ -82,8 +82,12 @@ function filesUnder(dir: string): string[] {
   return out;
 }
 
-/** Everything the breaches are judged on, read once the jobs are terminal and their webhooks in. */
-export async function look(svc: ChaosService, receiver: Receiver, ids: string[]): Promise<Seen> {
+/**
+ * Everything the breaches are judged on, read once the jobs are terminal and
+ * their webhooks in. `stored`: the keys in managed storage when it is not
+ * the local directory (a bucket); default, the files under the test key's prefix there.
+ */
+export async function look(svc: ChaosService, receiver: Receiver, ids: string[], stored?: string[]): Promise<Seen> {
   const rows = await statuses(svc, ids);
   const mediaJobs = new Map((await kubectlList<MediaJobObject>(svc, 'mediajobs')).map((m) => [m.metadata.name, m]));
   const runnerJobs = await kubectlList<{ metadata: Meta }>(svc, 'jobs', 'mediajobs.io/mediajob');
@@ -112,7 +116,7 @@ export async function look(svc: ChaosService, receiver: Receiver, ids: string[])
     };
   });
   const root = svc.env.MANAGED_STORAGE_DIR!;
-  const storedKeys = filesUnder(join(root, svc.managedPrefix)).map((f) => relative(root, f));
+  const storedKeys = stored ?? filesUnder(join(root, svc.managedPrefix)).map((f) => relative(root, f));
   const usage = (await svc.api('GET', '/usage')).body;
   return { jobs, storedKeys, usage };
 }

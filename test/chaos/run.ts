@@ -10,7 +10,8 @@
 //   CHAOS_RESTART_JOBS (40): jobs around an API server restart of CHAOS_RESTART_DOWN_S (5);
 //   CHAOS_GATEWAY_POSTS (2000), CHAOS_GATEWAY_KILLS (4): keyed POSTs around gateway SIGKILLs;
 //   CHAOS_PG_JOBS (40): jobs around a Postgres restart of CHAOS_PG_DOWN_S (5);
-//   CHAOS_SCENARIOS (operator,runner,apiserver,postgres,gateway): which to run.
+//   CHAOS_STORAGE_JOBS (20): jobs uploading when managed storage stops for CHAOS_STORAGE_DOWN_S (3);
+//   CHAOS_SCENARIOS (operator,runner,apiserver,postgres,storage,gateway): which to run.
 import { startChaos, type ChaosFixture } from './fixture.js';
 import { breaches, look, type JobSeen, type Seen } from './outside.js';
 import { runOperatorKills } from './operator-kills.js';
@@ -19,6 +20,7 @@ import { runGatewayKills } from './gateway-kills.js';
 import { runPostgresRestart } from './postgres-restart.js';
 import { startPostgresServer } from '../support/postgres-server.js';
 import { CATEGORY, runRunnerKill, type RunnerKill } from './runner-kills.js';
+import { runStorageOutage, startStorageChaos, type StorageChaos } from './storage-outage.js';
 
 const JOBS = Number(process.env.CHAOS_JOBS ?? 200);
 const KILL_EVERY_S = Number(process.env.CHAOS_KILL_EVERY_S ?? 5);
@@ -29,6 +31,8 @@ const GATEWAY_POSTS = Number(process.env.CHAOS_GATEWAY_POSTS ?? 2000);
 const GATEWAY_KILLS = Number(process.env.CHAOS_GATEWAY_KILLS ?? 4);
 const PG_JOBS = Number(process.env.CHAOS_PG_JOBS ?? 40);
 const PG_DOWN_S = Number(process.env.CHAOS_PG_DOWN_S ?? 5);
+const STORAGE_JOBS = Number(process.env.CHAOS_STORAGE_JOBS ?? 20);
+const STORAGE_DOWN_S = Number(process.env.CHAOS_STORAGE_DOWN_S ?? 3);
 
 const out = (s: string) => process.stdout.write(s);
 const row = (label: string, value: string | number) => out(`  ${label.padEnd(54)} ${value}\n`);
@@ -55,8 +59,10 @@ function outcome(seen: Seen, found: string[]): void {
   for (const b of found.slice(0, 20)) out(`    ${b}\n`);
 }
 
-async function scenario(title: string, body: (f: ChaosFixture) => Promise<boolean>, databaseAdminUrl?: string): Promise<boolean> {
-  const f = await startChaos({}, databaseAdminUrl);
+async function scenario(
+  title: string, body: (f: ChaosFixture) => Promise<boolean>, start: () => Promise<ChaosFixture> = () => startChaos(),
+): Promise<boolean> {
+  const f = await start();
   out(`\nchaos: ${title}\n`);
   try {
     const ok = await body(f);
@@ -124,9 +130,31 @@ const postgresRestart = async (): Promise<boolean> => {
       row('Postgres back to every job terminal (s)', s1(run.msToAllTerminal));
       outcome(run.seen, found);
       return found.length === 0;
-    }, postgres.url);
+    }, () => startChaos({}, postgres.url));
   } finally {
     await postgres.remove();
+  }
+};
+
+// Managed storage on s3rver behind a front that paces parts and can stop; scenario() stops the service, this the storage.
+const storageOutage = async (): Promise<boolean> => {
+  let c: StorageChaos | undefined;
+  try {
+    return await scenario(`managed storage (S3) stopped for ${STORAGE_DOWN_S} s while ${STORAGE_JOBS} runners upload`, async () => {
+      const run = await runStorageOutage(c!, { jobs: STORAGE_JOBS, downMs: STORAGE_DOWN_S * 1000, deadlineMs: 15 * 60_000 });
+      row('multipart uploads in flight when it stopped', run.uploadsAtStop);
+      row('outcomes', JSON.stringify(run.outcomes));
+      row('storage back to every job terminal (s)', s1(run.msToAllTerminal));
+      row('storage back to no multipart upload left (s)', s1(run.msToNoUploads));
+      row('multipart uploads left behind', run.uploadsLeft);
+      outcome(run.seen, run.breaches);
+      return run.breaches.length === 0;
+    }, async () => {
+      c = await startStorageChaos();
+      return c.f;
+    });
+  } finally {
+    await c?.stopStorage();
   }
 };
 
@@ -143,7 +171,9 @@ const gatewayKills = async (): Promise<boolean> => {
   return run.breaches.length === 0;
 };
 
-const SCENARIOS = { operator: operatorKills, runner: runnerKills, apiserver: apiServerRestart, postgres: postgresRestart, gateway: gatewayKills };
+const SCENARIOS = {
+  operator: operatorKills, runner: runnerKills, apiserver: apiServerRestart, postgres: postgresRestart, storage: storageOutage, gateway: gatewayKills,
+};
 
 async function main(): Promise<void> {
   const chosen = (process.env.CHAOS_SCENARIOS ?? Object.keys(SCENARIOS).join(',')).split(',');

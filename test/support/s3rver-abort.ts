@@ -5,9 +5,13 @@
 // does: 204 after removing the upload and its parts from s3rver's own store
 // (the directory its CompleteMultipartUpload removes), 404 NoSuchUpload when
 // there is none. Tests that need an upload to be really gone use the front's
-// endpoint in place of s3rver's.
+// endpoint in place of s3rver's. With `partBytesPerSecond`, the front
+// passes UploadPart bodies on at that pace, so a whole-system test can stop
+// the service while a part is on its way.
 import { readFile, readdir, rm } from 'node:fs/promises';
 import http from 'node:http';
+import { Transform } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { RunningS3rver } from './s3rver.js';
@@ -29,7 +33,22 @@ const uploadsDir = (s3: RunningS3rver, bucket: string) => path.join(s3.directory
 
 const noSuchUpload = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist.</Message></Error>';
 
-export async function s3rverWithAbort(s3: RunningS3rver): Promise<S3rverWithAbort> {
+/** Passes bytes on at `bytesPerSecond`, a tenth of a second's worth at a time. */
+function pace(bytesPerSecond: number): Transform {
+  const slice = Math.max(1, Math.floor(bytesPerSecond / 10));
+  return new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      void (async () => {
+        for (let at = 0; at < chunk.length; at += slice) {
+          this.push(chunk.subarray(at, at + slice));
+          await sleep(100);
+        }
+      })().then(() => done(), done);
+    },
+  });
+}
+
+export async function s3rverWithAbort(s3: RunningS3rver, opts: { partBytesPerSecond?: number } = {}): Promise<S3rverWithAbort> {
   const upstream = new URL(s3.endpoint);
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://front');
@@ -47,7 +66,9 @@ export async function s3rverWithAbort(s3: RunningS3rver): Promise<S3rverWithAbor
       r.pipe(res);
     });
     up.on('error', () => res.destroy());
-    req.pipe(up);
+    const paced = opts.partBytesPerSecond && req.method === 'PUT' && url.searchParams.has('partNumber');
+    if (paced) req.pipe(pace(opts.partBytesPerSecond!)).pipe(up);
+    else req.pipe(up);
   });
 
   async function abort(bucket: string, uploadId: string): Promise<boolean> {

@@ -1,0 +1,135 @@
+// Fault scenario (issue 16, item 3): managed storage (S3, here s3rver)
+// stops while the runners' parts are on their way, and comes back some
+// seconds later. Each job fails its attempt as storage_unreachable and is
+// tried again per ADR 0018 (retried: it ends Completed on a later attempt;
+// out of attempts: Failed, storage_unreachable); nothing is delivered
+// anywhere else; every multipart upload begun is completed or aborted, none
+// left to be billed; every file in the bucket is one a Completed job
+// delivered. The S3 front paces UploadPart bodies so the outage reliably
+// lands on parts in flight, and cuts every connection when it stops.
+import { readdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { eventually } from '../../local-cluster/test/support.js';
+import { startS3rver, type RunningS3rver } from '../support/s3rver.js';
+import { s3rverWithAbort, type S3rverWithAbort } from '../support/s3rver-abort.js';
+import { startChaos, type ChaosFixture } from './fixture.js';
+import { breaches, look, postJobs, statuses, TERMINAL, type Seen } from './outside.js';
+
+export const BUCKET = 'managed';
+/** UploadPart bytes per second through the front: the 3 s test MP4 (~300 KB) takes a few seconds. */
+const PART_PACE = 100_000;
+const OBJECT_SUFFIX = '._S3rver_object';
+
+export interface StorageChaos {
+  f: ChaosFixture;
+  s3: RunningS3rver;
+  front: S3rverWithAbort;
+  /** The storage only (front and s3rver), for a caller that stops the service itself. */
+  stopStorage(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** The chaos fixture with managed storage on s3rver, reached through the pacing, stoppable front. */
+export async function startStorageChaos(): Promise<StorageChaos> {
+  const s3 = await startS3rver({ buckets: [BUCKET] });
+  const front = await s3rverWithAbort(s3, { partBytesPerSecond: PART_PACE });
+  const f = await startChaos({}, undefined, {
+    MANAGED_STORAGE: 's3', MANAGED_S3_ENDPOINT: front.endpoint, MANAGED_S3_BUCKET: BUCKET,
+    MANAGED_S3_ACCESS_KEY: s3.accessKeyId, MANAGED_S3_SECRET_KEY: s3.secretAccessKey, MANAGED_S3_FORCE_PATH_STYLE: 'true',
+  }).catch(async (err: unknown) => {
+    await front.close();
+    await s3.stop();
+    throw err;
+  });
+  const stopStorage = async () => {
+    await front.close();
+    await s3.stop();
+  };
+  return {
+    f, s3, front, stopStorage,
+    async stop() {
+      await f.stop();
+      await stopStorage();
+    },
+  };
+}
+
+/** The keys of the objects in the bucket, read from s3rver's own files (not through the front, which may be down). */
+function bucketKeys(s3: RunningS3rver): string[] {
+  const root = join(s3.directory, BUCKET);
+  return readdirSync(root, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && e.name.endsWith(OBJECT_SUFFIX))
+    .map((e) => relative(root, join(e.parentPath, e.name)).slice(0, -OBJECT_SUFFIX.length))
+    .filter((k) => !k.startsWith('._S3rver_uploads'));
+}
+
+export interface StorageOutageRun {
+  ids: string[];
+  /** Multipart uploads begun and unfinished when the storage stopped. */
+  uploadsAtStop: number;
+  /** Storage back to every job terminal. */
+  msToAllTerminal: number;
+  /** Storage back to no multipart upload left. */
+  msToNoUploads: number;
+  /** Unfinished multipart uploads once every job ended (none is the rule). */
+  uploadsLeft: number;
+  seen: Seen;
+  /** Outcomes by status (and reason for the failed). */
+  outcomes: Record<string, number>;
+  breaches: string[];
+}
+
+export async function runStorageOutage(c: StorageChaos, o: { jobs: number; downMs: number; deadlineMs: number }): Promise<StorageOutageRun> {
+  const { f, front, s3 } = c;
+  const ids = await postJobs(f.svc, f.media.mp4Url, f.receiver.url, o.jobs);
+  // Every job's upload begun and a part on its way; then the storage goes.
+  await eventually(async () => (await front.pendingUploads(BUCKET)).length >= o.jobs, o.deadlineMs, 50);
+  const uploadsAtStop = (await front.pendingUploads(BUCKET)).length;
+  await front.pause();
+  await new Promise((r) => setTimeout(r, o.downMs));
+  await front.resume();
+  const back = performance.now();
+  await eventually(async () => [...(await statuses(f.svc, ids)).values()].every((r) => TERMINAL.includes(r.status as string)), o.deadlineMs, 250);
+  const msToAllTerminal = performance.now() - back;
+  // An abort that met the outage is retried until the storage answers (lib/src/storage/parts.ts abortPatiently).
+  await eventually(async () => (await front.pendingUploads(BUCKET)).length === 0, 60_000, 100).catch(() => undefined);
+  const msToNoUploads = performance.now() - back;
+  const uploadsLeft = (await front.pendingUploads(BUCKET)).length;
+  await eventually(() => ids.every((id) => f.receiver.hooks.some((h) => h.body.job_id === id && h.body.type !== 'job_processing')), 60_000, 100)
+    .catch(() => undefined);
+  const seen = await look(f.svc, f.receiver, ids, bucketKeys(s3));
+  const outcomes: Record<string, number> = {};
+  const rows = await statuses(f.svc, ids);
+  for (const id of ids) {
+    const r = rows.get(id)!;
+    const label = r.status === 'Failed' ? `Failed ${String(r.reason)}` : String(r.status);
+    outcomes[label] = (outcomes[label] ?? 0) + 1;
+  }
+  return { ids, uploadsAtStop, msToAllTerminal, msToNoUploads, uploadsLeft, seen, outcomes, breaches: judge(seen, rows, uploadsLeft) };
+}
+
+/**
+ * The scenario's rules: each job either Completed (after a retry) or
+ * Failed storage_unreachable, with the fault suite's usual rules for each
+ * (breaches(), judged per outcome); no multipart upload left.
+ */
+function judge(seen: Seen, rows: Map<string, Record<string, unknown>>, uploadsLeft: number): string[] {
+  const out: string[] = [];
+  for (const j of seen.jobs) {
+    const r = rows.get(j.id)!;
+    if (j.status === 'Failed' && r.reason !== 'storage_unreachable') out.push(`${j.id}: Failed ${String(r.reason)}, not storage_unreachable`);
+    if (j.status === 'Completed' && (j.attempt ?? 1) < 2) out.push(`${j.id}: Completed on attempt 1, though the storage stopped under its upload`);
+    if (j.status === 'Failed' && j.s3Key) out.push(`${j.id}: Failed with a file (${j.s3Key})`);
+  }
+  // breaches() expects one status for all; judge each group by its own and keep what is not about the status.
+  for (const status of ['Completed', 'Failed']) {
+    const group = { ...seen, jobs: seen.jobs.filter((j) => j.status === status) };
+    out.push(...breaches(group, { status, created: seen.jobs.length }).filter((b) => !/^usage|^storage/.test(b)));
+  }
+  for (const j of seen.jobs) if (!['Completed', 'Failed'].includes(j.status)) out.push(`${j.id}: ended ${j.status}`);
+  // Storage and usage over all the jobs: files only for the Completed, counted once each.
+  out.push(...breaches({ ...seen, jobs: seen.jobs.map((j) => ({ ...j, status: 'any' })) }, { status: 'any', created: seen.jobs.length })
+    .filter((b) => /^usage|^storage/.test(b)));
+  if (uploadsLeft) out.push(`storage: ${uploadsLeft} multipart upload(s) neither completed nor aborted`);
+  return out;
+}
