@@ -14,6 +14,7 @@ import { deepCopy, deepEqual, isObject, randomSuffix, rfc3339, validateName } fr
 import { applyPatch, strategicSupported, unsupportedPatchType, type PatchType } from './patch.js';
 import { applyDefaults, prune, unknownFields } from './schema/structural.js';
 import { validate as validateSchema } from './schema/validate.js';
+import { celValidate } from './schema/cel-validate.js';
 import { crdStatus, defaultCrd, resourceTypesFromCrd, validateCrd } from './schema/crd.js';
 import { parseFieldSelector, parseLabelSelector } from './selectors.js';
 import { Store, objectKey, type StoredChange } from './store.js';
@@ -186,7 +187,7 @@ export class ApiServer implements ClusterApi {
     this.strategy(rt)?.prepareForCreate?.(obj);
     if (rt.kind === 'CustomResourceDefinition') defaultCrd(obj);
 
-    this.validateObject(rt, obj, undefined);
+    this.validateObject(rt, obj, undefined, opts);
 
     const key = objectKey(ns, meta.name);
     if (this.store.get(storageKey(rt), key)) throw alreadyExists(rt, meta.name);
@@ -292,7 +293,7 @@ export class ApiServer implements ClusterApi {
       }
     }
 
-    this.validateObject(rt, next, old);
+    this.validateObject(rt, next, old, opts);
     next.metadata.resourceVersion = old.metadata.resourceVersion;
     if (deepEqual(next, old)) return old; // no-op writes change nothing and emit nothing
     if (opts.dryRun) return next;
@@ -462,12 +463,17 @@ export class ApiServer implements ClusterApi {
     return obj;
   }
 
-  private validateObject(rt: ResourceType, obj: KubeObject, old: KubeObject | undefined): void {
+  private validateObject(rt: ResourceType, obj: KubeObject, old: KubeObject | undefined, opts: WriteOptions): void {
     const causes: StatusCause[] = [];
     const name = obj.metadata.name ?? '';
     if (!old) causes.push(...validateName(name, 'metadata.name', this.strategy(rt)?.nameKind ?? 'subdomain'));
     causes.push(...validateMetadata(obj));
-    if (rt.schema) causes.push(...validateSchema(obj, rt.schema));
+    if (rt.schema) {
+      const schemaCauses = validateSchema(obj, rt.schema);
+      const rules = celValidate(obj, old, rt.schema, schemaCauses, opts.subresource !== 'status');
+      causes.push(...schemaCauses, ...rules.errors);
+      opts.warnings?.push(...rules.warnings);
+    }
     if (rt.kind === 'CustomResourceDefinition') causes.push(...validateCrd(obj));
     const s = this.strategy(rt);
     if (s?.validate) causes.push(...s.validate(obj, old));

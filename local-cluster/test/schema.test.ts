@@ -432,14 +432,41 @@ describe('schema: validateCrd', () => {
     ]);
   });
 
-  it('rejects CEL rules, which the local cluster cannot evaluate', () => {
+  it('accepts CEL rules that compile, and refuses one that does not with cel-go\'s display of the error', () => {
     const schema = mediaJobSchema();
-    schema['x-kubernetes-validations'] = [{ rule: 'self.spec.retries < 5' }];
-    const causes = validateCrd(crd({ versions: [v1(schema)] }));
-    expect(causes).to.have.length(1);
-    expect(causes[0]?.reason).to.equal('FieldValueForbidden');
-    expect(causes[0]?.field).to.equal('spec.validation.openAPIV3Schema.x-kubernetes-validations');
-    expect(causes[0]?.message).to.match(/^Forbidden: CEL validation rules are not supported by the local cluster/);
+    schema.properties!.spec!['x-kubernetes-validations'] = [{ rule: 'self.retries < 5' }];
+    expect(validateCrd(crd({ versions: [v1(schema)] }))).to.deep.equal([]);
+    schema.properties!.spec!['x-kubernetes-validations'].push({ rule: 'self.retries < limit' });
+    expect(validateCrd(crd({ versions: [v1(schema)] }))).to.deep.equal([{
+      reason: 'FieldValueInvalid',
+      field: 'spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[1].rule',
+      message: 'Invalid value: apiextensions.ValidationRule{Rule:"self.retries < limit", Message:"", MessageExpression:"", '
+        + 'Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: compilation failed: '
+        + 'ERROR: <input>:1:16: undeclared reference to \'limit\' (in container \'\')\n | self.retries < limit\n | ...............^',
+    }]);
+  });
+
+  it('checks each rule\'s shape: rule present, a known reason, a fieldPath that names a field', () => {
+    const schema = mediaJobSchema();
+    schema.properties!.spec!['x-kubernetes-validations'] = [
+      { rule: ' ' }, { rule: 'true', reason: 'FieldValueTooLong' }, { rule: 'true', fieldPath: '.nope' },
+    ];
+    const at = 'spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations';
+    expect(validateCrd(crd({ versions: [v1(schema)] })).map((c) => `${c.field}: ${c.message}`)).to.deep.equal([
+      `${at}[0].rule: Required value: rule is not specified`,
+      `${at}[1].reason: Unsupported value: "FieldValueTooLong": supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"`,
+      `${at}[2].fieldPath: Invalid value: ".nope": fieldPath must be a valid path`,
+    ]);
+  });
+
+  it('refuses oldSelf below a list whose items cannot be matched to the old ones', () => {
+    const schema = mediaJobSchema();
+    schema.properties!.spec!.properties!.tags!.items!['x-kubernetes-validations'] = [{ rule: 'self == oldSelf' }];
+    expect(validateCrd(crd({ versions: [v1(schema)] })).map((c) => `${c.field}: ${c.message}`)).to.deep.equal([
+      'spec.validation.openAPIV3Schema.properties[spec].properties[tags].items.x-kubernetes-validations[0].rule: Invalid value: '
+        + '"self == oldSelf": oldSelf cannot be used on the uncorrelatable portion of the schema within '
+        + 'spec.validation.openAPIV3Schema.properties[spec].properties[tags]',
+    ]);
   });
 
   it('validates printer columns', () => {

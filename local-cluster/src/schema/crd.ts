@@ -10,6 +10,7 @@
 // for most CRDs, and "spec.versions[i].schema.openAPIV3Schema..." otherwise.
 
 import type { JSONSchemaProps, KubeObject, PrinterColumn, ResourceType, StatusCause } from '../types.js';
+import { celCompileErrors, ruleShapeErrors } from './cel-rules.js';
 import { isJsonObject, pruneFields } from './structural.js';
 import { compileGoPattern, dns1035LabelErrors, fieldErrors as fe, goQuote, goSharpV, GoLiteral, validateValue } from './validate.js';
 
@@ -247,7 +248,6 @@ function columnErrors(col: JsonObject, path: string): StatusCause[] {
 
 const OPENAPI_TYPES = ['array', 'boolean', 'integer', 'number', 'object', 'string'];
 const META_FIELDS = new Set(['metadata', 'kind', 'apiVersion']);
-const CEL_UNSUPPORTED = 'CEL validation rules are not supported by the local cluster; remove x-kubernetes-validations from the schema';
 
 interface SchemaContext {
   defaultsForbiddenReason?: string; // set where defaults are not allowed
@@ -358,7 +358,7 @@ function openAPISchemaErrors(s: JSONSchemaProps, path: string, ctx: SchemaContex
     errs.push(fe.invalid(`${path}.x-kubernetes-preserve-unknown-fields`, false, 'must be true or undefined'));
   }
   errs.push(...listAndMapTypeErrors(s, path));
-  if (asArray(s['x-kubernetes-validations']).length) errs.push(fe.forbidden(`${path}.x-kubernetes-validations`, CEL_UNSUPPORTED));
+  errs.push(...ruleShapeErrors(s, path));
   return errs;
 }
 
@@ -568,6 +568,8 @@ function schemaErrors(schema: JSONSchemaProps, base: string, statusEnabled: bool
   const structural = structuralErrors(schema, root);
   errs.push(...structural);
   if (!structural.length) errs.push(...defaultErrors(schema, root, false, true));
+  // Rules are compiled only against a schema that is otherwise valid, as the apiserver does.
+  if (!errs.length) errs.push(...celCompileErrors(schema, root));
   return errs;
 }
 
@@ -610,8 +612,8 @@ function conversionErrors(conversion: JsonObject): StatusCause[] {
 
 /**
  * Validate a CustomResourceDefinition (apiextensions.k8s.io/v1) as the
- * apiserver does, after applying its defaults. x-kubernetes-validations (CEL)
- * is rejected: the local cluster cannot evaluate it.
+ * apiserver does, after applying its defaults, x-kubernetes-validations
+ * rules compiled.
  */
 export function validateCrd(input: KubeObject): StatusCause[] {
   const crd = structuredClone(input);

@@ -1,0 +1,190 @@
+// The CEL environment of x-kubernetes-validations rules: @bufbuild/cel for
+// the language, plus the part of the Kubernetes CEL library
+// (k8s.io/apiserver/pkg/cel/library) that the rules here use. Compiling a
+// rule here stands in for cel-go's parse and check: syntax errors, and
+// references to names that do not exist (the checker's "undeclared
+// reference"), are reported in cel-go's display format. Type checking is
+// not done (see README "Known differences"); evaluation errors are worded as
+// cel-go words them where the two libraries differ.
+
+import { celEnv, celFunc, celMethod, CelScalar, isCelError, listType, parse, plan } from '@bufbuild/cel';
+import type { CelInput, CelList, CelValue } from '@bufbuild/cel';
+import { strings } from '@bufbuild/cel/ext';
+
+type Expr = ReturnType<typeof parse>['expr'];
+
+// ---------------------------------------------------------------------------
+// Kubernetes library functions (library/lists.go, library/urls.go).
+
+function comparable(list: CelList): (bigint | number | string)[] | undefined {
+  const items = [...list];
+  const ok = items.every((v) => typeof v === 'bigint' || typeof v === 'number' || typeof v === 'string');
+  return ok ? items as (bigint | number | string)[] : undefined;
+}
+
+function extreme(list: CelList, pick: (a: bigint | number | string, b: bigint | number | string) => boolean): CelInput {
+  const items = comparable(list);
+  // cel-go: "min called on empty list"; the value is an error either way.
+  if (!items?.length) throw new Error(`${pick === less ? 'min' : 'max'} called on empty list`);
+  return items.reduce((best, v) => (pick(v, best) ? v : best));
+}
+
+const less = (a: bigint | number | string, b: bigint | number | string): boolean => a < b;
+const greater = (a: bigint | number | string, b: bigint | number | string): boolean => a > b;
+const DYN_LIST = listType(CelScalar.DYN);
+
+/** Go's url.ParseRequestURI accepts an absolute URI or an absolute path. */
+function isRequestUri(s: string): boolean {
+  if (s.startsWith('/')) return !/\s/.test(s);
+  return /^[a-zA-Z][a-zA-Z0-9+.-]*:/.test(s) && URL.canParse(s);
+}
+
+const KUBERNETES_LIBRARY = [
+  celMethod('isSorted', DYN_LIST, [], CelScalar.BOOL, function (this: CelList) {
+    const items = comparable(this) ?? [];
+    return items.every((v, i) => i === 0 || !(v < items[i - 1]!));
+  }),
+  celMethod('sum', DYN_LIST, [], CelScalar.DYN, function (this: CelList) {
+    const items = comparable(this) ?? [];
+    if (items.every((v) => typeof v === 'bigint')) return items.reduce((a, b) => (a as bigint) + (b as bigint), 0n);
+    return items.reduce((a, b) => Number(a) + Number(b), 0);
+  }),
+  celMethod('min', DYN_LIST, [], CelScalar.DYN, function (this: CelList) { return extreme(this, less); }),
+  celMethod('max', DYN_LIST, [], CelScalar.DYN, function (this: CelList) { return extreme(this, greater); }),
+  celFunc('isURL', [CelScalar.STRING], CelScalar.BOOL, (s: string) => isRequestUri(s)),
+];
+
+const ENV = celEnv({ funcs: [...strings, ...KUBERNETES_LIBRARY] });
+
+
+// ---------------------------------------------------------------------------
+// Compilation.
+
+export interface CompiledExpression {
+  /** Evaluates with the given variables; a CEL error comes back as an Error, never thrown. */
+  evaluate(vars: Record<string, CelInput>): CelValue | Error;
+  /** Whether the expression reads the variable (oldSelf makes a transition rule). */
+  references(name: string): boolean;
+}
+
+interface SourceError {
+  offset: number;
+  message: string;
+}
+
+/** cel-go's Errors.ToDisplayString for one error: `ERROR: <input>:line:col: message`, the line and a caret. */
+function displayError(source: string, e: SourceError): string {
+  const before = [...source.slice(0, e.offset)];
+  const lineStart = before.lastIndexOf('\n') + 1;
+  const line = before.filter((c) => c === '\n').length + 1;
+  const column = before.length - lineStart;
+  const snippet = (source.split('\n')[line - 1] ?? '').replace(/\t/g, ' ');
+  const dots = [...snippet].slice(0, column).map((c) => (c.length > 1 || c.charCodeAt(0) > 0x7f ? '\uff0e' : '.')).join('');
+  return `ERROR: <input>:${line}:${column + 1}: ${e.message}\n | ${snippet}\n | ${dots}^`;
+}
+
+const OPERATOR = /^[_@!]/;
+
+/** The checker's name resolution, without types: every identifier and function must be declared. */
+function undeclaredReferences(expr: Expr | undefined, scope: Set<string>, positions: Map<number, number>, out: SourceError[]): void {
+  if (!expr) return;
+  const at = (id: bigint | number): number => positions.get(Number(id)) ?? 0;
+  const undeclared = (name: string, id: bigint | number): void => {
+    out.push({ offset: at(id), message: `undeclared reference to '${name}' (in container '')` });
+  };
+  const walk = (e: Expr | undefined, s = scope): void => undeclaredReferences(e, s, positions, out);
+  const k = expr.exprKind;
+  switch (k.case) {
+    case 'identExpr':
+      if (!scope.has(k.value.name)) undeclared(k.value.name, expr.id);
+      return;
+    case 'selectExpr':
+      return walk(k.value.operand);
+    case 'callExpr':
+      if (!OPERATOR.test(k.value.function) && !ENV.funcs.find(k.value.function)) undeclared(k.value.function, expr.id);
+      walk(k.value.target);
+      for (const a of k.value.args) walk(a);
+      return;
+    case 'listExpr':
+      for (const e of k.value.elements) walk(e);
+      return;
+    case 'structExpr':
+      for (const entry of k.value.entries) {
+        if (entry.keyKind.case === 'mapKey') walk(entry.keyKind.value);
+        walk(entry.value);
+      }
+      return;
+    case 'comprehensionExpr': {
+      const c = k.value;
+      walk(c.iterRange);
+      walk(c.accuInit);
+      const inner = new Set([...scope, c.iterVar, c.iterVar2, c.accuVar].filter(Boolean));
+      walk(c.loopCondition, inner);
+      walk(c.loopStep, inner);
+      walk(c.result, new Set([...scope, c.accuVar]));
+      return;
+    }
+    default:
+  }
+}
+
+function referenced(expr: Expr | undefined, name: string): boolean {
+  if (!expr) return false;
+  const k = expr.exprKind;
+  switch (k.case) {
+    case 'identExpr': return k.value.name === name;
+    case 'selectExpr': return referenced(k.value.operand, name);
+    case 'callExpr': return referenced(k.value.target, name) || k.value.args.some((a) => referenced(a, name));
+    case 'listExpr': return k.value.elements.some((e) => referenced(e, name));
+    case 'structExpr': return k.value.entries.some((e) => (e.keyKind.case === 'mapKey' && referenced(e.keyKind.value, name)) || referenced(e.value, name));
+    case 'comprehensionExpr': {
+      const c = k.value;
+      return [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result].some((e) => referenced(e, name));
+    }
+    default: return false;
+  }
+}
+
+/** cel-go's "no such key" and friends, for the messages bufbuild/cel words differently. */
+function celGoWording(message: string): string {
+  const field = /^field not found: (.*)$/.exec(message);
+  if (field) return `no such key: ${field[1]}`;
+  if (/divide by zero$/.test(message)) return 'division by zero';
+  const index = /^index (-?\d+) out of bounds \[0, (\d+)\)$/.exec(message);
+  if (index) return `index '${index[1]}' out of range in list size '${index[2]}'`;
+  return message;
+}
+
+/**
+ * Parses and checks an expression over the declared variables. Returns the
+ * compiled expression, or the issues as cel-go's Issues.String() prints them.
+ */
+export function compileExpression(source: string, variables: string[]): CompiledExpression | { issues: string } {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(source);
+  } catch (err) {
+    const e = err as { rawMessage?: string; message: string; location?: { start?: { offset?: number } } };
+    return { issues: displayError(source, { offset: e.location?.start?.offset ?? 0, message: `Syntax error: ${e.rawMessage ?? e.message}` }) };
+  }
+  const positions = new Map(Object.entries(parsed.sourceInfo?.positions ?? {}).map(([id, off]) => [Number(id), Number(off)]));
+  const errors: SourceError[] = [];
+  undeclaredReferences(parsed.expr, new Set(variables), positions, errors);
+  if (errors.length) {
+    errors.sort((a, b) => a.offset - b.offset);
+    return { issues: errors.map((e) => displayError(source, e)).join('\n') };
+  }
+  const program = plan(ENV, parsed);
+  return {
+    evaluate(vars) {
+      try {
+        const result = program(vars);
+        return isCelError(result) ? new Error(celGoWording(result.message)) : result;
+      } catch (err) {
+        return err instanceof Error ? err : new Error(String(err));
+      }
+    },
+    references: (name) => referenced(parsed.expr, name),
+  };
+}
+
