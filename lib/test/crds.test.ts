@@ -85,12 +85,25 @@ describe('CRDs: source of truth and generated YAML', () => {
       expect(crd.spec.names.categories).to.deep.equal(['media']);
       expect(crd.spec.versions.map((v) => [v.name, v.served, v.storage])).to.deep.equal([['v1alpha1', true, true]]);
       expect(crd.spec.versions[0]!.subresources).to.deep.equal({ status: {} });
-      expect(JSON.stringify(crd), 'no CEL').not.to.contain('x-kubernetes-validations');
     }
     expect(mj!.spec.versions[0]!.additionalPrinterColumns.map((c) => [c.name, c.priority ?? 0]))
       .to.deep.equal([['Status', 0], ['Step', 0], ['Progress', 0], ['Age', 0], ['URL', 1]]);
     expect(mb!.spec.versions[0]!.additionalPrinterColumns.map((c) => c.name))
       .to.deep.equal(['Status', 'Done', 'Failed', 'Age', 'URL']);
+  });
+
+  it('says the cross-field contract in CEL: clips, drive never inline, an admitted MediaJob\'s spec frozen but for cancel', () => {
+    const rules = (node: SchemaNode): string[] => (node['x-kubernetes-validations'] ?? []).map((r) => r.fieldPath ?? '');
+    const mj = schemaOf('mediajob.yaml');
+    expect(rules(mj)).to.deep.equal(['.spec']);
+    expect(rules(nodeAt(mj, 'spec'))).to.deep.equal(['.clipEnd']);
+    expect(rules(nodeAt(mj, 'spec.destination'))).to.deep.equal(['.provider']);
+    expect(rules(nodeAt(schemaOf('mediabatch.yaml'), 'spec.options'))).to.deep.equal(['.clipEnd']);
+    // Every spec field but cancel is compared, so a field added later is frozen too.
+    const frozen = mj['x-kubernetes-validations']![0]!.rule;
+    for (const field of Object.keys(nodeAt(mj, 'spec').properties ?? {})) {
+      expect(frozen.includes(`self.spec.${field} == oldSelf.spec.${field}`), field).to.equal(field !== 'cancel');
+    }
   });
 
   it('uses the enums of types.ts and the bounds of the API spec', () => {

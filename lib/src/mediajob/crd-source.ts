@@ -8,10 +8,11 @@
 //
 // Constraints mirror the gateway's validation but are never stricter: a
 // MediaJob the gateway creates from an accepted request must always pass the
-// CRD, or a valid POST /jobs would fail after the row was written. No CEL
-// (x-kubernetes-validations): the local cluster rejects it, so cross-field
-// rules (clipEnd > clipStart, drive not inline) are enforced by the gateway
-// and the operator's normalisation and only documented here.
+// CRD, or a valid POST /jobs would fail after the row was written. Rules
+// across fields are CEL (x-kubernetes-validations, see rules below):
+// clipEnd after clipStart, drive never inline, and a MediaJob's spec frozen
+// once a runner was created for it; the gateway checks the first two itself
+// and never changes a spec.
 //
 // The field names, types, enums, required fields, defaults and numeric bounds
 // are also those of the zod schemas in types.ts, which the TypeScript types
@@ -45,6 +46,15 @@ export interface SchemaNode {
   items?: SchemaNode;
   'x-kubernetes-list-type'?: 'atomic' | 'set' | 'map';
   'x-kubernetes-list-map-keys'?: string[];
+  'x-kubernetes-validations'?: ValidationRule[];
+}
+
+/** A CEL rule; the apiserver refuses a write that makes it false with `<fieldPath>: Invalid value: "<type>": <message>`. */
+export interface ValidationRule {
+  rule: string;
+  message: string;
+  messageExpression?: string;
+  fieldPath?: string;
 }
 
 export interface PrinterColumn {
@@ -124,6 +134,55 @@ const DNS_SUBDOMAIN = String.raw`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 // metav1.Condition's own validation, so conditions behave like every other controller's.
 const CONDITION_TYPE = String.raw`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$`;
 const CONDITION_REASON = String.raw`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`;
+
+// ---------------------------------------------------------------------------
+// CEL rules. Only the Kubernetes CEL environment's standard functions and
+// string extension (split) are used, so every apiserver since 1.25 reads
+// them as the local cluster does.
+
+/** A CLIP_TIME string as seconds (a double): [[HH:]MM:]SS[.fraction]. */
+function clipSeconds(field: string): string {
+  const part = (i: number): string => `double(${field}.split(':')[${i}])`;
+  const parts = `${field}.split(':').size()`;
+  return `(${parts} == 1 ? double(${field}) : ${parts} == 2 ? ${part(0)} * 60.0 + ${part(1)} `
+    + `: ${part(0)} * 3600.0 + ${part(1)} * 60.0 + ${part(2)})`;
+}
+
+/** The API's clip rule (lib/src/job-options.ts): clip_end after clip_start, or after 0 without one. */
+function clipRule(): ValidationRule {
+  return {
+    rule: `!has(self.clipEnd) || ${clipSeconds('self.clipEnd')} > (has(self.clipStart) ? ${clipSeconds('self.clipStart')} : 0.0)`,
+    message: 'clipEnd must be greater than clipStart',
+    messageExpression: "has(self.clipStart) ? 'clipEnd must be greater than clipStart' : 'clipEnd must be greater than 0'",
+    fieldPath: '.clipEnd',
+  };
+}
+
+function inlineDriveRule(): ValidationRule {
+  return {
+    rule: "!has(self.type) || self.type != 'inline' || !has(self.provider) || self.provider != 'drive'",
+    message: 'drive is available as a saved destination only, never inline',
+    fieldPath: '.provider',
+  };
+}
+
+/**
+ * A MediaJob runs the request it was admitted with: once the operator created
+ * a runner Job for it (status.jobName, set with Admitted=True and kept
+ * through retries, whose attempts read the spec again), no spec field but
+ * cancel may change. Restored and never-admitted jobs stay editable, which
+ * changes nothing (docs/gitops.md).
+ */
+function frozenSpecRule(specFields: string[]): ValidationRule {
+  const same = (f: string): string =>
+    `(has(self.spec.${f}) ? has(oldSelf.spec.${f}) && self.spec.${f} == oldSelf.spec.${f} : !has(oldSelf.spec.${f}))`;
+  return {
+    rule: `!has(oldSelf.status) || !has(oldSelf.status.jobName) || (${specFields.filter((f) => f !== 'cancel').map(same).join(' && ')})`,
+    message: 'the spec of an admitted MediaJob (status.jobName is set) cannot change, except spec.cancel: '
+      + 'apply a changed request as a new MediaJob',
+    fieldPath: '.spec',
+  };
+}
 
 // ---------------------------------------------------------------------------
 // Shared pieces.
@@ -319,7 +378,7 @@ function destinationNode(what: string): SchemaNode {
       ),
     },
     [],
-    { default: { type: 'managed' } },
+    { default: { type: 'managed' }, 'x-kubernetes-validations': [inlineDriveRule()] },
   );
 }
 
@@ -380,7 +439,7 @@ function typeMetaProperties(): Record<'apiVersion' | 'kind', SchemaNode> {
 
 function crd(
   kind: string, plural: string, shortName: string, columns: PrinterColumn[], description: string,
-  spec: SchemaNode, status: SchemaNode,
+  spec: SchemaNode, status: SchemaNode, rootRules: ValidationRule[] = [],
 ): CustomResourceDefinition {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
@@ -402,6 +461,7 @@ function crd(
             type: 'object',
             properties: { ...typeMetaProperties(), spec, status },
             required: ['spec'],
+            ...(rootRules.length && { 'x-kubernetes-validations': rootRules }),
           },
         },
       }],
@@ -459,6 +519,7 @@ function mediaJobSpec(): SchemaNode {
       ),
     },
     ['url'],
+    { 'x-kubernetes-validations': [clipRule()] },
   );
 }
 
@@ -589,6 +650,7 @@ function mediaJobStatus(): SchemaNode {
 
 /** The MediaJob CRD: one download job. */
 export function mediaJobCrd(): CustomResourceDefinition {
+  const spec = mediaJobSpec();
   return crd(
     'MediaJob', MEDIAJOB_PLURAL, 'mj',
     [
@@ -602,8 +664,9 @@ export function mediaJobCrd(): CustomResourceDefinition {
     + 'it, and delivers the file to spec.destination. The gateway creates one per POST /jobs (named after the job id); '
     + 'a MediaJob applied with kubectl is processed the same way. Finished MediaJobs are deleted after a retention '
     + 'period; the API keeps their record.',
-    mediaJobSpec(),
+    spec,
     mediaJobStatus(),
+    [frozenSpecRule(Object.keys(spec.properties ?? {}))],
   );
 }
 
@@ -617,7 +680,7 @@ function batchOptions(): SchemaNode {
     'Encoding options shared by every episode: the same fields, rules and defaults as a MediaJob\'s spec.',
     shared,
     [],
-    { default: {} },
+    { default: {}, 'x-kubernetes-validations': [clipRule()] },
   );
 }
 
