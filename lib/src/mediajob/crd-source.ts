@@ -136,9 +136,9 @@ const CONDITION_TYPE = String.raw`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a
 const CONDITION_REASON = String.raw`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`;
 
 // ---------------------------------------------------------------------------
-// CEL rules. Only the Kubernetes CEL environment's standard functions and
-// string extension (split) are used, so every apiserver since 1.25 reads
-// them as the local cluster does.
+// CEL rules. Only standard CEL and the strings extension's split are used,
+// which every Kubernetes since 1.28 (fieldPath, messageExpression) and the
+// local cluster evaluate alike.
 
 /** A CLIP_TIME string as seconds (a double): [[HH:]MM:]SS[.fraction]. */
 function clipSeconds(field: string): string {
