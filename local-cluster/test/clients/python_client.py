@@ -1,7 +1,7 @@
 """The local cluster driven by the official Python client (kubernetes-client/python,
 Debian's python3-kubernetes), as admin scripts drive a real cluster: a CRD and
 its custom objects (create, get, list, merge patch, a stale update refused
-409, watch, delete), a batch/v1 Job and a coordination.k8s.io Lease (a leader
+409, watch, delete), a CEL rule's 422, a batch/v1 Job and a coordination.k8s.io Lease (a leader
 election's renew, and its conflict). The client deserialises every answer
 into its typed models, so a field the local cluster shapes differently from
 kube-apiserver (a time format, a missing list field) fails here.
@@ -58,15 +58,18 @@ def crd():
     )
 
 
+def wait_established(ext, name):
+    for _ in range(100):
+        got = ext.read_custom_resource_definition(name)
+        if any(c.type == "Established" and c.status == "True" for c in (got.status.conditions or [])):
+            return
+        time.sleep(0.1)
+    raise AssertionError("the CRD never became Established")
+
+
 def custom_objects(ext, custom, ns):
     ext.create_custom_resource_definition(crd())
-    for _ in range(100):
-        got = ext.read_custom_resource_definition(PLURAL + "." + GROUP)
-        if any(c.type == "Established" and c.status == "True" for c in (got.status.conditions or [])):
-            break
-        time.sleep(0.1)
-    else:
-        raise AssertionError("the CRD never became Established")
+    wait_established(ext, PLURAL + "." + GROUP)
     step("crd established")
 
     body = {"apiVersion": GROUP + "/" + VERSION, "kind": "Gadget", "metadata": {"name": "g1"}, "spec": {"size": 2, "color": "red"}}
@@ -110,6 +113,29 @@ def custom_objects(ext, custom, ns):
     custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "g2")
     expect_status(404, custom.get_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, "g2")
     step("custom object deleted")
+
+
+def cel_rules(ext, custom, ns):
+    """A CRD with a CEL rule: the client's 1.22-era models have no x_kubernetes_validations, so it goes as a dict."""
+    ext.create_custom_resource_definition({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "ranges." + GROUP},
+        "spec": {"group": GROUP, "scope": "Namespaced", "names": {"plural": "ranges", "kind": "Range"},
+                 "versions": [{"name": VERSION, "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"spec": {
+                         "type": "object",
+                         "properties": {"low": {"type": "integer"}, "high": {"type": "integer"}},
+                         "x-kubernetes-validations": [{"rule": "self.low < self.high", "message": "low must be below high"}],
+                     }},
+                 }}}]},
+    })
+    wait_established(ext, "ranges." + GROUP)
+    body = {"apiVersion": GROUP + "/" + VERSION, "kind": "Range", "metadata": {"name": "r1"}, "spec": {"low": 1, "high": 2}}
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, "ranges", body)
+    e = expect_status(422, custom.patch_namespaced_custom_object, GROUP, VERSION, ns, "ranges", "r1", {"spec": {"low": 5}})
+    want = 'Range.python.example.com \\"r1\\" is invalid: spec: Invalid value: \\"object\\": low must be below high'
+    assert want in e.body, e.body
+    step("cel rule refused 422")
 
 
 def jobs(batch, ns):
@@ -158,6 +184,7 @@ def main():
     config.load_kube_config(config_file=kubeconfig)
     api = client.ApiClient()
     custom_objects(client.ApiextensionsV1Api(api), client.CustomObjectsApi(api), ns)
+    cel_rules(client.ApiextensionsV1Api(api), client.CustomObjectsApi(api), ns)
     jobs(client.BatchV1Api(api), ns)
     leases(client.CoordinationV1Api(api), ns)
     step("done")
