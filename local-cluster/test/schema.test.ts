@@ -446,6 +446,19 @@ describe('schema: validateCrd', () => {
     }]);
   });
 
+  it('refuses a rule selecting a field its object does not declare, as cel-go\'s checker does', () => {
+    const schema = mediaJobSchema();
+    schema['x-kubernetes-validations'] = [
+      { rule: "self.metadata.name != '' && self.spec.labels.team == 'x' && has(self.spec.extra.anything)" },
+      { rule: 'self.metadata.labels.size() > 0 && self.spec.retires < 5' },
+    ];
+    const messages = validateCrd(crd({ versions: [v1(schema)] })).map((c) => c.message.replace(/^.*compilation failed: /s, ''));
+    expect(messages).to.deep.equal([
+      "ERROR: <input>:1:14: undefined field 'labels'\n | self.metadata.labels.size() > 0 && self.spec.retires < 5\n | .............^\n"
+        + "ERROR: <input>:1:45: undefined field 'retires'\n | self.metadata.labels.size() > 0 && self.spec.retires < 5\n | " + '.'.repeat(44) + '^',
+    ]);
+  });
+
   it('checks each rule\'s shape: rule present, a known reason, a fieldPath that names a field', () => {
     const schema = mediaJobSchema();
     schema.properties!.spec!['x-kubernetes-validations'] = [

@@ -65,15 +65,23 @@ export interface CompiledExpression {
   evaluate(vars: Record<string, CelInput>): CelValue | Error;
   /** Whether the expression reads the variable (oldSelf makes a transition rule). */
   references(name: string): boolean;
+  /** Each chain of field selections on a variable (`self.spec.url`, has() included), where it starts in the source. */
+  selections(): Selection[];
 }
 
-interface SourceError {
+export interface Selection {
+  variable: string;
+  /** Field names in order, each with the source offset the checker reports it at (its "."). */
+  fields: { name: string; offset: number }[];
+}
+
+export interface SourceError {
   offset: number;
   message: string;
 }
 
 /** cel-go's Errors.ToDisplayString for one error: `ERROR: <input>:line:col: message`, the line and a caret. */
-function displayError(source: string, e: SourceError): string {
+export function displayError(source: string, e: SourceError): string {
   const before = [...source.slice(0, e.offset)];
   const lineStart = before.lastIndexOf('\n') + 1;
   const line = before.filter((c) => c === '\n').length + 1;
@@ -145,6 +153,51 @@ function referenced(expr: Expr | undefined, name: string): boolean {
   }
 }
 
+/** Select chains rooted at an identifier not bound by a comprehension. */
+function selectionChains(expr: Expr | undefined, bound: Set<string>, positions: Map<number, number>, out: Selection[]): void {
+  if (!expr) return;
+  const k = expr.exprKind;
+  if (k.case === 'selectExpr') {
+    const fields: Selection['fields'] = [];
+    let cur: Expr | undefined = expr;
+    while (cur?.exprKind.case === 'selectExpr') {
+      fields.unshift({ name: cur.exprKind.value.field, offset: positions.get(Number(cur.id)) ?? 0 });
+      cur = cur.exprKind.value.operand;
+    }
+    if (cur?.exprKind.case === 'identExpr' && !bound.has(cur.exprKind.value.name)) {
+      out.push({ variable: cur.exprKind.value.name, fields });
+      return;
+    }
+    selectionChains(cur, bound, positions, out);
+    return;
+  }
+  const walk = (e: Expr | undefined, b = bound): void => selectionChains(e, b, positions, out);
+  switch (k.case) {
+    case 'callExpr':
+      walk(k.value.target);
+      for (const a of k.value.args) walk(a);
+      return;
+    case 'listExpr':
+      for (const e of k.value.elements) walk(e);
+      return;
+    case 'structExpr':
+      for (const entry of k.value.entries) {
+        if (entry.keyKind.case === 'mapKey') walk(entry.keyKind.value);
+        walk(entry.value);
+      }
+      return;
+    case 'comprehensionExpr': {
+      const c = k.value;
+      walk(c.iterRange);
+      walk(c.accuInit);
+      const inner = new Set([...bound, c.iterVar, c.iterVar2, c.accuVar].filter(Boolean));
+      for (const e of [c.loopCondition, c.loopStep, c.result]) walk(e, inner);
+      return;
+    }
+    default:
+  }
+}
+
 /** cel-go's "no such key" and friends, for the messages bufbuild/cel words differently. */
 function celGoWording(message: string): string {
   const field = /^field not found: (.*)$/.exec(message);
@@ -185,6 +238,11 @@ export function compileExpression(source: string, variables: string[]): Compiled
       }
     },
     references: (name) => referenced(parsed.expr, name),
+    selections() {
+      const out: Selection[] = [];
+      selectionChains(parsed.expr, new Set(), positions, out);
+      return out;
+    },
   };
 }
 

@@ -6,7 +6,7 @@
 
 import type { JSONSchemaProps, StatusCause } from '../types.js';
 import { isObject } from '../object-meta.js';
-import { compileExpression } from './cel-library.js';
+import { compileExpression, displayError, type CompiledExpression, type SourceError } from './cel-library.js';
 import { resolveFieldPath, rulesAt, type ValidationRule } from './cel-validate.js';
 import { fieldErrors as fe, goQuote, GoLiteral } from './validate.js';
 
@@ -56,14 +56,58 @@ function evidentKind(source: string): Kind {
   return 'unknown';
 }
 
-function ruleCompileErrors(r: ValidationRule, at: string, uncorrelatable: string | undefined): StatusCause[] {
-  const compiled = compileExpression(r.rule, VARIABLES);
+// What `self` holds at a resource root besides its schema's properties (model.WithTypeAndObjectMeta).
+const RESOURCE_ROOT_FIELDS: Record<string, JSONSchemaProps> = {
+  apiVersion: { type: 'string' },
+  kind: { type: 'string' },
+  metadata: { type: 'object', properties: { name: { type: 'string' }, generateName: { type: 'string' } } },
+};
+
+/** The schema of a selected field; 'any' where keys are free (maps, preserved fields) or the type is not an object's. */
+function selectedField(s: JSONSchemaProps, name: string, resourceRoot: boolean): JSONSchemaProps | 'any' | undefined {
+  if (resourceRoot && RESOURCE_ROOT_FIELDS[name]) return RESOURCE_ROOT_FIELDS[name];
+  if (s.properties && Object.hasOwn(s.properties, name)) return s.properties[name]!;
+  if (s.type !== 'object' || !s.properties || s.additionalProperties !== undefined || s['x-kubernetes-preserve-unknown-fields']) return 'any';
+  return undefined;
+}
+
+/** The checker's field resolution, for self and oldSelf: `undefined field 'x'` where the object's schema has no x. */
+function undefinedFieldIssues(source: string, compiled: CompiledExpression, node: JSONSchemaProps, resourceRoot: boolean): string | undefined {
+  const errors: SourceError[] = [];
+  for (const { variable, fields } of compiled.selections()) {
+    if (!VARIABLES.includes(variable)) continue;
+    let s = node;
+    let root = resourceRoot;
+    for (const f of fields) {
+      const next = selectedField(s, f.name, root);
+      if (next === 'any') break;
+      if (next === undefined) {
+        errors.push({ offset: f.offset, message: `undefined field '${f.name}'` });
+        break;
+      }
+      s = next;
+      root = next['x-kubernetes-embedded-resource'] === true;
+    }
+  }
+  return errors.length ? errors.sort((a, b) => a.offset - b.offset).map((e) => displayError(source, e)).join('\n') : undefined;
+}
+
+/** compileExpression plus the field check, as cel-go's Compile would fail it. */
+function compileAt(source: string, node: JSONSchemaProps, resourceRoot: boolean): CompiledExpression | { issues: string } {
+  const compiled = compileExpression(source, VARIABLES);
+  if (!('evaluate' in compiled)) return compiled;
+  const issues = undefinedFieldIssues(source, compiled, node, resourceRoot);
+  return issues ? { issues } : compiled;
+}
+
+function ruleCompileErrors(r: ValidationRule, at: string, node: JSONSchemaProps, resourceRoot: boolean, uncorrelatable: string | undefined): StatusCause[] {
+  const compiled = compileAt(r.rule, node, resourceRoot);
   if (!('evaluate' in compiled)) return [fe.invalid(`${at}.rule`, ruleLiteral(r), `compilation failed: ${compiled.issues}`)];
   const kind = evidentKind(r.rule);
   if (kind !== 'bool' && kind !== 'unknown') return [fe.invalid(`${at}.rule`, ruleLiteral(r), 'cel expression must evaluate to a bool')];
   const errs: StatusCause[] = [];
   if (r.messageExpression) {
-    const message = compileExpression(r.messageExpression, VARIABLES);
+    const message = compileAt(r.messageExpression, node, resourceRoot);
     if (!('evaluate' in message)) {
       errs.push(fe.invalid(`${at}.messageExpression`, ruleLiteral(r), `messageExpression compilation failed: ${message.issues}`));
     } else if (!['string', 'unknown'].includes(evidentKind(r.messageExpression))) {
@@ -85,16 +129,15 @@ function ruleCompileErrors(r: ValidationRule, at: string, uncorrelatable: string
  * in its walk order. Below a list that is not list-type map, old and new
  * items cannot be matched, so oldSelf is refused there.
  */
-export function celCompileErrors(s: JSONSchemaProps, path: string, uncorrelatable?: string): StatusCause[] {
+export function celCompileErrors(s: JSONSchemaProps, path: string, resourceRoot = true, uncorrelatable?: string): StatusCause[] {
   const errs: StatusCause[] = [];
-  if (isObject(s.additionalProperties)) errs.push(...celCompileErrors(s.additionalProperties as JSONSchemaProps, `${path}.additionalProperties`, uncorrelatable));
-  for (const [key, prop] of Object.entries(s.properties ?? {})) errs.push(...celCompileErrors(prop, `${path}.properties[${key}]`, uncorrelatable));
-  if (s.items) {
-    const forbid = uncorrelatable ?? (s['x-kubernetes-list-type'] === 'map' ? undefined : path);
-    errs.push(...celCompileErrors(s.items, `${path}.items`, forbid));
-  }
+  const below = (sub: JSONSchemaProps, at: string, forbid = uncorrelatable): StatusCause[] =>
+    celCompileErrors(sub, at, sub['x-kubernetes-embedded-resource'] === true, forbid);
+  if (isObject(s.additionalProperties)) errs.push(...below(s.additionalProperties as JSONSchemaProps, `${path}.additionalProperties`));
+  for (const [key, prop] of Object.entries(s.properties ?? {})) errs.push(...below(prop, `${path}.properties[${key}]`));
+  if (s.items) errs.push(...below(s.items, `${path}.items`, uncorrelatable ?? (s['x-kubernetes-list-type'] === 'map' ? undefined : path)));
   rulesAt(s).forEach((r, i) => {
-    if ((r.rule ?? '').trim()) errs.push(...ruleCompileErrors(r, `${path}.x-kubernetes-validations[${i}]`, uncorrelatable));
+    if ((r.rule ?? '').trim()) errs.push(...ruleCompileErrors(r, `${path}.x-kubernetes-validations[${i}]`, s, resourceRoot, uncorrelatable));
   });
   return errs;
 }

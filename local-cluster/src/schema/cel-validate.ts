@@ -41,7 +41,7 @@ export function rulesAt(node: JSONSchemaProps): ValidationRule[] {
 function compiledAt(node: JSONSchemaProps): CompiledRule[] {
   let compiled = compiledRules.get(node);
   if (!compiled) {
-    compiled = rulesAt(node).filter((r) => r.rule.trim()).map((rule) => {
+    compiled = rulesAt(node).filter((r) => typeof r.rule === 'string' && r.rule.trim()).map((rule) => {
       const program = compileExpression(rule.rule, VARIABLES);
       const message = rule.messageExpression ? compileExpression(rule.messageExpression, VARIABLES) : undefined;
       return {
