@@ -167,6 +167,7 @@ function evaluatedMessage(expr: CompiledExpression | undefined, vars: Record<str
 }
 
 function nodeRules(s: JSONSchemaProps, value: unknown, old: unknown, at: Place, out: CelOutcome): void {
+  if (!compiledAt(s).length) return;
   const type = s.type ?? '';
   const self = toCel(value, s, at.resourceRoot);
   const vars: Record<string, CelInput> = { self };
@@ -203,6 +204,7 @@ function walk(s: JSONSchemaProps, value: unknown, old: unknown, at: Place, out: 
   if (value === null || value === undefined) return;
   nodeRules(s, value, old, at, out);
   const below = (sub: JSONSchemaProps, v: unknown, o: unknown, path: string): void => {
+    if (!hasRules(sub)) return;
     // An uncorrelated value ratchets as its nearest correlated ancestor does.
     const unchanged = o === undefined ? at.unchanged : at.ratchet && deepEqual(v, o);
     walk(sub, v, o, { ...at, path, unchanged, resourceRoot: sub['x-kubernetes-embedded-resource'] === true }, out);
@@ -218,11 +220,19 @@ function walk(s: JSONSchemaProps, value: unknown, old: unknown, at: Place, out: 
   }
 }
 
+const withRules = new WeakMap<JSONSchemaProps, boolean>();
+
+/** Whether any rule lies at or below the node; cached, as every write of every custom resource asks. */
 function hasRules(s: JSONSchemaProps | undefined): boolean {
   if (!s) return false;
-  return rulesAt(s).length > 0 || hasRules(s.items)
-    || Object.values(s.properties ?? {}).some(hasRules)
-    || (isObject(s.additionalProperties) && hasRules(s.additionalProperties as JSONSchemaProps));
+  let found = withRules.get(s);
+  if (found === undefined) {
+    found = rulesAt(s).length > 0 || hasRules(s.items)
+      || Object.values(s.properties ?? {}).some(hasRules)
+      || (isObject(s.additionalProperties) && hasRules(s.additionalProperties as JSONSchemaProps));
+    withRules.set(s, found);
+  }
+  return found;
 }
 
 // hasBlockingErr: rules are not run on an object whose shape is already wrong.
