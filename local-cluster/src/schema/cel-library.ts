@@ -60,6 +60,9 @@ const ENV = celEnv({ funcs: [...strings, ...KUBERNETES_LIBRARY] });
 // ---------------------------------------------------------------------------
 // Compilation.
 
+/** The variables of x-kubernetes-validations rules and messageExpressions. */
+export const RULE_VARIABLES = ['self', 'oldSelf'];
+
 export interface CompiledExpression {
   /** Evaluates with the given variables; a CEL error comes back as an Error, never thrown. */
   evaluate(vars: Record<string, CelInput>): CelValue | Error;

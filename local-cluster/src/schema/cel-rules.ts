@@ -6,12 +6,11 @@
 
 import type { JSONSchemaProps, StatusCause } from '../types.js';
 import { isObject } from '../object-meta.js';
-import { compileExpression, displayError, type CompiledExpression, type SourceError } from './cel-library.js';
+import { compileExpression, displayError, RULE_VARIABLES, type CompiledExpression, type SourceError } from './cel-library.js';
 import { resolveFieldPath, rulesAt, type ValidationRule } from './cel-validate.js';
 import { fieldErrors as fe, goQuote, GoLiteral } from './validate.js';
 
 const REASONS = ['FieldValueDuplicate', 'FieldValueForbidden', 'FieldValueInvalid', 'FieldValueRequired'];
-const VARIABLES = ['self', 'oldSelf'];
 
 /** The entries' own checks (the apiserver's SchemaErrors), for the node at `path`. */
 export function ruleShapeErrors(s: JSONSchemaProps, path: string): StatusCause[] {
@@ -75,7 +74,7 @@ function selectedField(s: JSONSchemaProps, name: string, resourceRoot: boolean):
 function undefinedFieldIssues(source: string, compiled: CompiledExpression, node: JSONSchemaProps, resourceRoot: boolean): string | undefined {
   const errors: SourceError[] = [];
   for (const { variable, fields } of compiled.selections()) {
-    if (!VARIABLES.includes(variable)) continue;
+    if (!RULE_VARIABLES.includes(variable)) continue;
     let s = node;
     let root = resourceRoot;
     for (const f of fields) {
@@ -94,7 +93,7 @@ function undefinedFieldIssues(source: string, compiled: CompiledExpression, node
 
 /** compileExpression plus the field check, as cel-go's Compile would fail it. */
 function compileAt(source: string, node: JSONSchemaProps, resourceRoot: boolean): CompiledExpression | { issues: string } {
-  const compiled = compileExpression(source, VARIABLES);
+  const compiled = compileExpression(source, RULE_VARIABLES);
   if (!('evaluate' in compiled)) return compiled;
   const issues = undefinedFieldIssues(source, compiled, node, resourceRoot);
   return issues ? { issues } : compiled;

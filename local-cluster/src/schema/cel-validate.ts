@@ -11,7 +11,7 @@
 import type { CelInput } from '@bufbuild/cel';
 import type { JSONSchemaProps, StatusCause } from '../types.js';
 import { deepEqual, isObject } from '../object-meta.js';
-import { compileExpression, type CompiledExpression } from './cel-library.js';
+import { compileExpression, RULE_VARIABLES, type CompiledExpression } from './cel-library.js';
 import { fieldErrors } from './validate.js';
 
 export interface ValidationRule {
@@ -30,7 +30,6 @@ interface CompiledRule {
   usesOldSelf: boolean;
 }
 
-const VARIABLES = ['self', 'oldSelf'];
 const compiledRules = new WeakMap<JSONSchemaProps, CompiledRule[]>();
 
 export function rulesAt(node: JSONSchemaProps): ValidationRule[] {
@@ -42,8 +41,8 @@ function compiledAt(node: JSONSchemaProps): CompiledRule[] {
   let compiled = compiledRules.get(node);
   if (!compiled) {
     compiled = rulesAt(node).filter((r) => typeof r.rule === 'string' && r.rule.trim()).map((rule) => {
-      const program = compileExpression(rule.rule, VARIABLES);
-      const message = rule.messageExpression ? compileExpression(rule.messageExpression, VARIABLES) : undefined;
+      const program = compileExpression(rule.rule, RULE_VARIABLES);
+      const message = rule.messageExpression ? compileExpression(rule.messageExpression, RULE_VARIABLES) : undefined;
       return {
         rule,
         program,
