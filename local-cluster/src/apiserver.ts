@@ -12,6 +12,9 @@ import {
 } from './errors.js';
 import { deepCopy, deepEqual, isObject, randomSuffix, rfc3339, validateName } from './object-meta.js';
 import { applyPatch, strategicSupported, unsupportedPatchType, type PatchType } from './patch.js';
+import { applyConfiguration } from './ssa/apply-patch.js';
+import { recordUpdate, type Writer } from './ssa/managed-fields.js';
+import { rootType } from './ssa/typed.js';
 import { applyDefaults, prune, unknownFields } from './schema/structural.js';
 import { validate as validateSchema } from './schema/validate.js';
 import { celValidate } from './schema/cel-validate.js';
@@ -28,6 +31,10 @@ export interface WriteOptions {
   fieldValidation?: FieldValidation;
   dryRun?: boolean;
   subresource?: 'status';
+  /** The request's fieldManager, else the one derived from its User-Agent; "unknown" when neither. */
+  fieldManager?: string;
+  /** Server-side apply: take the fields other managers own instead of answering 409. */
+  force?: boolean;
   /** Warnings for the response's Warning headers; filled by the server. */
   warnings?: string[];
 }
@@ -169,12 +176,17 @@ export class ApiServer implements ClusterApi {
   // ---- create ------------------------------------------------------------
 
   create(rt: ResourceType, namespace: string | undefined, body: KubeObject, opts: WriteOptions = {}): KubeObject {
-    const obj = this.decode(rt, body, namespace, opts);
+    return this.createDecoded(rt, this.decode(rt, body, namespace, opts), opts, false);
+  }
+
+  /** Create from a decoded object; `applied`: its managedFields come from server-side apply already. */
+  private createDecoded(rt: ResourceType, obj: KubeObject, opts: WriteOptions, applied: boolean): KubeObject {
     const ns = rt.namespaced ? obj.metadata.namespace : undefined;
     if (rt.namespaced) this.requireNamespace(ns!, true);
 
     const meta = obj.metadata;
-    for (const f of SYSTEM_METADATA) delete meta[f];
+    const sentManagedFields = meta.managedFields;
+    for (const f of SYSTEM_METADATA) if (f !== 'managedFields' || !applied) delete meta[f];
     if (!meta.name) {
       if (meta.generateName) meta.name = `${meta.generateName}${randomSuffix()}`;
       else throw invalid(rt, '', [{ reason: 'FieldValueRequired', field: 'metadata.name', message: 'Required value: name or generateName is required' }]);
@@ -184,6 +196,8 @@ export class ApiServer implements ClusterApi {
     meta.creationTimestamp = rfc3339();
     if (KINDS_WITH_GENERATION.has(rt.kind) || !rt.builtin) meta.generation = 1;
     if (rt.statusSubresource && !rt.builtin) delete obj.status;
+    // As the create handler: fields are recorded before the strategy fills in its own.
+    if (!applied) recordUpdate(undefined, obj, sentManagedFields, writer(rt, opts), rootType(rt));
     this.strategy(rt)?.prepareForCreate?.(obj);
     if (rt.kind === 'CustomResourceDefinition') defaultCrd(obj);
 
@@ -217,6 +231,7 @@ export class ApiServer implements ClusterApi {
       throw unsupportedPatchType(rt.kind);
     }
     const old = this.getStored(rt, namespace, name);
+    if (type === 'apply') return this.apply(rt, namespace, name, old, patch, opts);
     if (!old) throw notFound(rt, name);
     const patched = applyPatch(old, patch, type, rt.kind, { fieldValidation: opts.fieldValidation });
     // A patch that does not name a resourceVersion is unconditional.
@@ -224,6 +239,22 @@ export class ApiServer implements ClusterApi {
     if (!patchMeta?.resourceVersion) patched.metadata.resourceVersion = old.metadata.resourceVersion;
     const obj = this.decode(rt, patched, namespace, opts);
     return this.commitUpdate(rt, old, obj, opts);
+  }
+
+  /**
+   * Server-side apply: merge the configuration by field ownership; a missing
+   * object is created from it (the apply patcher's createNewObject). The result
+   * is decoded and validated like any other write.
+   */
+  private apply(rt: ResourceType, namespace: string | undefined, name: string, old: KubeObject | undefined, patch: unknown, opts: WriteOptions): KubeObject {
+    const merged = applyConfiguration(rt, old, patch, writer(rt, opts), opts.force ?? false);
+    if (!old) {
+      merged.metadata.name = name;
+      return this.createDecoded(rt, this.decode(rt, merged, namespace, opts), opts, true);
+    }
+    const patchMeta = isObject(patch) && isObject(patch.metadata) ? patch.metadata : undefined;
+    if (!patchMeta?.resourceVersion) merged.metadata.resourceVersion = old.metadata.resourceVersion;
+    return this.commitUpdate(rt, old, this.decode(rt, merged, namespace, opts), opts, true);
   }
 
   /** Read-modify-write for controllers: retried on conflict, never fails on a stale read. */
@@ -241,7 +272,8 @@ export class ApiServer implements ClusterApi {
     }
   }
 
-  private commitUpdate(rt: ResourceType, old: KubeObject, obj: KubeObject, opts: WriteOptions): KubeObject {
+  /** `applied`: obj's managedFields come from server-side apply already. */
+  private commitUpdate(rt: ResourceType, old: KubeObject, obj: KubeObject, opts: WriteOptions, applied = false): KubeObject {
     const name = old.metadata.name!;
     const rv = obj.metadata.resourceVersion;
     if (rv === undefined || rv === '') {
@@ -255,6 +287,7 @@ export class ApiServer implements ClusterApi {
       throw conflict(rt, name, `Precondition failed: UID in precondition: ${obj.metadata.uid}, UID in object meta: ${old.metadata.uid}`);
     }
 
+    const sentManagedFields = obj.metadata.managedFields;
     let next: KubeObject;
     if (opts.subresource === 'status') {
       // Only .status moves through /status; everything else stays as stored.
@@ -265,6 +298,7 @@ export class ApiServer implements ClusterApi {
       next = obj;
       const meta = next.metadata as Record<string, unknown>;
       for (const f of SYSTEM_METADATA) {
+        if (f === 'managedFields' && applied) continue;
         if (old.metadata[f] === undefined) delete meta[f];
         else meta[f] = old.metadata[f];
       }
@@ -292,6 +326,8 @@ export class ApiServer implements ClusterApi {
         next.metadata.generation = (old.metadata.generation ?? 0) + 1;
       }
     }
+    if (applied && opts.subresource === 'status') next.metadata.managedFields = obj.metadata.managedFields;
+    if (!applied) recordUpdate(old, next, sentManagedFields, writer(rt, opts), rootType(rt));
 
     this.validateObject(rt, next, old, opts);
     next.metadata.resourceVersion = old.metadata.resourceVersion;
@@ -494,6 +530,13 @@ export class ApiServer implements ClusterApi {
     if (!st || st === rt) return obj;
     return { ...obj, apiVersion: apiVersionOf(st) };
   }
+}
+
+function writer(rt: ResourceType, opts: WriteOptions): Writer {
+  return {
+    manager: opts.fieldManager || 'unknown', apiVersion: apiVersionOf(rt), subresource: opts.subresource,
+    statusSubresource: !!rt.statusSubresource,
+  };
 }
 
 /** generation moves on spec changes: for custom resources anything outside metadata and status. */

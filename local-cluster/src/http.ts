@@ -140,7 +140,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
         return serveList(ctx, rt, namespace, q, accept, res);
       case 'POST': {
         const body = await readObject(req, rt);
-        const opts = writeOptions(q);
+        const opts = writeOptions(q, req);
         const created = ctx.api.create(rt, namespace, body, opts);
         return sendObject(res, opts.dryRun ? 200 : 201, created, opts.warnings);
       }
@@ -151,7 +151,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     }
   }
 
-  const opts = writeOptions(q);
+  const opts = writeOptions(q, req);
   if (subresource === 'status') opts.subresource = 'status';
   switch (method) {
     case 'GET': {
@@ -174,9 +174,12 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
       const contentType = req.headers['content-type'] ?? '';
       const type = patchTypeOf(contentType);
       if (!type) throw unsupportedPatchType(rt.kind);
+      validatePatchOptions(q, type === 'apply');
       const text = await readBody(req);
       const patch = parseBody(text, contentType, rt, type === 'apply');
-      return sendObject(res, 200, ctx.api.patch(rt, namespace, name, patch, type, opts), opts.warnings);
+      // An apply to a missing object creates it.
+      const created = type === 'apply' && !opts.dryRun && !ctx.api.getStored(rt, namespace, name);
+      return sendObject(res, created ? 201 : 200, ctx.api.patch(rt, namespace, name, patch, type, opts), opts.warnings);
     }
     case 'DELETE':
       return serveDelete(ctx, req, rt, namespace, name, q, res);
@@ -438,7 +441,37 @@ function lastLines(text: string, n: number): string {
 
 // ---- request helpers ---------------------------------------------------------
 
-function writeOptions(q: Query): WriteOptions {
+/** PatchOptions validation (apimachinery ValidatePatchOptions), before the object is looked up. */
+function validatePatchOptions(q: Query, apply: boolean): void {
+  const invalidOption = (cause: { reason: string; field: string; message: string }) =>
+    new StatusError(422, 'Invalid', `PatchOptions.meta.k8s.io "" is invalid: ${cause.field}: ${cause.message}`, {
+      group: 'meta.k8s.io', kind: 'PatchOptions', causes: [cause],
+    });
+  if (apply && !q.get('fieldManager')) {
+    // kubectl always names one; controllers must.
+    throw invalidOption({ reason: 'FieldValueRequired', field: 'fieldManager', message: 'Required value: is required for apply patch' });
+  }
+  if (!apply && q.has('force')) {
+    throw invalidOption({ reason: 'FieldValueForbidden', field: 'force', message: 'Forbidden: may not be specified for non-apply patch' });
+  }
+}
+
+/**
+ * The manager a write without fieldManager is recorded under (handlers'
+ * prefixFromUserAgent): the User-Agent up to its first "/", printable
+ * characters only, at most 128 bytes.
+ */
+export function managerFromUserAgent(userAgent: string | undefined): string {
+  let out = '';
+  for (const ch of (userAgent ?? '').split('/')[0]!) {
+    if (!/^[\p{L}\p{M}\p{N}\p{P}\p{S} ]$/u.test(ch)) continue;
+    if (Buffer.byteLength(out + ch) > 128) break;
+    out += ch;
+  }
+  return out;
+}
+
+function writeOptions(q: Query, req: IncomingMessage): WriteOptions {
   const fv = q.get('fieldValidation');
   let fieldValidation: FieldValidation | undefined;
   if (fv) {
@@ -447,7 +480,11 @@ function writeOptions(q: Query): WriteOptions {
     }
     fieldValidation = fv;
   }
-  return { fieldValidation, dryRun: q.getAll('dryRun').includes('All'), warnings: [] };
+  return {
+    fieldValidation, dryRun: q.getAll('dryRun').includes('All'), warnings: [],
+    fieldManager: q.get('fieldManager') || managerFromUserAgent(req.headers['user-agent']),
+    force: isTrue(q.get('force')),
+  };
 }
 
 async function readBody(req: IncomingMessage): Promise<string> {

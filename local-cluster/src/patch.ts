@@ -1,7 +1,8 @@
 // PATCH bodies: the three patch formats the apiserver accepts for JSON, with
-// its exact semantics and error statuses (handlers/patch.go). Server-side apply
-// is not implemented and is refused with 415. The implementations live in
-// ./patch/; this module is the entry point the HTTP layer uses.
+// its exact semantics and error statuses (handlers/patch.go). The
+// implementations live in ./patch/; this module is the entry point the HTTP
+// layer uses. Server-side apply (the fourth type) merges by field ownership
+// instead and lives in ./ssa/.
 import { StatusError, badRequest } from './errors.js';
 import type { FieldValidation, KubeObject } from './types.js';
 import { applyJsonPatch } from './patch/json-patch.js';
@@ -40,7 +41,7 @@ export function strategicSupported(kind: string): boolean {
 /**
  * The patch Content-Types a real apiserver lists for a kind, in its order: the
  * list in its 415 "accepted media types include: …" message (built-in kinds
- * add strategic merge; apply is listed even though this emulator refuses it).
+ * add strategic merge).
  */
 export function patchMediaTypes(kind: string): string[] {
   const types: PatchType[] = strategicSupported(kind) ? ['json', 'merge', 'strategic', 'apply'] : ['json', 'merge', 'apply'];
@@ -70,7 +71,7 @@ export interface PatchOptions {
  * object's kind ("Job", "Pod", …) used to find strategic-merge keys. Throws
  * StatusError with the real apiserver reasons/codes on bad patches.
  */
-export function applyPatch(original: KubeObject, patch: unknown, type: PatchType, kind: string, options: PatchOptions = {}): KubeObject {
+export function applyPatch(original: KubeObject, patch: unknown, type: Exclude<PatchType, 'apply'>, kind: string, options: PatchOptions = {}): KubeObject {
   const strict = (options.fieldValidation ?? 'Warn') !== 'Ignore';
   const doc = deepClone(original) as JsonMap;
   let result: unknown;
@@ -84,9 +85,6 @@ export function applyPatch(original: KubeObject, patch: unknown, type: PatchType
     case 'strategic':
       result = applyStrategic(doc, deepClone(patch), kind);
       break;
-    case 'apply':
-      // Server-side apply is not implemented: answer as a server without it would.
-      throw mediaTypeError(patchMediaTypes(kind).filter((t) => t !== MEDIA_TYPES.apply));
   }
   if (!isMap(result)) throw patchedNotAnObject(result);
   return result as KubeObject;

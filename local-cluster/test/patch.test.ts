@@ -327,12 +327,4 @@ describe('unsupported patch types', () => {
       message: 'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml',
     });
   });
-
-  it('server-side apply → 415', () => {
-    expect(statusOf(() => applyPatch(job(), 'kind: Job', 'apply', 'Job'))).to.deep.include({
-      code: 415,
-      reason: 'UnsupportedMediaType',
-      message: 'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json',
-    });
-  });
 });

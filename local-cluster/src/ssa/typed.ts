@@ -1,0 +1,181 @@
+// Objects seen through their schema, as structured-merge-diff's typed
+// package sees them: which maps are structs or granular maps, which are
+// atomic, which lists are atomic, sets or maps keyed by fields
+// (x-kubernetes-list-type, x-kubernetes-list-map-keys, x-kubernetes-map-type).
+// Built-in kinds read the markers from the served OpenAPI component schemas
+// (list-types.ts put them there); custom resources from their CRD schema, with
+// metadata typed as ObjectMeta like apiextensions-apiserver does. Where there is
+// no schema (x-kubernetes-preserve-unknown-fields, additionalProperties: true)
+// the type is SMD's "deduced" one: maps granular, lists atomic.
+//
+// This module owns the walk over a value: its field set (tofieldset.go) and
+// the comparison of two values (compare.go). Merging lives in merge.ts.
+import { definitionOf } from '../builtin-decode.js';
+import { isObject, deepEqual } from '../object-meta.js';
+import { builtinSchemas } from '../openapi/index.js';
+import type { ResourceType } from '../types.js';
+import { FieldSet, fieldPE, indexPE, keyPE, valuePE } from './fieldset.js';
+
+type Schema = Record<string, unknown>;
+/** undefined: no schema below this point (deduced typing). */
+export type TypeRef = Schema | undefined;
+
+const REF_PREFIX = '#/components/schemas/';
+const OBJECT_META = 'io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta';
+
+function component(ref: unknown): Schema | undefined {
+  return typeof ref === 'string' ? builtinSchemas()[ref.slice(REF_PREFIX.length)] : undefined;
+}
+
+/** A schema with its $ref (direct or through allOf, as fields with a description have) followed. */
+function resolve(s: TypeRef): TypeRef {
+  if (!s) return s;
+  const target = component(s.$ref) ?? component((s.allOf as Schema[] | undefined)?.[0]?.$ref);
+  if (!target) return s;
+  // Markers on the referring field (x-kubernetes-map-type on nodeSelector) add to the target's.
+  const { allOf: _a, $ref: _r, ...own } = s;
+  return { ...target, ...own };
+}
+
+/** The type of the whole object of a resource. */
+export function rootType(rt: ResourceType): TypeRef {
+  if (!rt.builtin) {
+    const schema = (rt.schema ?? {}) as Schema;
+    const properties = { ...((schema.properties as Record<string, Schema> | undefined) ?? {}), metadata: builtinSchemas()[OBJECT_META]! };
+    return { ...schema, properties };
+  }
+  const name = definitionOf(rt);
+  return name ? builtinSchemas()[name] : undefined;
+}
+
+/** The type of a map's key: a struct field, else the map's element type. */
+export function fieldType(t: TypeRef, key: string): TypeRef {
+  const s = resolve(t);
+  if (!s) return undefined;
+  const props = s.properties as Record<string, Schema> | undefined;
+  if (props && Object.hasOwn(props, key)) return props[key];
+  return isObject(s.additionalProperties) ? (s.additionalProperties as Schema) : undefined;
+}
+
+/** Whether a key is a declared struct field (fields are only members when empty or null). */
+export function isStructField(t: TypeRef, key: string): boolean {
+  const props = resolve(t)?.properties as Record<string, Schema> | undefined;
+  return !!props && Object.hasOwn(props, key);
+}
+
+export function elementType(t: TypeRef): TypeRef {
+  return resolve(t)?.items as TypeRef;
+}
+
+export function isAtomicMap(t: TypeRef): boolean {
+  return resolve(t)?.['x-kubernetes-map-type'] === 'atomic';
+}
+
+export type ListKind = 'atomic' | 'set' | 'map';
+
+export function listKind(t: TypeRef): ListKind {
+  const lt = resolve(t)?.['x-kubernetes-list-type'];
+  return lt === 'set' || lt === 'map' ? lt : 'atomic';
+}
+
+/**
+ * The path element of a list item (helpers.go listItemToPathElement): key
+ * fields for map lists (absent keys left out, as without a default), the
+ * value for sets, the index otherwise.
+ */
+export function itemElement(t: TypeRef, kind: ListKind, item: unknown, index: number): string {
+  if (kind === 'set') return valuePE(item);
+  if (kind === 'map' && isObject(item)) {
+    const keys = (resolve(t)?.['x-kubernetes-list-map-keys'] as string[] | undefined) ?? [];
+    const fields = keys.filter((k) => item[k] !== undefined).map((k): [string, unknown] => [k, item[k]]);
+    if (fields.length) return keyPE(fields);
+  }
+  return indexPE(index);
+}
+
+/** The items of a list by path element; later duplicates are dropped, as the walkers do. */
+export function indexItems(t: TypeRef, list: unknown[]): Map<string, unknown> {
+  const kind = listKind(t);
+  const out = new Map<string, unknown>();
+  list.forEach((item, i) => {
+    const pe = itemElement(t, kind, item, i);
+    if (!out.has(pe)) out.set(pe, item);
+  });
+  return out;
+}
+
+// ---- field set of a value (tofieldset.go) -------------------------------------
+
+/** Every field a value sets: leaves, list items, granular map entries, empty structs. */
+export function toFieldSet(value: unknown, t: TypeRef): FieldSet {
+  const set = new FieldSet();
+  collect(value, t, [], set);
+  return set;
+}
+
+function collect(value: unknown, t: TypeRef, path: string[], set: FieldSet): void {
+  if (Array.isArray(value)) {
+    if (listKind(t) === 'atomic') return set.insert(path);
+    for (const [pe, item] of indexItems(t, value)) {
+      const p = [...path, pe];
+      collect(item, elementType(t), p, set);
+      set.insert(p);
+    }
+    return;
+  }
+  if (isObject(value)) {
+    if (isAtomicMap(t)) return set.insert(path);
+    for (const [key, v] of Object.entries(value)) {
+      const p = [...path, fieldPE(key)];
+      collect(v, fieldType(t, key), p, set);
+      const emptyMap = isObject(v) && Object.keys(v).length === 0;
+      if (v === null || emptyMap || !isStructField(t, key)) set.insert(p);
+    }
+    return;
+  }
+  set.insert(path);
+}
+
+// ---- comparison (compare.go) ------------------------------------------------------
+
+export interface Comparison {
+  added: FieldSet;
+  modified: FieldSet;
+  removed: FieldSet;
+}
+
+/** The fields `rhs` adds, changes and removes relative to `lhs` (undefined: absent). */
+export function compare(lhs: unknown, rhs: unknown, t: TypeRef): Comparison {
+  const c: Comparison = { added: new FieldSet(), modified: new FieldSet(), removed: new FieldSet() };
+  compareNode(lhs, rhs, t, [], c);
+  return c;
+}
+
+function compareNode(lhs: unknown, rhs: unknown, t: TypeRef, path: string[], c: Comparison): void {
+  const leaf = () => {
+    if (lhs === undefined) c.added.insert(path);
+    else if (rhs === undefined) c.removed.insert(path);
+    else if (!deepEqual(lhs, rhs)) c.modified.insert(path);
+  };
+  const bothLists = (lhs === undefined || Array.isArray(lhs)) && (rhs === undefined || Array.isArray(rhs));
+  const bothMaps = (lhs === undefined || isObject(lhs)) && (rhs === undefined || isObject(rhs));
+  if (bothLists && (Array.isArray(lhs) || Array.isArray(rhs))) {
+    const l = (lhs as unknown[] | undefined) ?? [];
+    const r = (rhs as unknown[] | undefined) ?? [];
+    if (listKind(t) === 'atomic' || (!l.length && !r.length)) return leaf();
+    const li = indexItems(t, l);
+    const ri = indexItems(t, r);
+    for (const pe of new Set([...li.keys(), ...ri.keys()])) compareNode(li.get(pe), ri.get(pe), elementType(t), [...path, pe], c);
+  } else if (bothMaps && (isObject(lhs) || isObject(rhs))) {
+    const l = (lhs as Record<string, unknown> | undefined) ?? {};
+    const r = (rhs as Record<string, unknown> | undefined) ?? {};
+    if (isAtomicMap(t) || (!Object.keys(l).length && !Object.keys(r).length)) return leaf();
+    for (const key of new Set([...Object.keys(l), ...Object.keys(r)])) {
+      compareNode(l[key], r[key], fieldType(t, key), [...path, fieldPE(key)], c);
+    }
+  } else {
+    return leaf();
+  }
+  if (path.length && lhs === undefined) c.added.insert(path);
+  else if (path.length && rhs === undefined) c.removed.insert(path);
+}
