@@ -26,28 +26,52 @@ export function mergeValues(live: unknown, applied: unknown, t: TypeRef): unknow
 }
 
 /**
- * Associative lists: items the applier names are merged and come in its
- * order; items only the live list has stay just before the next item they
- * preceded there (SMD interleaves the same way for lists both sides order alike).
+ * Associative lists, ordered as merge.go orders them: both lists are walked
+ * together; an item only the live list has comes out as soon as it is
+ * reached, an item the applier names comes out in the applier's order, and a
+ * live item the applier moved waits for its place in the applied order.
  */
 function mergeLists(live: unknown[], applied: unknown[], t: TypeRef): unknown[] {
   const liveItems = indexItems(t, live);
   const appliedItems = indexItems(t, applied);
-  const livePEs = [...liveItems.keys()];
+  const lPEs = [...liveItems.keys()];
+  const rPEs = [...appliedItems.keys()];
+  const shared = rPEs.filter((pe) => liveItems.has(pe));
+  const emitted = new Set<string>();
+  let sharedAt = 0;
+  const nextShared = () => {
+    while (sharedAt < shared.length && emitted.has(shared[sharedAt]!)) sharedAt++;
+    return shared[sharedAt];
+  };
   const out: unknown[] = [];
-  let next = 0;
-  for (const [pe, item] of appliedItems) {
-    const at = livePEs.indexOf(pe);
-    for (; at >= next && next < at; next++) {
-      const lpe = livePEs[next]!;
-      if (!appliedItems.has(lpe)) out.push(liveItems.get(lpe));
+  const emit = (pe: string) => {
+    emitted.add(pe);
+    out.push(mergeValues(liveItems.get(pe), appliedItems.get(pe), elementType(t)));
+  };
+  for (let l = 0, r = 0; l < lPEs.length || r < rPEs.length;) {
+    const lpe = lPEs[l];
+    if (lpe !== undefined && r < rPEs.length) {
+      if (lpe === rPEs[r]) {
+        emit(lpe);
+        l++;
+        r++;
+        continue;
+      }
+      const next = nextShared();
+      if (appliedItems.has(lpe) && next !== undefined && next !== lpe) {
+        l++;
+        continue;
+      }
     }
-    if (at >= next) next = at + 1;
-    out.push(mergeValues(liveItems.get(pe), item, elementType(t)));
-  }
-  for (; next < livePEs.length; next++) {
-    const lpe = livePEs[next]!;
-    if (!appliedItems.has(lpe)) out.push(liveItems.get(lpe));
+    if (lpe !== undefined) {
+      if (!appliedItems.has(lpe)) {
+        out.push(liveItems.get(lpe));
+        l++;
+        continue;
+      }
+      if (emitted.has(lpe)) l++;
+    }
+    if (r < rPEs.length) emit(rPEs[r++]!);
   }
   return out;
 }
