@@ -5,7 +5,6 @@
 // the ServerSideApply strategy, and a MediaJob from the project's CRD.
 import * as k8s from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { StatusError } from '../src/errors.js';
 import { FieldSet, fromFieldsV1, pathString, toFieldsV1 } from '../src/ssa/fieldset.js';
@@ -148,3 +147,175 @@ describe('server-side apply rules (structured-merge-diff)', () => {
     expect(fromFieldsV1(toFieldsV1(set)).paths()).to.deep.equal(set.paths());
   });
 });
+
+// ---- real clients ------------------------------------------------------------------
+
+const CONFIGMAP = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  labels: {app: web}
+data:
+  a: "1"
+  b: "2"
+`;
+
+const DEPLOYMENT = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.27
+`;
+
+const CONFLICT_HELP = 'Please review the fields above--they currently have other managers.';
+
+describe('server-side apply with real clients', function () {
+  this.timeout(60_000);
+  let t: TestCluster;
+  before(async () => {
+    t = await startTestCluster();
+  });
+  after(async () => t?.stop());
+
+  const getYaml = async (...args: string[]) =>
+    parseYaml((await t.kubectl(['get', ...args, '-o', 'yaml', '--show-managed-fields'])).stdout) as KubeObject;
+
+  it('kubectl apply --server-side creates the object, owned by "kubectl" with operation Apply', async () => {
+    const r = await t.kubectl(['apply', '--server-side', '-f', '-'], { input: CONFIGMAP });
+    expect(r.stdout).to.equal('configmap/settings serverside-applied\n');
+    const cm = await getYaml('configmap', 'settings');
+    expect(cm.metadata.managedFields).to.have.length(1);
+    const [entry] = cm.metadata.managedFields as Record<string, unknown>[];
+    expect(entry).to.include({ manager: 'kubectl', operation: 'Apply', apiVersion: 'v1', fieldsType: 'FieldsV1' });
+    expect(entry!.time).to.match(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    expect(entry!.fieldsV1).to.deep.equal({ 'f:data': { 'f:a': {}, 'f:b': {} }, 'f:metadata': { 'f:labels': { 'f:app': {} } } });
+  });
+
+  it('re-applying the same manifest writes nothing', async () => {
+    const before = await getYaml('configmap', 'settings');
+    await t.kubectl(['apply', '--server-side', '-f', '-'], { input: CONFIGMAP });
+    expect((await getYaml('configmap', 'settings')).metadata.resourceVersion).to.equal(before.metadata.resourceVersion);
+  });
+
+  it('a field the applier drops is removed', async () => {
+    await t.kubectl(['apply', '--server-side', '-f', '-'], { input: CONFIGMAP.replace('  b: "2"\n', '') });
+    expect((await getYaml('configmap', 'settings')).data).to.deep.equal({ a: '1' });
+  });
+
+  it('another manager changing an applied field gets the conflict; --force-conflicts takes the field over', async () => {
+    const changed = CONFIGMAP.replace('a: "1"', 'a: "9"').replace('  b: "2"\n', '');
+    const r = await t.kubectl(['apply', '--server-side', '--field-manager', 'ops', '-f', '-'], { input: changed, allowFail: true });
+    expect(r.code).to.equal(1);
+    expect(r.stderr).to.contain('error: Apply failed with 1 conflict: conflict with "kubectl": .data.a\n' + CONFLICT_HELP);
+
+    await t.kubectl(['apply', '--server-side', '--field-manager', 'ops', '--force-conflicts', '-f', '-'], { input: changed });
+    const cm = await getYaml('configmap', 'settings');
+    expect(cm.data).to.deep.equal({ a: '9' });
+    const owners = Object.fromEntries((cm.metadata.managedFields as { manager: string; fieldsV1: unknown }[]).map((e) => [e.manager, e.fieldsV1]));
+    expect(owners).to.deep.equal({
+      kubectl: { 'f:metadata': { 'f:labels': { 'f:app': {} } } },
+      ops: { 'f:data': { 'f:a': {} }, 'f:metadata': { 'f:labels': { 'f:app': {} } } },
+    });
+  });
+
+  it('moving from client-side apply: the conflict names "kubectl-client-side-apply" using apps/v1', async () => {
+    await t.kubectl(['apply', '-f', '-'], { input: DEPLOYMENT });
+    const scaled = DEPLOYMENT.replace('replicas: 2', 'replicas: 3');
+    const r = await t.kubectl(['apply', '--server-side', '-f', '-'], { input: scaled, allowFail: true });
+    expect(r.stderr).to.contain('error: Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using apps/v1: .spec.replicas\n');
+    await t.kubectl(['apply', '--server-side', '--force-conflicts', '-f', '-'], { input: scaled });
+    const dep = await getYaml('deployment', 'web');
+    expect((dep.spec as { replicas: number }).replicas).to.equal(3);
+    // kubectl folds the client-side manager into its own (csaupgrade); the server keeps the annotation current.
+    const owners = (dep.metadata.managedFields as { manager: string; fieldsV1: { 'f:spec'?: Record<string, unknown> } }[]);
+    expect(owners.map((e) => e.manager)).to.deep.equal(['kubectl-last-applied', 'kubectl']);
+    expect(owners[1]!.fieldsV1['f:spec']).to.have.property('f:replicas');
+    const lastApplied = JSON.parse(dep.metadata.annotations!['kubectl.kubernetes.io/last-applied-configuration']!) as { spec: { replicas: number } };
+    expect(lastApplied.spec.replicas).to.equal(3);
+  });
+
+  it('kubectl edit-style writes are recorded as Update under their fieldManager, kubectl create under "kubectl-create"', async () => {
+    await t.kubectl(['create', 'configmap', 'made', '--from-literal=k=v']);
+    const cm = await getYaml('configmap', 'made');
+    expect(cm.metadata.managedFields).to.deep.equal([{
+      manager: 'kubectl-create', operation: 'Update', apiVersion: 'v1', time: (cm.metadata.managedFields as { time: string }[])[0]!.time,
+      fieldsType: 'FieldsV1', fieldsV1: { 'f:data': { '.': {}, 'f:k': {} } },
+    }]);
+  });
+
+  describe('client-node and a MediaJob', () => {
+    let objects: k8s.KubernetesObjectApi;
+    const mediaJob = (owner: string): k8s.KubernetesObject & { spec: unknown } => ({
+      apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob', metadata: { name: 'clip', namespace: 'default' },
+      spec: { url: 'https://media.example.com/videos/intro.mp4', owner: { apiKeyId: owner } },
+    });
+    const OWNER = '2f1c6a52-8d4e-4b7a-9c1e-5d3b8a7f6e01';
+    before(async () => {
+      await t.kubectl(['apply', '-f', new URL('../../crds/mediajob.yaml', import.meta.url).pathname]);
+      objects = k8s.KubernetesObjectApi.makeApiClient(kubeConfigFor(t.cluster));
+    });
+
+    it('applies (creating it), then answers another manager\'s change with 409 and the real Status body', async () => {
+      const created = await objects.patch(mediaJob(OWNER), undefined, undefined, 'deployer', undefined, k8s.PatchStrategy.ServerSideApply);
+      expect(created.metadata?.managedFields?.map((e) => [e.manager, e.operation])).to.deep.equal([['deployer', 'Apply']]);
+
+      const other = '11111111-2222-4333-8444-555555555555';
+      const { code, status } = await apiError(objects.patch(mediaJob(other), undefined, undefined, 'someone-else', undefined, k8s.PatchStrategy.ServerSideApply));
+      expect(code).to.equal(409);
+      expect(status).to.deep.include({
+        status: 'Failure', reason: 'Conflict', code: 409,
+        message: 'Apply failed with 1 conflict: conflict with "deployer": .spec.owner.apiKeyId',
+        details: { causes: [{ reason: 'FieldManagerConflict', message: 'conflict with "deployer"', field: '.spec.owner.apiKeyId' }] },
+      });
+
+      const forced = await objects.patch(mediaJob(other), undefined, undefined, 'someone-else', true, k8s.PatchStrategy.ServerSideApply);
+      expect((forced as { spec: { owner: { apiKeyId: string } } }).spec.owner.apiKeyId).to.equal(other);
+    });
+
+    it('status conditions are a map list keyed by type (CRD schema): two controllers each own their condition', async () => {
+      const condition = (type: string) => ({ type, status: 'True', reason: 'Set', message: '', lastTransitionTime: '2026-11-26T00:00:00Z' });
+      const applyStatus = (manager: string, type: string) => fetchApply(
+        t, '/apis/mediajobs.io/v1alpha1/namespaces/default/mediajobs/clip/status', manager,
+        { apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob', metadata: { name: 'clip' }, status: { conditions: [condition(type)] } },
+      );
+      expect((await applyStatus('admission', 'Admitted')).status).to.equal(200);
+      const res = await applyStatus('runner', 'Running');
+      const body = (await res.json()) as KubeObject;
+      expect((body.status as { conditions: { type: string }[] }).conditions.map((c) => c.type)).to.deep.equal(['Admitted', 'Running']);
+      const runner = (body.metadata.managedFields as { manager: string; subresource?: string; fieldsV1: Record<string, unknown> }[])
+        .find((e) => e.manager === 'runner')!;
+      expect(runner.subresource).to.equal('status');
+      expect(Object.keys((runner.fieldsV1['f:status'] as Record<string, Record<string, unknown>>)['f:conditions']!)).to.deep.equal(['k:{"type":"Running"}']);
+    });
+
+    it('an apply without fieldManager is the 422 of PatchOptions validation', async () => {
+      const res = await fetchApply(t, '/apis/mediajobs.io/v1alpha1/namespaces/default/mediajobs/clip', '', mediaJob(OWNER));
+      expect(res.status).to.equal(422);
+      expect(await res.json()).to.deep.include({
+        message: 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+        reason: 'Invalid',
+        details: { group: 'meta.k8s.io', kind: 'PatchOptions', causes: [{ reason: 'FieldValueRequired', message: 'Required value: is required for apply patch', field: 'fieldManager' }] },
+      });
+    });
+
+    it('an apply that carries managedFields is refused', async () => {
+      const res = await fetchApply(t, '/apis/mediajobs.io/v1alpha1/namespaces/default/mediajobs/clip', 'x', { ...mediaJob(OWNER), metadata: { name: 'clip', managedFields: [{}] } });
+      expect(res.status).to.equal(400);
+      expect(((await res.json()) as { message: string }).message).to.equal('metadata.managedFields must be nil');
+    });
+  });
+});
+
+function fetchApply(t: TestCluster, path: string, manager: string, body: unknown): Promise<Response> {
+  const query = manager ? `?fieldManager=${encodeURIComponent(manager)}` : '';
+  return fetch(`${t.cluster.url}${path}${query}`, {
+    method: 'PATCH', headers: { 'Content-Type': 'application/apply-patch+yaml' }, body: JSON.stringify(body),
+  });
+}

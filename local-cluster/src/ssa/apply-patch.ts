@@ -3,7 +3,8 @@
 // (handlers/patch.go applyPatcher, managedfields/internal/structuredmerge.go),
 // then merged by field ownership (managed-fields.ts).
 import { badRequest } from '../errors.js';
-import { isObject } from '../object-meta.js';
+import { deepCopy, isObject } from '../object-meta.js';
+import { sortKeys } from '../openapi/json.js';
 import { apiVersionOf, type KubeObject, type ResourceType } from '../types.js';
 import { apply, type Writer } from './managed-fields.js';
 import { rootType } from './typed.js';
@@ -20,5 +21,26 @@ export function applyConfiguration(rt: ResourceType, live: KubeObject | undefine
   if (isObject(patch.metadata) && patch.metadata.managedFields != null) {
     throw badRequest('metadata.managedFields must be nil');
   }
-  return apply(live, patch as KubeObject, w, force, rootType(rt));
+  const result = apply(live, patch as KubeObject, w, force, rootType(rt));
+  syncLastApplied(result, patch as KubeObject, w.manager);
+  return result;
+}
+
+const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
+
+/**
+ * kubectl's server-side apply keeps an existing client-side apply annotation
+ * current (lastappliedupdater.go), so a later client-side apply diffs against
+ * what was applied last. Only for the manager "kubectl", only when the
+ * annotation is there.
+ */
+function syncLastApplied(result: KubeObject, config: KubeObject, manager: string): void {
+  const annotations = result.metadata.annotations;
+  if (manager !== 'kubectl' || !isObject(annotations) || !annotations[LAST_APPLIED]) return;
+  const copy = deepCopy(config);
+  if (isObject(copy.metadata?.annotations)) delete copy.metadata.annotations[LAST_APPLIED];
+  // Go's json.Encoder: sorted map keys, HTML characters escaped, a trailing newline.
+  const json = JSON.stringify(sortKeys(copy)).replace(/[<>&]/g, (c) => `\\u00${c.charCodeAt(0).toString(16)}`);
+  // A new map: the merged object may share the live object's.
+  result.metadata.annotations = { ...annotations, [LAST_APPLIED]: `${json}\n` } as Record<string, string>;
 }
