@@ -258,7 +258,7 @@ export class ApiServer implements ClusterApi {
   }
 
   /** Read-modify-write for controllers: retried on conflict, never fails on a stale read. */
-  mutate(rt: ResourceType, namespace: string | undefined, name: string, fn: (obj: KubeObject) => KubeObject | void, opts: { subresource?: 'status' } = {}): KubeObject | undefined {
+  mutate(rt: ResourceType, namespace: string | undefined, name: string, fn: (obj: KubeObject) => KubeObject | void, opts: Pick<WriteOptions, 'subresource' | 'fieldManager'> = {}): KubeObject | undefined {
     for (;;) {
       const current = this.get(rt, namespace, name);
       if (!current) return undefined;

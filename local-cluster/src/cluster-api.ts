@@ -27,6 +27,15 @@ export interface ListOptions {
   fieldSelector?: string;
 }
 
+/**
+ * Who an in-process write is recorded under in managedFields: the name the
+ * real component's requests carry (kube-controller-manager, kubelet,
+ * kube-scheduler).
+ */
+export interface WriteAs {
+  fieldManager?: string;
+}
+
 export interface ClusterApi {
   /** Look up a served resource type by group, version and plural; undefined when not served. */
   resource(group: string, version: string, plural: string): ResourceType | undefined;
@@ -41,14 +50,14 @@ export interface ClusterApi {
    */
   listReadonly(rt: ResourceType, opts?: ListOptions): readonly KubeObject[];
   /** Create; throws StatusError (AlreadyExists, Invalid, NotFound namespace...). Returns the stored copy. */
-  create(rt: ResourceType, namespace: string | undefined, obj: KubeObject): KubeObject;
+  create(rt: ResourceType, namespace: string | undefined, obj: KubeObject, opts?: WriteAs): KubeObject;
   /**
    * Replace. When obj.metadata.resourceVersion is set and stale: 409 Conflict.
    * With subresource 'status' only .status is taken from obj.
    */
-  update(rt: ResourceType, namespace: string | undefined, obj: KubeObject, opts?: { subresource?: 'status' }): KubeObject;
+  update(rt: ResourceType, namespace: string | undefined, obj: KubeObject, opts?: WriteAs & { subresource?: 'status' }): KubeObject;
   /** Read-modify-write without a conflict check; `mutate` gets a deep copy and returns it changed. */
-  mutate(rt: ResourceType, namespace: string | undefined, name: string, mutate: (obj: KubeObject) => KubeObject | void, opts?: { subresource?: 'status' }): KubeObject | undefined;
+  mutate(rt: ResourceType, namespace: string | undefined, name: string, mutate: (obj: KubeObject) => KubeObject | void, opts?: WriteAs & { subresource?: 'status' }): KubeObject | undefined;
   /** Delete with Kubernetes semantics (finalizers, propagation). Returns the object as left (or undefined when gone). */
   delete(rt: ResourceType, namespace: string | undefined, name: string, opts?: DeleteOptions): KubeObject | undefined;
 

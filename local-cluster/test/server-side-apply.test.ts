@@ -11,7 +11,7 @@ import { FieldSet, fromFieldsV1, pathString, toFieldsV1 } from '../src/ssa/field
 import { apply, recordUpdate, type Writer } from '../src/ssa/managed-fields.js';
 import type { TypeRef } from '../src/ssa/typed.js';
 import type { KubeObject } from '../src/types.js';
-import { apiError, kubeConfigFor, startTestCluster, type TestCluster } from './support.js';
+import { apiError, eventually, kubeConfigFor, startTestCluster, type TestCluster } from './support.js';
 
 // ---- the rules, on a small schema ------------------------------------------------
 
@@ -248,6 +248,19 @@ describe('server-side apply with real clients', function () {
       manager: 'kubectl-create', operation: 'Update', apiVersion: 'v1', time: (cm.metadata.managedFields as { time: string }[])[0]!.time,
       fieldsType: 'FieldsV1', fieldsV1: { 'f:data': { '.': {}, 'f:k': {} } },
     }]);
+  });
+
+  it('in-process controllers write under their real names: the Job\'s status by kube-controller-manager, its pod\'s by kubelet', async () => {
+    await t.kubectl(['create', 'job', 'once', '--image=busybox', '--', 'true']);
+    const managers = (o: KubeObject) => (o.metadata.managedFields as { manager: string; operation: string; subresource?: string }[])
+      .map((e) => `${e.manager}/${e.operation}${e.subresource ? `/${e.subresource}` : ''}`);
+    const job = await eventually(async () => {
+      const j = await getYaml('job', 'once');
+      return (j.status as { succeeded?: number } | undefined)?.succeeded === 1 ? j : undefined;
+    });
+    expect(managers(job)).to.have.members(['kubectl-create/Update', 'kube-controller-manager/Update/status']);
+    const pod = parseYaml((await t.kubectl(['get', 'pods', '-l', 'job-name=once', '-o', 'yaml', '--show-managed-fields'])).stdout) as { items: KubeObject[] };
+    expect(managers(pod.items[0]!)).to.include.members(['kube-controller-manager/Update', 'kubelet/Update/status']);
   });
 
   describe('client-node and a MediaJob', () => {

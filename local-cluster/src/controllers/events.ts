@@ -48,7 +48,8 @@ export function recordEvent(
     reportingInstance: source.host ?? '',
   };
   try {
-    api.create(rt, ns, event);
+    // The kubelet records its own events; every controller here runs in kube-controller-manager.
+    api.create(rt, ns, event, { fieldManager: source.component === 'kubelet' ? 'kubelet' : 'kube-controller-manager' });
   } catch {
     // best effort, like the real recorder
   }

@@ -28,6 +28,8 @@ export const JOB_TRACKING_FINALIZER = 'batch.kubernetes.io/job-tracking';
 const JOB_CONTROLLER_NAME = 'kubernetes.io/job-controller';
 const MAX_POD_CREATE_DELETE_PER_SYNC = 500;
 const SOURCE = { component: 'job-controller' };
+/** The job controller runs in kube-controller-manager: its writes carry that name in managedFields. */
+const CONTROLLER_MANAGER = 'kube-controller-manager';
 
 export interface JobControllerOptions {
   /** Delay before a failed pod is replaced, doubling per consecutive failure (real: 10 s). */
@@ -325,7 +327,7 @@ export class JobController {
     let error: unknown;
     for (let i = 0; i < diff; i++) {
       try {
-        const pod = this.api.create(this.pods, job.metadata.namespace, podFromTemplate(job));
+        const pod = this.api.create(this.pods, job.metadata.namespace, podFromTemplate(job), { fieldManager: CONTROLLER_MANAGER });
         counts.active++;
         this.event(job, 'Normal', 'SuccessfulCreate', `Created pod: ${pod.metadata.name}`);
       } catch (err) {
@@ -464,7 +466,7 @@ export class JobController {
   private writeStatus(job: Job, status: JobStatus): Job {
     const wire = wireStatus(status);
     if (deepEqual(wire, job.status)) return job;
-    return this.api.update(this.jobs, job.metadata.namespace, { ...job, status: wire }, { subresource: 'status' }) as Job;
+    return this.api.update(this.jobs, job.metadata.namespace, { ...job, status: wire }, { subresource: 'status', fieldManager: CONTROLLER_MANAGER }) as Job;
   }
 
   // ---- pods ----------------------------------------------------------------------

@@ -310,7 +310,7 @@ export class Kubelet {
         if (o.metadata.uid !== pod.metadata.uid) throw new StatusError(409, 'Conflict', 'pod was replaced');
         const spec = (o.spec ??= {}) as Record<string, unknown>;
         spec.nodeName = this.node.nodeName;
-      }) as Pod | undefined;
+      }, { fieldManager: 'kube-scheduler' }) as Pod | undefined;
     } catch (err) {
       if (!(err instanceof StatusError)) this.log('pod binding failed', { pod: keyOf(pod), err: String(err) });
       return undefined;
@@ -351,7 +351,7 @@ export class Kubelet {
 
   private writeStatus(pod: Pod, status: Pod['status']): void {
     try {
-      this.api.update(this.pods, pod.metadata.namespace, { ...pod, status }, { subresource: 'status' });
+      this.api.update(this.pods, pod.metadata.namespace, { ...pod, status }, { subresource: 'status', fieldManager: 'kubelet' });
     } catch (err) {
       if (!(err instanceof StatusError)) throw err;
       this.queue.add(keyOf(pod)); // changed under us (409) or gone (404): look again

@@ -556,7 +556,7 @@ export class PodWorker {
     const status = this.buildStatus(terminal || (this.mode === 'deleting' || this.mode === 'evicting') && this.finished, current.status);
     if (deepEqual(status, current.status)) return;
     try {
-      this.pod = this.s.api.update(this.s.pods, this.namespace, { ...current, status }, { subresource: 'status' }) as Pod;
+      this.pod = this.s.api.update(this.s.pods, this.namespace, { ...current, status }, { subresource: 'status', fieldManager: 'kubelet' }) as Pod;
     } catch (err) {
       if (!(err instanceof StatusError && err.code === 404)) this.s.log('pod status update failed', { pod: this.key, err: String(err) });
     }
