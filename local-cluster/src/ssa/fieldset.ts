@@ -67,12 +67,26 @@ export class FieldSet {
     return out.pruned();
   }
 
-  /** Members of this set that are not members of `other` (children are compared path by path). */
+  /**
+   * Members of this set that are not members of `other` (children are
+   * compared path by path). Returns this set itself when nothing is taken
+   * away, so an unchanged manager keeps its encoding (see toFieldsV1).
+   */
   difference(other: FieldSet): FieldSet {
+    if (other.empty()) return this;
     const out = new FieldSet();
-    for (const m of this.members) if (!other.members.has(m)) out.members.add(m);
-    for (const [pe, c] of this.children) out.children.set(pe, c.difference(other.children.get(pe) ?? EMPTY));
-    return out.pruned();
+    let same = true;
+    for (const m of this.members) {
+      if (!other.members.has(m)) out.members.add(m);
+      else same = false;
+    }
+    for (const [pe, c] of this.children) {
+      const o = other.children.get(pe);
+      const d = o ? c.difference(o) : c;
+      if (d !== c) same = false;
+      out.children.set(pe, d);
+    }
+    return same ? this : out.pruned();
   }
 
   /** Every member path, depth first. */
@@ -103,8 +117,18 @@ function sortedElements(s: FieldSet): string[] {
 
 export type FieldsV1 = { [pe: string]: FieldsV1 };
 
+// Sets are never changed once built, so the FieldsV1 a set was read from or
+// written as is kept: managers a write does not touch cost nothing to re-encode.
+const encoded = new WeakMap<FieldSet, FieldsV1>();
+
 /** The FieldsV1 JSON of a set: "." marks an element that is itself a member and has children. */
 export function toFieldsV1(s: FieldSet): FieldsV1 {
+  let json = encoded.get(s);
+  if (!json) encoded.set(s, (json = encodeFieldsV1(s)));
+  return json;
+}
+
+function encodeFieldsV1(s: FieldSet): FieldsV1 {
   const out: FieldsV1 = {};
   for (const pe of sortedElements(s)) {
     const c = s.children.get(pe);
@@ -112,7 +136,7 @@ export function toFieldsV1(s: FieldSet): FieldsV1 {
       out[pe] = {};
       continue;
     }
-    const inner = toFieldsV1(c);
+    const inner = encodeFieldsV1(c);
     out[pe] = s.members.has(pe) ? { '.': {}, ...inner } : inner;
   }
   return out;
@@ -120,12 +144,18 @@ export function toFieldsV1(s: FieldSet): FieldsV1 {
 
 /** Parses FieldsV1; throws on a shape it cannot read. */
 export function fromFieldsV1(json: unknown): FieldSet {
+  const s = parseFieldsV1(json);
+  encoded.set(s, json as FieldsV1);
+  return s;
+}
+
+function parseFieldsV1(json: unknown): FieldSet {
   const s = new FieldSet();
   if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new Error('FieldsV1 must be an object');
   for (const [pe, v] of Object.entries(json)) {
     if (pe === '.') continue;
     if (!/^[fkvi]:/.test(pe)) throw new Error(`unknown path element ${pe}`);
-    const c = fromFieldsV1(v);
+    const c = parseFieldsV1(v);
     const selfMember = typeof v === 'object' && v !== null && Object.hasOwn(v, '.');
     if (c.empty() || selfMember) s.members.add(pe);
     if (!c.empty()) s.children.set(pe, c);

@@ -50,11 +50,25 @@ function identity(m: Pick<Manager, 'manager' | 'operation' | 'apiVersion' | 'sub
   return JSON.stringify([m.manager, m.operation, m.operation === 'Apply' ? '' : m.apiVersion, m.subresource ?? '']);
 }
 
+// Stored objects never change, so their managedFields are decoded once.
+const decodedOnce = new WeakMap<object, Managers>();
+
 /** Decodes managedFields; undefined when any entry is malformed (DecodeManagedFields). */
 function decode(entries: unknown): Managers | undefined {
-  const out: Managers = new Map();
-  if (entries === undefined || entries === null) return out;
+  if (entries === undefined || entries === null) return new Map();
   if (!Array.isArray(entries)) return undefined;
+  let managers = decodedOnce.get(entries);
+  if (!managers) {
+    const parsed = parseEntries(entries);
+    if (!parsed) return undefined;
+    decodedOnce.set(entries, (managers = parsed));
+  }
+  // Callers replace sets and times; the cached managers stay as decoded.
+  return new Map([...managers].map(([id, m]) => [id, { ...m }]));
+}
+
+function parseEntries(entries: unknown[]): Managers | undefined {
+  const out: Managers = new Map();
   for (const e of entries) {
     if (!isObject(e) || (e.operation !== 'Apply' && e.operation !== 'Update')) return undefined;
     if (typeof e.apiVersion !== 'string' || !e.apiVersion || e.fieldsType !== 'FieldsV1') return undefined;
@@ -125,6 +139,8 @@ function startingManagers(live: KubeObject | undefined, sent: unknown, w: Writer
   const liveManagers = () => decode(live?.metadata.managedFields) ?? new Map();
   if (w.subresource) return liveManagers();
   if (Array.isArray(sent) && (sent.length === 0 || (sent.length === 1 && isObject(sent[0]) && !Object.keys(sent[0]).length))) return new Map();
+  // Most writes send back what they read: the live managers, already decoded.
+  if (deepEqual(sent, live?.metadata.managedFields)) return liveManagers();
   const decoded = decode(sent);
   return decoded && decoded.size ? decoded : liveManagers();
 }
@@ -136,7 +152,10 @@ function startingManagers(live: KubeObject | undefined, sent: unknown, w: Writer
  */
 export function recordUpdate(live: KubeObject | undefined, next: KubeObject, sent: unknown, w: Writer, t: TypeRef): void {
   const managers = startingManagers(live, sent, w);
-  const c = compare(content(live), content(next), t);
+  // Through /status nothing but .status moves (commitUpdate copies the rest).
+  const c = w.subresource === 'status'
+    ? compare({ status: live?.status }, { status: next.status }, t)
+    : compare(content(live), content(next), t);
   const taken = visible(c.added.union(c.modified), w);
   const removed = visible(c.removed, w);
   for (const m of managers.values()) m.set = m.set.difference(taken).difference(removed);

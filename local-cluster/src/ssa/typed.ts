@@ -27,18 +27,32 @@ function component(ref: unknown): Schema | undefined {
   return typeof ref === 'string' ? builtinSchemas()[ref.slice(REF_PREFIX.length)] : undefined;
 }
 
+// Schemas are read-only and walked on every write: each is resolved once.
+const resolved = new WeakMap<Schema, Schema>();
+
 /** A schema with its $ref (direct or through allOf, as fields with a description have) followed. */
 function resolve(s: TypeRef): TypeRef {
   if (!s) return s;
-  const target = component(s.$ref) ?? component((s.allOf as Schema[] | undefined)?.[0]?.$ref);
-  if (!target) return s;
-  // Markers on the referring field (x-kubernetes-map-type on nodeSelector) add to the target's.
-  const { allOf: _a, $ref: _r, ...own } = s;
-  return { ...target, ...own };
+  let r = resolved.get(s);
+  if (!r) {
+    const target = component(s.$ref) ?? component((s.allOf as Schema[] | undefined)?.[0]?.$ref);
+    // Markers on the referring field (x-kubernetes-map-type on nodeSelector) add to the target's.
+    const { allOf: _a, $ref: _r, ...own } = s;
+    r = target ? { ...target, ...own } : s;
+    resolved.set(s, r);
+  }
+  return r;
 }
+
+const roots = new WeakMap<ResourceType, TypeRef>();
 
 /** The type of the whole object of a resource. */
 export function rootType(rt: ResourceType): TypeRef {
+  if (!roots.has(rt)) roots.set(rt, buildRootType(rt));
+  return roots.get(rt);
+}
+
+function buildRootType(rt: ResourceType): TypeRef {
   if (!rt.builtin) {
     const schema = (rt.schema ?? {}) as Schema;
     const properties = { ...((schema.properties as Record<string, Schema> | undefined) ?? {}), metadata: builtinSchemas()[OBJECT_META]! };
@@ -152,6 +166,7 @@ export function compare(lhs: unknown, rhs: unknown, t: TypeRef): Comparison {
 }
 
 function compareNode(lhs: unknown, rhs: unknown, t: TypeRef, path: string[], c: Comparison): void {
+  if (lhs === undefined && rhs === undefined) return;
   const leaf = () => {
     if (lhs === undefined) c.added.insert(path);
     else if (rhs === undefined) c.removed.insert(path);
