@@ -250,6 +250,18 @@ describe('server-side apply with real clients', function () {
     }]);
   });
 
+  it('managedFields a client writes: an empty entry resets them, a malformed list is ignored', async () => {
+    const patch = (body: unknown) => fetch(`${t.cluster.url}/api/v1/namespaces/default/configmaps/made?fieldManager=ops`, {
+      method: 'PATCH', headers: { 'Content-Type': 'application/merge-patch+json' }, body: JSON.stringify(body),
+    });
+    const before = (await getYaml('configmap', 'made')).metadata.managedFields;
+    expect((await patch({ metadata: { managedFields: [{ manager: 'x', operation: 'Bogus', fieldsType: 'FieldsV1', apiVersion: 'v1' }] } })).status).to.equal(200);
+    expect((await getYaml('configmap', 'made')).metadata.managedFields).to.deep.equal(before);
+
+    expect((await patch({ metadata: { managedFields: [{}] } })).status).to.equal(200);
+    expect((await getYaml('configmap', 'made')).metadata).to.not.have.property('managedFields');
+  });
+
   it('in-process controllers write under their real names: the Job\'s status by kube-controller-manager, its pod\'s by kubelet', async () => {
     await t.kubectl(['create', 'job', 'once', '--image=busybox', '--', 'true']);
     const managers = (o: KubeObject) => (o.metadata.managedFields as { manager: string; operation: string; subresource?: string }[])
