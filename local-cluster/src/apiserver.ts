@@ -35,6 +35,8 @@ export interface WriteOptions {
   fieldManager?: string;
   /** Server-side apply: take the fields other managers own instead of answering 409. */
   force?: boolean;
+  /** In-process writes that bypass the field manager (cluster-api.ts WriteAs). */
+  untracked?: boolean;
   /** Warnings for the response's Warning headers; filled by the server. */
   warnings?: string[];
 }
@@ -258,7 +260,7 @@ export class ApiServer implements ClusterApi {
   }
 
   /** Read-modify-write for controllers: retried on conflict, never fails on a stale read. */
-  mutate(rt: ResourceType, namespace: string | undefined, name: string, fn: (obj: KubeObject) => KubeObject | void, opts: Pick<WriteOptions, 'subresource' | 'fieldManager'> = {}): KubeObject | undefined {
+  mutate(rt: ResourceType, namespace: string | undefined, name: string, fn: (obj: KubeObject) => KubeObject | void, opts: Pick<WriteOptions, 'subresource' | 'fieldManager' | 'untracked'> = {}): KubeObject | undefined {
     for (;;) {
       const current = this.get(rt, namespace, name);
       if (!current) return undefined;
@@ -327,7 +329,7 @@ export class ApiServer implements ClusterApi {
       }
     }
     if (applied && opts.subresource === 'status') next.metadata.managedFields = obj.metadata.managedFields;
-    if (!applied) recordUpdate(old, next, sentManagedFields, writer(rt, opts), rootType(rt));
+    if (!applied && !opts.untracked) recordUpdate(old, next, sentManagedFields, writer(rt, opts), rootType(rt));
 
     this.validateObject(rt, next, old, opts);
     next.metadata.resourceVersion = old.metadata.resourceVersion;

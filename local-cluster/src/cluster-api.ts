@@ -27,13 +27,12 @@ export interface ListOptions {
   fieldSelector?: string;
 }
 
-/**
- * Who an in-process write is recorded under in managedFields: the name the
- * real component's requests carry (kube-controller-manager, kubelet,
- * kube-scheduler).
- */
+/** How an in-process write is recorded in managedFields. */
 export interface WriteAs {
+  /** The name the real component's requests carry (kube-controller-manager, kubelet). */
   fieldManager?: string;
+  /** Written straight to storage, as the pods/binding subresource does: managedFields stay as they are. */
+  untracked?: boolean;
 }
 
 export interface ClusterApi {

@@ -310,7 +310,7 @@ export class Kubelet {
         if (o.metadata.uid !== pod.metadata.uid) throw new StatusError(409, 'Conflict', 'pod was replaced');
         const spec = (o.spec ??= {}) as Record<string, unknown>;
         spec.nodeName = this.node.nodeName;
-      }, { fieldManager: 'kube-scheduler' }) as Pod | undefined;
+      }, { untracked: true }) as Pod | undefined;
     } catch (err) {
       if (!(err instanceof StatusError)) this.log('pod binding failed', { pod: keyOf(pod), err: String(err) });
       return undefined;
