@@ -17,9 +17,8 @@ export class FieldSet {
 
   insert(path: readonly string[]): void {
     if (!path.length) return;
-    let node: FieldSet = this;
-    for (let i = 0; i < path.length - 1; i++) node = node.child(path[i]!);
-    node.members.add(path[path.length - 1]!);
+    const parent = path.slice(0, -1).reduce<FieldSet>((node, pe) => node.child(pe), this);
+    parent.members.add(path[path.length - 1]!);
   }
 
   /** The set below an element, created when missing. */
@@ -30,16 +29,17 @@ export class FieldSet {
   }
 
   has(path: readonly string[]): boolean {
-    let node: FieldSet | undefined = this;
-    for (let i = 0; i < path.length - 1 && node; i++) node = node.children.get(path[i]!);
-    return !!node && node.members.has(path[path.length - 1]!);
+    return !!this.below(path.slice(0, -1))?.members.has(path[path.length - 1]!);
   }
 
   /** Whether any member lies strictly below `path`. */
   hasBelow(path: readonly string[]): boolean {
-    let node: FieldSet | undefined = this;
-    for (const pe of path) node = node?.children.get(pe);
+    const node = this.below(path);
     return !!node && !node.empty();
+  }
+
+  private below(path: readonly string[]): FieldSet | undefined {
+    return path.reduce<FieldSet | undefined>((node, pe) => node?.children.get(pe), this);
   }
 
   empty(): boolean {
