@@ -274,6 +274,10 @@ describe('server-side apply with real clients', function () {
     const pod = parseYaml((await t.kubectl(['get', 'pods', '-l', 'job-name=once', '-o', 'yaml', '--show-managed-fields'])).stdout) as { items: KubeObject[] };
     // The binding (spec.nodeName) goes straight to storage on a real server: nobody owns it.
     expect(managers(pod.items[0]!)).to.have.members(['kube-controller-manager/Update', 'kubelet/Update/status']);
+    // Pod containers are a map list keyed by name (PodSpec's x-kubernetes-list-map-keys).
+    const created = (pod.items[0]!.metadata.managedFields as { manager: string; fieldsV1: { 'f:spec': { 'f:containers': object } } }[])
+      .find((e) => e.manager === 'kube-controller-manager')!;
+    expect(Object.keys(created.fieldsV1['f:spec']['f:containers'])).to.deep.equal(['.', 'k:{"name":"once"}']);
   });
 
   describe('client-node and a MediaJob', () => {

@@ -119,14 +119,22 @@ function content(obj: KubeObject | undefined): Record<string, unknown> {
   return { ...obj, metadata };
 }
 
+const STATUS = fieldPE('status');
+
+/** The part of a set at or below one top-level field. */
+function fieldOnly(set: FieldSet, pe: string): FieldSet {
+  const out = new FieldSet();
+  if (set.members.has(pe)) out.members.add(pe);
+  const below = set.children.get(pe);
+  if (below) out.children.set(pe, below);
+  return out;
+}
+
 /** Reset fields (GetResetFields): the main resource never owns .status, /status owns nothing else. */
 function visible(set: FieldSet, w: Writer): FieldSet {
   if (!w.statusSubresource) return set;
-  const status = FieldSet.fromPaths([]);
-  const below = set.children.get(fieldPE('status'));
-  if (set.members.has(fieldPE('status'))) status.members.add(fieldPE('status'));
-  if (below) status.children.set(fieldPE('status'), below);
-  return w.subresource === 'status' ? status : set.difference(status).difference(FieldSet.fromPaths([[fieldPE('status')]]));
+  const status = fieldOnly(set, STATUS);
+  return w.subresource === 'status' ? status : set.difference(status);
 }
 
 /**

@@ -10,7 +10,6 @@
 //
 // This module owns the walk over a value: its field set (tofieldset.go) and
 // the comparison of two values (compare.go). Merging lives in merge.ts.
-import { definitionOf } from '../builtin-decode.js';
 import { isObject, deepEqual } from '../object-meta.js';
 import { builtinSchemas } from '../openapi/index.js';
 import type { ResourceType } from '../types.js';
@@ -58,8 +57,22 @@ function buildRootType(rt: ResourceType): TypeRef {
     const properties = { ...((schema.properties as Record<string, Schema> | undefined) ?? {}), metadata: builtinSchemas()[OBJECT_META]! };
     return { ...schema, properties };
   }
-  const name = definitionOf(rt);
-  return name ? builtinSchemas()[name] : undefined;
+  return builtinSchemas()[schemaOfKind().get(`${rt.group}/${rt.version}/${rt.kind}`) ?? ''];
+}
+
+let byGvk: Map<string, string> | undefined;
+
+/** "group/version/Kind" → the served component schema tagged with it. */
+function schemaOfKind(): Map<string, string> {
+  if (!byGvk) {
+    byGvk = new Map();
+    for (const [name, schema] of Object.entries(builtinSchemas())) {
+      for (const t of (schema['x-kubernetes-group-version-kind'] as Record<string, string>[] | undefined) ?? []) {
+        byGvk.set(`${t.group}/${t.version}/${t.kind}`, name);
+      }
+    }
+  }
+  return byGvk;
 }
 
 /** The type of a map's key: a struct field, else the map's element type. */
