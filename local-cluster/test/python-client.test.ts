@@ -27,7 +27,7 @@ describe('local cluster: the official Python client', function () {
     expect(steps, run.stdout + run.stderr.slice(-2000)).to.deep.equal([
       'crd established', 'custom object created', 'invalid custom object refused 422', 'custom objects listed',
       'custom object merge-patched', 'stale update refused 409', 'status subresource patched', 'watch from a resourceVersion',
-      'custom object deleted', 'cel rule refused 422', 'job created, listed, read, deleted', 'lease renewed', 'stale lease takeover refused 409', 'done',
+      'custom object deleted', 'cel rule refused 422', 'custom object server-side applied', 'apply conflict 409, then forced', 'job created, listed, read, deleted', 'lease renewed', 'stale lease takeover refused 409', 'done',
     ]);
   });
 
