@@ -348,6 +348,17 @@ describe('server-side apply with real clients', function () {
         .to.equal('PatchOptions.meta.k8s.io "" is invalid: force: Forbidden: may not be specified for non-apply patch');
     });
 
+    it('an apply with a field the schema does not declare is the field manager\'s 500', async () => {
+      const body = mediaJob(OWNER);
+      (body.metadata as Record<string, unknown>).namespace = 'default';
+      const res = await fetchApply(t, '/apis/mediajobs.io/v1alpha1/namespaces/default/mediajobs/clip', 'x', { ...body, spec: { ...(body.spec as object), colour: 'red' } });
+      expect(res.status).to.equal(500);
+      expect(await res.json()).to.deep.equal({
+        kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', code: 500,
+        message: 'failed to create typed patch object (default/clip; mediajobs.io/v1alpha1, Kind=MediaJob): .spec.colour: field not declared in schema',
+      });
+    });
+
     it('an apply that carries managedFields is refused', async () => {
       const res = await fetchApply(t, '/apis/mediajobs.io/v1alpha1/namespaces/default/mediajobs/clip', 'x', { ...mediaJob(OWNER), metadata: { name: 'clip', managedFields: [{}] } });
       expect(res.status).to.equal(400);

@@ -2,12 +2,13 @@
 // patcher and the structured-merge field manager check it
 // (handlers/patch.go applyPatcher, managedfields/internal/structuredmerge.go),
 // then merged by field ownership (managed-fields.ts).
-import { badRequest } from '../errors.js';
+import { StatusError, badRequest } from '../errors.js';
+import { patchInternal } from '../patch/patch-errors.js';
 import { deepCopy, isObject } from '../object-meta.js';
 import { sortKeys } from '../openapi/json.js';
 import { apiVersionOf, type KubeObject, type ResourceType } from '../types.js';
 import { apply, type Writer } from './managed-fields.js';
-import { rootType } from './typed.js';
+import { rootType, undeclaredFields } from './typed.js';
 
 /** The object an apply produces from the live one (undefined: create), managedFields included. */
 export function applyConfiguration(rt: ResourceType, live: KubeObject | undefined, patch: unknown, w: Writer, force: boolean): KubeObject {
@@ -21,9 +22,25 @@ export function applyConfiguration(rt: ResourceType, live: KubeObject | undefine
   if (isObject(patch.metadata) && patch.metadata.managedFields != null) {
     throw badRequest('metadata.managedFields must be nil');
   }
-  const result = apply(live, patch as KubeObject, w, force, rootType(rt));
+  const type = rootType(rt);
+  const undeclared = undeclaredFields(patch, type);
+  if (undeclared.length) throw untypedPatch(rt, patch, undeclared);
+  const result = apply(live, patch as KubeObject, w, force, type);
   syncLastApplied(result, patch as KubeObject, w.manager);
   return result;
+}
+
+/**
+ * A patch the schema cannot type: a plain error in the field manager, so a
+ * 500 without a reason (kubernetes/kubernetes#122480), naming the patch's
+ * namespace/name and group-version-kind as objectGVKNN prints them.
+ */
+function untypedPatch(rt: ResourceType, patch: Record<string, unknown>, paths: string[]): StatusError {
+  const meta = isObject(patch.metadata) ? patch.metadata : {};
+  const text = (v: unknown) => (typeof v === 'string' ? v : '');
+  const errors = paths.map((p) => `${p}: field not declared in schema`);
+  const detail = errors.length === 1 ? errors[0] : ['errors:', ...errors.map((e) => `  ${e}`)].join('\n');
+  return patchInternal(`failed to create typed patch object (${text(meta.namespace)}/${text(meta.name)}; ${rt.group}/${rt.version}, Kind=${rt.kind}): ${detail}`);
 }
 
 const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';

@@ -13,7 +13,7 @@
 import { isObject, deepEqual } from '../object-meta.js';
 import { builtinSchemas } from '../openapi/index.js';
 import type { ResourceType } from '../types.js';
-import { FieldSet, fieldPE, indexPE, keyPE, valuePE } from './fieldset.js';
+import { FieldSet, fieldPE, indexPE, keyPE, pathString, valuePE } from './fieldset.js';
 
 type Schema = Record<string, unknown>;
 /** undefined: no schema below this point (deduced typing). */
@@ -53,8 +53,12 @@ export function rootType(rt: ResourceType): TypeRef {
 
 function buildRootType(rt: ResourceType): TypeRef {
   if (!rt.builtin) {
+    // As the CRD's published OpenAPI: TypeMeta and ObjectMeta are declared whatever the schema says.
     const schema = (rt.schema ?? {}) as Schema;
-    const properties = { ...((schema.properties as Record<string, Schema> | undefined) ?? {}), metadata: builtinSchemas()[OBJECT_META]! };
+    const properties = {
+      apiVersion: { type: 'string' }, kind: { type: 'string' },
+      ...((schema.properties as Record<string, Schema> | undefined) ?? {}), metadata: builtinSchemas()[OBJECT_META]!,
+    };
     return { ...schema, properties };
   }
   return builtinSchemas()[schemaOfKind().get(`${rt.group}/${rt.version}/${rt.kind}`) ?? ''];
@@ -129,6 +133,26 @@ export function indexItems(t: TypeRef, list: unknown[]): Map<string, unknown> {
     if (!out.has(pe)) out.set(pe, item);
   });
   return out;
+}
+
+// ---- fields the schema does not declare (validate.go) ---------------------------
+
+/**
+ * The paths of keys a struct does not declare (".spec.foo: field not declared
+ * in schema"): what makes an apply patch untypable. Maps with element types
+ * and parts without a schema (preserve-unknown-fields) declare every key.
+ */
+export function undeclaredFields(value: unknown, t: TypeRef, path = ''): string[] {
+  if (Array.isArray(value)) {
+    const kind = listKind(t);
+    return value.flatMap((item, i) => undeclaredFields(item, elementType(t), path + pathString([itemElement(t, kind, item, i)])));
+  }
+  if (!isObject(value)) return [];
+  const s = resolve(t);
+  const closed = !!s?.properties && !isObject(s.additionalProperties) && !s['x-kubernetes-preserve-unknown-fields'];
+  return Object.entries(value).flatMap(([key, v]) => (closed && !isStructField(t, key)
+    ? [`${path}.${key}`]
+    : undeclaredFields(v, fieldType(t, key), `${path}.${key}`)));
 }
 
 // ---- field set of a value (tofieldset.go) -------------------------------------
