@@ -141,6 +141,14 @@ describe('server-side apply rules (structured-merge-diff)', () => {
     expect(r.conflicts).to.deep.equal(['Apply failed with 2 conflicts: conflicts with "a":\n- .atomicList\n- .selector']);
   });
 
+  it('keeps at most ten Update entries: the oldest merge into "ancient-changes" (capmanagers.go)', () => {
+    const ops: Op[] = [];
+    for (let i = 0; i <= 10; i++) ops.push(['update', `m${String(i).padStart(2, '0')}`, Array.from({ length: i + 1 }, (_, j) => `f${j}: 1`).join('\n')]);
+    const { managed } = run(ops);
+    expect(Object.keys(managed).sort()).to.deep.equal(['ancient-changes', ...Array.from({ length: 9 }, (_, i) => `m${String(i + 2).padStart(2, '0')}`)]);
+    expect(managed['ancient-changes']).to.deep.equal(['.f0', '.f1']);
+  });
+
   it('encodes FieldsV1 with "." on an element that is itself owned and has children', () => {
     const set = FieldSet.fromPaths([['f:items', 'k:{"name":"x"}'], ['f:items', 'k:{"name":"x"}', 'f:value'], ['f:list', 'v:"a"']]);
     expect(toFieldsV1(set)).to.deep.equal({ 'f:items': { 'k:{"name":"x"}': { '.': {}, 'f:value': {} } }, 'f:list': { 'v:"a"': {} } });

@@ -176,7 +176,42 @@ export function recordUpdate(live: KubeObject | undefined, next: KubeObject, sen
       time: rfc3339(), set: own.union(previous?.set ?? new FieldSet()),
     });
   }
+  capUpdaters(managers);
   setManagedFields(next, managers);
+}
+
+const MAX_UPDATERS = 10;
+
+/**
+ * At most ten Update entries (capmanagers.go): past that, the oldest are
+ * merged, per version, into one "ancient-changes" entry that keeps the time
+ * of the latest update merged into it.
+ */
+function capUpdaters(managers: Managers): void {
+  const seconds = (m: Manager) => (m.time ? Math.floor(Date.parse(m.time) / 1000) : 0);
+  const updaters = [...managers].filter(([, m]) => m.operation === 'Update')
+    .sort(([ia, a], [ib, b]) => seconds(a) - seconds(b) || (ia < ib ? -1 : ia > ib ? 1 : 0));
+  let count = updaters.length;
+  const firstOfVersion = new Map<string, string>();
+  for (const [id, m] of updaters) {
+    if (count <= MAX_UPDATERS) break;
+    const first = firstOfVersion.get(m.apiVersion);
+    if (first === undefined) {
+      firstOfVersion.set(m.apiVersion, id);
+      continue;
+    }
+    const bucketId = identity({ manager: 'ancient-changes', operation: 'Update', apiVersion: m.apiVersion });
+    if (id === bucketId) continue;
+    if (!managers.has(bucketId)) {
+      // The first old entry of the version becomes the bucket.
+      managers.set(bucketId, { ...managers.get(first)!, manager: 'ancient-changes', subresource: undefined });
+      managers.delete(first);
+    }
+    const bucket = managers.get(bucketId)!;
+    managers.delete(id);
+    managers.set(bucketId, { ...bucket, set: m.set.union(bucket.set), time: m.time });
+    count--;
+  }
 }
 
 /**
