@@ -176,6 +176,8 @@ export function recordUpdate(live: KubeObject | undefined, next: KubeObject, sen
       time: rfc3339(), set: own.union(previous?.set ?? new FieldSet()),
     });
   }
+  // Managers left with nothing are gone before the cap counts them.
+  for (const [id, m] of managers) if (m.set.empty()) managers.delete(id);
   capUpdaters(managers);
   setManagedFields(next, managers);
 }
@@ -223,27 +225,20 @@ export function apply(live: KubeObject | undefined, config: KubeObject, w: Write
   const managers = decode(live?.metadata.managedFields) ?? new Map<string, Manager>();
   const before = content(live);
   const id = identity({ ...w, operation: 'Apply' });
-  const last = managers.get(id)?.set;
-  const applied = visible(toFieldSet(config, t), w);
-  managers.set(id, { manager: w.manager, operation: 'Apply', apiVersion: w.apiVersion, subresource: w.subresource, set: applied, time: managers.get(id)?.time });
+  const previous = managers.get(id);
+  managers.set(id, {
+    manager: w.manager, operation: 'Apply', apiVersion: w.apiVersion, subresource: w.subresource,
+    set: visible(toFieldSet(config, t), w), time: previous?.time,
+  });
 
   let merged = mergeValues(before, config, t) as Record<string, unknown>;
-  if (last && !last.empty()) {
+  if (previous && !previous.set.empty()) {
     const owned = [...managers.values()].reduce((acc, m) => acc.union(m.set), new FieldSet());
-    merged = pruneUnowned(merged, t, last, owned) as Record<string, unknown>;
+    merged = pruneUnowned(merged, t, previous.set, owned) as Record<string, unknown>;
   }
 
   const c = compare(before, merged, t);
-  const changed = visible(c.added.union(c.modified), w);
-  const conflicts: [Manager, FieldSet][] = [];
-  for (const [mid, m] of managers) {
-    if (mid === id) continue;
-    const lost = m.set.intersection(changed);
-    if (!lost.empty()) conflicts.push([m, lost]);
-  }
-  if (conflicts.length && !force) throw conflictError(conflicts);
-  const removed = visible(c.removed, w);
-  for (const [mid, m] of managers) if (mid !== id) m.set = m.set.difference(changed).difference(removed);
+  takeFromOthers(managers, id, visible(c.added.union(c.modified), w), visible(c.removed, w), force);
   const mine = managers.get(id)!;
   mine.set = mine.set.difference(STRIPPED);
   if (!deepEqual(before, merged)) mine.time = rfc3339();
@@ -252,6 +247,18 @@ export function apply(live: KubeObject | undefined, config: KubeObject, w: Write
   out.metadata = isObject(out.metadata) ? out.metadata : {};
   setManagedFields(out, managers);
   return out;
+}
+
+/**
+ * The applier's changes leave the other managers' sets (merge/update.go
+ * update with force); without force, changing a field someone else owns is
+ * the conflict. Removed fields leave every other set.
+ */
+function takeFromOthers(managers: Managers, applier: string, changed: FieldSet, removed: FieldSet, force: boolean): void {
+  const others = [...managers].filter(([id]) => id !== applier).map(([, m]) => m);
+  const conflicts = others.map((m): [Manager, FieldSet] => [m, m.set.intersection(changed)]).filter(([, lost]) => !lost.empty());
+  if (conflicts.length && !force) throw conflictError(conflicts);
+  for (const m of others) m.set = m.set.difference(changed).difference(removed);
 }
 
 // ---- the 409 (internal/conflict.go) ----------------------------------------------
