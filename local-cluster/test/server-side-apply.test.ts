@@ -7,6 +7,7 @@ import * as k8s from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { parse as parseYaml } from 'yaml';
 import { StatusError } from '../src/errors.js';
+import { managerFromUserAgent } from '../src/http.js';
 import { FieldSet, fromFieldsV1, pathString, toFieldsV1 } from '../src/ssa/fieldset.js';
 import { apply, recordUpdate, type Writer } from '../src/ssa/managed-fields.js';
 import type { TypeRef } from '../src/ssa/typed.js';
@@ -256,6 +257,17 @@ describe('server-side apply with real clients', function () {
       manager: 'kubectl-create', operation: 'Update', apiVersion: 'v1', time: (cm.metadata.managedFields as { time: string }[])[0]!.time,
       fieldsType: 'FieldsV1', fieldsV1: { 'f:data': { '.': {}, 'f:k': {} } },
     }]);
+  });
+
+  it('a write without fieldManager is recorded under the User-Agent up to its first "/"', async () => {
+    const res = await fetch(`${t.cluster.url}/api/v1/namespaces/default/configmaps`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json', 'User-Agent': 'my-tool/1.0 (linux)' },
+      body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'by-agent' }, data: { k: 'v' } }),
+    });
+    const made = (await res.json()) as KubeObject;
+    expect((made.metadata.managedFields as { manager: string }[]).map((e) => e.manager)).to.deep.equal(['my-tool']);
+    expect(managerFromUserAgent(undefined)).to.equal('');
+    expect(managerFromUserAgent('x'.repeat(200))).to.equal('x'.repeat(128));
   });
 
   it('managedFields a client writes: an empty entry resets them, a malformed list is ignored', async () => {
