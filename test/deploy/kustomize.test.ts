@@ -231,6 +231,31 @@ describe('deploy/: what the rendered objects hold', () => {
   });
 });
 
+// The overlays' own instructions: `kubectl apply --server-side -k deploy/overlays/<overlay>`.
+describe('deploy/: the documented server-side apply of each overlay', function () {
+  this.timeout(60_000);
+  let t: TestCluster;
+  before(async () => {
+    t = await startTestCluster();
+  });
+  after(async () => t?.stop());
+
+  for (const overlay of OVERLAYS) {
+    it(`${overlay}: applies, and applying again changes nothing`, async () => {
+      const args = ['apply', '--server-side', '-k', root(`deploy/overlays/${overlay}`)];
+      const first = await t.kubectl(args);
+      const objs = render(`deploy/overlays/${overlay}`);
+      expect(first.stdout.trim().split('\n')).to.have.length(objs.length);
+      const listVersion = async () => (await t.kubectl(['get', 'namespaces', '-o', 'jsonpath={.metadata.resourceVersion}'])).stdout;
+      const before = await listVersion();
+      await t.kubectl(args);
+      expect(await listVersion()).to.equal(before);
+      const gateway = JSON.parse((await t.kubectl(['get', 'deployment', 'mediajobs-gateway', '-n', 'mediajobs', '-o', 'json', '--show-managed-fields'])).stdout) as Obj;
+      expect(gateway.metadata.managedFields.map((e: Obj) => `${e.manager}/${e.operation}`)).to.deep.equal(['kubectl/Apply']);
+    });
+  }
+});
+
 /** A chart template's static part: its documents without the lines that hold template actions. */
 function chartStatic(template: string): Obj[] {
   const text = readFileSync(root(`charts/mediajobs/templates/${template}`), 'utf8')
