@@ -345,6 +345,13 @@ describe('server-side apply with real clients', function () {
       expect(Object.keys((runner.fieldsV1['f:status'] as Record<string, Record<string, unknown>>)['f:conditions']!)).to.deep.equal(['k:{"type":"Running"}']);
     });
 
+    it('an apply creating the object answers 201, one updating it 200', async () => {
+      const path = '/apis/mediajobs.io/v1alpha1/namespaces/default/mediajobs/fresh';
+      const body = { ...mediaJob(OWNER), metadata: { name: 'fresh' } };
+      expect((await fetchApply(t, path, 'deployer', body)).status).to.equal(201);
+      expect((await fetchApply(t, path, 'deployer', body)).status).to.equal(200);
+    });
+
     it('an apply without fieldManager is the 422 of PatchOptions validation', async () => {
       const res = await fetchApply(t, '/apis/mediajobs.io/v1alpha1/namespaces/default/mediajobs/clip', '', mediaJob(OWNER));
       expect(res.status).to.equal(422);
