@@ -150,7 +150,7 @@ const storageOutage = async (): Promise<boolean> => {
       outcome(run.seen, run.breaches);
       return run.breaches.length === 0;
     }, async () => {
-      c = await startStorageChaos();
+      c = await startStorageChaos(STORAGE_JOBS);
       return c.f;
     });
   } finally {

@@ -9,7 +9,7 @@ import { runStorageOutage, startStorageChaos, type StorageChaos } from './storag
 describe('fault suite: managed storage stopped mid-upload', function () {
   this.timeout(300_000);
   let c: StorageChaos;
-  before(async () => { c = await startStorageChaos(); });
+  before(async () => { c = await startStorageChaos(2); });
   after(() => c?.stop());
 
   it('retries each upload the outage cut, leaves no multipart upload, and stores only what Completed jobs delivered', async () => {

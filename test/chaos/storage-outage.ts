@@ -16,8 +16,12 @@ import { startChaos, type ChaosFixture } from './fixture.js';
 import { breaches, look, postJobs, statuses, TERMINAL, type Seen } from './outside.js';
 
 export const BUCKET = 'managed';
-/** UploadPart bytes per second through the front: the 3 s test MP4 (~300 KB) takes a few seconds. */
-const PART_PACE = 100_000;
+/**
+ * UploadPart bytes per second through the front: the 3 s test MP4 (~300 KB)
+ * takes about ten seconds, so every job's part is still on its way when the
+ * last job's upload begins.
+ */
+const PART_PACE = 30_000;
 const OBJECT_SUFFIX = '._S3rver_object';
 
 export interface StorageChaos {
@@ -29,11 +33,11 @@ export interface StorageChaos {
   stop(): Promise<void>;
 }
 
-/** The chaos fixture with managed storage on s3rver, reached through the pacing, stoppable front. */
-export async function startStorageChaos(): Promise<StorageChaos> {
+/** The chaos fixture with managed storage on s3rver, reached through the pacing, stoppable front; `jobs` run at once. */
+export async function startStorageChaos(jobs: number): Promise<StorageChaos> {
   const s3 = await startS3rver({ buckets: [BUCKET] });
   const front = await s3rverWithAbort(s3, { partBytesPerSecond: PART_PACE });
-  const f = await startChaos({}, undefined, {
+  const f = await startChaos({ MAX_RUNNING_JOBS: String(jobs) }, undefined, {
     MANAGED_STORAGE: 's3', MANAGED_S3_ENDPOINT: front.endpoint, MANAGED_S3_BUCKET: BUCKET,
     MANAGED_S3_ACCESS_KEY: s3.accessKeyId, MANAGED_S3_SECRET_KEY: s3.secretAccessKey, MANAGED_S3_FORCE_PATH_STYLE: 'true',
   }).catch(async (err: unknown) => {
@@ -83,7 +87,9 @@ export async function runStorageOutage(c: StorageChaos, o: { jobs: number; downM
   const { f, front, s3 } = c;
   const ids = await postJobs(f.svc, f.media.mp4Url, f.receiver.url, o.jobs);
   // Every job's upload begun and a part on its way; then the storage goes.
-  await eventually(async () => (await front.pendingUploads(BUCKET)).length >= o.jobs, o.deadlineMs, 50);
+  await eventually(async () => (await front.pendingUploads(BUCKET)).length >= o.jobs, 120_000, 50).catch(async () => {
+    throw new Error(`only ${(await front.pendingUploads(BUCKET)).length} of ${o.jobs} uploads were in flight at once: slow PART_PACE down`);
+  });
   const uploadsAtStop = (await front.pendingUploads(BUCKET)).length;
   await front.pause();
   await new Promise((r) => setTimeout(r, o.downMs));
