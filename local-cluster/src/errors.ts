@@ -79,6 +79,11 @@ export function badRequest(message: string): StatusError {
   return new StatusError(400, 'BadRequest', message);
 }
 
+/** A bearer token the cluster did not issue (apiserver's WithAuthentication failure handler). */
+export function unauthorized(): StatusError {
+  return new StatusError(401, 'Unauthorized', 'Unauthorized');
+}
+
 export function notFoundPath(): StatusError {
   return new StatusError(404, 'NotFound', 'the server could not find the requested resource', {});
 }

@@ -43,6 +43,8 @@ export interface HttpContext {
   throttle?: () => WriteThrottle | undefined;
   /** Counts every request served (not those the throttle refused) by verb and resource. */
   counter?: RequestCounter;
+  /** Host check, authentication and anonymous authorization (request-guard.ts): a refusal, or undefined to serve. */
+  guard?: (req: IncomingMessage) => StatusError | undefined;
   onError?: (err: unknown, req: IncomingMessage) => void;
 }
 
@@ -62,6 +64,13 @@ type Query = URLSearchParams;
 
 export function createHandler(ctx: HttpContext): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
+    // As kube-apiserver's filter chain: authentication and authorization come before APF.
+    const refusal = ctx.guard?.(req);
+    if (refusal) {
+      req.resume();
+      sendJson(res, refusal.code, refusal.toStatus());
+      return;
+    }
     const throttle = ctx.throttle?.();
     if (throttle && !throttle.admit(req.method ?? 'GET')) {
       // As APF: turned away before the body is read.

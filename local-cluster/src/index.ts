@@ -2,7 +2,7 @@
 // built-in controllers (garbage collector, Job controller, TTL controller) and
 // the local kubelet on one loopback port, writes a kubeconfig, and stop()
 // takes it all down cleanly.
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { chmodSync, mkdtempSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,12 +12,15 @@ import { ApiServer } from './apiserver.js';
 import { EventTtl } from './controllers/event-ttl.js';
 import { JobController, TtlController } from './controllers/job-controller.js';
 import { Kubelet } from './controllers/kubelet.js';
+import { ClusterCredentials } from './credentials.js';
 import { createHandler } from './http.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { StatePersistence } from './persistence.js';
 import { WriteThrottle } from './throttle.js';
 import { RequestCounter } from './request-counts.js';
 import { WatchHub } from './watch.js';
+import { guardRequest } from './request-guard.js';
+import { servingCert, type ServingCert } from './serving-cert.js';
 
 export { ApiServer } from './apiserver.js';
 export type { ClusterApi, Change } from './cluster-api.js';
@@ -30,7 +33,11 @@ export interface LocalClusterOptions {
   host?: string;
   /** Where to write the kubeconfig; default <workDir>/kubeconfig. */
   kubeconfigPath?: string;
-  /** Persist objects here and restore them on the next start. */
+  /**
+   * Persist objects here and restore them on the next start. The cluster's
+   * token secret is kept here too (else in workDir), so a restart keeps the
+   * kubeconfig valid.
+   */
   stateDir?: string;
   /** Scratch space for pods (volumes, termination logs, logs); default a new temp dir. */
   workDir?: string;
@@ -75,6 +82,8 @@ export class LocalCluster {
     readonly url: string,
     readonly kubeconfigPath: string,
     readonly workDir: string,
+    private readonly credentials: ClusterCredentials,
+    private readonly tls: ServingCert,
     private readonly throttleRef: { current: WriteThrottle | undefined },
     private readonly counter: RequestCounter,
   ) {}
@@ -87,6 +96,9 @@ export class LocalCluster {
     if (!opts.workDir) chmodSync(workDir, 0o711);
     const nodeName = opts.nodeName ?? 'local-node';
 
+    const host = opts.host ?? '127.0.0.1';
+    const credentials = ClusterCredentials.forDir(opts.stateDir ?? workDir);
+    const tls = servingCert(opts.stateDir ?? workDir, host);
     const api = new ApiServer();
     let persistence: StatePersistence | undefined;
     if (opts.stateDir) {
@@ -105,7 +117,7 @@ export class LocalCluster {
     const podEnv = { KUBECONFIG: kubeconfigPath, ...(opts.podEnv ?? {}) };
     const kubelet = new Kubelet(api, {
       workDir: join(workDir, 'pods'), imageCommands: opts.imageCommands, maxRunningPods: opts.maxRunningPods, nodeName, env: podEnv,
-      runAsPodUsers: opts.runAsPodUsers, logger: (msg, extra) => logger.warn(extra ?? {}, msg),
+      runAsPodUsers: opts.runAsPodUsers, serviceAccountToken: (ns, sa) => credentials.serviceAccountToken(ns, sa), logger: (msg, extra) => logger.warn(extra ?? {}, msg),
     });
     const jobs = new JobController(api, { backoffBaseMs: opts.backoffBaseMs, backoffMaxMs: opts.backoffMaxMs });
     const ttl = new TtlController(api);
@@ -117,25 +129,39 @@ export class LocalCluster {
     });
     const throttleRef = { current: opts.maxWritesPerSecond ? new WriteThrottle(opts.maxWritesPerSecond) : undefined };
     const counter = new RequestCounter();
-    const server = createServer({ keepAliveTimeout: 60_000 }, createHandler({
+    const server = createServer({ key: tls.key, cert: tls.cert, keepAliveTimeout: 60_000 }, createHandler({
       api, watches, logs: kubelet, throttle: () => throttleRef.current, counter,
+      guard: (req) => guardRequest(req, { credentials, listenHost: host }),
       onError: (err, req) => logger.error({ err, method: req.method, url: req.url }, 'request failed'),
     }));
     server.on('clientError', (_err, socket) => socket.destroy());
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => resolve());
+      server.listen(opts.port ?? 0, host, () => resolve());
     });
     const { port } = server.address() as AddressInfo;
-    const url = `http://${opts.host ?? '127.0.0.1'}:${port}`;
-    writeKubeconfig(kubeconfigPath, url);
+    const url = `https://${host}:${port}`;
+    writeKubeconfig(kubeconfigPath, url, credentials.adminToken, tls.cert);
 
     jobs.start();
     ttl.start();
     eventTtl.start();
     kubelet.start();
     logger.info({ url, kubeconfig: kubeconfigPath }, 'local cluster listening');
-    return new LocalCluster(api, server, watches, kubelet, [jobs, ttl, eventTtl, api.gc], persistence, url, kubeconfigPath, workDir, throttleRef, counter);
+    return new LocalCluster(api, server, watches, kubelet, [jobs, ttl, eventTtl, api.gc], persistence, url, kubeconfigPath, workDir, credentials, tls, throttleRef, counter);
+  }
+
+  /**
+   * The bearer token of the kubeconfig, for raw HTTP requests (tests: support.ts
+   * clusterFetch). Requests without it are system:anonymous; with another, 401.
+   */
+  get token(): string {
+    return this.credentials.adminToken;
+  }
+
+  /** The PEM certificate the cluster serves, which a raw HTTPS client must trust (the kubeconfig's certificate-authority-data). */
+  get caCert(): string {
+    return this.tls.cert;
   }
 
   /** Throttle writes past this many per second (APF's 429 with Retry-After), or stop throttling (undefined). */

@@ -4,7 +4,7 @@
 // object as before, a watch resumed from before the restart gets 410
 // Expired (a fresh watch cache), and a pod started before keeps running.
 import { expect } from 'chai';
-import { startTestCluster, eventually, type TestCluster } from './support.js';
+import { clusterFetch, eventually, startTestCluster, type TestCluster } from './support.js';
 
 describe('local cluster: the API server restarted with its state kept', function () {
   this.timeout(30_000);
@@ -15,7 +15,7 @@ describe('local cluster: the API server restarted with its state kept', function
   });
   after(async () => tc?.stop());
 
-  const get = (path: string) => fetch(`${tc.cluster.url}${path}`);
+  const get = (path: string) => clusterFetch(tc.cluster, path);
 
   it('refuses while down, then serves the same objects, expires old watches and keeps pods running', async () => {
     await tc.kubectl(['create', 'configmap', 'kept', '--from-literal=a=1']);

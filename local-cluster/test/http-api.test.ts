@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { LocalCluster } from '../src/index.js';
-import { EXAMPLE_CRD, eventually, startTestCluster, type TestCluster } from './support.js';
+import { EXAMPLE_CRD, clusterFetch, eventually, startTestCluster, type TestCluster } from './support.js';
 import { parse } from 'yaml';
 
 interface Reply {
@@ -16,14 +16,14 @@ interface Reply {
   headers: Headers;
 }
 
-function client(base: () => string) {
+function client(cluster: () => LocalCluster) {
   return async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Reply> {
     const init: RequestInit = { method, headers: { Accept: 'application/json', ...headers } };
     if (body !== undefined) {
       init.body = typeof body === 'string' ? body : JSON.stringify(body);
       (init.headers as Record<string, string>)['Content-Type'] ??= 'application/json';
     }
-    const res = await fetch(base() + path, init);
+    const res = await clusterFetch(cluster(), path, init);
     const text = await res.text();
     let parsed: Record<string, unknown> = {};
     try {
@@ -36,9 +36,9 @@ function client(base: () => string) {
 }
 
 /** Read a watch stream's events until `until` says stop or the stream ends. */
-async function watchEvents(url: string, until: (events: Record<string, unknown>[]) => boolean, headers: Record<string, string> = {}): Promise<Record<string, unknown>[]> {
+async function watchEvents(cluster: LocalCluster, path: string, until: (events: Record<string, unknown>[]) => boolean, headers: Record<string, string> = {}): Promise<Record<string, unknown>[]> {
   const ctrl = new AbortController();
-  const res = await fetch(url, { signal: ctrl.signal, headers });
+  const res = await clusterFetch(cluster, path, { signal: ctrl.signal, headers });
   const reader = res.body!.getReader();
   const events: Record<string, unknown>[] = [];
   let buf = '';
@@ -67,7 +67,7 @@ const meta = (r: Reply) => r.body.metadata as Record<string, unknown>;
 
 describe('local cluster HTTP API', function () {
   let tc: TestCluster;
-  const call = client(() => tc.cluster.url);
+  const call = client(() => tc.cluster);
 
   before(async () => {
     tc = await startTestCluster({ bookmarkIntervalMs: 100 });
@@ -124,7 +124,7 @@ describe('local cluster HTTP API', function () {
     });
 
     it('is still healthy afterwards', async () => {
-      const res = await fetch(`${tc.cluster.url}/healthz`);
+      const res = await clusterFetch(tc.cluster, '/healthz');
       expect(await res.text()).to.equal('ok');
     });
   });
@@ -235,7 +235,7 @@ describe('local cluster HTTP API', function () {
       await call('POST', CM, cm('w1'));
       await call('PATCH', `${CM}/w1`, { data: { a: '2' } }, { 'Content-Type': 'application/merge-patch+json' });
       await call('DELETE', `${CM}/w1`);
-      const events = await watchEvents(`${tc.cluster.url}${W}&resourceVersion=${rv}`, (e) => e.length >= 3);
+      const events = await watchEvents(tc.cluster, `${W}&resourceVersion=${rv}`, (e) => e.length >= 3);
       expect(events.map((e) => e.type)).to.deep.equal(['ADDED', 'MODIFIED', 'DELETED']);
       const rvs = events.map((e) => Number((e.object as { metadata: { resourceVersion: string } }).metadata.resourceVersion));
       expect(rvs[0]).to.be.lessThan(rvs[1]!);
@@ -245,7 +245,7 @@ describe('local cluster HTTP API', function () {
     it('sends one 410 Expired ERROR event for a compacted resourceVersion', async () => {
       await call('POST', CM, cm('w2'));
       tc.cluster.compactHistory();
-      const events = await watchEvents(`${tc.cluster.url}${W}&resourceVersion=1`, () => false);
+      const events = await watchEvents(tc.cluster, `${W}&resourceVersion=1`, () => false);
       expect(events).to.have.length(1);
       expect(events[0]!.type).to.equal('ERROR');
       expect(events[0]!.object).to.include({ kind: 'Status', reason: 'Expired', code: 410 });
@@ -256,13 +256,13 @@ describe('local cluster HTTP API', function () {
       await call('POST', CM, cm('sel'));
       await call('PATCH', `${CM}/sel`, { metadata: { labels: { app: 'x' } } }, { 'Content-Type': 'application/merge-patch+json' });
       await call('PATCH', `${CM}/sel`, { metadata: { labels: { app: 'y' } } }, { 'Content-Type': 'application/merge-patch+json' });
-      const events = await watchEvents(`${tc.cluster.url}${W}&labelSelector=app%3Dx&resourceVersion=${rv}`, (e) => e.length >= 2);
+      const events = await watchEvents(tc.cluster, `${W}&labelSelector=app%3Dx&resourceVersion=${rv}`, (e) => e.length >= 2);
       expect(events.map((e) => e.type)).to.deep.equal(['ADDED', 'DELETED']);
     });
 
     it('ends the stream after timeoutSeconds and sends bookmarks when allowed', async () => {
       const start = Date.now();
-      const events = await watchEvents(`${tc.cluster.url}${W}&resourceVersion=${meta(await call('GET', CM)).resourceVersion as string}&allowWatchBookmarks=true&timeoutSeconds=1`, () => false);
+      const events = await watchEvents(tc.cluster, `${W}&resourceVersion=${meta(await call('GET', CM)).resourceVersion as string}&allowWatchBookmarks=true&timeoutSeconds=1`, () => false);
       expect(Date.now() - start).to.be.within(900, 5000);
       expect(events.some((e) => e.type === 'BOOKMARK')).to.equal(true);
     });
@@ -271,7 +271,7 @@ describe('local cluster HTTP API', function () {
       const rv = meta(await call('GET', CM)).resourceVersion as string;
       await call('POST', CM, cm('t1'));
       await call('POST', CM, cm('t2'));
-      const events = await watchEvents(`${tc.cluster.url}${W}&resourceVersion=${rv}`, (e) => e.length >= 2, { Accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json' });
+      const events = await watchEvents(tc.cluster, `${W}&resourceVersion=${rv}`, (e) => e.length >= 2, { Accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json' });
       const tables = events.map((e) => e.object as { kind: string; columnDefinitions?: unknown[]; rows: unknown[] });
       expect(tables.map((t) => t.kind)).to.deep.equal(['Table', 'Table']);
       expect(tables[0]!.columnDefinitions).to.have.length.greaterThan(0);
@@ -336,7 +336,7 @@ describe('local cluster state persistence', function () {
     const dir = mkdtempSync(join(tmpdir(), 'lc-state-'));
     const logger = pino({ level: 'silent' });
     let cluster = await LocalCluster.start({ stateDir: join(dir, 'state'), workDir: join(dir, 'w1'), logger });
-    const call = client(() => cluster.url);
+    const call = client(() => cluster);
     try {
       const created = await call('POST', CM, cm('kept'));
       await call('POST', '/api/v1/namespaces/default/pods', {

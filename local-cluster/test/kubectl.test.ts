@@ -390,7 +390,7 @@ describe('kubectl: Jobs run by the local kubelet', () => {
     expect(res.stdout).to.equal('job.batch/sleeper configured\n');
     // kubectl's request log: a strategic merge patch carrying only the edited fields
     // (no containers list: the OpenAPI schema gives it the merge key "name").
-    expect(res.stderr).to.match(/PATCH http:\/\/\S+\/apis\/batch\/v1\/namespaces\/default\/jobs\/sleeper\?fieldManager=kubectl-client-side-apply&fieldValidation=Strict\n/);
+    expect(res.stderr).to.match(/PATCH https:\/\/\S+\/apis\/batch\/v1\/namespaces\/default\/jobs\/sleeper\?fieldManager=kubectl-client-side-apply&fieldValidation=Strict\n/);
     expect(res.stderr).to.include('Content-Type: application/strategic-merge-patch+json');
     expect(res.stderr).to.include('\\"labels\\":{\\"team\\":\\"media\\"}},\\"spec\\":{\\"backoffLimit\\":4}}"');
     const got = await t.kubectl(['get', 'job', 'sleeper', '-o', 'jsonpath={.spec.backoffLimit} {.metadata.labels.team} {.metadata.generation}']);

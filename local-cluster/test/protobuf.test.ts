@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { createServer, request, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,8 +11,9 @@ import { builtinSchemas } from '../src/openapi/index.js';
 import { messageTables } from '../src/protobuf/decode.js';
 import { decodeProtobufDeleteOptions, decodeProtobufObject, isProtobuf } from '../src/protobuf/index.js';
 import { DECODED_KINDS, MESSAGES } from '../src/protobuf/messages.js';
+import type { LocalCluster } from '../src/index.js';
 import type { ResourceType } from '../src/types.js';
-import { KUBECTL, startTestCluster, type KubectlResult, type TestCluster } from './support.js';
+import { clusterFetch, KUBECTL, type KubectlResult, startTestCluster, type TestCluster } from './support.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -282,16 +284,18 @@ describe('protobuf bodies', () => {
  * A pass-through proxy in front of the cluster that keeps the protobuf bodies
  * kubectl sends, so they can be compared with what kubectl prints as JSON.
  */
-async function recordingProxy(target: string): Promise<{ server: Server; url: string; bodies: { path: string; body: Buffer }[] }> {
+async function recordingProxy(cluster: LocalCluster): Promise<{ server: Server; url: string; bodies: { path: string; body: Buffer }[] }> {
   const bodies: { path: string; body: Buffer }[] = [];
-  const upstream = new URL(target);
+  const upstream = new URL(cluster.url);
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       if (isProtobuf(req.headers['content-type'])) bodies.push({ path: req.url ?? '', body });
-      const out = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+      // kubectl sends no token to this plain-HTTP proxy; the proxy authenticates to the cluster.
+      const headers = { ...req.headers, authorization: `Bearer ${cluster.token}` };
+      const out = httpsRequest({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers, ca: cluster.caCert }, (up) => {
         res.writeHead(up.statusCode ?? 502, up.headers);
         up.pipe(res);
       });
@@ -309,7 +313,7 @@ describe('kubectl create with protobuf bodies', () => {
 
   before(async () => {
     t = await startTestCluster();
-    proxy = await recordingProxy(t.cluster.url);
+    proxy = await recordingProxy(t.cluster);
     kubeconfig = join(t.home, 'proxied-kubeconfig');
     writeFileSync(kubeconfig, readFileSync(t.cluster.kubeconfigPath, 'utf8').replace(t.cluster.url, proxy.url));
   });
@@ -384,7 +388,7 @@ describe('kubectl create with protobuf bodies', () => {
   });
 
   it('answers JSON to a client that accepts only protobuf, with a JSON Content-Type client-go decodes by', async () => {
-    const res = await fetch(`${t.cluster.url}/api/v1/namespaces/media`, { headers: { Accept: 'application/vnd.kubernetes.protobuf' } });
+    const res = await clusterFetch(t.cluster, `/api/v1/namespaces/media`, { headers: { Accept: 'application/vnd.kubernetes.protobuf' } });
     expect(res.status).to.equal(200);
     expect(res.headers.get('content-type')).to.equal('application/json');
     expect(((await res.json()) as Json).metadata.name).to.equal('media');

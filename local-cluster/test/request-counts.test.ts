@@ -4,7 +4,7 @@
 import { expect } from 'chai';
 import * as k8s from '@kubernetes/client-node';
 import { requestVerb } from '../src/request-counts.js';
-import { kubeConfigFor, startTestCluster, type TestCluster } from './support.js';
+import { clusterFetch, kubeConfigFor, startTestCluster, type TestCluster } from './support.js';
 
 describe('local cluster: request counts by verb and resource', function () {
   this.timeout(30_000);
@@ -45,10 +45,10 @@ describe('local cluster: request counts by verb and resource', function () {
     } });
     await batch.patchNamespacedJobStatus({ namespace: 'default', name: 'j1', body: { status: { active: 0 } } },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
-    const watch = await fetch(`${tc.cluster.url}/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1`);
+    const watch = await clusterFetch(tc.cluster, `/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1`);
     await watch.text();
-    await fetch(`${tc.cluster.url}/version`).then((r) => r.text());
-    await fetch(`${tc.cluster.url}/apis`).then((r) => r.text());
+    await clusterFetch(tc.cluster, `/version`).then((r) => r.text());
+    await clusterFetch(tc.cluster, `/apis`).then((r) => r.text());
 
     expect(tc.cluster.requestCounts()).to.deep.equal({
       'create configmaps': 1,
@@ -68,10 +68,10 @@ describe('local cluster: request counts by verb and resource', function () {
   it('does not count writes the throttle refuses', async () => {
     tc.cluster.throttleWrites(1);
     try {
-      const r1 = await fetch(`${tc.cluster.url}/api/v1/namespaces/default/configmaps`, {
+      const r1 = await clusterFetch(tc.cluster, `/api/v1/namespaces/default/configmaps`, {
         method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ metadata: { name: 't1' } }),
       });
-      const r2 = await fetch(`${tc.cluster.url}/api/v1/namespaces/default/configmaps`, {
+      const r2 = await clusterFetch(tc.cluster, `/api/v1/namespaces/default/configmaps`, {
         method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ metadata: { name: 't2' } }),
       });
       expect([r1.status, r2.status]).to.deep.equal([201, 429]);

@@ -6,7 +6,7 @@ import { expect } from 'chai';
 import * as k8s from '@kubernetes/client-node';
 import { retryAfterMs } from '@mediajobs/lib/kube-client';
 import { TOO_MANY_REQUESTS_TEXT } from '../src/throttle.js';
-import { startTestCluster, type TestCluster } from './support.js';
+import { clusterFetch, startTestCluster, type TestCluster } from './support.js';
 
 describe('local cluster: the write throttle (as API Priority and Fairness)', function () {
   this.timeout(30_000);
@@ -37,7 +37,7 @@ describe('local cluster: the write throttle (as API Priority and Fairness)', fun
     }
     expect(tc.cluster.throttledWrites).to.equal(refused.length);
 
-    const raw = await fetch(`${tc.cluster.url}/api/v1/namespaces/default/configmaps`, {
+    const raw = await clusterFetch(tc.cluster, `/api/v1/namespaces/default/configmaps`, {
       method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ metadata: { name: 'raw' } }),
     });
     expect(raw.status).to.equal(429);

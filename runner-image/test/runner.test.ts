@@ -3,7 +3,6 @@
 // a MediaJob on the local cluster and delivering to managed local storage.
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -449,7 +448,7 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     it('patches the MediaJob status over TLS with the ServiceAccount token, trusting only the cluster CA', async () => {
       // An API server endpoint as a pod sees it: HTTPS with a certificate of
       // the cluster's CA, requiring the ServiceAccount token, in front of the
-      // local cluster.
+      // local cluster (which it calls with the local cluster's own token).
       const dir = mkdtempSync(join(scratch, 'tls-'));
       await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1',
         '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'ca.crt')]);
@@ -461,7 +460,7 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
           res.writeHead(401).end();
           return;
         }
-        const out = http.request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host } }, (up) => {
+        const out = https.request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host, authorization: `Bearer ${cluster.token}` }, ca: cluster.caCert }, (up) => {
           res.writeHead(up.statusCode ?? 502, up.headers);
           up.pipe(res);
         });

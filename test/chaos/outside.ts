@@ -6,6 +6,7 @@
 // the same rules.
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { clusterFetch } from '../../local-cluster/test/support.js';
 import type { OperatorProcess, Receiver, Service } from '../e2e/support.js';
 
 export const TERMINAL = ['Completed', 'Failed', 'Warning', 'Skipped', 'Cancelled', 'CancelledByAdmin'];
@@ -60,7 +61,7 @@ export async function statuses(svc: ChaosService, ids: string[]): Promise<Map<st
 /** Who holds the operator's Lease now, as the API server says (kube's own record of leadership). */
 export async function leaseHolder(svc: ChaosService): Promise<string | undefined> {
   const ns = svc.env.MEDIAJOBS_NAMESPACE ?? 'default';
-  const res = await fetch(`${svc.cluster.cluster.url}/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${svc.env.LEASE_NAME ?? 'mediajobs-operator'}`);
+  const res = await clusterFetch(svc.cluster.cluster, `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${svc.env.LEASE_NAME ?? 'mediajobs-operator'}`);
   if (res.status !== 200) return undefined;
   return ((await res.json()) as { spec?: { holderIdentity?: string } }).spec?.holderIdentity;
 }

@@ -57,6 +57,8 @@ export interface KubeletOptions {
    * volume modes and fsGroup ownership are honoured either way.
    */
   runAsPodUsers?: boolean;
+  /** The token the API server accepts for a ServiceAccount, projected where a pod asks for one (credentials.ts). */
+  serviceAccountToken?: (namespace: string, serviceAccount: string) => string;
   logger?: (msg: string, extra?: Record<string, unknown>) => void;
 }
 
@@ -270,6 +272,7 @@ export class Kubelet {
     const lookup: ObjectLookup = {
       secret: (n) => this.getCore('Secret', bound.metadata.namespace, n),
       configMap: (n) => this.getCore('ConfigMap', bound.metadata.namespace, n),
+      serviceAccountToken: (sa) => this.opts.serviceAccountToken?.(bound.metadata.namespace ?? 'default', sa),
     };
     const worker = new PodWorker(bound, {
       api: this.api,

@@ -12,6 +12,8 @@ import type { Container, ObjectFieldSelector, Pod, ResourceFieldSelector } from 
 export interface ObjectLookup {
   secret(name: string): KubeObject | undefined;
   configMap(name: string): KubeObject | undefined;
+  /** A token for one of the pod namespace's ServiceAccounts; undefined where the cluster issues none. */
+  serviceAccountToken?(serviceAccount: string): string | undefined;
 }
 
 /** A container cannot be configured (missing Secret, key, bad fieldRef...). */

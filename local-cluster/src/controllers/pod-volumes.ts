@@ -132,8 +132,9 @@ function setUpVolume(pod: Pod, vol: Volume, dir: string, lookup: ObjectLookup, n
       } else if (src.downwardAPI) {
         merge(files, downwardFiles(pod, src.downwardAPI.items, node, name));
       } else if (src.serviceAccountToken) {
-        // The local API server accepts any bearer token, so a fixed one is as good as a signed JWT.
-        files.set(src.serviceAccountToken.path ?? 'token', { data: Buffer.from('local-cluster-service-account-token') });
+        // The pod's own ServiceAccount's token, which the local API server accepts (an opaque token, not a JWT).
+        const token = lookup.serviceAccountToken?.(pod.spec?.serviceAccountName || 'default') ?? '';
+        files.set(src.serviceAccountToken.path ?? 'token', { data: Buffer.from(token) });
       }
     }
     writeFiles(dir, files, vol.projected.defaultMode ?? DEFAULT_MODE);
