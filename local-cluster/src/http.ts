@@ -15,7 +15,7 @@ import {
 } from './errors.js';
 import { openApiDocumentJson, openApiIndex } from './openapi/index.js';
 import { patchTypeOf, unsupportedPatchType } from './patch.js';
-import { PROTOBUF_MEDIA_TYPE, decodeProtobufDeleteOptions, decodeProtobufObject, isProtobuf } from './protobuf/index.js';
+import { PROTOBUF_MEDIA_TYPE, decodeProtobufDeleteOptions, decodeProtobufObject } from './protobuf/index.js';
 import { parseFieldSelector, parseLabelSelector } from './selectors.js';
 import { objectKey } from './store.js';
 import { toTable } from './table.js';
@@ -154,7 +154,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
         return sendObject(res, opts.dryRun ? 200 : 201, created, opts.warnings);
       }
       case 'DELETE':
-        return serveDeleteCollection(ctx, rt, namespace, q, res);
+        return serveDeleteCollection(ctx, req, rt, namespace, q, res);
       default:
         throw methodNotAllowed();
     }
@@ -185,7 +185,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
       if (!type) throw unsupportedPatchType(rt.kind);
       validatePatchOptions(q, type === 'apply');
       const text = await readBody(req);
-      const patch = parseBody(text, contentType, rt, type === 'apply');
+      const patch = parseBody(text, type === 'apply', rt);
       // An apply to a missing object creates it.
       const created = type === 'apply' && !opts.dryRun && !ctx.api.getStored(rt, namespace, name);
       return sendObject(res, created ? 201 : 200, ctx.api.patch(rt, namespace, name, patch, type, opts), opts.warnings);
@@ -342,11 +342,11 @@ async function serveDelete(ctx: HttpContext, req: IncomingMessage, rt: ResourceT
   }, 'application/json', warningHeaders(warnings));
 }
 
-async function serveDeleteCollection(ctx: HttpContext, rt: ResourceType, namespace: string | undefined, q: Query, res: ServerResponse): Promise<void> {
+async function serveDeleteCollection(ctx: HttpContext, req: IncomingMessage, rt: ResourceType, namespace: string | undefined, q: Query, res: ServerResponse): Promise<void> {
   const items = ctx.api.listStored(rt, {
     namespace, labelSelector: q.get('labelSelector') ?? undefined, fieldSelector: q.get('fieldSelector') ?? undefined,
   });
-  const opts = await deleteOptions(undefined, q);
+  const opts = await deleteOptions(req, q);
   const deleted: KubeObject[] = [];
   for (const o of items) {
     try {
@@ -359,22 +359,9 @@ async function serveDeleteCollection(ctx: HttpContext, rt: ResourceType, namespa
   sendJson(res, 200, { apiVersion: apiVersionOf(rt), kind: rt.listKind, metadata: { resourceVersion: String(ctx.api.store.resourceVersion) }, items: deleted });
 }
 
-async function deleteOptions(req: IncomingMessage | undefined, q: Query): Promise<DeleteOptions & { dryRun?: boolean }> {
-  let body: Record<string, unknown> = {};
-  if (req && isProtobuf(req.headers['content-type'])) {
-    // Typed clients' Delete sends its DeleteOptions as protobuf too.
-    body = decodeProtobufDeleteOptions(await readBodyBytes(req));
-  } else if (req) {
-    const text = await readBody(req);
-    if (text.trim()) {
-      try {
-        const parsed: unknown = JSON.parse(text);
-        if (isObject(parsed)) body = parsed;
-      } catch (e) {
-        throw badRequest(`the body of the request was in an unknown format: ${(e as Error).message}`);
-      }
-    }
-  }
+async function deleteOptions(req: IncomingMessage, q: Query): Promise<DeleteOptions & { dryRun?: boolean }> {
+  const bytes = await readBodyBytes(req);
+  const body = bytes.length ? decodeDeleteOptions(bytes, negotiateBody(req.headers['content-type'], BUILTIN_BODY_TYPES)) : {};
   const opts: DeleteOptions & { dryRun?: boolean } = {};
   const policy = (body.propagationPolicy as string | undefined) ?? q.get('propagationPolicy') ?? undefined;
   const orphan = body.orphanDependents ?? (q.get('orphanDependents') !== null ? isTrue(q.get('orphanDependents')) : undefined);
@@ -392,6 +379,19 @@ async function deleteOptions(req: IncomingMessage | undefined, q: Query): Promis
   const dryRun = body.dryRun ?? q.getAll('dryRun');
   if (Array.isArray(dryRun) && dryRun.includes('All')) opts.dryRun = true;
   return opts;
+}
+
+/** A DeleteOptions body; typed clients' Delete sends it as protobuf. */
+function decodeDeleteOptions(bytes: Buffer, mediaType: string): Record<string, unknown> {
+  if (mediaType === PROTOBUF_MEDIA_TYPE) return decodeProtobufDeleteOptions(bytes);
+  const text = bytes.toString('utf8');
+  if (!text.trim()) return {};
+  try {
+    const parsed: unknown = mediaType === 'application/yaml' ? parseYaml(text) : JSON.parse(text);
+    return isObject(parsed) ? parsed : {};
+  } catch (e) {
+    throw badRequest(`the body of the request was in an unknown format: ${(e as Error).message}`);
+  }
 }
 
 async function serveLog(ctx: HttpContext, namespace: string, name: string, q: Query, res: ServerResponse): Promise<void> {
@@ -519,12 +519,28 @@ async function readBodyBytes(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** What a create or update body may be in: JSON, YAML, and for built-in kinds protobuf (custom resources have no protobuf codec). */
+const BUILTIN_BODY_TYPES = ['application/json', 'application/yaml', PROTOBUF_MEDIA_TYPE] as const;
+const CUSTOM_BODY_TYPES = ['application/json', 'application/yaml'] as const;
+
+/**
+ * The media type a body is decoded as, as apiserver's NegotiateInputSerializer
+ * picks it: no Content-Type is the first accepted type (JSON); parameters are
+ * dropped and the rest must be one of `accepted` exactly, else 415. So a
+ * browser's cross-origin bodies without a preflight (text/plain, forms) are refused.
+ */
+function negotiateBody(contentType: string | undefined, accepted: readonly string[]): string {
+  const mediaType = contentType ? mediaTypeOf(contentType) : accepted[0]!;
+  if (!accepted.includes(mediaType)) throw unsupportedMediaType(accepted);
+  return mediaType;
+}
+
 async function readObject(req: IncomingMessage, rt: ResourceType): Promise<KubeObject> {
-  const contentType = req.headers['content-type'] ?? 'application/json';
   const body = await readBodyBytes(req);
+  const mediaType = negotiateBody(req.headers['content-type'], rt.builtin ? BUILTIN_BODY_TYPES : CUSTOM_BODY_TYPES);
   // kubectl's typed clients (create secret, configmap, namespace …) send protobuf.
-  if (mediaTypeOf(contentType) === PROTOBUF_MEDIA_TYPE) return decodeProtobufObject(body, rt);
-  const parsed = parseBody(body.toString('utf8'), contentType, rt, false);
+  if (mediaType === PROTOBUF_MEDIA_TYPE) return decodeProtobufObject(body, rt);
+  const parsed = parseBody(body.toString('utf8'), mediaType === 'application/yaml', rt);
   if (!isObject(parsed)) {
     throw badRequest(`the object provided is unrecognized (must be of type ${rt.kind}): couldn't get version/kind; json parse error: expected an object`);
   }
@@ -535,14 +551,9 @@ function mediaTypeOf(contentType: string): string {
   return contentType.split(';')[0]!.trim().toLowerCase();
 }
 
-function parseBody(text: string, contentType: string, rt: ResourceType, yamlAllowed: boolean): unknown {
-  const mediaType = mediaTypeOf(contentType);
-  const isYaml = mediaType === 'application/yaml' || mediaType.endsWith('+yaml');
-  if (!isYaml && mediaType !== '' && !mediaType.endsWith('json') && mediaType !== '*/*') {
-    // Custom resources decode JSON and YAML only; built-in kinds protobuf too.
-    throw unsupportedMediaType(rt.builtin ? ['application/json', 'application/yaml', PROTOBUF_MEDIA_TYPE] : ['application/json', 'application/yaml']);
-  }
-  if (isYaml || yamlAllowed) {
+/** A JSON (or YAML) body already negotiated. */
+function parseBody(text: string, yaml: boolean, rt: ResourceType): unknown {
+  if (yaml) {
     try {
       return parseYaml(text);
     } catch (e) {

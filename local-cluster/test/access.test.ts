@@ -1,7 +1,7 @@
 // Who may talk to the local cluster (issue 18, item 5): only a caller with the
 // bearer token it issued (the kubeconfig's, or a pod's projected
-// ServiceAccount token), to a loopback Host; so a web page, which can do
-// none of these, cannot drive it.
+// ServiceAccount token), in a body a Kubernetes client sends, to a loopback
+// Host; so a web page, which can do none of these, cannot drive it.
 // Unauthenticated callers get what kube-apiserver's defaults give them:
 // /healthz, /livez, /readyz and /version, 403 for the rest, 401 for a wrong token.
 import { expect } from 'chai';
@@ -132,6 +132,36 @@ spec:
       expect(token).to.not.equal(tc.cluster.token);
       const asPod = await tc.kubectl(['get', 'configmaps', `--token=${token}`, '-o', 'name'], { allowFail: true });
       expect(asPod.code, asPod.stderr).to.equal(0);
+    });
+  });
+
+  describe('request bodies', () => {
+    const post = (path: string, contentType: string | undefined, body: string) =>
+      clusterFetch(tc.cluster, path, { method: 'POST', body, headers: contentType ? { 'Content-Type': contentType } : {} });
+    const json = JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'from-a-page' }, data: { a: '1' } });
+    const BUILTIN = 'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf';
+
+    it('refuses what a browser sends cross-origin without a preflight (text/plain, forms) with 415', async () => {
+      for (const type of ['text/plain', 'text/plain;charset=UTF-8', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
+        const res = await post(CM, type, json);
+        expect([res.status, await res.json()], type).to.deep.equal([415, status(BUILTIN, 'UnsupportedMediaType', 415)]);
+      }
+      const cr = await post('/apis/media.example.com/v1/namespaces/default/mediajobs', 'text/plain', '{}');
+      expect([cr.status, await cr.json()]).to.deep.equal([415, status(
+        'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml', 'UnsupportedMediaType', 415)]);
+      const del = await clusterFetch(tc.cluster, `${CM}/anything`, { method: 'DELETE', body: '{}', headers: { 'Content-Type': 'text/plain' } });
+      expect([del.status, await del.json()]).to.deep.equal([415, status(BUILTIN, 'UnsupportedMediaType', 415)]);
+      const patch = await clusterFetch(tc.cluster, `${CM}/anything`, { method: 'PATCH', body: '{}', headers: { 'Content-Type': 'text/plain' } });
+      expect(patch.status).to.equal(415);
+      expect((await tc.kubectl(['get', 'configmap', 'from-a-page'], { allowFail: true })).code).to.not.equal(0);
+    });
+
+    it('reads a body without a Content-Type as JSON, and takes YAML and JSON with parameters', async () => {
+      expect((await post(CM, undefined, json)).status).to.equal(201);
+      expect((await post(CM, 'application/yaml', 'metadata: {name: as-yaml}\n')).status).to.equal(201);
+      expect((await post(CM, 'Application/JSON; charset=utf-8', json.replace('from-a-page', 'with-params'))).status).to.equal(201);
+      const del = await clusterFetch(tc.cluster, `${CM}/as-yaml`, { method: 'DELETE', body: 'propagationPolicy: Background\n', headers: { 'Content-Type': 'application/yaml' } });
+      expect(del.status).to.equal(200);
     });
   });
 
