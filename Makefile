@@ -25,11 +25,12 @@ deps: node_modules/.installed
 need-kubectl:
 	@command -v kubectl >/dev/null || { echo "kubectl is required (see README)"; exit 1; }
 
-# yt-dlp and ffmpeg come from Debian's packages (root, or sudo, needed once).
+# yt-dlp and ffmpeg come from Debian's packages (root, or sudo, needed once); so does
+# openssl, with which the local cluster makes its TLS certificate on first start.
 media-tools:
-	@if ! command -v yt-dlp >/dev/null || ! command -v ffmpeg >/dev/null; then \
+	@if ! command -v yt-dlp >/dev/null || ! command -v ffmpeg >/dev/null || ! command -v openssl >/dev/null; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq yt-dlp ffmpeg; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq yt-dlp ffmpeg openssl; \
 	fi
 
 # The rate limit's tests start their own redis-server (Debian's package) on a free loopback port;
