@@ -33,10 +33,13 @@ export function guardRequest(req: IncomingMessage, opts: GuardOptions): StatusEr
   return opts.credentials.userOf(token) === undefined ? unauthorized() : undefined;
 }
 
-/** The name part of a Host header: brackets kept off an IPv6 literal, the port dropped, lower case. */
-export function hostName(host: string): string {
+/** The name part of a Host header: an IPv6 literal without its brackets, no port, lower case. */
+function hostName(host: string): string {
   const h = host.trim().toLowerCase();
-  if (h.startsWith('[')) return h.slice(1, h.indexOf(']') > 0 ? h.indexOf(']') : undefined);
+  if (h.startsWith('[')) {
+    const end = h.indexOf(']');
+    return h.slice(1, end > 0 ? end : undefined);
+  }
   const colon = h.indexOf(':');
   return colon >= 0 ? h.slice(0, colon) : h;
 }
