@@ -12,7 +12,7 @@ import { FieldSet, fromFieldsV1, pathString, toFieldsV1 } from '../src/ssa/field
 import { apply, recordUpdate, type Writer } from '../src/ssa/managed-fields.js';
 import type { TypeRef } from '../src/ssa/typed.js';
 import type { KubeObject } from '../src/types.js';
-import { apiError, eventually, kubeConfigFor, startTestCluster, type TestCluster } from './support.js';
+import { apiError, clusterFetch, eventually, kubeConfigFor, startTestCluster, type TestCluster } from './support.js';
 
 // ---- the rules, on a small schema ------------------------------------------------
 
@@ -260,7 +260,7 @@ describe('server-side apply with real clients', function () {
   });
 
   it('a write without fieldManager is recorded under the User-Agent up to its first "/"', async () => {
-    const res = await fetch(`${t.cluster.url}/api/v1/namespaces/default/configmaps`, {
+    const res = await clusterFetch(t.cluster, `/api/v1/namespaces/default/configmaps`, {
       method: 'POST', headers: { 'Content-Type': 'application/json', 'User-Agent': 'my-tool/1.0 (linux)' },
       body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'by-agent' }, data: { k: 'v' } }),
     });
@@ -271,7 +271,7 @@ describe('server-side apply with real clients', function () {
   });
 
   it('managedFields a client writes: an empty entry resets them, a malformed list is ignored', async () => {
-    const patch = (body: unknown) => fetch(`${t.cluster.url}/api/v1/namespaces/default/configmaps/made?fieldManager=ops`, {
+    const patch = (body: unknown) => clusterFetch(t.cluster, `/api/v1/namespaces/default/configmaps/made?fieldManager=ops`, {
       method: 'PATCH', headers: { 'Content-Type': 'application/merge-patch+json' }, body: JSON.stringify(body),
     });
     const before = (await getYaml('configmap', 'made')).metadata.managedFields;
@@ -367,7 +367,7 @@ describe('server-side apply with real clients', function () {
       expect(res.status).to.equal(400);
       expect(((await res.json()) as { message: string }).message)
         .to.equal('Incorrect version specified in apply patch. Specified patch version: mediajobs.io/v1, expected: mediajobs.io/v1alpha1');
-      const merge = await fetch(`${t.cluster.url}/apis/mediajobs.io/v1alpha1/namespaces/default/mediajobs/clip?force=true`, {
+      const merge = await clusterFetch(t.cluster, `/apis/mediajobs.io/v1alpha1/namespaces/default/mediajobs/clip?force=true`, {
         method: 'PATCH', headers: { 'Content-Type': 'application/merge-patch+json' }, body: '{}',
       });
       expect(merge.status).to.equal(422);
@@ -396,7 +396,7 @@ describe('server-side apply with real clients', function () {
 
 function fetchApply(t: TestCluster, path: string, manager: string, body: unknown): Promise<Response> {
   const query = manager ? `?fieldManager=${encodeURIComponent(manager)}` : '';
-  return fetch(`${t.cluster.url}${path}${query}`, {
+  return clusterFetch(t.cluster, `${path}${query}`, {
     method: 'PATCH', headers: { 'Content-Type': 'application/apply-patch+yaml' }, body: JSON.stringify(body),
   });
 }
