@@ -141,6 +141,38 @@ describe('operator: every namespace, and who a manifest acts for', function () {
     expect(episodes).to.deep.equal([{ api_key_id: teamKey, cr_namespace: 'team-d' }]);
   });
 
+  it('a pipeline syncing with server-side apply, again and again: one run, no conflict with the operator\'s writes', async () => {
+    operator = await start({ WATCH_NAMESPACES: 'team-a' });
+    // What Argo CD (ServerSideApply=true) and Flux send: an apply under their own field manager. Not forced, so a
+    // field the operator had taken would fail the sync with a conflict.
+    const manifest = JSON.stringify({
+      apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob', metadata: { name: 'synced', namespace: 'team-a' },
+      spec: { url: 'http://scripted.invalid/complete?sleepMs=1500' },
+    });
+    const sync = () => tc.kubectl(['apply', '--server-side', '--field-manager=argocd-controller', '-f', '-'], { input: manifest });
+    expect((await sync()).stdout).to.include('mediajob.mediajobs.io/synced serverside-applied');
+    // Syncs while it runs, and after it finished.
+    for (let i = 0; i < 3; i++) {
+      await new Promise((r) => setTimeout(r, 300));
+      await sync();
+    }
+    const done = await settled('team-a', 'synced');
+    expect(done.status).to.include({ status: 'Completed' });
+    await sync();
+    const after = await get('team-a', 'synced');
+    expect(after.metadata.resourceVersion, 'a sync of the same manifest writes nothing').to.equal(done.metadata.resourceVersion);
+    expect((await runnerJobs('team-a')).filter((j) => j.metadata?.labels?.['mediajobs.io/mediajob'] === 'synced')).to.have.length(1);
+    expect(await rowsFor('team-a', 'synced')).to.have.length(1);
+    // The pipeline owns the spec; the operator's status and finalizer are its own, so neither takes the other's fields.
+    const fields = (after.metadata as k8s.V1ObjectMeta).managedFields ?? [];
+    const managers = fields.map((m) => [m.manager, m.operation, m.subresource ?? '']);
+    expect(managers).to.deep.include(['argocd-controller', 'Apply', '']);
+    expect(managers.filter(([, , sub]) => sub === 'status').length, 'status written by the operator').to.be.greaterThan(0);
+    const pipeline = fields.find((m) => m.manager === 'argocd-controller')!;
+    expect(Object.keys((pipeline.fieldsV1 as Record<string, object>)['f:spec'] ?? {})).to.include('f:url');
+    expect(JSON.stringify(pipeline.fieldsV1)).to.not.include('f:status');
+  });
+
   it('refuses a manifest whose spec.jobId names another MediaJob\'s record, and leaves that record alone', async () => {
     operator = await start({ WATCH_NAMESPACES: 'team-a' });
     await apply('team-a', 'original');
