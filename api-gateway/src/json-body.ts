@@ -1,11 +1,11 @@
 // Request bodies: JSON only, of a bounded size, and an object where the
 // routes expect one. Parse errors reach the error middleware (http-errors.ts)
 // as body-parser's typed errors and are answered there.
+import { NOT_AN_OBJECT } from '@mediajobs/lib/request-body';
 import { json, type Request, type RequestHandler } from 'express';
 import { BODY_ERRORS, HttpError } from './http-errors.js';
 
 export const NOT_JSON = 'Content-Type must be application/json';
-export const NOT_AN_OBJECT = 'Request body must be a JSON object';
 
 /**
  * `Content-Type: application/json` (415 otherwise, checked before anything is
@@ -56,6 +56,8 @@ export const wellFormedText: RequestHandler = (req, _res, next) => {
 export const optionalJsonBody = (): RequestHandler[] => [json({ limit: '16kb' }), wellFormedText];
 
 /** The parsed body as an object; 400 for an array or anything else. */
+export { NOT_AN_OBJECT };
+
 export function bodyObject(req: Request): Record<string, unknown> {
   const b: unknown = req.body;
   if (typeof b !== 'object' || b === null || Array.isArray(b)) throw new HttpError(400, NOT_AN_OBJECT);

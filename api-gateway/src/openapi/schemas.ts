@@ -1,8 +1,9 @@
 // The zod schemas of the OpenAPI document (./document.ts): request bodies
 // and answers, each registered under the component name the document gives
 // it. POST /jobs and POST /jobs/bulk take the very schema that validates
-// POST /jobs (lib/src/job-options.ts); the storage bodies are built from the
-// field table the storage endpoints read (destinations/fields.ts); the
+// POST /jobs (lib/src/job-options.ts), the other bodies the schemas their
+// routes validate with (lib/src/request-body.ts); the storage bodies are
+// built from the field table the storage endpoints read (destinations/fields.ts); the
 // answers, which handlers write as plain objects, are described here and
 // held to the real answers by test/openapi.test.ts.
 import { z } from 'zod';
@@ -12,7 +13,10 @@ import {
   BATCH_KINDS, BATCH_STATUSES, ERROR_TYPES, JOB_STATUSES, JOB_STEPS, MAX_RESOLUTIONS, STORAGE_PROVIDERS, type StorageProviderName,
 } from '@mediajobs/lib/mediajob/types';
 import { PROGRESS_STAGES } from '@mediajobs/lib/mediajob/progress-stages';
+import { urlRequestSchema } from '@mediajobs/lib/media-info/platform-url';
 import { PROVIDER_FIELDS } from '../destinations/fields.js';
+import { renameEpisodesRequest as renameSchema } from '../routes/batches.js';
+import { chatRequest as chatSchema } from '../routes/chat.js';
 import { MAX_BULK_URLS } from '../routes/bulk.js';
 import { BUCKET_FIELDS } from '../routes/user-storage-checks.js';
 
@@ -56,16 +60,10 @@ export const bulkJobsRequest = jobRequestBodySchema.omit({ url: true, storage: t
   urls: z.array(z.string()).min(1).max(MAX_BULK_URLS),
 }).register(requests, { id: 'BulkJobsRequest', description: `POST /jobs/bulk: 1 to ${MAX_BULK_URLS} URLs with POST /jobs' options shared.` });
 
-export const renameEpisodesRequest = z.object({
-  renames: z.array(z.object({ job_id: z.string(), filename: z.string().describe('Without extension; POST /jobs rule 1 applies') })),
-}).register(requests, { id: 'RenameEpisodesRequest' });
-
-export const urlRequest = z.object({ url: z.string().min(1) }).register(requests, { id: 'UrlRequest' });
-
-export const chatRequest = z.object({
-  webhook_url: z.string().describe("Must start with the chat service's incoming-webhook prefix (CHAT_WEBHOOK_PREFIX)"),
-  notify_level: z.enum(NOTIFY_LEVELS).default('all'),
-}).register(requests, { id: 'ChatSettingsRequest' });
+// The schemas their routes validate with (lib/src/request-body.ts), registered here as they are.
+export const renameEpisodesRequest = renameSchema.register(requests, { id: 'RenameEpisodesRequest' });
+export const urlRequest = urlRequestSchema.register(requests, { id: 'UrlRequest' });
+export const chatRequest = chatSchema.register(requests, { id: 'ChatSettingsRequest' });
 
 export const storageRequests = Object.fromEntries(STORAGE_PROVIDERS.map((p) => [p, z.object({
   ...providerFields(p),

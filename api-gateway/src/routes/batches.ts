@@ -22,11 +22,13 @@ import type { Logger } from '@mediajobs/lib/logger';
 import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
+import { z } from 'zod';
+import { parseRequestBody } from '@mediajobs/lib/request-body';
 import type { Principal } from '../auth.js';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
 import { HttpError, failsWith } from '../http-errors.js';
 import { isUuid, uuidv7 } from '../ids.js';
-import { acceptJson, bodyObject, optionalJsonBody } from '../json-body.js';
+import { acceptJson, optionalJsonBody } from '../json-body.js';
 import type { GatewayMetrics } from '../metrics.js';
 
 export const NOT_FOUND = 'Batch not found';
@@ -211,27 +213,29 @@ function showBatch(deps: BatchesRouteDeps): RequestHandler {
   };
 }
 
-/** `renames` of the PATCH body: an array of {job_id, filename} strings; 400 naming the first bad entry. */
-function parseRenames(body: Record<string, unknown>): EpisodeRename[] {
-  const renames = body.renames;
-  if (renames === undefined || renames === null) throw new HttpError(400, "Missing required field 'renames'");
-  if (!Array.isArray(renames)) throw new HttpError(400, "Invalid field 'renames': must be an array");
-  return renames.map((r: unknown, i) => {
-    const entry = r as { job_id?: unknown; filename?: unknown } | null;
-    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) {
-      throw new HttpError(400, `Invalid field 'renames[${i}]': must be an object with job_id and filename`);
-    }
-    if (typeof entry.job_id !== 'string') throw new HttpError(400, `Invalid field 'renames[${i}].job_id': must be a string`);
-    if (typeof entry.filename !== 'string') throw new HttpError(400, `Invalid field 'renames[${i}].filename': must be a string`);
-    return { jobId: entry.job_id, filename: entry.filename };
-  });
+/** The PATCH /batch/{id}/jobs body (the OpenAPI document's RenameEpisodesRequest). */
+export const renameEpisodesRequest = z.object({
+  renames: z.array(
+    z.object({
+      job_id: z.string({ error: 'must be a string' }),
+      filename: z.string({ error: 'must be a string' }).describe('Without extension; POST /jobs rule 1 applies'),
+    }, { error: 'must be an object with job_id and filename' }),
+    { error: 'must be an array' },
+  ),
+});
+
+/** `renames` of the PATCH body; 400 naming the first bad entry. */
+function parseRenames(body: unknown): EpisodeRename[] {
+  const r = parseRequestBody(renameEpisodesRequest, body);
+  if (!r.ok) throw new HttpError(400, r.error);
+  return r.data.renames.map((e) => ({ jobId: e.job_id, filename: e.filename }));
 }
 
 function renameBatchJobs(deps: BatchesRouteDeps): RequestHandler {
   return async (req, res) => {
     const id = String(req.params.id);
     if (!isUuid(id)) throw new HttpError(404, NOT_FOUND);
-    const renames = parseRenames(bodyObject(req));
+    const renames = parseRenames(req.body);
     const r = await renameEpisodes(deps.pool, id.toLowerCase(), principal(res).apiKeyId, renames);
     if (r.outcome !== 'renamed') throw refused(r, () => NOT_PAUSED_RENAME);
     res.json({ updated: r.updated, errors: r.errors.map((e) => e.message) });

@@ -11,8 +11,10 @@ import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { urlFieldError, type OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
+import { z } from 'zod';
+import { parseRequestBody } from '@mediajobs/lib/request-body';
 import { HttpError } from '../http-errors.js';
-import { acceptJson, bodyObject } from '../json-body.js';
+import { acceptJson } from '../json-body.js';
 
 export interface ChatDeps {
   pool: pg.Pool;
@@ -39,9 +41,7 @@ export function chatRouter(deps: ChatDeps): Router {
  * The body's webhook_url, checked: the configured prefix (which fixes the
  * scheme and host, so no user info can follow it) and the outbound policy.
  */
-function webhookUrl(deps: ChatDeps, value: unknown): string {
-  if (value === undefined || value === null) throw new HttpError(400, "Missing required field 'webhook_url'");
-  if (typeof value !== 'string') throw new HttpError(400, "Invalid field 'webhook_url': must be a string");
+function webhookUrl(deps: ChatDeps, value: string): string {
   const url = value.trim();
   if (!url.startsWith(deps.webhookPrefix) || url.length === deps.webhookPrefix.length || url.length > MAX_URL || !URL.canParse(url)) {
     throw new HttpError(400, `Invalid webhook_url. Must start with '${deps.webhookPrefix}'`);
@@ -51,11 +51,11 @@ function webhookUrl(deps: ChatDeps, value: unknown): string {
   return url;
 }
 
-function notifyLevel(value: unknown): NotifyLevel {
-  if (value === undefined || value === null) return 'all';
-  if (typeof value !== 'string' || !(NOTIFY_LEVELS as readonly string[]).includes(value)) throw new HttpError(400, BAD_LEVEL);
-  return value as NotifyLevel;
-}
+/** The POST /user/chat body (the OpenAPI document's ChatSettingsRequest); the prefix is checked by webhookUrl. */
+export const chatRequest = z.object({
+  webhook_url: z.string({ error: 'must be a string' }).describe("Must start with the chat service's incoming-webhook prefix (CHAT_WEBHOOK_PREFIX)"),
+  notify_level: z.enum(NOTIFY_LEVELS, { error: BAD_LEVEL }).default('all'),
+});
 
 /** A store failure is the spec's 503, logged without the address. */
 function unavailable(deps: ChatDeps, err: unknown): HttpError {
@@ -67,9 +67,10 @@ const apiKeyId = (res: Response): string => res.locals.principal!.apiKeyId;
 
 function saveChat(deps: ChatDeps): RequestHandler {
   return async (req, res) => {
-    const body = bodyObject(req);
-    const url = webhookUrl(deps, body.webhook_url);
-    const level = notifyLevel(body.notify_level);
+    const body = parseRequestBody(chatRequest, req.body);
+    if (!body.ok) throw new HttpError(400, body.error);
+    const url = webhookUrl(deps, body.data.webhook_url);
+    const level: NotifyLevel = body.data.notify_level;
     await saveChatSetting(deps.pool, apiKeyId(res), deps.secretBox.sealable(url), level).catch((err) => {
       throw unavailable(deps, err);
     });

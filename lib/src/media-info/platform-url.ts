@@ -27,7 +27,9 @@
 // sees playlist (`list=`) or other page parameters, and one video has one
 // key in the URL map test seam whatever form the client sent.
 
+import { z } from 'zod';
 import { DEFAULT_OUTBOUND_POLICY, urlFieldError, type OutboundPolicy } from '../outbound.js';
+import { parseRequestBody } from '../request-body.js';
 
 export const VIDEO_ID = /^[0-9A-Za-z_-]{11}$/;
 
@@ -147,18 +149,17 @@ export const URL_MAX_LENGTH = 2048;
 
 export type UrlFieldResult = { ok: true; url: string } | { ok: false; error: string };
 
-/** The `url` field of an info request body; messages in the style of POST /jobs. */
+/** The body of POST /metadata and POST /is-short (the OpenAPI document's UrlRequest). */
+export const urlRequestSchema = z.object({
+  url: z.string({ error: 'must be a string' }).trim()
+    .min(1, { error: "Missing required field 'url'" })
+    .max(URL_MAX_LENGTH, { error: `must be at most ${URL_MAX_LENGTH} characters` }),
+});
+
+/** The `url` field of an info request body, trimmed; messages in the style of POST /jobs (lib/src/request-body.ts). */
 export function readUrlField(body: unknown): UrlFieldResult {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    return { ok: false, error: 'Request body must be a JSON object' };
-  }
-  const url = (body as Record<string, unknown>).url;
-  if (url === undefined || url === null) return { ok: false, error: "Missing required field 'url'" };
-  if (typeof url !== 'string') return { ok: false, error: "Invalid field 'url': must be a string" };
-  const trimmed = url.trim();
-  if (!trimmed) return { ok: false, error: "Missing required field 'url'" };
-  if (trimmed.length > URL_MAX_LENGTH) return { ok: false, error: `Invalid field 'url': must be at most ${URL_MAX_LENGTH} characters` };
-  return { ok: true, url: trimmed };
+  const r = parseRequestBody(urlRequestSchema, body);
+  return r.ok ? { ok: true, url: r.data.url } : r;
 }
 
 /** Messages of the 400s /is-short answers for URLs it does not take. */
