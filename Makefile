@@ -75,6 +75,7 @@ test: need-kubectl typecheck lint unit
 # Each benchmark prints the figures its issue names; run them one at a time on a quiet machine.
 bench: deps bench-tools
 	npx tsx local-cluster/bench/create-watch.ts
+	npx tsx local-cluster/bench/apply.ts
 	npx tsx api-gateway/bench/post-jobs.ts
 	npx tsx api-gateway/bench/idempotency.ts
 	npx tsx api-gateway/bench/rate-limit.ts

@@ -3,17 +3,14 @@
 // throughput, watch delivery latency, the cluster's resident memory once all
 // exist, and list latency for 10,000 objects with and without Table output.
 // The cluster runs in its own process so its memory is measured alone.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import https from 'node:https';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
+import { closeConnections, median, percentile, request, startCluster, useKubeconfig } from './cluster-process.js';
 
 const N = Number(process.env.BENCH_OBJECTS ?? 10_000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
-const here = dirname(fileURLToPath(import.meta.url));
 const GROUP = 'bench.mediajobs.io';
 const PLURAL = 'items';
 
@@ -37,60 +34,10 @@ const crd = {
   },
 };
 
-function startCluster(dir: string): Promise<{ proc: ChildProcess; url: string; kubeconfig: string }> {
-  const kubeconfig = join(dir, 'kubeconfig');
-  const proc = spawn(process.execPath, ['--import', 'tsx', join(here, '../src/cli.ts'), '--kubeconfig', kubeconfig, '--work-dir', join(dir, 'work')], {
-    stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, LOG_LEVEL: 'warn' },
-  });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    proc.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /local cluster at (\S+)/.exec(out);
-      if (m) resolve({ proc, url: m[1]!, kubeconfig });
-    });
-    proc.once('exit', (code) => reject(new Error(`cluster exited ${code}`)));
-  });
-}
-
-// Raw requests as kubectl makes them: trusting the kubeconfig's CA, with its bearer token.
-let agent: https.Agent | undefined;
-let authorization: string;
-
-function useKubeconfig(kc: k8s.KubeConfig): void {
-  agent = new https.Agent({ keepAlive: true, maxSockets: CONCURRENCY, ca: Buffer.from(kc.getCurrentCluster()!.caData!, 'base64') });
-  authorization = `Bearer ${kc.getCurrentUser()!.token!}`;
-}
-
-function request(url: string, method: string, body?: unknown, accept = 'application/json'): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const data = body === undefined ? undefined : JSON.stringify(body);
-    const req = https.request(url, {
-      method, agent,
-      headers: { Accept: accept, Authorization: authorization, ...(data ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) } : {}) },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
-    });
-    req.on('error', reject);
-    req.end(data);
-  });
-}
-
 function rssMb(pid: number): { rss: number; peak: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
   return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
 }
 
 async function main(): Promise<void> {
@@ -99,7 +46,7 @@ async function main(): Promise<void> {
   try {
     const kc = new k8s.KubeConfig();
     kc.loadFromFile(kubeconfig);
-    useKubeconfig(kc);
+    useKubeconfig(kc, CONCURRENCY);
     const created = await request(`${url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions`, 'POST', crd);
     if (created.status !== 201) throw new Error(`CRD create failed: ${created.text}`);
 
@@ -173,7 +120,7 @@ async function main(): Promise<void> {
     for (const [what, value, goal] of rows) process.stdout.write(`  ${what.padEnd(68)} ${value.padStart(14)}   ${goal}\n`);
   } finally {
     proc.kill('SIGTERM');
-    agent?.destroy();
+    closeConnections();
     rmSync(dir, { recursive: true, force: true });
   }
 }
