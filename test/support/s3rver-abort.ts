@@ -66,6 +66,11 @@ export async function s3rverWithAbort(s3: RunningS3rver, opts: { partBytesPerSec
       r.pipe(res);
     });
     up.on('error', () => res.destroy());
+    // A client cut off mid-body (an outage's closed connections) cuts the upstream request too: s3rver would
+    // otherwise wait for the rest of the body, and its close() for that request, until its 300 s request timeout.
+    req.on('close', () => {
+      if (!req.complete) up.destroy();
+    });
     const paced = opts.partBytesPerSecond && req.method === 'PUT' && url.searchParams.has('partNumber');
     if (paced) req.pipe(pace(opts.partBytesPerSecond!)).pipe(up);
     else req.pipe(up);

@@ -69,6 +69,9 @@ export async function startS3rver(opts: { buckets?: string[]; port?: number } = 
     async stop() {
       if (stopped) return;
       stopped = true;
+      // close() waits for every connection to end; one a test cut mid-request (an outage) would hold it for
+      // s3rver's 300 s request timeout.
+      (server as unknown as { httpServer?: { closeAllConnections(): void } }).httpServer?.closeAllConnections();
       await server.close();
       await rm(directory, { recursive: true, force: true });
     },
