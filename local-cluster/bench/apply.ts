@@ -7,13 +7,11 @@
 // Prints throughput, the ratio of applies to creates, and latency
 // percentiles per kind, the lone no-op apply's p99 against its goal.
 //   BENCH_OBJECTS (10000): applies, and creates; BENCH_CONCURRENCY (16).
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { parse } from 'yaml';
-import { closeConnections, percentile, request, startCluster, useKubeconfig } from './cluster-process.js';
+import { benchmark, percentile, request, type Row } from './cluster-process.js';
 
 const N = Number(process.env.BENCH_OBJECTS ?? 10_000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
@@ -50,13 +48,7 @@ async function phase(
   return { perSecond: count / ((performance.now() - t0) / 1000), latencies: latencies.sort((a, b) => a - b) };
 }
 
-async function main(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), 'lc-bench-apply-'));
-  const { proc, url, kubeconfig } = await startCluster(dir);
-  try {
-    const kc = new k8s.KubeConfig();
-    kc.loadFromFile(kubeconfig);
-    useKubeconfig(kc, CONCURRENCY);
+benchmark(CONCURRENCY, async ({ url }) => {
     const crd = await request(`${url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions`, 'POST', parse(readFileSync(CRD, 'utf8')));
     if (crd.status !== 201) throw new Error(`CRD: ${crd.status} ${crd.text}`);
     await new Promise((r) => setTimeout(r, 500));
@@ -78,7 +70,7 @@ async function main(): Promise<void> {
     if (before.metadata?.resourceVersion !== after.metadata?.resourceVersion) throw new Error('a no-op apply wrote the object');
 
     const ms = (x: number) => x.toFixed(2);
-    const rows: [string, string, string][] = [
+    const rows: Row[] = [
       [`creates (POST) per second`, creates.perSecond.toFixed(0), ''],
       [`applies per second (${half} creating, ${N - half} no-op)`, appliesPerSecond.toFixed(0), ''],
       ['applies / creates', (appliesPerSecond / creates.perSecond).toFixed(2), '>= 0.5'],
@@ -87,16 +79,5 @@ async function main(): Promise<void> {
       [`no-op apply p50 / p99 (ms), ${CONCURRENCY} at a time`, `${ms(percentile(noop.latencies, 50))} / ${ms(percentile(noop.latencies, 99))}`, ''],
       [`no-op apply p50 / p99 (ms), one at a time (${alone.latencies.length})`, `${ms(percentile(alone.latencies, 50))} / ${ms(percentile(alone.latencies, 99))}`, 'p99 < 2'],
     ];
-    process.stdout.write(`\nlocal-cluster server-side apply benchmark (MediaJobs=${N}, concurrency=${CONCURRENCY})\n`);
-    for (const [what, value, goal] of rows) process.stdout.write(`  ${what.padEnd(56)} ${value.padStart(16)}   ${goal}\n`);
-  } finally {
-    proc.kill('SIGTERM');
-    closeConnections();
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-main().then(() => process.exit(0), (e: unknown) => {
-  process.stderr.write(`bench failed: ${(e as Error).stack ?? String(e)}\n`);
-  process.exit(1);
+    return { title: `local-cluster server-side apply benchmark (MediaJobs=${N}, concurrency=${CONCURRENCY})`, rows, width: [56, 16] };
 });

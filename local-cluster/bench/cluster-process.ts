@@ -2,10 +2,12 @@
 // (so its memory and CPU are its own), and raw requests as kubectl makes
 // them, over keep-alive HTTPS with the kubeconfig's CA and bearer token.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import https from 'node:https';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type * as k8s from '@kubernetes/client-node';
+import * as k8s from '@kubernetes/client-node';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -28,11 +30,6 @@ export function startCluster(dir: string): Promise<{ proc: ChildProcess; url: st
 // Raw requests as kubectl makes them: trusting the kubeconfig's CA, with its bearer token.
 let agent: https.Agent | undefined;
 let authorization: string;
-
-/** Close the kept-alive connections (the bench's end). */
-export function closeConnections(): void {
-  agent?.destroy();
-}
 
 export function useKubeconfig(kc: k8s.KubeConfig, concurrency: number): void {
   agent = new https.Agent({ keepAlive: true, maxSockets: concurrency, ca: Buffer.from(kc.getCurrentCluster()!.caData!, 'base64') });
@@ -66,3 +63,37 @@ export function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
+
+/** One printed figure: what, its value, and the issue's goal ('' when none). */
+export type Row = [what: string, value: string, goal: string];
+
+/**
+ * Run a benchmark against a fresh cluster process (its kubeconfig loaded, raw
+ * requests set up for `concurrency`), print its rows under its title, and
+ * exit: 1 with the error when it failed.
+ */
+export function benchmark(
+  concurrency: number,
+  body: (c: { proc: ChildProcess; url: string; kc: k8s.KubeConfig }) => Promise<{ title: string; rows: Row[]; width: [number, number] }>,
+): void {
+  const run = async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lc-bench-'));
+    const { proc, url, kubeconfig } = await startCluster(dir);
+    try {
+      const kc = new k8s.KubeConfig();
+      kc.loadFromFile(kubeconfig);
+      useKubeconfig(kc, concurrency);
+      const { title, rows, width: [w, v] } = await body({ proc, url, kc });
+      process.stdout.write(`\n${title}\n`);
+      for (const [what, value, goal] of rows) process.stdout.write(`  ${what.padEnd(w)} ${value.padStart(v)}   ${goal}\n`);
+    } finally {
+      proc.kill('SIGTERM');
+      agent?.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  run().then(() => process.exit(0), (e: unknown) => {
+    process.stderr.write(`bench failed: ${(e as Error).stack ?? String(e)}\n`);
+    process.exit(1);
+  });
+}

@@ -3,11 +3,9 @@
 // throughput, watch delivery latency, the cluster's resident memory once all
 // exist, and list latency for 10,000 objects with and without Table output.
 // The cluster runs in its own process so its memory is measured alone.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
-import { closeConnections, median, percentile, request, startCluster, useKubeconfig } from './cluster-process.js';
+import { benchmark, median, percentile, request, type Row } from './cluster-process.js';
 
 const N = Number(process.env.BENCH_OBJECTS ?? 10_000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
@@ -40,13 +38,7 @@ function rssMb(pid: number): { rss: number; peak: number } {
   return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
 }
 
-async function main(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), 'lc-bench-'));
-  const { proc, url, kubeconfig } = await startCluster(dir);
-  try {
-    const kc = new k8s.KubeConfig();
-    kc.loadFromFile(kubeconfig);
-    useKubeconfig(kc, CONCURRENCY);
+benchmark(CONCURRENCY, async ({ proc, url, kc }) => {
     const created = await request(`${url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions`, 'POST', crd);
     if (created.status !== 201) throw new Error(`CRD create failed: ${created.text}`);
 
@@ -108,7 +100,7 @@ async function main(): Promise<void> {
     const listJson = await timeList('application/json');
     const listTable = await timeList('application/json;as=Table;v=v1;g=meta.k8s.io,application/json');
 
-    const rows: [string, string, string][] = [
+    const rows: Row[] = [
       [`creates/s (${N} over keep-alive, concurrency ${CONCURRENCY})`, (N / createSeconds).toFixed(0), '>= 2000'],
       ['watch delivery p50 / p99 after the create response (ms)', `${percentile(afterResponse, 50).toFixed(1)} / ${percentile(afterResponse, 99).toFixed(1)}`, 'p99 < 50'],
       ['watch delivery p50 / p99 after the create request was sent (ms)', `${percentile(afterSend, 50).toFixed(1)} / ${percentile(afterSend, 99).toFixed(1)}`, ''],
@@ -116,16 +108,5 @@ async function main(): Promise<void> {
       [`list ${N} objects, JSON, median of 5 (ms)`, listJson.toFixed(0), ''],
       [`list ${N} objects, Table, median of 5 (ms)`, listTable.toFixed(0), ''],
     ];
-    process.stdout.write(`\nlocal-cluster benchmark (objects=${N})\n`);
-    for (const [what, value, goal] of rows) process.stdout.write(`  ${what.padEnd(68)} ${value.padStart(14)}   ${goal}\n`);
-  } finally {
-    proc.kill('SIGTERM');
-    closeConnections();
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-main().then(() => process.exit(0), (e: unknown) => {
-  process.stderr.write(`bench failed: ${(e as Error).stack ?? String(e)}\n`);
-  process.exit(1);
+    return { title: `local-cluster benchmark (objects=${N})`, rows, width: [68, 14] };
 });

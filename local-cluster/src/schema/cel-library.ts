@@ -96,71 +96,46 @@ export function displayError(source: string, e: SourceError): string {
 
 const OPERATOR = /^[_@!]/;
 
-/** The checker's name resolution, without types: every identifier and function must be declared. */
-function undeclaredReferences(expr: Expr | undefined, scope: Set<string>, positions: Map<number, number>, out: SourceError[]): void {
-  if (!expr) return;
-  const at = (id: bigint | number): number => positions.get(Number(id)) ?? 0;
-  const undeclared = (name: string, id: bigint | number): void => {
-    out.push({ offset: at(id), message: `undeclared reference to '${name}' (in container '')` });
-  };
-  const walk = (e: Expr | undefined, s = scope): void => undeclaredReferences(e, s, positions, out);
+/** An expression's sub-expressions, each with the names bound where it sits (a comprehension binds its variables). */
+function children(expr: Expr, scope: ReadonlySet<string>): [Expr | undefined, ReadonlySet<string>][] {
+  const here = (e: Expr | undefined): [Expr | undefined, ReadonlySet<string>] => [e, scope];
   const k = expr.exprKind;
   switch (k.case) {
-    case 'identExpr':
-      if (!scope.has(k.value.name)) undeclared(k.value.name, expr.id);
-      return;
-    case 'selectExpr':
-      return walk(k.value.operand);
-    case 'callExpr':
-      if (!OPERATOR.test(k.value.function) && !ENV.funcs.find(k.value.function)) undeclared(k.value.function, expr.id);
-      walk(k.value.target);
-      for (const a of k.value.args) walk(a);
-      return;
-    case 'listExpr':
-      for (const e of k.value.elements) walk(e);
-      return;
-    case 'structExpr':
-      for (const entry of k.value.entries) {
-        if (entry.keyKind.case === 'mapKey') walk(entry.keyKind.value);
-        walk(entry.value);
-      }
-      return;
+    case 'selectExpr': return [here(k.value.operand)];
+    case 'callExpr': return [here(k.value.target), ...k.value.args.map(here)];
+    case 'listExpr': return k.value.elements.map(here);
+    case 'structExpr': return k.value.entries.flatMap((e) => [...(e.keyKind.case === 'mapKey' ? [here(e.keyKind.value)] : []), here(e.value)]);
     case 'comprehensionExpr': {
       const c = k.value;
-      walk(c.iterRange);
-      walk(c.accuInit);
       const inner = new Set([...scope, c.iterVar, c.iterVar2, c.accuVar].filter(Boolean));
-      walk(c.loopCondition, inner);
-      walk(c.loopStep, inner);
-      walk(c.result, new Set([...scope, c.accuVar]));
-      return;
+      return [here(c.iterRange), here(c.accuInit), [c.loopCondition, inner], [c.loopStep, inner], [c.result, new Set([...scope, c.accuVar])]];
     }
-    default:
+    default: return [];
   }
+}
+
+/** The checker's name resolution, without types: every identifier and function must be declared. */
+function undeclaredReferences(expr: Expr | undefined, scope: ReadonlySet<string>, positions: Map<number, number>, out: SourceError[]): void {
+  if (!expr) return;
+  const undeclared = (name: string): void => {
+    out.push({ offset: positions.get(Number(expr.id)) ?? 0, message: `undeclared reference to '${name}' (in container '')` });
+  };
+  const k = expr.exprKind;
+  if (k.case === 'identExpr' && !scope.has(k.value.name)) undeclared(k.value.name);
+  if (k.case === 'callExpr' && !OPERATOR.test(k.value.function) && !ENV.funcs.find(k.value.function)) undeclared(k.value.function);
+  for (const [e, s] of children(expr, scope)) undeclaredReferences(e, s, positions, out);
 }
 
 function referenced(expr: Expr | undefined, name: string): boolean {
   if (!expr) return false;
-  const k = expr.exprKind;
-  switch (k.case) {
-    case 'identExpr': return k.value.name === name;
-    case 'selectExpr': return referenced(k.value.operand, name);
-    case 'callExpr': return referenced(k.value.target, name) || k.value.args.some((a) => referenced(a, name));
-    case 'listExpr': return k.value.elements.some((e) => referenced(e, name));
-    case 'structExpr': return k.value.entries.some((e) => (e.keyKind.case === 'mapKey' && referenced(e.keyKind.value, name)) || referenced(e.value, name));
-    case 'comprehensionExpr': {
-      const c = k.value;
-      return [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result].some((e) => referenced(e, name));
-    }
-    default: return false;
-  }
+  if (expr.exprKind.case === 'identExpr') return expr.exprKind.value.name === name;
+  return children(expr, new Set()).some(([e]) => referenced(e, name));
 }
 
 /** Select chains rooted at an identifier not bound by a comprehension. */
-function selectionChains(expr: Expr | undefined, bound: Set<string>, positions: Map<number, number>, out: Selection[]): void {
+function selectionChains(expr: Expr | undefined, bound: ReadonlySet<string>, positions: Map<number, number>, out: Selection[]): void {
   if (!expr) return;
-  const k = expr.exprKind;
-  if (k.case === 'selectExpr') {
+  if (expr.exprKind.case === 'selectExpr') {
     const fields: Selection['fields'] = [];
     let cur: Expr | undefined = expr;
     while (cur?.exprKind.case === 'selectExpr') {
@@ -174,31 +149,7 @@ function selectionChains(expr: Expr | undefined, bound: Set<string>, positions: 
     selectionChains(cur, bound, positions, out);
     return;
   }
-  const walk = (e: Expr | undefined, b = bound): void => selectionChains(e, b, positions, out);
-  switch (k.case) {
-    case 'callExpr':
-      walk(k.value.target);
-      for (const a of k.value.args) walk(a);
-      return;
-    case 'listExpr':
-      for (const e of k.value.elements) walk(e);
-      return;
-    case 'structExpr':
-      for (const entry of k.value.entries) {
-        if (entry.keyKind.case === 'mapKey') walk(entry.keyKind.value);
-        walk(entry.value);
-      }
-      return;
-    case 'comprehensionExpr': {
-      const c = k.value;
-      walk(c.iterRange);
-      walk(c.accuInit);
-      const inner = new Set([...bound, c.iterVar, c.iterVar2, c.accuVar].filter(Boolean));
-      for (const e of [c.loopCondition, c.loopStep, c.result]) walk(e, inner);
-      return;
-    }
-    default:
-  }
+  for (const [e, s] of children(expr, bound)) selectionChains(e, s, positions, out);
 }
 
 /** cel-go's "no such key" and friends, for the messages bufbuild/cel words differently. */
