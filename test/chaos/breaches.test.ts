@@ -47,4 +47,12 @@ describe('fault suite: breaches()', () => {
       expect(found[0]).to.match(message);
     });
   }
+
+  it('takes any of several statuses where a scenario allows them, and names the one outside them', () => {
+    const s = clean();
+    s.jobs[0]!.status = 'Failed';
+    expect(breaches(s, { status: ['Completed', 'Failed'], created: 2 })).to.deep.equal([]);
+    s.jobs[1]!.status = 'Warning';
+    expect(breaches(s, { status: ['Completed', 'Failed'], created: 2 })).to.deep.equal(['b: ended Warning, not Completed or Failed']);
+  });
 });

@@ -17,6 +17,8 @@ export type ChaosService = Service<OperatorProcess>;
 export interface JobSeen {
   id: string;
   status: string;
+  /** GET /jobs/{id}'s reason (a failure's category); absent when it has none. */
+  reason?: string;
   s3Key: string | null;
   fileSize: number | null;
   /** status.attempt of its MediaJob (absent: 1); undefined when the MediaJob is not there. */
@@ -105,6 +107,7 @@ export async function look(svc: ChaosService, receiver: Receiver, ids: string[],
     return {
       id,
       status: row.status as string,
+      ...(typeof row.reason === 'string' && { reason: row.reason }),
       s3Key: (row.s3_key as string | null) ?? null,
       fileSize: (row.file_size as number | null) ?? null,
       attempt: mj ? (mj.status?.attempt ?? 1) : undefined,
@@ -123,8 +126,8 @@ export async function look(svc: ChaosService, receiver: Receiver, ids: string[],
 }
 
 export interface Expectation {
-  /** The status every job must end with. */
-  status: string;
+  /** The status every job must end with, or the statuses any may end with. */
+  status: string | readonly string[];
   /** Jobs created by the scenario (usage_count must be exactly this). */
   created: number;
 }
@@ -139,7 +142,8 @@ export interface Expectation {
 export function breaches(seen: Seen, expect: Expectation): string[] {
   const out: string[] = [];
   for (const j of seen.jobs) {
-    if (j.status !== expect.status) out.push(`${j.id}: ended ${j.status}, not ${expect.status}`);
+    const allowed = [expect.status].flat();
+    if (!allowed.includes(j.status)) out.push(`${j.id}: ended ${j.status}, not ${allowed.join(' or ')}`);
     if (j.attempt === undefined) {
       out.push(`${j.id}: no MediaJob`);
     } else {

@@ -105,37 +105,25 @@ export async function runStorageOutage(c: StorageChaos, o: { jobs: number; downM
     .catch(() => undefined);
   const seen = await look(f.svc, f.receiver, ids, bucketKeys(s3));
   const outcomes: Record<string, number> = {};
-  const rows = await statuses(f.svc, ids);
-  for (const id of ids) {
-    const r = rows.get(id)!;
-    const label = r.status === 'Failed' ? `Failed ${String(r.reason)}` : String(r.status);
+  for (const j of seen.jobs) {
+    const label = j.status === 'Failed' ? `Failed ${j.reason}` : j.status;
     outcomes[label] = (outcomes[label] ?? 0) + 1;
   }
-  return { ids, uploadsAtStop, msToAllTerminal, msToNoUploads, uploadsLeft, seen, outcomes, breaches: judge(seen, rows, uploadsLeft) };
+  return { ids, uploadsAtStop, msToAllTerminal, msToNoUploads, uploadsLeft, seen, outcomes, breaches: judge(seen, uploadsLeft) };
 }
 
 /**
- * The scenario's rules: each job either Completed (after a retry) or
- * Failed storage_unreachable, with the fault suite's usual rules for each
- * (breaches(), judged per outcome); no multipart upload left.
+ * The scenario's rules: the fault suite's usual ones (breaches()), each job
+ * ending Completed or Failed; a failure is storage_unreachable and leaves no
+ * file, a completion came on a later attempt; no multipart upload left.
  */
-function judge(seen: Seen, rows: Map<string, Record<string, unknown>>, uploadsLeft: number): string[] {
-  const out: string[] = [];
+function judge(seen: Seen, uploadsLeft: number): string[] {
+  const out = breaches(seen, { status: ['Completed', 'Failed'], created: seen.jobs.length });
   for (const j of seen.jobs) {
-    const r = rows.get(j.id)!;
-    if (j.status === 'Failed' && r.reason !== 'storage_unreachable') out.push(`${j.id}: Failed ${String(r.reason)}, not storage_unreachable`);
-    if (j.status === 'Completed' && (j.attempt ?? 1) < 2) out.push(`${j.id}: Completed on attempt 1, though the storage stopped under its upload`);
+    if (j.status === 'Failed' && j.reason !== 'storage_unreachable') out.push(`${j.id}: Failed ${j.reason}, not storage_unreachable`);
     if (j.status === 'Failed' && j.s3Key) out.push(`${j.id}: Failed with a file (${j.s3Key})`);
+    if (j.status === 'Completed' && (j.attempt ?? 1) < 2) out.push(`${j.id}: Completed on attempt 1, though the storage stopped under its upload`);
   }
-  // breaches() expects one status for all; judge each group by its own and keep what is not about the status.
-  for (const status of ['Completed', 'Failed']) {
-    const group = { ...seen, jobs: seen.jobs.filter((j) => j.status === status) };
-    out.push(...breaches(group, { status, created: seen.jobs.length }).filter((b) => !/^usage|^storage/.test(b)));
-  }
-  for (const j of seen.jobs) if (!['Completed', 'Failed'].includes(j.status)) out.push(`${j.id}: ended ${j.status}`);
-  // Storage and usage over all the jobs: files only for the Completed, counted once each.
-  out.push(...breaches({ ...seen, jobs: seen.jobs.map((j) => ({ ...j, status: 'any' })) }, { status: 'any', created: seen.jobs.length })
-    .filter((b) => /^usage|^storage/.test(b)));
   if (uploadsLeft) out.push(`storage: ${uploadsLeft} multipart upload(s) neither completed nor aborted`);
   return out;
 }
