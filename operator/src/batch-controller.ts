@@ -34,7 +34,7 @@ import type { OperatorConfig } from './config.js';
 import type { EventRecorder } from './events.js';
 import type { OperatorMetrics } from './metrics.js';
 import type { NamespaceOwners } from './namespace-owners.js';
-import { resourcePath, ScopedInformer, watchScope } from './watch-scope.js';
+import { customResourceWatch, ScopedInformer, watchScope } from './watch-scope.js';
 import type { Kube } from './kube.js';
 import { Announced, mediaBatchRef, mediaBatchTransition } from './transition-events.js';
 
@@ -84,10 +84,7 @@ export class MediaBatchController {
       ...(d.metrics && { metrics: d.metrics }),
       kc: kube.kc, resyncMs: cfg.RESYNC_SECONDS * 1000, watchdogMs: cfg.WATCHDOG_SECONDS * 1000, relistMs: cfg.RELIST_SECONDS * 1000, log,
       name: 'mediabatches',
-      path: resourcePath(`/apis/${GROUP}/${VERSION}`, MEDIABATCH_PLURAL, ns),
-      list: () => (ns === undefined
-        ? kube.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: MEDIABATCH_PLURAL })
-        : kube.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: MEDIABATCH_PLURAL })) as never,
+      ...customResourceWatch(kube.custom, MEDIABATCH_PLURAL, ns),
       onChange: (mb) => this.enqueue(keyOf(mb.metadata?.namespace, mb.metadata?.name)),
       onResync: () => this.enqueueAll(),
     }));

@@ -59,7 +59,7 @@ import {
   Announced, admitted, hasWaited, mediaJobRef, mediaJobTransition, runnerJobCreated, type Announcement,
 } from './transition-events.js';
 import { deleteAfterTtl, finishedTtlSeconds } from './ttl.js';
-import { resourcePath, ScopedInformer, watches, watchScope, type WatchScope } from './watch-scope.js';
+import { customResourceWatch, resourcePath, ScopedInformer, watches, watchScope, type WatchScope } from './watch-scope.js';
 
 export type { ManagedStorageAccess };
 
@@ -152,10 +152,7 @@ export class MediaJobController {
     this.mediajobs = new ScopedInformer(scope, (ns) => ({
       ...common,
       name: 'mediajobs',
-      path: resourcePath(`/apis/${GROUP}/${VERSION}`, MEDIAJOB_PLURAL, ns),
-      list: () => (ns === undefined
-        ? kube.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: MEDIAJOB_PLURAL })
-        : kube.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: MEDIAJOB_PLURAL })) as never,
+      ...customResourceWatch(kube.custom, MEDIAJOB_PLURAL, ns),
       onChange: (mj) => this.enqueue(keyOf(mj.metadata?.namespace, mj.metadata?.name)),
       onResync: () => this.enqueueAll(),
     }));
@@ -200,9 +197,13 @@ export class MediaJobController {
    */
   activate(): void {
     const holding = this.mediajobs.list()
-      .filter((mj) => !isTerminal(mj.status?.status) && this.mayActFor(mj)
+      .filter((mj) => !isTerminal(mj.status?.status)
         && (mj.status?.jobName === currentJobName(mj) || this.jobs.get(currentJobName(mj), mj.metadata.namespace)))
-      .map((mj) => [keyOf(mj.metadata.namespace, mj.metadata.name), ownerOf(this.d.owners.resolve(mj))] as const);
+      .flatMap((mj) => {
+        // One whose owner is not settled holds nothing: it fails on its next pass.
+        const owned = this.d.owners.settled(mj);
+        return owned ? [[keyOf(mj.metadata.namespace, mj.metadata.name), ownerOf(owned)] as const] : [];
+      });
     this.admission.reset(holding);
     this.active = true;
     this.enqueueAll();
@@ -253,16 +254,6 @@ export class MediaJobController {
     for (const mj of this.mediajobs.list()) this.enqueue(keyOf(mj.metadata.namespace, mj.metadata.name));
   }
 
-  /** Whether the MediaJob's owner is settled (namespace-owners.ts); one that is not fails on its next pass. */
-  private mayActFor(mj: MediaJob): boolean {
-    try {
-      this.d.owners.resolve(mj);
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
   /** The MediaJob cache, for the materializer. */
   hasMediaJob(namespace: string, name: string): boolean {
     return !!this.mediajobs.get(name, namespace);
@@ -276,7 +267,7 @@ export class MediaJobController {
     if (!found) return DONE;
     if (found.metadata.deletionTimestamp) return this.deleted(key, found);
     // A finished job keeps what it was: a binding changed since does not fail it again.
-    if (isTerminal(found.status?.status) && !this.mayActFor(found)) return this.finish(key, found, found.status!);
+    if (isTerminal(found.status?.status) && !this.d.owners.settled(found)) return this.finish(key, found, found.status!);
     const mj = this.d.owners.resolve(found);
     const earlier = await this.record.ensureRecorded(key, mj);
     if (earlier) return this.restore(key, mj, earlier);

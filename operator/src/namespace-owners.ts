@@ -56,17 +56,26 @@ export class NamespaceOwners {
    * may repeat but not contradict. Throws PermanentError otherwise.
    */
   resolve<T extends Owner>(o: T): Owned<T> {
+    const r = this.settle(o);
+    if (r instanceof PermanentError) throw r;
+    return r;
+  }
+
+  /** As resolve, undefined where it would throw. */
+  settled<T extends Owner>(o: T): Owned<T> | undefined {
+    const r = this.settle(o);
+    return r instanceof PermanentError ? undefined : r;
+  }
+
+  private settle<T extends Owner>(o: T): Owned<T> | PermanentError {
     const named = o.spec.owner?.apiKeyId;
     const ns = o.metadata.namespace ?? '';
     if (ns === this.serviceNamespace) {
-      if (!named) throw new PermanentError(OWNER_REQUIRED, `spec.owner.apiKeyId is required in namespace ${ns}, which is bound to no single API key`);
-      return o as Owned<T>;
+      return named ? (o as Owned<T>) : new PermanentError(OWNER_REQUIRED, `spec.owner.apiKeyId is required in namespace ${ns}, which is bound to no single API key`);
     }
     const bound = this.boundKey(ns);
-    if (!bound) {
-      throw new PermanentError(NAMESPACE_NOT_BOUND, `namespace ${ns} is not bound to an API key: an admin sets its ${NAMESPACE_OWNER_ANNOTATION} annotation`);
-    }
-    if (named && named !== bound) throw new PermanentError(OWNER_NOT_ALLOWED, `spec.owner.apiKeyId is not the API key namespace ${ns} is bound to`);
+    if (!bound) return new PermanentError(NAMESPACE_NOT_BOUND, `namespace ${ns} is not bound to an API key: an admin sets its ${NAMESPACE_OWNER_ANNOTATION} annotation`);
+    if (named && named !== bound) return new PermanentError(OWNER_NOT_ALLOWED, `spec.owner.apiKeyId is not the API key namespace ${ns} is bound to`);
     return named ? (o as Owned<T>) : { ...o, spec: { ...o.spec, owner: { apiKeyId: bound } } };
   }
 

@@ -3,6 +3,7 @@
 // cluster-wide watch (a ClusterRole); a list is one watch per namespace, so
 // the operator needs rights only there (a Role in each, as the chart makes).
 import type * as k8s from '@kubernetes/client-node';
+import { GROUP, VERSION } from '@mediajobs/lib/mediajob/types';
 import { ResilientInformer, type ResilientInformerOptions } from './informer.js';
 
 /** Every namespace, or these (the service's own always among them). */
@@ -58,4 +59,17 @@ export class ScopedInformer<T extends k8s.KubernetesObject> {
 /** The API path of a resource in one namespace, or across all of them. */
 export function resourcePath(prefix: string, plural: string, namespace: string | undefined): string {
   return namespace === undefined ? `${prefix}/${plural}` : `${prefix}/namespaces/${namespace}/${plural}`;
+}
+
+/** An informer's path and list of one of our custom resources (mediajobs, mediabatches), in one namespace or across all. */
+export function customResourceWatch<T extends k8s.KubernetesObject>(
+  custom: k8s.CustomObjectsApi, plural: string, namespace: string | undefined,
+): { path: string; list: () => Promise<k8s.KubernetesListObject<T>> } {
+  const group = { group: GROUP, version: VERSION, plural };
+  return {
+    path: resourcePath(`/apis/${GROUP}/${VERSION}`, plural, namespace),
+    list: () => (namespace === undefined
+      ? custom.listClusterCustomObject(group)
+      : custom.listNamespacedCustomObject({ ...group, namespace })) as Promise<k8s.KubernetesListObject<T>>,
+  };
 }
