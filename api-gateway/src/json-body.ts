@@ -56,8 +56,6 @@ export const wellFormedText: RequestHandler = (req, _res, next) => {
 export const optionalJsonBody = (): RequestHandler[] => [json({ limit: '16kb' }), wellFormedText];
 
 /** The parsed body as an object; 400 for an array or anything else. */
-export { NOT_AN_OBJECT };
-
 export function bodyObject(req: Request): Record<string, unknown> {
   const b: unknown = req.body;
   if (typeof b !== 'object' || b === null || Array.isArray(b)) throw new HttpError(400, NOT_AN_OBJECT);

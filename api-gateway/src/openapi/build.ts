@@ -5,7 +5,8 @@
 import { z } from 'zod';
 import { INVALID_KEY, MISSING_KEY } from '../auth.js';
 import { BODY_ERRORS, UNAVAILABLE } from '../http-errors.js';
-import { NOT_AN_OBJECT, NOT_JSON } from '../json-body.js';
+import { NOT_AN_OBJECT } from '@mediajobs/lib/request-body';
+import { NOT_JSON } from '../json-body.js';
 import { MARKETPLACE_USER_REVOKED } from '../marketplace.js';
 import { RATE_COUNTER_UNAVAILABLE, RATE_LIMITED } from '../rate-limit.js';
 import { requests, responses } from './schemas.js';
