@@ -5,7 +5,7 @@
 // operator process' output, every runner pod's log) for each secret the run
 // used (issue 16 item 5).
 import { startMediaServer, type MediaServer } from '../support/media.js';
-import { startReceiver, startService, type Receiver } from '../e2e/support.js';
+import { runnerLogs, startReceiver, startService, type Receiver } from '../e2e/support.js';
 import { findLeaks, secretKeysOf, type LogText, type RunSecret } from '../support/secret-scan.js';
 import type { ChaosService } from './outside.js';
 
@@ -52,16 +52,10 @@ export async function startChaos(
   return {
     svc, media, receiver,
     async scanLogs() {
-      const pods = (await svc.cluster.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/managed-by=mediajobs-operator', '-o', 'name'])).stdout
-        .split('\n').filter(Boolean);
-      const runnerLogs = await Promise.all(pods.map(async (p): Promise<LogText> => {
-        const out = await svc.cluster.kubectl(['logs', p], { allowFail: true });
-        return { source: `runner ${p}`, text: out.stdout };
-      }));
       const logs: LogText[] = [
         { source: 'gateway', text: gatewayLines.join('') },
         { source: 'operator processes', text: svc.operator.output() },
-        ...runnerLogs,
+        ...await runnerLogs(svc),
       ];
       return { sources: logs.length, bytes: logs.reduce((n, l) => n + Buffer.byteLength(l.text), 0), leaks: findLeaks(secrets, logs) };
     },

@@ -26,7 +26,7 @@ import { startFakeOss, type RunningFakeOss } from '../support/fake-oss.js';
 import { startMediaServer, type MediaServer } from '../support/media.js';
 import { startS3rver, type RunningS3rver } from '../support/s3rver.js';
 import { assertNoLeaks, secretKeysOf, type RunSecret } from '../support/secret-scan.js';
-import { startReceiver, startService, type Receiver, type Service } from './support.js';
+import { runnerLogs, startReceiver, startService, type Receiver, type Service } from './support.js';
 
 // s3rver accepts only registered access key ids (SigV4 signatures are not
 // checked), so registering and revoking a key pair is real revocation.
@@ -376,10 +376,8 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
 
   describe('after the jobs above', () => {
     it('no log line of the gateway, the operator or a runner carries a credential', async () => {
-      const pods = (await svc.cluster.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/managed-by=mediajobs-operator', '-o', 'name'])).stdout
-        .split('\n').filter(Boolean);
-      expect(pods.length).to.be.at.least(3);
-      const runnerLogs = await Promise.all(pods.map(async (p) => ({ source: `runner ${p}`, text: (await svc.cluster.kubectl(['logs', p])).stdout })));
+      const runners = await runnerLogs(svc);
+      expect(runners.length).to.be.at.least(3);
       // Gateway and operator write to one stream here; each line names its process.
       const byProcess = new Map<string, string[]>();
       for (const l of lines) {
@@ -389,7 +387,7 @@ describe('end to end: delivery to the user\'s own storage (S3, Blob, OSS, GCS, D
       expect(byProcess.get('api-gateway')?.length, 'gateway lines captured').to.be.greaterThan(10);
       expect(byProcess.get('operator')?.length, 'operator lines captured').to.be.greaterThan(10);
       expect(byProcess.get('api-gateway')!.join('')).to.include('storage destination saved');
-      const logs = [...[...byProcess].map(([source, ls]) => ({ source, text: ls.join('') })), ...runnerLogs];
+      const logs = [...[...byProcess].map(([source, ls]) => ({ source, text: ls.join('') })), ...runners];
       expect(secrets.map((s) => s.kind)).to.include.members(['webhook URL', 'chat URL', 'webhook signing secret', 'SECRET_KEYS key e2e']);
       assertNoLeaks(secrets, logs);
     });

@@ -24,6 +24,7 @@ import { startTestCluster, type TestCluster } from '../../local-cluster/test/sup
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { tsxCommand } from '../support/tsx.js';
 import { freePort } from '../support/ports.js';
+import type { LogText } from '../support/secret-scan.js';
 
 export { freePort };
 
@@ -249,6 +250,13 @@ function operatorProcess(env: NodeJS.ProcessEnv): OperatorProcess {
     },
   };
   return handle;
+}
+
+/** The log of every runner pod in the cluster, each named for the secret scan (test/support/secret-scan.ts). */
+export async function runnerLogs(svc: Pick<Service<unknown>, 'cluster'>): Promise<LogText[]> {
+  const pods = (await svc.cluster.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/managed-by=mediajobs-operator', '-o', 'name'])).stdout
+    .split('\n').filter(Boolean);
+  return Promise.all(pods.map(async (p) => ({ source: `runner ${p}`, text: (await svc.cluster.kubectl(['logs', p])).stdout })));
 }
 
 export interface Receiver {
