@@ -90,6 +90,10 @@ describe('api-gateway: metrics', () => {
     expect(m.find('mediajobs_pg_pool_clients', { pool: 'gateway' }).map((s) => s.labels.state).sort()).to.deep.equal(['idle', 'in_use']);
     expect(m.find('mediajobs_pg_pool_waiting_requests', { pool: 'gateway' })).to.have.length(1);
     expect(m.find('mediajobs_process_cpu_seconds_total')).to.have.length(1);
+    expect(m.find('mediajobs_nodejs_eventloop_lag_p99_seconds')).to.have.length(1);
+    expect(m.find('mediajobs_nodejs_heap_size_used_bytes')).to.have.length(1);
+    // Left out for its cost (docs/metrics.md, Cost): a GC observer on every collection.
+    expect(m.samples.filter((s) => s.name.startsWith('mediajobs_nodejs_gc_'))).to.deep.equal([]);
     for (const s of m.samples) expect(s.name).to.match(/^mediajobs_/);
   });
 
