@@ -8,6 +8,7 @@ import { BODY_ERRORS, UNAVAILABLE } from '../http-errors.js';
 import { NOT_AN_OBJECT } from '@mediajobs/lib/request-body';
 import { NOT_JSON } from '../json-body.js';
 import { MARKETPLACE_USER_REVOKED } from '../marketplace.js';
+import { queryErrors } from '../query.js';
 import { RATE_COUNTER_UNAVAILABLE, RATE_LIMITED } from '../rate-limit.js';
 import { requests, responses } from './schemas.js';
 
@@ -53,7 +54,10 @@ export interface Operation {
   access: Access;
   /** A request body schema's component id; `optional` for POSTs that take none but read JSON if sent. */
   body?: { schema: string; required: boolean } | 'none-or-json';
+  /** Header parameters, in OpenAPI form. */
   parameters?: Json[];
+  /** The query schema the route reads (../query.ts): its fields become the query parameters, its checks the 400s. */
+  query?: z.ZodObject;
   /** The success answers: status → component id(s) (several: oneOf), or a raw OpenAPI response. */
   ok: Record<number, string | string[] | Json>;
   /** Error statuses with their exact messages (each an example); a component id instead of Error where the body has more fields. */
@@ -121,6 +125,14 @@ const PATH_PARAMETERS: Record<string, string> = {
 
 const marketplaceHeader = { $ref: '#/components/parameters/MarketplaceUser' };
 
+/** A query schema's fields as OpenAPI parameters: each field's input JSON Schema, required when absent is refused. */
+function queryParameters(query: z.ZodObject): Json[] {
+  return Object.entries(query.shape).map(([name, field]) => {
+    const { description, ...schema } = tidy(z.toJSONSchema(field, { target: 'draft-2020-12', unrepresentable: 'any', io: 'input' })) as Json;
+    return { name, in: 'query', required: !field.safeParse(undefined).success, schema, ...(description !== undefined && { description }) };
+  });
+}
+
 /** One operation in OpenAPI form. */
 export function operationObject(op: Operation): Json {
   const errors = new Map<number, StatusErrors>();
@@ -133,6 +145,7 @@ export function operationObject(op: Operation): Json {
   if (op.body !== undefined) {
     for (const [status, messages] of Object.entries(op.body === 'none-or-json' ? OPTIONAL_BODY_ERRORS : JSON_BODY_ERRORS)) merge(errors, Number(status), messages);
   }
+  if (op.query) merge(errors, 400, queryErrors(op.query));
   for (const [status, spec] of Object.entries(op.errors ?? {})) merge(errors, Number(status), spec);
   for (const [status, spec] of Object.entries(op.moreErrors ?? {})) merge(errors, Number(status), spec);
 
@@ -155,7 +168,7 @@ export function operationObject(op: Operation): Json {
   const inPath = [...op.path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({
     name, in: 'path', required: true, schema: { type: 'string' }, ...(PATH_PARAMETERS[name!] && { description: PATH_PARAMETERS[name!] }),
   }));
-  const parameters = [...inPath, ...(op.parameters ?? []), ...(op.access === 'open' ? [] : [marketplaceHeader])];
+  const parameters = [...inPath, ...(op.query ? queryParameters(op.query) : []), ...(op.parameters ?? []), ...(op.access === 'open' ? [] : [marketplaceHeader])];
   return {
     operationId: op.operationId,
     tags: [op.tag],

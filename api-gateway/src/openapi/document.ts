@@ -5,7 +5,9 @@
 // and checks real answers against its response schemas.
 import { BATCH_SOURCE_FAILURES, DEFAULT_MAX_PLAYLIST_SIZE, emptyBatch, tooLarge } from '@mediajobs/lib/batches/index';
 import { FAILURES, failureStatus, type FailureCategory } from '@mediajobs/lib/media-info/index';
-import { DEFAULT_LIMIT, MAX_LIMIT } from '../routes/jobs.js';
+import { listJobsQuery } from '../routes/jobs.js';
+import { ownerQuery } from '../routes/user-storage-checks.js';
+import { signedUrlQuery } from '../query.js';
 import { NOT_DIRECT_KEY } from '../routes/bulk.js';
 import { NOT_FOUND as BATCH_NOT_FOUND, NOT_OWNER, NOT_PAUSED_RENAME, notPausedToStart } from '../routes/batches.js';
 import { JOB_NOT_FOUND, alreadyFinished } from '../routes/cancel.js';
@@ -46,12 +48,8 @@ const idempotencyKey = {
 };
 const IDEMPOTENCY_ERRORS = { 400: [MALFORMED_KEY], 409: [KEY_IN_FLIGHT], 422: [KEY_REUSED] };
 
-const ownerQuery = {
-  name: 'owner', in: 'query', required: false, schema: { type: 'string', enum: ['key', 'organization'], default: 'key' },
-  description: "Whose destination: the key's, or its organization's (organization admin keys only).",
-};
 const OWNER_ERRORS = {
-  400: ["Invalid query parameter 'owner': must be 'key' or 'organization'", 'This API key belongs to no organization'],
+  400: ['This API key belongs to no organization'],
   403: ["Only an organization admin key can manage the organization's storage destinations"],
 };
 
@@ -99,18 +97,18 @@ function storageOperations(): Operation[] {
       {
         method: 'post', path, operationId: `save${label}Storage`, tag: 'Storage', access: KEY, summary: `Save a ${label} destination`,
         description: 'Verified before saving: fields, client, upload and delete of `verify_credentials.txt`. Credentials are write-only.',
-        body: { schema: `${label}StorageRequest`, required: true }, parameters: [ownerQuery],
+        body: { schema: `${label}StorageRequest`, required: true }, query: ownerQuery,
         ok: { 200: p === 'drive' ? 'DriveStorageSaved' : 'StorageSaved' },
         errors: mergeErrors(OWNER_ERRORS, { 400: ["Invalid field 'default': must be a boolean (true or false)", ...failed], 503: [unavailable] }),
       },
       {
         method: 'get', path, operationId: `get${label}Storage`, tag: 'Storage', access: KEY, summary: `The saved ${label} destination`,
-        parameters: [ownerQuery], ok: { 200: 'StorageConfiguration' }, errors: { ...OWNER_ERRORS, 503: [unavailable] },
+        query: ownerQuery, ok: { 200: 'StorageConfiguration' }, errors: { ...OWNER_ERRORS, 503: [unavailable] },
       },
       {
         method: 'delete', path, operationId: `delete${label}Storage`, tag: 'Storage', access: KEY, summary: `Remove the ${label} destination`,
         description: 'Jobs then use the next saved destination or managed storage. Removing nothing is not an error.',
-        parameters: [ownerQuery], ok: { 200: 'StorageRemoved' }, errors: { ...OWNER_ERRORS, 503: [unavailable] },
+        query: ownerQuery, ok: { 200: 'StorageRemoved' }, errors: { ...OWNER_ERRORS, 503: [unavailable] },
       },
     ];
   });
@@ -134,19 +132,7 @@ export function operations(): Operation[] {
     },
     {
       method: 'get', path: '/jobs', operationId: 'listJobs', tag: 'Jobs', access: KEY, summary: "The key's jobs, newest first",
-      parameters: [
-        { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT } },
-        { name: 'offset', in: 'query', required: false, schema: { type: 'integer', minimum: 0, default: 0 } },
-        { name: 'status', in: 'query', required: false, schema: { type: 'string', enum: ['pending', 'processing', 'completed', 'failed', 'warning'] } },
-      ],
-      ok: { 200: 'JobList' },
-      errors: {
-        400: [
-          "Invalid query parameter 'limit': must be an integer from 1 to 100", "Invalid query parameter '<name>': must be given once",
-          "Invalid query parameter 'status': must be one of 'pending', 'processing', 'completed', 'failed', 'warning'",
-        ],
-        500: [DB_FAILED],
-      },
+      query: listJobsQuery, ok: { 200: 'JobList' }, errors: { 500: [DB_FAILED] },
     },
     {
       method: 'post', path: '/jobs/bulk', operationId: 'createJobs', tag: 'Jobs', access: KEY, summary: 'Create up to 100 jobs with shared options',
@@ -250,26 +236,26 @@ export function operations(): Operation[] {
     ...storageOperations(),
     {
       method: 'post', path: '/user/bucket', operationId: 'saveBucket', tag: 'Storage', access: KEY, deprecated: true,
-      summary: 'Save a custom S3 bucket (deprecated: POST /user/s3)', body: { schema: 'BucketRequest', required: true }, parameters: [ownerQuery],
+      summary: 'Save a custom S3 bucket (deprecated: POST /user/s3)', body: { schema: 'BucketRequest', required: true }, query: ownerQuery,
       ok: { 200: 'Message' }, errors: mergeErrors(OWNER_ERRORS, { 400: ['Verification failed: <reason>'], 503: ['S3 storage configuration is temporarily unavailable'] }),
     },
     {
       method: 'delete', path: '/user/bucket', operationId: 'deleteBucket', tag: 'Storage', access: KEY, deprecated: true,
-      summary: 'Remove the custom bucket (deprecated: DELETE /user/s3)', parameters: [ownerQuery],
+      summary: 'Remove the custom bucket (deprecated: DELETE /user/s3)', query: ownerQuery,
       ok: { 200: 'Message' }, errors: { ...OWNER_ERRORS, 503: ['S3 storage configuration is temporarily unavailable'] },
     },
     // ---- downloads (the signed URL is the credential) ----
     {
       method: 'get', path: '/files/{key}', operationId: 'downloadManagedFile', tag: 'Downloads', access: 'open',
       summary: 'Download a file of local managed storage (a signed s3_url)', description: 'Only with local managed storage. Honours Range.',
-      parameters: [{ name: 'expires', in: 'query', required: true, schema: { type: 'string' } }, { name: 'sig', in: 'query', required: true, schema: { type: 'string' } }],
+      query: signedUrlQuery,
       ok: { 200: binary('The file'), 206: binary('Part of the file') },
       errors: { 403: DOWNLOAD_403, 404: ['File not found'], 416: ['Range not satisfiable'] },
     },
     {
       method: 'get', path: '/drive-files/{path}', operationId: 'downloadDriveFile', tag: 'Downloads', access: 'open',
       summary: 'Download a file delivered to a saved Drive destination (a signed s3_url)',
-      parameters: [{ name: 'expires', in: 'query', required: true, schema: { type: 'string' } }, { name: 'sig', in: 'query', required: true, schema: { type: 'string' } }],
+      query: signedUrlQuery,
       ok: { 200: binary('The file') },
       errors: { 403: DOWNLOAD_403, 404: ['File not found'], 502: ['Storage destination unavailable'] },
     },

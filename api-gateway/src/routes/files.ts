@@ -6,6 +6,7 @@ import { Router, type NextFunction, type Request, type Response } from 'express'
 import { decodeKeyPath, resolveFile, verifySignedFileUrl } from '@mediajobs/lib/storage/managed-local';
 import { StorageError } from '@mediajobs/lib/storage/types';
 import { HttpError } from '../http-errors.js';
+import { signedUrlQuery } from '../query.js';
 
 export interface FilesRouteDeps {
   /** MANAGED_STORAGE_DIR */
@@ -16,18 +17,14 @@ export interface FilesRouteDeps {
 
 const PREFIX = '/files/';
 
-function one(v: unknown): string | undefined {
-  return typeof v === 'string' ? v : undefined;
-}
-
 /** The key a signed URL names; 403 for a URL whose signature is missing, expired or forged. */
 function signedKey(req: Request, secret: string): string {
   // The raw (still percent-encoded) path, because the signature covers the
   // key exactly as lib's encodeKeyPath wrote it, segment by segment.
   const encoded = req.path.slice(PREFIX.length);
-  const expires = one(req.query.expires);
-  const sig = one(req.query.sig);
-  if (expires === undefined || sig === undefined) throw new HttpError(403, 'Missing download URL signature');
+  const query = signedUrlQuery.safeParse(req.query);
+  if (!query.success) throw new HttpError(403, 'Missing download URL signature');
+  const { expires, sig } = query.data;
   if (/^\d{1,12}$/.test(expires) && Number(expires) * 1000 <= Date.now()) throw new HttpError(403, 'Download URL has expired');
   let key: string;
   try {

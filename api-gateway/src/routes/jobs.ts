@@ -1,6 +1,7 @@
 // POST /jobs, GET /jobs, GET /jobs/{id}. A show or genuine playlist URL on
 // POST /jobs becomes a batch (spec rule 8), created by ./batches.ts.
 import { Router, type RequestHandler, type Response } from 'express';
+import { z } from 'zod';
 import { detectBatchSource } from '@mediajobs/lib/batches/index';
 import { parseJobRequest, type JobRequest } from '@mediajobs/lib/job-options';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
@@ -21,6 +22,7 @@ import { applyKeyLimits } from '../key-limits.js';
 import { endUserSavedTarget, saveEndUserStorage } from '../marketplace.js';
 import { refuseOverQuota } from './usage.js';
 import { isUuid, uuidv7 } from '../ids.js';
+import { integerParam, oneOfParam, parseQuery } from '../query.js';
 import { acceptJson } from '../json-body.js';
 import { clientGone, createBatch, type BatchCreateDeps } from './batches.js';
 
@@ -32,9 +34,17 @@ export const DEFAULT_LIMIT = 20;
 export const MAX_LIMIT = 100;
 
 /** The filter's lower-case forms (spec: GET /jobs) and the statuses they select. */
-const STATUS_FILTER: Record<string, JobStatus> = {
+const FILTERS = ['pending', 'processing', 'completed', 'failed', 'warning'] as const;
+const STATUS_FILTER: Record<(typeof FILTERS)[number], JobStatus> = {
   pending: 'Pending', processing: 'Processing', completed: 'Completed', failed: 'Failed', warning: 'Warning',
 };
+
+/** GET /jobs' query (also its parameters in the OpenAPI document). */
+export const listJobsQuery = z.object({
+  limit: integerParam(1, MAX_LIMIT, DEFAULT_LIMIT),
+  offset: integerParam(0, Number.MAX_SAFE_INTEGER, 0),
+  status: oneOfParam(FILTERS),
+});
 
 export interface JobsRouteDeps extends BatchCreateDeps {
   pool: pg.Pool;
@@ -55,27 +65,6 @@ export interface JobsRouteDeps extends BatchCreateDeps {
 
 function principal(res: Response): Principal {
   return res.locals.principal!;
-}
-
-type QueryValue = string | string[] | undefined;
-
-/** An integer query parameter in [min, max]; 400 naming it otherwise. */
-function queryInt(name: string, raw: QueryValue, def: number, min: number, max: number): number {
-  if (raw === undefined) return def;
-  if (Array.isArray(raw)) throw new HttpError(400, `Invalid query parameter '${name}': must be given once`);
-  const n = /^\d{1,15}$/.test(raw) ? Number(raw) : NaN;
-  if (!(n >= min && n <= max)) throw new HttpError(400, `Invalid query parameter '${name}': must be an integer from ${min} to ${max}`);
-  return n;
-}
-
-/** The status filter's lower-case form (case-insensitive); 400 for anything else. */
-function statusFilter(raw: QueryValue): JobStatus | undefined {
-  if (raw === undefined) return undefined;
-  const status = typeof raw === 'string' ? STATUS_FILTER[raw.toLowerCase()] : undefined;
-  if (status === undefined) {
-    throw new HttpError(400, "Invalid query parameter 'status': must be one of 'pending', 'processing', 'completed', 'failed', 'warning'");
-  }
-  return status;
 }
 
 // Authentication is app.ts's (every /jobs path needs a key); an unexpected
@@ -167,10 +156,8 @@ function createJob(deps: JobsRouteDeps): RequestHandler {
 /** GET /jobs: the key's jobs, newest first, one page. */
 function listJobsOfKey(deps: JobsRouteDeps): RequestHandler {
   return async (req, res) => {
-    const q = req.query as Record<string, QueryValue>;
-    const limit = queryInt('limit', q.limit, DEFAULT_LIMIT, 1, MAX_LIMIT);
-    const offset = queryInt('offset', q.offset, 0, 0, Number.MAX_SAFE_INTEGER);
-    const status = statusFilter(q.status);
+    const { limit, offset, status: filter } = parseQuery(listJobsQuery, req.query);
+    const status = filter && STATUS_FILTER[filter];
     const page = await listJobs(deps.pool, principal(res).apiKeyId, { limit, offset, ...(status && { status }) });
     res.json({ jobs: page.jobs, total: page.total, limit, offset });
   };

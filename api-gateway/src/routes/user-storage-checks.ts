@@ -9,12 +9,20 @@ import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { DRIVE_REASON_TEXT, parseDestination } from '@mediajobs/lib/storage/index';
 import { StorageError } from '@mediajobs/lib/storage/types';
 import type pg from 'pg';
+import { z } from 'zod';
 import { FieldError, destinationDocument } from '../destinations/fields.js';
 import { isForbiddenEndpoint } from '../destinations/job-destination.js';
 import { DestinationCheckError, probeDestination, verifyBucketListing, type ProviderSettings } from '../destinations/probe.js';
 import { isOrgAdmin } from '../destinations/store.js';
 import type { Owner } from '../destinations/vault.js';
 import { HttpError } from '../http-errors.js';
+import { oneOfParam, parseQuery } from '../query.js';
+
+/** The storage endpoints' query (also their parameter in the OpenAPI document). */
+export const ownerQuery = z.object({
+  owner: oneOfParam(['key', 'organization'], { why: "must be 'key' or 'organization'", def: 'key' })
+    .describe("Whose destination: the key's, or its organization's (organization admin keys only)."),
+});
 
 /**
  * Whose destination a request manages: the key's own, or with
@@ -23,9 +31,8 @@ import { HttpError } from '../http-errors.js';
  */
 export async function ownerOf(req: Request, res: Response, pool: pg.Pool): Promise<Owner> {
   const p = res.locals.principal!;
-  const q = req.query.owner;
-  if (q === undefined || q === 'key') return { kind: 'api_key', id: p.apiKeyId };
-  if (q !== 'organization') throw new HttpError(400, "Invalid query parameter 'owner': must be 'key' or 'organization'");
+  const { owner } = parseQuery(ownerQuery, req.query);
+  if (owner === 'key') return { kind: 'api_key', id: p.apiKeyId };
   if (!p.organizationId) throw new HttpError(400, 'This API key belongs to no organization');
   if (!(await isOrgAdmin(pool, p.apiKeyId))) {
     throw new HttpError(403, "Only an organization admin key can manage the organization's storage destinations");

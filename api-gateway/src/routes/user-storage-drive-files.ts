@@ -21,6 +21,7 @@ import type { ProviderSettings } from '../destinations/probe.js';
 import type { DestinationVault } from '../destinations/vault.js';
 import { HttpError } from '../http-errors.js';
 import { isUuid } from '../ids.js';
+import { signedUrlQuery } from '../query.js';
 
 export interface DriveFilesDeps {
   pool: pg.Pool;
@@ -45,10 +46,10 @@ function signedFile(req: Request, secret: string): { ref: string; key: string } 
   // The still percent-encoded path: the signature covers the key as the provider encoded it.
   const raw = req.path.slice(DRIVE_DOWNLOAD_PATH.length);
   const slash = raw.indexOf('/');
-  const expires = one(req.query.expires);
-  const sig = one(req.query.sig);
+  const query = signedUrlQuery.safeParse(req.query);
   const forged = new HttpError(403, 'Invalid download URL signature');
-  if (slash <= 0 || expires === undefined || sig === undefined) throw forged;
+  if (slash <= 0 || !query.success) throw forged;
+  const { expires, sig } = query.data;
   let ref: string;
   let key: string;
   try {
