@@ -114,7 +114,7 @@ export function createApp(deps: AppDeps): express.Express {
   const shuttingDown = deps.isShuttingDown ?? (() => false);
   const metrics = deps.metrics;
 
-  if (metrics) app.use(metrics.middleware());
+  if (metrics) app.use(metrics.middleware(AUTHENTICATED.map(([prefix]) => prefix)));
   app.use(requestLogger(log));
   app.use((_req, res, next) => {
     if (shuttingDown()) res.setHeader('Connection', 'close');
@@ -146,12 +146,7 @@ export function createApp(deps: AppDeps): express.Express {
   const endUser = (deps.marketplaceUsers ?? new MarketplaceUsers(deps.pool)).middleware();
   const keyLookups = deps.keyLookups ?? new KeyLookupBudget();
   for (const [prefix, missingKey] of AUTHENTICATED) {
-    // The metrics' route of a request answered before any route matched (401, 429): `${prefix}/*`.
-    const under: express.RequestHandler = (_req, res, next) => {
-      res.locals.routePrefix = prefix;
-      next();
-    };
-    app.use(prefix, ...(metrics ? [under] : []), requireApiKey(keyCache, missingKey, keyLookups), limit, endUser);
+    app.use(prefix, requireApiKey(keyCache, missingKey, keyLookups), limit, endUser);
   }
   const probeTimeoutMs = deps.storage?.probeTimeoutMs ?? 15_000;
   const probeMaxBytes = deps.storage?.probeMaxBytes ?? DEFAULT_PROBE_MAX_BYTES;

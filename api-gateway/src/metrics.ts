@@ -9,16 +9,9 @@ import {
   Counter, Histogram, PREFIX, SHORT_SECONDS, jobsAccepted, jobsFinished, sendMetrics, trackPool, type JobSource, type Registry,
 } from '@mediajobs/lib/metrics';
 
-declare module 'express-serve-static-core' {
-  interface Locals {
-    /** The authenticated prefix a request came under (app.ts), for the route of one answered before routing. */
-    routePrefix?: string;
-  }
-}
-
 /** Methods counted by name; any other is `other`, so a client cannot make up label values. */
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
-/** The route of a request that matched none (404s, and what was answered before routing, res.locals.routePrefix unset). */
+/** The route of a request that matched none (404s, and what was answered before routing outside the authenticated prefixes). */
 export const UNMATCHED = 'unmatched';
 
 export class GatewayMetrics {
@@ -52,13 +45,18 @@ export class GatewayMetrics {
     });
   }
 
-  /** Express middleware, first in the chain: times every request and counts it by route template at its end. */
-  middleware(): RequestHandler {
+  /**
+   * Express middleware, first in the chain: times every request and counts
+   * it by route template at its end. `prefixes`: the authenticated mount
+   * paths (app.ts), the route of a request answered under one before any
+   * route matched (401, 429).
+   */
+  middleware(prefixes: readonly string[]): RequestHandler {
     return (req: Request, res: Response, next: NextFunction) => {
       const start = process.hrtime.bigint();
       res.once('finish', () => {
         const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-        const route = routeOf(req, res);
+        const route = routeOf(req, prefixes);
         const method = METHODS.has(req.method) ? req.method : 'other';
         this.requests.inc({ route, method, status: String(res.statusCode) });
         this.latency.observe({ route, method }, seconds);
@@ -96,11 +94,13 @@ export class GatewayMetrics {
 /**
  * The route template that answered (mount path and route path, e.g.
  * /jobs/:id), never the URL; under an authenticated prefix, a request
- * answered before any route matched (401, 429) is `<prefix>/*`.
+ * answered before any route matched (401, 429) is `<prefix>/*`, the prefix
+ * matched as express mounts it (case-insensitive, whole segments).
  */
-function routeOf(req: Request, res: Response): string {
+function routeOf(req: Request, prefixes: readonly string[]): string {
   const path = (req.route as { path?: unknown } | undefined)?.path;
   if (typeof path === 'string') return req.baseUrl + path;
-  const prefix = res.locals.routePrefix;
+  const url = req.originalUrl.split('?', 1)[0]!.toLowerCase();
+  const prefix = prefixes.find((p) => url === p || url.startsWith(`${p}/`));
   return prefix ? `${prefix}/*` : UNMATCHED;
 }
