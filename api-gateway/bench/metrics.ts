@@ -12,7 +12,7 @@
 //
 //   npx tsx api-gateway/bench/metrics.ts
 //
-// BENCH_DURATION (s per run, default 10), BENCH_ROUNDS (3), BENCH_CONNECTIONS (50), BENCH_SCRAPES (50),
+// BENCH_DURATION (s per run, default 10), BENCH_ROUNDS (5), BENCH_CONNECTIONS (50), BENCH_SCRAPES (50),
 // BENCH_DATABASE_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test),
 // BENCH_GATEWAY_LOG_LEVEL (info: the gateway logs every request, as in production).
 import type { ChildProcess } from 'node:child_process';
@@ -25,7 +25,7 @@ import {
 } from './support.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const SCRAPES = Number(process.env.BENCH_SCRAPES ?? 50);
 /** Jobs the metrics gateway has accepted before its scrape is timed (the figure). */
