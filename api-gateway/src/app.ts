@@ -151,8 +151,8 @@ export function createApp(deps: AppDeps): express.Express {
   const probeTimeoutMs = deps.storage?.probeTimeoutMs ?? 15_000;
   const probeMaxBytes = deps.storage?.probeMaxBytes ?? DEFAULT_PROBE_MAX_BYTES;
   const providerSettings = deps.storage?.providerSettings ?? {};
-  const probes = deps.storage?.probes ?? new ProbeCache((doc) => probeDestination(doc, probeTimeoutMs, providerSettings, probeMaxBytes));
   const outbound = deps.outbound ?? DEFAULT_OUTBOUND_POLICY;
+  const probes = deps.storage?.probes ?? new ProbeCache((doc) => probeDestination(doc, { timeoutMs: probeTimeoutMs, maxBytes: probeMaxBytes, outbound }, providerSettings));
   const mediaInfoExtractor = deps.mediaInfo ?? new MediaInfoExtractor();
   const batchSources = deps.batchSources ?? new BatchSources({
     lookupEndpoint: DEFAULT_PODCAST_LOOKUP_ENDPOINT, maxEntries: DEFAULT_MAX_PLAYLIST_SIZE, policy: outbound, mediaInfo: mediaInfoExtractor.options,

@@ -9,7 +9,7 @@
 import { expect } from 'chai';
 import { probeDestination, verifyBucketListing } from '../src/destinations/probe.js';
 import { HostileBackend, MiB } from '../../test/support/hostile-backend.js';
-import { probeFailure, startTestGateway, type TestGateway } from './support.js';
+import { probeBounds, probeFailure, startTestGateway, type TestGateway } from './support.js';
 
 describe('api-gateway: a storage probe reads a bounded answer', function () {
   this.timeout(30_000);
@@ -32,7 +32,7 @@ describe('api-gateway: a storage probe reads a bounded answer', function () {
       it('a 300 MB error body: unreachable at once; the backend wrote a few MB at most, and gateway memory did not take the body', async () => {
         backend.reset('huge');
         const rss = process.memoryUsage().rss;
-        const err = await probeFailure(probeDestination(document(), 10_000));
+        const err = await probeFailure(probeDestination(document(), probeBounds(10_000)));
         const answeredAfter = Date.now() - backend.firstRequestAt!;
         expect(err.message).to.equal('probe failed: unreachable');
         // From the backend's first request: loading the provider's SDK is no part of it (seconds on a loaded machine).
@@ -45,7 +45,7 @@ describe('api-gateway: a storage probe reads a bounded answer', function () {
 
       it('an error body without end, at 50 MB/s: cut at the byte bound, long before the deadline', async () => {
         backend.reset('flood');
-        const err = await probeFailure(probeDestination(document(), 10_000));
+        const err = await probeFailure(probeDestination(document(), probeBounds(10_000)));
         expect(err.message).to.equal('probe failed: unreachable');
         expect(Date.now() - backend.firstRequestAt!).to.be.below(4_000);
         await backend.allClosed(backend.firstRequestAt!, 2_000);
@@ -54,7 +54,7 @@ describe('api-gateway: a storage probe reads a bounded answer', function () {
 
       it('a body trickling without end: the deadline ends the transfer, not only the wait', async () => {
         backend.reset('trickle', 403);
-        const err = await probeFailure(probeDestination(document(), 1_000));
+        const err = await probeFailure(probeDestination(document(), probeBounds(1_000)));
         expect(err.message).to.equal('probe failed: unreachable');
         const started = backend.firstRequestAt!;
         expect(Date.now() - started).to.be.within(900, 3_000);
@@ -68,14 +68,14 @@ describe('api-gateway: a storage probe reads a bounded answer', function () {
     it('a 300 MB listing answer and an endless trickle: unreachable, connections closed, little written', async () => {
       const document = { provider: 's3', endpoint: backend.url, bucket: 'b', region: 'us-east-1', access_key: 'a', secret_key: 's' };
       backend.reset('huge', 200);
-      const huge = await probeFailure(verifyBucketListing(document, 10_000));
+      const huge = await probeFailure(verifyBucketListing(document, probeBounds(10_000)));
       expect(huge.message).to.equal('probe failed: unreachable');
       expect(Date.now() - backend.firstRequestAt!).to.be.below(4_000);
       await backend.allClosed(backend.firstRequestAt!, 2_000);
       expect(backend.written).to.be.below(16 * MiB);
 
       backend.reset('trickle', 200);
-      const slow = await probeFailure(verifyBucketListing(document, 1_000));
+      const slow = await probeFailure(verifyBucketListing(document, probeBounds(1_000)));
       expect(slow.message).to.equal('probe failed: unreachable');
       expect(await backend.allClosed(backend.firstRequestAt!, 1_500)).to.be.within(900, 3_000);
     });

@@ -19,7 +19,7 @@ import { ProbeCache, probeDestination } from '../src/destinations/probe.js';
 import { saveDestination, setOrgAdmin, type NewDestination } from '../src/destinations/store.js';
 import { KubeSecretVault } from '../src/destinations/vault.js';
 import { startS3rver, type RunningS3rver } from '../../test/support/s3rver.js';
-import { materialize, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
+import { materialize, probeBounds, startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
 
 // s3rver checks that the access key id is registered (and nothing else for
 // SigV4), so registering and revoking key pairs is real credential
@@ -82,7 +82,7 @@ describe('api-gateway: storage destinations', function () {
       storage: {
         vault: new KubeSecretVault(tc.kc, 'default'),
         probeTimeoutMs: 5_000,
-        probes: new ProbeCache((doc) => probeDestination(doc, 5_000), 5 * 60_000, 100, () => now),
+        probes: new ProbeCache((doc) => probeDestination(doc, probeBounds(5_000)), 5 * 60_000, 100, () => now),
       },
     });
   });

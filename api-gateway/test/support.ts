@@ -1,7 +1,7 @@
 // Test support: a scratch Postgres database per suite, the gateway app on
 // an ephemeral port, API keys, a log capture, and a local cluster with the
 // MediaJob CRD.
-import { DestinationCheckError } from '../src/destinations/probe.js';
+import { DEFAULT_PROBE_MAX_BYTES, DestinationCheckError, type ProbeBounds } from '../src/destinations/probe.js';
 import { existsSync, readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -109,7 +109,7 @@ export async function startTestGateway(
     namespace: 'default',
     presign: async (key) => `https://storage.example/${key}?signed=1`,
     keyCache,
-    outbound: new OutboundPolicy({ allowed: ['127.0.0.0/8', '::1/128'] }), // storage emulators and media servers on loopback
+    outbound: LOOPBACK_OUTBOUND,
     ...deps,
   });
   deps.metrics?.trackPool(pool);
@@ -215,6 +215,12 @@ export async function startClusterWithCrd(opts: { mediaBatch?: boolean } = {}): 
 }
 
 /** What a storage check that must fail (destinations/probe.ts) failed with; any other error is thrown on. */
+/** The tests' outbound policy: storage emulators and media servers are on loopback. */
+export const LOOPBACK_OUTBOUND = new OutboundPolicy({ allowed: ['127.0.0.0/8', '::1/128'] });
+
+/** A live check's bounds in tests: `timeoutMs`, the default byte cap, loopback allowed. */
+export const probeBounds = (timeoutMs: number, outbound = LOOPBACK_OUTBOUND): ProbeBounds => ({ timeoutMs, maxBytes: DEFAULT_PROBE_MAX_BYTES, outbound });
+
 export async function probeFailure(work: Promise<void>): Promise<DestinationCheckError> {
   try {
     await work;

@@ -11,13 +11,20 @@
 // The SDK then fails with whatever error its socket gave it; the caller
 // asks `exceeded` why, and answers through its own error path.
 //
+// With a `policy`, its agents are also the outbound-address policy's
+// (outbound-agents.ts): every connection checked as it opens, a refused one
+// failing before a byte is sent; the caller asks `refused` why.
+//
 // The budget is for one operation, not one response: a client that keeps
 // a connection for many requests (an upload, a download served through the
 // gateway) needs none. Feeds and lookups have their own bounded GET
 // (batches/http-get.ts), webhooks read a fixed excerpt (operator/src/webhook-post.ts).
-import http from 'node:http';
-import https from 'node:https';
+import type http from 'node:http';
+import type https from 'node:https';
 import type { Duplex } from 'node:stream';
+import type { OutboundPolicy, RefusedCategory } from './outbound.js';
+import { checkedAgents, type BoundedAgents } from './outbound-agents.js';
+
 
 export type BudgetExceeded = 'bytes' | 'deadline';
 
@@ -41,12 +48,8 @@ export interface ReadBudgetOptions {
    * not the backend's time.
    */
   deadlineMs: number;
-}
-
-/** The http(s) agents a client is built with; what SDK options take (`httpAgent`, `agent`, a request's `agent`). */
-export interface BoundedAgents {
-  http: http.Agent;
-  https: https.Agent;
+  /** The addresses the sockets may connect to; absent: any (an address the service chose, not a user). */
+  policy?: OutboundPolicy;
 }
 
 export class ReadBudget implements BoundedAgents {
@@ -56,6 +59,7 @@ export class ReadBudget implements BoundedAgents {
   readonly #deadlineMs: number;
   #bytesRead = 0;
   #exceeded: BudgetExceeded | undefined;
+  #refused: RefusedCategory | undefined;
   #closed = false;
   readonly #sockets = new Set<Duplex>();
   #timer: NodeJS.Timeout | undefined;
@@ -63,18 +67,20 @@ export class ReadBudget implements BoundedAgents {
   constructor(options: ReadBudgetOptions) {
     this.maxBytes = options.maxBytes;
     this.#deadlineMs = options.deadlineMs;
-    const watch = (socket: Duplex | null | undefined) => (socket ? this.#watch(socket) : socket);
-    // Keep-alive: a probe's requests share a connection, as the SDK's default agents would let them.
-    this.http = new (class extends http.Agent {
-      override createConnection(opts: http.ClientRequestArgs, cb?: (err: Error | null, stream: Duplex) => void) {
-        return watch(super.createConnection(opts, cb));
-      }
-    })({ keepAlive: true });
-    this.https = new (class extends https.Agent {
-      override createConnection(opts: https.RequestOptions, cb?: (err: Error | null, stream: Duplex) => void) {
-        return watch(super.createConnection(opts, cb));
-      }
-    })({ keepAlive: true });
+    const agents = checkedAgents({
+      policy: options.policy,
+      onRefused: (category) => (this.#refused ??= category),
+      onSocket: (socket) => this.#watch(socket),
+      // After the budget ran out, a retry's connection fails before anything is opened.
+      refuseNew: () => (this.#exceeded || this.#closed ? new ReadBudgetError(this.#exceeded ?? 'deadline') : undefined),
+    });
+    this.http = agents.http;
+    this.https = agents.https;
+  }
+
+  /** Why the policy refused a connection, once it has. */
+  get refused(): RefusedCategory | undefined {
+    return this.#refused;
   }
 
   /** Bytes read so far by every socket of the budget. */
@@ -97,12 +103,6 @@ export class ReadBudget implements BoundedAgents {
   }
 
   #watch(socket: Duplex): Duplex {
-    if (this.#exceeded || this.#closed) {
-      // After the budget ran out, a retry gets a socket that fails before it connects.
-      const why = this.#exceeded ?? 'deadline';
-      process.nextTick(() => socket.destroy(new ReadBudgetError(why)));
-      return socket;
-    }
     if (!this.#timer) {
       this.#timer = setTimeout(() => this.#trip('deadline'), this.#deadlineMs);
       this.#timer.unref();

@@ -17,6 +17,7 @@ import { storageEndpoints } from '@mediajobs/lib/config';
 import { CANCEL_CHANNEL, parseCancelNotice, type CancelNotice, type CancelStatus } from '@mediajobs/lib/job-cancellation';
 import { isConflict, isNotFound, MERGE_PATCH } from '@mediajobs/lib/kube-client';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
+import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { CANCEL_ON_DELETE_FINALIZER } from '@mediajobs/lib/mediajob/build';
 import { ReadBudget, type ReadBudgetOptions } from '@mediajobs/lib/read-budget';
 import {
@@ -203,7 +204,8 @@ export async function removeDeliveredFiles(
   const keys = resultKeys(result);
   if (!keys.length) return;
   const jobId = jobIdOf(mj);
-  const budget = new ReadBudget(d.budget ?? REMOVAL_BUDGET);
+  // The user's endpoint is contacted under the outbound-address policy, as at its probe: checked as each socket opens.
+  const budget = new ReadBudget({ ...(d.budget ?? REMOVAL_BUDGET), policy: new OutboundPolicy({ allowed: d.cfg.OUTBOUND_ALLOWED_CIDRS }) });
   let provider: StorageProvider | undefined;
   try {
     provider = await providerOf(d, mj, budget);
@@ -214,7 +216,7 @@ export async function removeDeliveredFiles(
     for (const key of keys) await provider.delete(key);
     d.log.info({ jobId, files: keys.length }, 'files of a completion that lost to a cancellation removed');
   } catch (err) {
-    d.log.error({ jobId, err: errFields(err), ...(budget.exceeded && { cut: budget.exceeded }) }, 'could not remove the files of a cancelled job');
+    d.log.error({ jobId, err: errFields(err), ...(budget.exceeded && { cut: budget.exceeded }), ...(budget.refused && { refused: budget.refused }) }, 'could not remove the files of a cancelled job');
   } finally {
     (provider as { destroy?: () => void } | undefined)?.destroy?.();
     budget.close();

@@ -39,9 +39,9 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
       done();
     },
   }));
-  const cfg = () => loadOperatorConfig({
+  const cfg = (allowed = '127.0.0.0/8') => loadOperatorConfig({
     DATABASE_URL: 'postgres://127.0.0.1:1/unused', KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: 'unused',
-    RUNNER_IMAGE: 'mediajobs/runner:unused', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8',
+    RUNNER_IMAGE: 'mediajobs/runner:unused', OUTBOUND_ALLOWED_CIDRS: allowed,
   });
 
   /** A MediaJob on an inline s3 destination at the hostile backend, with its credentials Secret as the operator writes it. */
@@ -105,5 +105,15 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
     expect(Date.now() - started).to.be.within(900, 3_000);
     expect(await backend.allClosed(started, 1_500)).to.be.within(900, 3_000);
     expect(failures()[0]).to.include({ cut: 'deadline' });
+  });
+
+  it('an endpoint the operator\'s outbound policy refuses (loopback, with no allowance): not contacted at all, logged', async () => {
+    const mj = await jobOnHostileStorage();
+    backend.reset('huge');
+    lines.length = 0;
+    await removeDeliveredFiles({ core, cfg: cfg(''), log }, mj, result);
+    expect(backend.firstRequestAt).to.equal(undefined);
+    expect(failures()).to.have.length(1);
+    expect(failures()[0]).to.include({ refused: 'loopback' });
   });
 });

@@ -12,6 +12,8 @@ import {
   type StagedFile, type StorageProvider, type UploadResult,
 } from '@mediajobs/lib/storage/index';
 import type { UploadOptions } from '@mediajobs/lib/storage/types';
+import type { OutboundPolicy } from '@mediajobs/lib/outbound';
+import { checkedAgents } from '@mediajobs/lib/outbound-agents';
 
 export interface ResolvedDestination {
   provider: StorageProvider;
@@ -29,10 +31,14 @@ export class DestinationError extends Error {
  * (GCS_API_ENDPOINT, ...: deployment settings the operator puts in the
  * pod's env, never the document's). No network call: a destination that
  * cannot be reached shows at upload time. Errors carry no credential or
- * path (the file holds secrets).
+ * path (the file holds secrets). With `policy`, a user's S3, OSS or Blob
+ * endpoint is connected to only where the outbound-address policy allows,
+ * every address its name resolves to checked as each connection opens (the
+ * gateway checked the endpoint as written; a name can answer differently by
+ * now); a refused one fails the upload as unreachable.
  */
 export async function resolveDestination(
-  credentialsDir: string, endpoints: StorageEndpointsConfig, env: NodeJS.ProcessEnv = process.env,
+  credentialsDir: string, endpoints: StorageEndpointsConfig, env: NodeJS.ProcessEnv = process.env, policy?: OutboundPolicy,
 ): Promise<ResolvedDestination> {
   let raw: unknown;
   try {
@@ -46,7 +52,10 @@ export async function resolveDestination(
   // They hold no key that signs download URLs and no bucket credentials: local disk is written directly, S3
   // through the document's upload grant (lib/src/storage/granted.ts, docs/adr/0012).
   const managed = (raw as { managed?: Record<string, string> }).managed;
-  const provider = await createProvider(raw, { ...storageEndpoints(endpoints), env: managed ? { ...env, ...managed } : env });
+  const userEndpoint = dest.provider === 's3' || dest.provider === 'oss' || dest.provider === 'blob';
+  const provider = await createProvider(raw, {
+    ...storageEndpoints(endpoints), env: managed ? { ...env, ...managed } : env, ...(policy && userEndpoint && { agents: checkedAgents({ policy }) }),
+  });
   return { provider, ...destinationKeyLayout(dest) };
 }
 

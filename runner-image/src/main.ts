@@ -120,12 +120,17 @@ function statusReporter(env: RunnerEnv): StatusReporter {
   });
 }
 
+/** The job's outbound-address policy (the operator's allowance, forwarded): for its egress proxy and its uploads. */
+function outboundPolicy(env: RunnerEnv): OutboundPolicy {
+  return new OutboundPolicy({ allowed: env.OUTBOUND_ALLOWED_CIDRS });
+}
+
 function toolsOf(env: RunnerEnv): Tools {
   return {
     ytdlp: env.YTDLP_PATH, ytdlpArgs: env.YTDLP_ARGS, ffmpeg: env.FFMPEG_PATH, ffprobe: env.FFPROBE_PATH,
     socketTimeoutSeconds: env.RUNNER_SOCKET_TIMEOUT_SECONDS,
     threads: cpuBudget(),
-    egress: { policy: new OutboundPolicy({ allowed: env.OUTBOUND_ALLOWED_CIDRS }), ports: env.RUNNER_EGRESS_PORTS },
+    egress: { policy: outboundPolicy(env), ports: env.RUNNER_EGRESS_PORTS },
     live: {
       maxRecordingSeconds: env.RUNNER_MAX_RECORDING_SECONDS,
       waitForVideoMaxSeconds: env.RUNNER_WAIT_FOR_VIDEO_MAX_SECONDS,
@@ -137,7 +142,7 @@ function toolsOf(env: RunnerEnv): Tools {
 /** The job's destination, its uploads cancellable (stop() removes what they stored); or why it could not be set up. */
 async function destinationOf(env: RunnerEnv): Promise<ResolvedDestination | { error: unknown }> {
   try {
-    const resolved = cancellable(await resolveDestination(env.MEDIAJOBS_CREDENTIALS_DIR, env), abort.signal);
+    const resolved = cancellable(await resolveDestination(env.MEDIAJOBS_CREDENTIALS_DIR, env, process.env, outboundPolicy(env)), abort.signal);
     uploads = resolved.provider;
     return resolved;
   } catch (err) {

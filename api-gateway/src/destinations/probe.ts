@@ -3,6 +3,7 @@
 // (upload and delete verify_credentials.txt). Inline credentials of POST
 // /jobs are probed at most once per 5 minutes per credential set.
 import { createHash } from 'node:crypto';
+import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { ReadBudget } from '@mediajobs/lib/read-budget';
 import { createProvider, type CreateProviderOptions } from '@mediajobs/lib/storage/index';
 import { StorageError, type StorageProvider } from '@mediajobs/lib/storage/types';
@@ -38,6 +39,19 @@ export type ProviderSettings = Pick<CreateProviderOptions, 'gcs' | 'drive'>;
  */
 export const DEFAULT_PROBE_MAX_BYTES = 64 * 1024;
 
+/**
+ * What one live check may do: take `timeoutMs` (STORAGE_PROBE_TIMEOUT_MS),
+ * read `maxBytes` (STORAGE_PROBE_MAX_BYTES), and connect where `outbound`
+ * allows, every address a name resolves to checked as the socket opens.
+ */
+export interface ProbeBounds {
+  timeoutMs: number;
+  maxBytes: number;
+  outbound: OutboundPolicy;
+}
+
+const budgetFor = (bounds: ProbeBounds) => new ReadBudget({ maxBytes: bounds.maxBytes, deadlineMs: bounds.timeoutMs, policy: bounds.outbound });
+
 /** lib's shape check and constructor; throws DestinationCheckError('construct'). */
 export async function buildProvider(
   document: Record<string, unknown>, settings: ProviderSettings & Pick<CreateProviderOptions, 'agents'> = {},
@@ -64,11 +78,14 @@ function dispose(provider: StorageProvider): void {
 }
 
 /**
- * A failed live check as the answer gives it. A backend that outran the
- * budget (an endless or huge body, a trickle past the deadline) is
- * unreachable, whatever error the SDK made of its cut socket.
+ * A failed live check as the answer gives it. An endpoint whose name
+ * resolved to an address the policy refuses is the invalid endpoint a
+ * literal one is; a backend that outran the budget (an endless or huge
+ * body, a trickle past the deadline) is unreachable, whatever error the SDK
+ * made of its cut socket.
  */
 function checkError(err: unknown, budget: ReadBudget): DestinationCheckError {
+  if (budget.refused) return new DestinationCheckError('probe', 'invalid_endpoint', 'invalid_config');
   if (budget.exceeded === 'bytes') return new DestinationCheckError('probe', 'response_too_large', 'unreachable');
   if (budget.exceeded === 'deadline') return new DestinationCheckError('probe', 'timeout', 'timeout');
   if (err instanceof DestinationCheckError) return err;
@@ -83,14 +100,12 @@ function checkError(err: unknown, budget: ReadBudget): DestinationCheckError {
  * unreachable: the provider's sockets are a ReadBudget's, cut at either
  * bound, so neither a slow nor a huge answer outlives the probe.
  */
-export async function probeDestination(
-  document: Record<string, unknown>, timeoutMs: number, settings: ProviderSettings = {}, maxBytes = DEFAULT_PROBE_MAX_BYTES,
-): Promise<void> {
-  const budget = new ReadBudget({ maxBytes, deadlineMs: timeoutMs });
+export async function probeDestination(document: Record<string, unknown>, bounds: ProbeBounds, settings: ProviderSettings = {}): Promise<void> {
+  const budget = budgetFor(bounds);
   try {
     const provider = await buildProvider(document, { ...settings, agents: budget });
     try {
-      await withTimeout(provider.probe(), timeoutMs);
+      await withTimeout(provider.probe(), bounds.timeoutMs);
     } catch (err) {
       throw checkError(err, budget);
     } finally {
@@ -106,7 +121,7 @@ export async function probeDestination(
  * the credentials, as the spec says that endpoint verifies. The shape and
  * endpoint are checked by lib's constructor first.
  */
-export async function verifyBucketListing(document: Record<string, unknown>, timeoutMs: number, maxBytes = DEFAULT_PROBE_MAX_BYTES): Promise<void> {
+export async function verifyBucketListing(document: Record<string, unknown>, bounds: ProbeBounds): Promise<void> {
   dispose(await buildProvider(document));
   // Loaded here, as lib loads a provider's SDK: only a process that needs it carries it.
   const [{ ListObjectsV2Command, S3Client }, { mapS3Error }] = await Promise.all([
@@ -116,7 +131,7 @@ export async function verifyBucketListing(document: Record<string, unknown>, tim
   const endpoint = String(document.endpoint);
   const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(endpoint) ? endpoint : `https://${endpoint}`;
   const host = new URL(withScheme).hostname;
-  const budget = new ReadBudget({ maxBytes, deadlineMs: timeoutMs });
+  const budget = budgetFor(bounds);
   const client = new S3Client({
     endpoint: withScheme,
     region: String(document.region),
@@ -129,7 +144,7 @@ export async function verifyBucketListing(document: Record<string, unknown>, tim
     responseChecksumValidation: 'WHEN_REQUIRED',
   });
   try {
-    await withTimeout(client.send(new ListObjectsV2Command({ Bucket: String(document.bucket), MaxKeys: 1 })), timeoutMs);
+    await withTimeout(client.send(new ListObjectsV2Command({ Bucket: String(document.bucket), MaxKeys: 1 })), bounds.timeoutMs);
   } catch (err) {
     throw checkError(err instanceof DestinationCheckError ? err : mapS3Error(err, 's3'), budget);
   } finally {

@@ -104,7 +104,7 @@ export async function verifiedDestination(
   provider: StorageProviderName, body: Record<string, unknown>, outbound: OutboundPolicy, budget: ProbeBudget, settings?: ProviderSettings,
 ): Promise<Record<string, unknown>> {
   const document = checkedDocument(provider, body, outbound, (e) => credentialMessage(provider, e));
-  await live(probeDestination(document, budget.timeoutMs, settings, budget.maxBytes), (e) => credentialMessage(provider, e));
+  await live(probeDestination(document, { ...budget, outbound }, settings), (e) => credentialMessage(provider, e));
   return document;
 }
 
@@ -115,6 +115,6 @@ export async function verifiedBucket(body: Record<string, unknown>, outbound: Ou
   const only: Record<string, unknown> = {};
   for (const k of BUCKET_FIELDS) only[k] = body[k];
   const document = checkedDocument('s3', only, outbound, (e) => `Verification failed: ${e.reason}`);
-  await live(verifyBucketListing(document, budget.timeoutMs, budget.maxBytes), (e) => `Verification failed: ${e.reason}`);
+  await live(verifyBucketListing(document, { ...budget, outbound }), (e) => `Verification failed: ${e.reason}`);
   return document;
 }

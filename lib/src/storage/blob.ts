@@ -27,7 +27,7 @@ import {
   type StorageProvider,
   type UploadOptions,
   type UploadResult } from './types.js';
-import type { BoundedAgents } from '../read-budget.js';
+import type { BoundedAgents } from '../outbound-agents.js';
 
 export interface BlobStorageOptions {
   /** Reported in errors; `blob` by default. */

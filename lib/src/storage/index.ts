@@ -11,7 +11,7 @@
 // a provider class as a value imports `./s3.js` and the like directly, and
 // accepts that SDK. lib/test/storage-lazy-sdk.test.ts checks this.
 import { z } from 'zod';
-import type { BoundedAgents } from '../read-budget.js';
+import type { BoundedAgents } from '../outbound-agents.js';
 import { ConfigError, loadConfig, managedStorageSchema } from '../config.js';
 import type { DriveDownloadUrlOptions } from './drive-links.js';
 import { LocalStorageProvider } from './managed-local.js';

@@ -24,7 +24,7 @@ import {
   type UploadOptions,
   type UploadResult } from './types.js';
 import { MultipartUpload, choosePartSize, type MultipartBackend } from './parts.js';
-import type { BoundedAgents } from '../read-budget.js';
+import type { BoundedAgents } from '../outbound-agents.js';
 
 export interface OssStorageOptions {
   /** Reported in errors; default `oss`. */

@@ -16,7 +16,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Readable } from 'node:stream';
-import type { BoundedAgents } from '../read-budget.js';
+import type { BoundedAgents } from '../outbound-agents.js';
 import { MultipartUpload, S3_PARTS, choosePartSize, type CompletedPart, type MultipartBackend } from './parts.js';
 import {
   NETWORK_ERROR_CODES,

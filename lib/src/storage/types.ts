@@ -442,6 +442,8 @@ export const NETWORK_ERROR_CODES: ReadonlySet<string> = new Set([
   // A backend that answers past its read budget (read-budget.ts) is as good as unreachable.
   'ERR_RESPONSE_TOO_LARGE',
   'ERR_READ_DEADLINE',
+  // An endpoint the outbound-address policy refuses at connect time (outbound-agents.ts): unreachable for this service.
+  'ERR_OUTBOUND_REFUSED',
 ]);
 
 /** The fixed, credential-free text of each StorageError code. */
