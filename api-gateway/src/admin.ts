@@ -161,7 +161,8 @@ async function reseal(values: Options, pool: pg.Pool, secretKeys: string | undef
   const line = (c: ResealCount) => values.json
     ? JSON.stringify(c)
     : `${`${c.table}.${c.column}`.padEnd(40)} resealed ${c.resealed}  changed meanwhile ${c.changed}  unreadable ${c.unreadable}`;
-  const counts = await resealAll(pool, new SecretBox(secretKeys), {
+  // Opens v1 values whatever the services do: upgrading them is what it is for.
+  const counts = await resealAll(pool, new SecretBox(secretKeys, { openUnbound: true }), {
     ...(batchSize !== undefined && { batchSize: Math.round(batchSize) }), onColumn: (c) => out(line(c)),
   });
   const unreadable = counts.reduce((n, c) => n + c.unreadable, 0);

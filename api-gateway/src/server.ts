@@ -47,7 +47,7 @@ export interface StartOptions {
 
 export async function startGateway(config: GatewayConfig, opts: StartOptions = {}): Promise<RunningGateway> {
   const logger = opts.logger ?? createLogger('api-gateway', config.LOG_LEVEL);
-  const secretBox = new SecretBox(config.SECRET_KEYS);
+  const secretBox = new SecretBox(config.SECRET_KEYS, { openUnbound: config.SECRET_OPEN_UNBOUND });
   const storage = await createManagedStorage(config);
   const pool = createPool(config.DATABASE_URL, config.PG_POOL_MAX, logger);
 

@@ -43,6 +43,8 @@ export const commonSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** 32-byte keys for the secret box, "kid:base64,kid2:base64"; the first encrypts, all decrypt (rotation). */
   SECRET_KEYS: z.string().min(1).optional(),
+  /** Open values sealed before they were bound to their place (v1), while the reseal command upgrades them (lib/src/secret-box.ts). */
+  SECRET_OPEN_UNBOUND: envBoolean.default(false),
 });
 
 /** Managed storage: local disk (local mode) or an S3-compatible bucket (production). */

@@ -25,8 +25,19 @@ export interface SecretContext {
 /** A plaintext the caller holds, sealed by the table's owner once it knows the row (lib/src/db: inserts name the place). */
 export type Sealable = (at: SecretContext) => string;
 
-/** The version of values bound to their place; `v1` (key id only) is still opened, never written. */
+/** The version of values bound to their place; `v1` (key id only) is never written, and opened only when asked (below). */
 const CURRENT = 'v2';
+
+export interface SecretBoxOptions {
+  /**
+   * Open `v1` values, sealed before places were bound (SECRET_OPEN_UNBOUND;
+   * the re-seal command always does). Off by default: a v1 value opens
+   * anywhere, so a database writer holding an old one (a backup) could put
+   * it in any row. On only while a deployment that still has v1 values
+   * runs the re-seal command.
+   */
+  openUnbound?: boolean;
+}
 
 const contextText = (at: SecretContext) => `${at.table}.${at.column}:${at.row}`;
 
@@ -36,9 +47,11 @@ const aadV2 = (kid: string, at: SecretContext) => Buffer.from([CURRENT, kid, at.
 export class SecretBox {
   private readonly keys = new Map<string, Buffer>();
   private readonly current: string;
+  private readonly openUnbound: boolean;
 
   /** `spec` is "kid:base64key[,kid2:base64key…]"; each key must decode to 32 bytes. */
-  constructor(spec: string) {
+  constructor(spec: string, options: SecretBoxOptions = {}) {
+    this.openUnbound = options.openUnbound ?? false;
     const entries = spec.split(',').map((s) => s.trim()).filter(Boolean);
     if (!entries.length) throw new SecretBoxError('no secret keys configured');
     for (const entry of entries) {
@@ -69,13 +82,17 @@ export class SecretBox {
   /**
    * The plaintext of a value stored at `at`. A v2 value opens only there (a
    * moved one fails as tampered); a v1 value, sealed before places were
-   * bound, opens anywhere until the re-seal command upgrades it. The version
-   * is itself in v2's associated data, so relabelling a v2 value "v1" fails too.
+   * bound, opens anywhere, so only with `openUnbound` (the re-seal command
+   * upgrades it). The version is itself in v2's associated data, so
+   * relabelling a v2 value "v1" fails too.
    */
   open(sealed: string, at: SecretContext): string {
     const [v, kid, iv, tag, ct] = sealed.split('.');
     if ((v !== 'v1' && v !== CURRENT) || !kid || iv === undefined || tag === undefined || ct === undefined) {
       throw new SecretBoxError('not a sealed secret');
+    }
+    if (v === 'v1' && !this.openUnbound) {
+      throw new SecretBoxError(`secret at ${contextText(at)} is sealed unbound (v1): run the reseal command (SECRET_OPEN_UNBOUND=true lets the services open it meanwhile)`);
     }
     const key = this.keys.get(kid);
     if (!key) throw new SecretBoxError(`sealed with unknown key id ${kid}`);

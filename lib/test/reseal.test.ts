@@ -27,7 +27,8 @@ describe('lib: sealed values bound to their place, and the re-seal command (real
   let db: TestDatabase;
   let pool: pg.Pool;
   const oldSpec = SecretBox.generateSpec('old');
-  const oldBox = new SecretBox(oldSpec);
+  /** The reseal command's box: it opens v1 values, as admin.ts builds it. */
+  const oldBox = new SecretBox(oldSpec, { openUnbound: true });
 
   before(async () => {
     db = await createTestDatabase('mediajobs_reseal');
@@ -135,7 +136,7 @@ describe('lib: sealed values bound to their place, and the re-seal command (real
     const plain = await seedEverywhere();
     expect(plain.size).to.equal(16);
     const newSpec = SecretBox.generateSpec('new');
-    const rotating = new SecretBox(`${newSpec},${oldSpec}`);
+    const rotating = new SecretBox(`${newSpec},${oldSpec}`, { openUnbound: true });
     const first = await resealAll(pool, rotating, { batchSize: 2 });
     expect(first.map((c) => `${c.table}.${c.column}`)).to.deep.equal(SEALED_COLUMNS.map((c) => `${c.table}.${c.column}`));
     expect(totals(first)).to.deep.equal({ resealed: 16, changed: 0, unreadable: 0 });
@@ -161,9 +162,12 @@ describe('lib: sealed values bound to their place, and the re-seal command (real
     const other = await job(oldBox, { webhook: 'https://hooks.example/other' });
     const v1 = await column(id, 'webhook_url_enc');
     expect(oldBox.open(v1, sealedAt.jobWebhook(other)), 'a v1 value opens anywhere').to.equal('https://hooks.example/v1');
+    const service = new SecretBox(oldSpec); // as the gateway and operator run by default
+    expect(() => service.open(v1, sealedAt.jobWebhook(id)), 'a service refuses it').to.throw(SecretBoxError, /unbound/);
     expect(totals(await resealAll(pool, oldBox))).to.deep.equal({ resealed: 1, changed: 0, unreadable: 0 });
     const upgraded = await column(id, 'webhook_url_enc');
     expect(upgraded).to.match(/^v2\.old\./);
+    expect(service.open(upgraded, sealedAt.jobWebhook(id)), 'and opens it once resealed').to.equal('https://hooks.example/v1');
     expect(() => oldBox.open(upgraded, sealedAt.jobWebhook(other))).to.throw(SecretBoxError);
   });
 
@@ -178,7 +182,7 @@ describe('lib: sealed values bound to their place, and the re-seal command (real
 
   it('keeps a value a service wrote between the re-seal\'s read and its write', async () => {
     const ids = [await job('v1', { webhook: 'https://hooks.example/1' }), await job('v1', { webhook: 'https://hooks.example/2' })];
-    const newBox = new SecretBox(`${SecretBox.generateSpec('new')},${oldSpec}`);
+    const newBox = new SecretBox(`${SecretBox.generateSpec('new')},${oldSpec}`, { openUnbound: true });
     const concurrent = newBox.seal('https://hooks.example/changed', sealedAt.jobWebhook(ids[1]!));
     // The pool the command uses, with a service's write landing just before the command's first UPDATE.
     let raced = false;
@@ -203,7 +207,7 @@ describe('lib: sealed values bound to their place, and the re-seal command (real
     const keys = Array.from({ length: 5 }, () => randomUUID());
     for (const k of keys) await rotateWebhookSecret(pool, oldBox, k);
     const newSpec = SecretBox.generateSpec('new');
-    const rotating = new SecretBox(`${newSpec},${oldSpec}`);
+    const rotating = new SecretBox(`${newSpec},${oldSpec}`, { openUnbound: true });
     let stop = false;
     const latest = new Map<string, string>();
     const writers = (async () => {

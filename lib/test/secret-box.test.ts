@@ -27,16 +27,23 @@ describe('lib: SecretBox', () => {
     refused(sealed, { table: 'a', column: 'b', row: 'c:d' });
   });
 
-  it('still opens a v1 value (sealed before places were bound) anywhere, with any configured key', () => {
+  it('refuses a v1 value (sealed before places were bound) unless told to open unbound values', () => {
     const old = sealV1(spec, 'legacy-secret');
-    expect(box.open(old, here)).to.equal('legacy-secret');
-    const rotated = new SecretBox(`${SecretBox.generateSpec('k2')},${spec}`);
+    expect(() => box.open(old, here)).to.throw(SecretBoxError, /sealed unbound \(v1\): run the reseal command/);
+    expect(() => box.open(old, here)).to.not.throw(/legacy-secret/);
+  });
+
+  it('with openUnbound (SECRET_OPEN_UNBOUND, the reseal command), opens a v1 value anywhere, with any configured key', () => {
+    const old = sealV1(spec, 'legacy-secret');
+    expect(new SecretBox(spec, { openUnbound: true }).open(old, here)).to.equal('legacy-secret');
+    const rotated = new SecretBox(`${SecretBox.generateSpec('k2')},${spec}`, { openUnbound: true });
     expect(rotated.open(old, { table: 'outbox', column: 'target_enc', row: '7' })).to.equal('legacy-secret');
   });
 
   it('never opens a v2 value relabelled v1 (no downgrade to the place-free format)', () => {
     const sealed = box.seal('https://hooks.example/a', here);
-    refused(`v1${sealed.slice(2)}`, here);
+    expect(() => box.open(`v1${sealed.slice(2)}`, here)).to.throw(SecretBoxError, /unbound/);
+    expect(() => new SecretBox(spec, { openUnbound: true }).open(`v1${sealed.slice(2)}`, here)).to.throw(SecretBoxError, /wrong place or tampered/);
   });
 
   it('knows which values are current: v2 under the first key', () => {

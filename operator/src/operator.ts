@@ -41,7 +41,7 @@ export interface OperatorDeps {
 export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Promise<OperatorHandle> {
   const log = deps.log ?? createLogger('operator', cfg.LOG_LEVEL);
   if (!cfg.SECRET_KEYS) throw new Error('SECRET_KEYS is required (webhook addresses are sealed with it)');
-  const box = new SecretBox(cfg.SECRET_KEYS);
+  const box = new SecretBox(cfg.SECRET_KEYS, { openUnbound: cfg.SECRET_OPEN_UNBOUND });
   const pool = deps.pool ?? new pg.Pool({ connectionString: cfg.DATABASE_URL, max: cfg.RECONCILE_CONCURRENCY + 4 });
   const ownPool = !deps.pool;
   // An idle client failing (Postgres restarting or stopping first) must not crash the process; the pool replaces it.
