@@ -46,22 +46,23 @@ export function checkedAgents(options: CheckedAgentOptions = {}): BoundedAgents 
     onRefused?.(decision.category);
     return new OutboundRefusedError(decision.category);
   };
+  /** A connection as an agent asks for it: refused before anything is opened, or opened and handed to onSocket. */
+  const open = <O extends { host?: string | null }>(create: (opts: O, cb?: Created) => Duplex | null | undefined, opts: O, cb?: Created) => {
+    const refused = refusal(opts.host);
+    if (refused) return void cb?.(refused, undefined as never);
+    const socket = create(opts, cb);
+    return socket ? onSocket(socket) : socket;
+  };
   const agentOptions = { keepAlive: true, ...(policy && { lookup: noting(policy.connectLookup(), onRefused) }) };
   return {
     http: new (class extends http.Agent {
       override createConnection(opts: http.ClientRequestArgs, cb?: Created) {
-        const refused = refusal(opts.host);
-        if (refused) return void cb?.(refused, undefined as never);
-        const socket = super.createConnection(opts, cb);
-        return socket ? onSocket(socket) : socket;
+        return open((o, c) => super.createConnection(o, c), opts, cb);
       }
     })(agentOptions),
     https: new (class extends https.Agent {
       override createConnection(opts: https.RequestOptions, cb?: Created) {
-        const refused = refusal(opts.host);
-        if (refused) return void cb?.(refused, undefined as never);
-        const socket = super.createConnection(opts, cb);
-        return socket ? onSocket(socket) : socket;
+        return open((o, c) => super.createConnection(o, c), opts, cb);
       }
     })(agentOptions),
   };
