@@ -9,9 +9,9 @@
 import { z } from 'zod';
 import { HttpError } from './http-errors.js';
 
-export const GIVEN_ONCE = 'must be given once';
+const GIVEN_ONCE = 'must be given once';
 
-export function queryError(name: string, why: string): string {
+function queryError(name: string, why: string): string {
   return `Invalid query parameter '${name}': ${why}`;
 }
 

@@ -9,7 +9,7 @@
 // watches each socket) and by the runner's uploads.
 import http from 'node:http';
 import https from 'node:https';
-import { isIP, type LookupFunction } from 'node:net';
+import type { LookupFunction } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { OutboundRefusedError, type OutboundPolicy, type RefusedCategory } from './outbound.js';
 
@@ -39,9 +39,8 @@ export function checkedAgents(options: CheckedAgentOptions = {}): BoundedAgents 
     const spent = refuseNew?.();
     if (spent) return spent;
     if (!policy || typeof host !== 'string') return undefined;
-    const bare = host.replace(/^\[|\]$/g, '');
-    if (!isIP(bare)) return undefined;
-    const decision = policy.checkAddress(bare);
+    // The host as written: an IP literal (which `lookup` never sees) or a localhost name; other names pass to lookup.
+    const decision = policy.checkHost(host);
     if (decision.ok) return undefined;
     onRefused?.(decision.category);
     return new OutboundRefusedError(decision.category);

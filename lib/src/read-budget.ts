@@ -25,7 +25,6 @@ import type { Duplex } from 'node:stream';
 import type { OutboundPolicy, RefusedCategory } from './outbound.js';
 import { checkedAgents, type BoundedAgents } from './outbound-agents.js';
 
-
 export type BudgetExceeded = 'bytes' | 'deadline';
 
 /** What a socket of an exhausted budget is destroyed with; providers map it as unreachable (storage/types.ts NETWORK_ERROR_CODES). */

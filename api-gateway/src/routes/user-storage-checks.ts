@@ -12,7 +12,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { FieldError, destinationDocument } from '../destinations/fields.js';
 import { isForbiddenEndpoint } from '../destinations/job-destination.js';
-import { DestinationCheckError, probeDestination, verifyBucketListing, type ProviderSettings } from '../destinations/probe.js';
+import { DestinationCheckError, probeDestination, verifyBucketListing, type ProbeBounds, type ProviderSettings } from '../destinations/probe.js';
 import { isOrgAdmin } from '../destinations/store.js';
 import type { Owner } from '../destinations/vault.js';
 import { HttpError } from '../http-errors.js';
@@ -79,11 +79,8 @@ function checkedDocument(
   }
 }
 
-/** STORAGE_PROBE_TIMEOUT_MS and STORAGE_PROBE_MAX_BYTES: what one live check may take. */
-export interface ProbeBudget {
-  timeoutMs: number;
-  maxBytes: number;
-}
+/** STORAGE_PROBE_TIMEOUT_MS and STORAGE_PROBE_MAX_BYTES: what one live check may take (its addresses are the gateway's policy). */
+export type ProbeBudget = Omit<ProbeBounds, 'outbound'>;
 
 /** Run a live check; its DestinationCheckError becomes a 400 with `message`. */
 async function live(check: Promise<void>, message: (e: DestinationCheckError) => string): Promise<void> {
