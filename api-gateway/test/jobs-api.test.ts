@@ -233,6 +233,9 @@ describe('api-gateway: REST API', function () {
       [{ url: 'http://[::ffff:a9fe:a9fe]/' }, "Invalid field 'url': local and link-local addresses are not allowed"],
       [{ url: 'https://10.1.2.3/internal.mp4' }, "Invalid field 'url': local and link-local addresses are not allowed"],
       [{ url: 'https://user:pass@media.example/v.mp4' }, "Invalid field 'url': must not contain user credentials"],
+      // Postgres stores no NUL in text or jsonb: this was a 500 (found by hostile-input.test.ts).
+      [{ url: 'https://media.example/v\u0000.mp4' }, "Invalid field 'url': must not contain control characters"],
+      [{ url: 'https://media.example/a\nb' }, "Invalid field 'url': must not contain control characters"],
       [{ webhook_url: 'http://169.254.169.254/latest/meta-data/' }, "Invalid field 'webhook_url': local and link-local addresses are not allowed"],
       [{ webhook_url: 'http://[fe80::1]/hook' }, "Invalid field 'webhook_url': local and link-local addresses are not allowed"],
       [{ webhook_url: 'https://me:secret@hooks.example.com/x' }, "Invalid field 'webhook_url': must not contain user credentials"],

@@ -76,6 +76,8 @@ const httpUrl = () =>
     .trim()
     .min(1, { error: 'must not be empty' })
     .max(MAX_URL_LENGTH, { error: `must be at most ${MAX_URL_LENGTH} characters` })
+    // RFC 3986 has no raw control characters; WHATWG parsing would accept some, and Postgres stores no NUL in text or jsonb.
+    .refine((s) => !/[\u0000-\u001f\u007f]/.test(s), { error: 'must not contain control characters' })
     .refine(isHttpUrl, { error: `must be an absolute http or https URL` });
 
 function isHttpUrl(s: string): boolean {
