@@ -3,7 +3,7 @@
 // the local kubelet on one loopback port, writes a kubeconfig, and stop()
 // takes it all down cleanly.
 import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { chmodSync, mkdtempSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -86,7 +86,19 @@ export class LocalCluster {
     private readonly tls: ServingCert,
     private readonly throttleRef: { current: WriteThrottle | undefined },
     private readonly counter: RequestCounter,
-  ) {}
+  ) {
+    server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
+  }
+
+  /**
+   * Every TCP connection, one still in its TLS handshake included:
+   * closeAllConnections() knows only those that reached HTTP, and close()
+   * waits for the rest (a handshake left hanging held a restart for half a minute).
+   */
+  private readonly sockets = new Set<Socket>();
 
   static async start(opts: LocalClusterOptions = {}): Promise<LocalCluster> {
     const logger = opts.logger ?? pino({ name: 'local-cluster', level: process.env.LOG_LEVEL ?? 'info' });
@@ -208,9 +220,7 @@ export class LocalCluster {
    */
   async restartApiServer(downMs: number): Promise<void> {
     const { port, address } = this.server.address() as AddressInfo;
-    this.watches.dropAll();
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await this.closeServer();
     this.api.store.compact();
     await new Promise((r) => setTimeout(r, downMs));
     await new Promise<void>((resolve, reject) => {
@@ -225,10 +235,16 @@ export class LocalCluster {
   async stop(): Promise<void> {
     for (const c of this.controllers) c.stop();
     await this.kubelet.stop();
-    this.watches.dropAll();
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await this.closeServer();
     this.persistence?.stop();
+  }
+
+  /** Stop listening and end every connection, watches first. */
+  private async closeServer(): Promise<void> {
+    this.watches.dropAll();
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const socket of this.sockets) socket.destroy();
+    await closed;
   }
 }
 

@@ -3,6 +3,9 @@
 // refuses connections while it is down, then the same URL serves every
 // object as before, a watch resumed from before the restart gets 410
 // Expired (a fresh watch cache), and a pod started before keeps running.
+// A connection that never finished its TLS handshake does not hold the
+// restart: every connection goes, as with a process that exits.
+import { connect } from 'node:net';
 import { expect } from 'chai';
 import { clusterFetch, eventually, startTestCluster, type TestCluster } from './support.js';
 
@@ -42,5 +45,17 @@ describe('local cluster: the API server restarted with its state kept', function
     const first = JSON.parse(Buffer.from(value!).toString().split('\n')[0]!) as { type: string; object: { code: number; reason: string } };
     expect([first.type, first.object.code, first.object.reason]).to.deep.equal(['ERROR', 410, 'Expired']);
     expect((await tc.kubectl(['get', 'pod', 'sleeper', '-o', 'jsonpath={.status.phase}'])).stdout).to.equal('Running');
+  });
+
+  it('ends a connection still in its TLS handshake instead of waiting for it', async () => {
+    const { hostname, port } = new URL(tc.cluster.url);
+    const idle = connect(Number(port), hostname);
+    const closed = new Promise<string>((resolve) => idle.once('close', () => resolve('closed')));
+    idle.on('error', () => undefined);
+    await new Promise((resolve) => idle.once('connect', resolve));
+    // The handshake timeout of the server is two minutes: past this test's own timeout.
+    await tc.cluster.restartApiServer(100);
+    expect(await closed).to.equal('closed');
+    expect((await get('/api/v1/namespaces/default/configmaps')).status).to.equal(200);
   });
 });
