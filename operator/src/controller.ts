@@ -291,7 +291,9 @@ export class MediaJobController {
     }
     if (!cached && mj.status?.jobName !== jobName) this.announce(key, mj, [admitted(jobName, hasWaited(mj.status))]);
     const job = cached ? this.children.owned(cached, mj) : await this.children.ensure(mj);
-    const desired = deriveStatus({ mj, job, pod: this.podIndex.latest(ns, jobName), admitted: true, jobName, retry: this.retry }, new Date());
+    const desired = deriveStatus({
+      mj, job, pod: this.podIndex.latest(ns, jobName), podsFollowingSince: this.pods.followingSince(ns) ?? 'down', admitted: true, jobName, retry: this.retry,
+    }, new Date());
     if (desired === WAIT_FOR_POD) return { requeueAfter: POD_RECHECK_MS };
     const written = await this.writeStatus(key, mj, desired);
     if (isTerminal(written.status)) return this.finish(key, mj, written);

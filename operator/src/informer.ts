@@ -32,6 +32,10 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
   private timers: NodeJS.Timeout[] = [];
   private stopped = false;
   private restarting = false;
+  /** Informers that reported an error: a relist's fresh one may fail its first watch while it starts. */
+  private readonly failed = new WeakSet<k8s.ListWatch<T>>();
+  /** Since when the cache has followed the API server without a break; undefined while its watch is down. */
+  private following: number | undefined;
 
   constructor(private readonly o: ResilientInformerOptions<T>) {
     this.informer = this.make();
@@ -51,8 +55,10 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
       this.lastEvent = Date.now();
     });
     inf.on('error', (err) => {
-      // A replaced informer's aborted watch, or a relist's failed one (relist retries itself), is not ours to restart.
+      this.failed.add(inf);
+      // A replaced informer's aborted watch, or a relist's fresh one still starting (relist looks at it), is not ours to restart.
       if (this.stopped || inf !== this.informer) return;
+      this.following = undefined;
       this.o.log.warn({ informer: this.o.name, err: errFields(err) }, 'informer stopped; restarting');
       this.restartLater('error');
     });
@@ -63,6 +69,7 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     this.stopped = false;
     await this.informer.start();
     this.lastEvent = Date.now();
+    if (this.informer.latestResourceVersion() && !this.failed.has(this.informer)) this.following = Date.now();
     const resync = setInterval(() => this.o.onResync?.(), this.o.resyncMs);
     const watchdog = setInterval(() => {
       if (Date.now() - this.lastEvent > this.o.watchdogMs) {
@@ -109,6 +116,7 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
   private async relist(trigger: RelistTrigger): Promise<void> {
     this.lastEvent = Date.now();
     const old = this.informer;
+    this.following = undefined;
     try {
       await old.stop();
     } catch {
@@ -126,11 +134,20 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
       return;
     }
     this.informer = fresh;
-    this.restarts = 0;
     for (const obj of old.list()) {
       if (!fresh.get(obj.metadata?.name ?? '', obj.metadata?.namespace)) this.o.onChange(obj, 'delete');
     }
     this.o.onResync?.();
+    if (this.failed.has(fresh)) {
+      // Listed, but its watch failed as it began (an API server going away
+      // between the two): the cache is fresh and will not stay so, and
+      // nothing else would notice before the watchdog.
+      this.o.log.warn({ informer: this.o.name }, 'informer watch failed as it started; restarting');
+      this.restartLater(trigger);
+      return;
+    }
+    this.restarts = 0;
+    this.following = Date.now();
   }
 
   async stop(): Promise<void> {
@@ -138,6 +155,16 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     for (const t of this.timers) clearTimeout(t);
     this.timers = [];
     await this.informer.stop().catch(() => undefined);
+  }
+
+  /**
+   * Since when (ms) the cache has followed the API server without a break:
+   * its last successful list, or its start. Undefined while the watch is
+   * down (after an error, and while a relist runs), when what the cache
+   * says may be behind by any amount.
+   */
+  followingSince(): number | undefined {
+    return this.following;
   }
 
   get(name: string, namespace?: string): T | undefined {

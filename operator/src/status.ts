@@ -5,7 +5,7 @@
 // the retry policy retries (retry-policy.ts) does not end the job: it is
 // recorded in status.attempts and the job waits Pending for its next
 // attempt (docs/adr/0018).
-import type { V1Job, V1Pod } from '@kubernetes/client-node';
+import type { V1Job, V1JobCondition, V1Pod } from '@kubernetes/client-node';
 import type { FinishedManifestJob } from '@mediajobs/lib/db/jobs';
 import {
   RUNNER_EXIT, RUNNER_PHASES, TERMINAL_STATUSES, type AttemptOutcome, type Condition, type JobStatus, type MediaJob, type MediaJobAttempt,
@@ -26,6 +26,12 @@ export interface Observed {
   jobName: string;
   /** The retry policy's settings; absent: a failed attempt is the job's (no retries). */
   retry?: RetrySettings;
+  /**
+   * Since when (ms) the pod cache has followed the API server without a
+   * break (ResilientInformer.followingSince), or 'down' while it does not.
+   * Absent: a cache that always followed.
+   */
+  podsFollowingSince?: number | 'down';
 }
 
 /** status.reason while a job waits for its next attempt (GET /jobs/{id}'s `reason`). */
@@ -114,6 +120,22 @@ function timeOf(t: Date | string | undefined): string | undefined {
  * ends, error on failure, times, jobName, conditions). Runner-reported
  * fields (result, live step/progress) are kept as they are.
  */
+/**
+ * Whether a finished Job's pod may yet show its exit code. The Job's verdict
+ * can reach the cache before its pod's: wait a little from the verdict.
+ * And a pod cache that stopped following the API server (an outage, a
+ * relist under way) holds what the pod was before it: wait until it
+ * follows again, then a little from then, so that a runner that finished
+ * and reported while the API server was away is not judged as lost.
+ */
+function podReportMayCome(o: Observed, failed: V1JobCondition | undefined, now: Date): boolean {
+  const following = o.podsFollowingSince ?? 0;
+  if (following === 'down') return true;
+  if (!o.pod) return false;
+  const finishedAt = Date.parse(String(failed?.lastTransitionTime ?? o.job?.status?.completionTime ?? '')) || now.getTime();
+  return now.getTime() - Math.max(finishedAt, following) < POD_REPORT_GRACE_MS;
+}
+
 export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WAIT_FOR_POD {
   const cur: MediaJobStatus = o.mj.status ?? {};
   if (isTerminal(cur.status)) return cur;
@@ -129,9 +151,7 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
   const failed = jobCondition(o.job, 'Failed');
   if (complete || failed) {
     const { exitCode, report } = terminationReport(o.pod);
-    // The Job's verdict can reach the cache before its pod's: wait for the pod's exit code a little.
-    const finishedAt = Date.parse(String(failed?.lastTransitionTime ?? o.job?.status?.completionTime ?? '')) || now.getTime();
-    if (exitCode === undefined && o.pod && now.getTime() - finishedAt < POD_REPORT_GRACE_MS) return WAIT_FOR_POD;
+    if (exitCode === undefined && podReportMayCome(o, failed, now)) return WAIT_FOR_POD;
     const finishTime = timeOf(o.job?.status?.completionTime) ?? timeOf(failed?.lastTransitionTime) ?? nowStr;
     const result = cur.result ?? report?.result;
     next.finishTime = finishTime;

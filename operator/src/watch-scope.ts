@@ -47,8 +47,16 @@ export class ScopedInformer<T extends k8s.KubernetesObject> {
   }
 
   get(name: string, namespace: string | undefined): T | undefined {
-    const one = this.informers.get(namespace) ?? this.informers.get(undefined);
-    return one?.get(name, namespace);
+    return this.informerOf(namespace)?.get(name, namespace);
+  }
+
+  /** ResilientInformer.followingSince of the informer that holds `namespace`. */
+  followingSince(namespace: string | undefined): number | undefined {
+    return this.informerOf(namespace)?.followingSince();
+  }
+
+  private informerOf(namespace: string | undefined): ResilientInformer<T> | undefined {
+    return this.informers.get(namespace) ?? this.informers.get(undefined);
   }
 
   list(): T[] {

@@ -1,5 +1,9 @@
 // The operator's informer wrapper on the local cluster: periodic relists
-// correct a cache whose watch misses changes.
+// correct a cache whose watch misses changes, and a relist whose watch
+// fails as it starts is tried again.
+import { createServer, type Server } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
@@ -70,4 +74,74 @@ describe('operator: resilient informer', () => {
     expect(inf.get('kept', 'default')).to.not.equal(undefined);
     expect(deleted).to.deep.equal([]);
   });
+
+  it('relists again when a relist lists but its watch is refused, as when the API server goes between the two', async () => {
+    const proxy = await watchRefusingProxy(tc);
+    let lists = 0;
+    let refusedBeforeRelist = Infinity;
+    try {
+      const inf = new ResilientInformer<k8s.V1ConfigMap>({
+        name: 'configmaps', kc: proxy.kc, path: '/api/v1/namespaces/default/configmaps',
+        list: () => {
+          if (++lists === 2) refusedBeforeRelist = proxy.refused;
+          return core.listNamespacedConfigMap({ namespace: 'default' });
+        },
+        onChange: () => undefined, resyncMs: 60_000, watchdogMs: 60_000, relistMs: 3_600_000, log,
+      });
+      informers.push(inf);
+      await inf.start();
+      proxy.refuseWatches = true;
+      tc.cluster.dropWatches();
+      // The dropped watch is an error, so a relist: it lists, and its own watch is refused.
+      await eventually(() => proxy.refused > refusedBeforeRelist, 10_000);
+      expect(inf.followingSince(), 'a cache that does not follow says so').to.equal(undefined);
+      const allowed = Date.now();
+      proxy.refuseWatches = false;
+      await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'after-refusal' } } });
+      await eventually(() => inf.get('after-refusal', 'default') !== undefined, 10_000);
+      expect(inf.followingSince()).to.be.at.least(allowed);
+    } finally {
+      await proxy.stop();
+    }
+  });
 });
+
+/**
+ * A plain-HTTP proxy to the local cluster that answers watches 503 (as an
+ * API server shutting down does) while refuseWatches is set; lists and the
+ * rest pass through. Its kubeconfig uses the cluster's token.
+ */
+async function watchRefusingProxy(tc: TestCluster) {
+  const state = { refuseWatches: false, refused: 0 };
+  const server: Server = createServer((req, res) => {
+    if (state.refuseWatches && new URL(req.url ?? '/', 'http://proxy').searchParams.get('watch') === 'true') {
+      state.refused++;
+      res.writeHead(503, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'ServiceUnavailable', code: 503 }));
+      return;
+    }
+    const upstream = httpsRequest(new URL(req.url ?? '/', tc.cluster.url), { method: req.method, headers: req.headers, ca: tc.cluster.caCert }, (up) => {
+      res.writeHead(up.statusCode ?? 502, up.headers);
+      res.flushHeaders(); // a watch's headers come before its first event
+      up.pipe(res);
+      up.on('close', () => up.complete || res.destroy()); // the cluster dropped it: so does the proxy
+    });
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const kc = new k8s.KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'proxy', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }], // client-node speaks plain HTTP only so
+    users: [{ name: 'admin', token: tc.cluster.token }],
+    contexts: [{ name: 'proxy', cluster: 'proxy', user: 'admin' }],
+    currentContext: 'proxy',
+  });
+  return Object.assign(state, {
+    kc,
+    stop: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  });
+}

@@ -91,6 +91,23 @@ describe('MediaJob status derivation', () => {
     expect(derive(o, new Date(NOW.getTime() + 20_000))).to.include({ status: 'Warning', errorType: 'warning', error: 'Video is private' });
   });
 
+  it('does not judge a finished Job by a pod cache that stopped following the API server, nor for a while after it follows again', () => {
+    // The runner finished and reported while the API server was away: the Job's verdict is old, the cached pod still runs.
+    const done = job({ type: 'Complete' });
+    const o = { mj: mj({ status: 'Processing', step: 'Downloading' }), job: done, pod: pod('Running'), admitted: true, jobName: 'x' };
+    expect(deriveStatus({ ...o, podsFollowingSince: 'down' }, NOW), 'cache down').to.equal(WAIT_FOR_POD);
+    expect(deriveStatus({ ...o, pod: undefined, podsFollowingSince: 'down' }, NOW), 'cache down, no pod in it').to.equal(WAIT_FOR_POD);
+    expect(deriveStatus({ ...o, podsFollowingSince: NOW.getTime() - 2000 }, NOW), 'relisted just now').to.equal(WAIT_FOR_POD);
+    const report = JSON.stringify({ outcome: 'completed', result: { storageKey: 'videos/a.mp4', fileSize: 10 } });
+    expect(derive({ ...o, pod: pod('Succeeded', 0, report), podsFollowingSince: NOW.getTime() - 2000 }, NOW), 'the relisted pod')
+      .to.include({ status: 'Completed' });
+    // Following for longer than the grace and the pod still shows no exit code: concluded without it.
+    expect(derive({ ...o, podsFollowingSince: NOW.getTime() - 20_000 }, NOW), 'following for long')
+      .to.include({ status: 'Failed', error: 'Processing failed: no result was reported' });
+    expect(derive({ ...o, pod: undefined, podsFollowingSince: NOW.getTime() - 20_000 }, NOW), 'no pod, cache following')
+      .to.include({ status: 'Failed' });
+  });
+
   it('never moves a terminal status', () => {
     const done: MediaJobStatus = { status: 'Completed', step: 'Finished', progress: 100 };
     expect(derive({ mj: mj(done), job: job({ type: 'Failed' }), admitted: true, jobName: 'x' }, NOW)).to.equal(done);
