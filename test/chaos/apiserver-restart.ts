@@ -9,7 +9,7 @@
 import { eventually } from '../../local-cluster/test/support.js';
 import { jobProcesses } from '../support/job-processes.js';
 import type { ChaosFixture } from './fixture.js';
-import { TERMINAL, look, postJobs, statuses, type Seen } from './outside.js';
+import { allTerminal, look, postJobs, type Seen } from './outside.js';
 
 export interface ApiServerRestartOptions {
   /** Jobs posted before the restart, and after it. */
@@ -48,11 +48,9 @@ export async function runApiServerRestart({ svc, media, receiver }: ChaosFixture
   ids.push(...later);
 
   const started = new Map<string, number>();
-  await eventually(async () => {
-    const now = await statuses(svc, ids);
+  await allTerminal(svc, ids, opts.deadlineMs, (now) => {
     for (const id of later) if (now.get(id)?.status !== 'Pending' && !started.has(id)) started.set(id, performance.now() - posted);
-    return [...now.values()].every((j) => TERMINAL.includes(j.status as string));
-  }, opts.deadlineMs, 250);
+  });
   const msToAllTerminal = performance.now() - t0;
   const terminalEvent = (id: string) => receiver.hooks.some((h) => h.body.job_id === id && h.body.type !== 'job_processing');
   await eventually(() => ids.every(terminalEvent), opts.deadlineMs, 250).catch(() => undefined); // a missing one is a breach, reported by look

@@ -4,9 +4,10 @@
 // the one pure judgement over them (breaches), shared by the tests in
 // `make test` and the figures of `make chaos`, so both hold the service to
 // the same rules.
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { clusterFetch } from '../../local-cluster/test/support.js';
+import { clusterFetch, eventually } from '../../local-cluster/test/support.js';
 import type { OperatorProcess, Receiver, Service } from '../e2e/support.js';
 
 export const TERMINAL = ['Completed', 'Failed', 'Warning', 'Skipped', 'Cancelled', 'CancelledByAdmin'];
@@ -58,6 +59,37 @@ export async function statuses(svc: ChaosService, ids: string[]): Promise<Map<st
     await Promise.all(ids.slice(i, i + 20).map(async (id) => out.set(id, (await svc.api('GET', `/jobs/${id}`)).body)));
   }
   return out;
+}
+
+/**
+ * Wait until every job of `ids` is terminal. When the deadline passes, the
+ * error names the jobs still open with their status, and the operator's
+ * last warnings, so a failure in CI says where to look.
+ */
+export async function allTerminal(svc: ChaosService, ids: string[], deadlineMs: number, onPoll?: (now: Map<string, Record<string, unknown>>) => void): Promise<void> {
+  let open: string[] = [];
+  await eventually(async () => {
+    const now = await statuses(svc, ids);
+    onPoll?.(now);
+    open = [...now].filter(([, j]) => !TERMINAL.includes(j.status as string)).map(([id, j]) => `${id} ${String(j.status)}`);
+    return open.length === 0;
+  }, deadlineMs, 250).catch((err: Error) => {
+    const warnings = svc.operator.output().split('\n').filter((l) => /"level":(4|5)\d/.test(l)).slice(-20);
+    throw new Error(`${err.message}; still open: ${open.join(', ')}\n${whereToLook(svc)}; its last ${warnings.length} warnings:\n${warnings.join('\n')}`);
+  });
+}
+
+/** The operator processes' output so far, saved to a file a failed run names. */
+export function whereToLook(svc: ChaosService): string {
+  const saved = join(mkdtempSync(join(tmpdir(), 'chaos-')), 'operator.log');
+  writeFileSync(saved, svc.operator.output());
+  return `operator output: ${saved}`;
+}
+
+/** What a breach report needs beside the breaches: each job's outcome and attempts, and where the operator's output is. */
+export function runSummary(svc: ChaosService, seen: Seen): string {
+  const jobs = seen.jobs.map((j) => ({ id: j.id, status: j.status, s3Key: j.s3Key, attempts: j.attempts, runnerJobs: j.runnerJobs.map((r) => r.name) }));
+  return `${whereToLook(svc)}\njobs: ${JSON.stringify(jobs)}\nstored: ${JSON.stringify(seen.storedKeys)}`;
 }
 
 /** Who holds the operator's Lease now, as the API server says (kube's own record of leadership). */

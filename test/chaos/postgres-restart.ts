@@ -10,7 +10,7 @@ import type { PostgresServer } from '../support/postgres-server.js';
 import { eventually } from '../../local-cluster/test/support.js';
 import { jobProcesses } from '../support/job-processes.js';
 import type { ChaosFixture } from './fixture.js';
-import { TERMINAL, look, postJobs, statuses, type ChaosService, type Seen } from './outside.js';
+import { allTerminal, look, postJobs, type ChaosService, type Seen } from './outside.js';
 
 export interface PostgresRestartOptions {
   /** Jobs posted before the restart, and after it. */
@@ -92,7 +92,7 @@ export async function runPostgresRestart(
   const msToFirstAccept = performance.now() - t0;
   ids.push(first, ...(await postJobs(svc, url, receiver.url, opts.after - 1)));
 
-  await eventually(async () => [...(await statuses(svc, ids)).values()].every((j) => TERMINAL.includes(j.status as string)), opts.deadlineMs, 250);
+  await allTerminal(svc, ids, opts.deadlineMs);
   const msToAllTerminal = performance.now() - t0;
   const terminalEvent = (id: string) => receiver.hooks.some((h) => h.body.job_id === id && h.body.type !== 'job_processing');
   await eventually(() => ids.every(terminalEvent), opts.deadlineMs, 250).catch(() => undefined); // a missing one is a breach, reported by look

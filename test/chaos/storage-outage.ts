@@ -13,7 +13,7 @@ import { eventually } from '../../local-cluster/test/support.js';
 import { startS3rver, type RunningS3rver } from '../support/s3rver.js';
 import { s3rverWithAbort, type S3rverWithAbort } from '../support/s3rver-abort.js';
 import { startChaos, type ChaosFixture } from './fixture.js';
-import { breaches, look, postJobs, statuses, TERMINAL, type Seen } from './outside.js';
+import { allTerminal, breaches, look, postJobs, type Seen } from './outside.js';
 
 export const BUCKET = 'managed';
 /**
@@ -95,7 +95,7 @@ export async function runStorageOutage(c: StorageChaos, o: { jobs: number; downM
   await new Promise((r) => setTimeout(r, o.downMs));
   await front.resume();
   const back = performance.now();
-  await eventually(async () => [...(await statuses(f.svc, ids)).values()].every((r) => TERMINAL.includes(r.status as string)), o.deadlineMs, 250);
+  await allTerminal(f.svc, ids, o.deadlineMs);
   const msToAllTerminal = performance.now() - back;
   // An abort that met the outage is retried until the storage answers (lib/src/storage/parts.ts abortPatiently).
   await eventually(async () => (await front.pendingUploads(BUCKET)).length === 0, 60_000, 100).catch(() => undefined);
