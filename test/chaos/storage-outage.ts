@@ -17,11 +17,11 @@ import { allTerminal, breaches, look, postJobs, type Seen } from './outside.js';
 
 export const BUCKET = 'managed';
 /**
- * UploadPart bytes per second through the front: the 3 s test MP4 (~300 KB)
+ * UploadPart bytes per second through the front: the 3 s test MP4 (~90 KB)
  * takes about ten seconds, so every job's part is still on its way when the
- * last job's upload begins.
+ * last job's upload begins (20 runners begin theirs over about 8 s here).
  */
-const PART_PACE = 30_000;
+const PART_PACE = 8_000;
 const OBJECT_SUFFIX = '._S3rver_object';
 
 export interface StorageChaos {
