@@ -38,8 +38,12 @@ export class KeepAliveHttpLibrary implements k8s.PromiseHttpLibrary {
     const url = new URL(ctx.getUrl());
     const agent = this.agentFor(ctx.getAgent() as http.Agent | undefined);
     const request = url.protocol === 'https:' ? https.request : http.request;
+    // Framed by its length whatever the method: node:http sends a DELETE's
+    // body (DeleteOptions) unframed otherwise, and the API server reads the
+    // DELETE without it and the body as a next request on the connection.
+    const headers = body === undefined ? ctx.getHeaders() : { ...ctx.getHeaders(), 'Content-Length': String(Buffer.byteLength(body)) };
     return new Promise((resolve, reject) => {
-      const req = request(url, { method: ctx.getHttpMethod(), headers: ctx.getHeaders(), agent }, (res) => {
+      const req = request(url, { method: ctx.getHttpMethod(), headers, agent }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', reject);
