@@ -116,11 +116,6 @@ function timeOf(t: Date | string | undefined): string | undefined {
 }
 
 /**
- * The status fields the operator owns (status, step and progress at the
- * ends, error on failure, times, jobName, conditions). Runner-reported
- * fields (result, live step/progress) are kept as they are.
- */
-/**
  * Whether a finished Job's pod may yet show its exit code. The Job's verdict
  * can reach the cache before its pod's: wait a little from the verdict.
  * And a pod cache that stopped following the API server (an outage, a
@@ -136,6 +131,11 @@ function podReportMayCome(o: Observed, failed: V1JobCondition | undefined, now: 
   return now.getTime() - Math.max(finishedAt, following) < POD_REPORT_GRACE_MS;
 }
 
+/**
+ * The status fields the operator owns (status, step and progress at the
+ * ends, error on failure, times, jobName, conditions). Runner-reported
+ * fields (result, live step/progress) are kept as they are.
+ */
 export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WAIT_FOR_POD {
   const cur: MediaJobStatus = o.mj.status ?? {};
   if (isTerminal(cur.status)) return cur;
