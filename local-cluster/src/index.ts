@@ -72,6 +72,13 @@ export interface LocalClusterOptions {
 }
 
 export class LocalCluster {
+  /**
+   * Every TCP connection, one still in its TLS handshake included:
+   * closeAllConnections() knows only those that reached HTTP, and close()
+   * waits for the rest (a handshake left hanging held a restart for half a minute).
+   */
+  private readonly sockets = new Set<Socket>();
+
   private constructor(
     readonly api: ApiServer,
     private readonly server: Server,
@@ -92,13 +99,6 @@ export class LocalCluster {
       socket.once('close', () => this.sockets.delete(socket));
     });
   }
-
-  /**
-   * Every TCP connection, one still in its TLS handshake included:
-   * closeAllConnections() knows only those that reached HTTP, and close()
-   * waits for the rest (a handshake left hanging held a restart for half a minute).
-   */
-  private readonly sockets = new Set<Socket>();
 
   static async start(opts: LocalClusterOptions = {}): Promise<LocalCluster> {
     const logger = opts.logger ?? pino({ name: 'local-cluster', level: process.env.LOG_LEVEL ?? 'info' });
