@@ -44,9 +44,12 @@ export function failsWith(message: string): RequestHandler {
   };
 }
 
+/** The body of every error answer. */
+const errorBody = (message: string, extra: Record<string, unknown> = {}) => ({ error: message, ...extra });
+
 /** Writes an error answer. Prefer throwing HttpError; this is for the error middleware and routes not moved yet. */
 export function sendError(res: Response, status: number, message: string, extra: Record<string, unknown> = {}): void {
-  res.status(status).json({ error: message, ...extra });
+  res.status(status).json(errorBody(message, extra));
 }
 
 /** body-parser's error types (its `type` field), as the gateway answers them. */
@@ -79,6 +82,12 @@ function answerFor(err: unknown, res: Response): { status: number; message: stri
   // The route's own words where the spec gives them (GET /jobs: `Database query failed`), with the status that says "retry".
   if (isUnreachable(err)) return { status: 503, message: res.locals.failureMessage ?? UNAVAILABLE, log: err, retryAfter: UNAVAILABLE_RETRY_AFTER };
   return { status: 500, message: res.locals.failureMessage ?? INTERNAL, log: err };
+}
+
+/** The status and body the error middleware answers an error with: what an Idempotency-Key stores for it (idempotency.ts). */
+export function errorAnswer(err: unknown, res: Response): { status: number; body: { error: string } } {
+  const answer = answerFor(err, res);
+  return { status: answer.status, body: errorBody(answer.message, answer.extra) };
 }
 
 /** The error middleware: mounted last, after notFound. */

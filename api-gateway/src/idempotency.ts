@@ -6,7 +6,7 @@
 // @mediajobs/lib/db/idempotency's: a route that creates something writes the
 // key row with it, in the same commit (keyRowFor), so a keyed request costs
 // what an unkeyed one does. Mounted after authentication and body parsing,
-// in front of the route's handler, with takenKey after it; a request
+// in front of the route's handler, with `settle` after it; a request
 // without the header passes straight through.
 import { createHash } from 'node:crypto';
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
@@ -17,7 +17,7 @@ import {
   IdempotencyKeyBusy, IdempotencyKeyTaken, SWEEP_EVERY, readKey, storeAnswer, sweepExpiredKeys,
   type IdempotencyScope, type NewKeyRow, type StoredAnswer,
 } from '@mediajobs/lib/db/idempotency';
-import { HttpError, sendError } from './http-errors.js';
+import { HttpError, errorAnswer } from './http-errors.js';
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
 /** Set to "true" on an answer that is a replay of the first one. */
@@ -58,14 +58,10 @@ export function isFinal(status: number): boolean {
   return status < 500 && !TRANSIENT_4XX.has(status);
 }
 
-/** A keyed request as it runs: its key, the answer its route wrote with its jobs, and whether it is answering from the row. */
+/** A keyed request as it runs: its key and what it asked. */
 interface KeyedRequest {
   scope: IdempotencyScope;
   fingerprint: Buffer;
-  /** The answer written with the jobs by keyRowFor. */
-  offered?: StoredAnswer;
-  /** Answering from the key's row or lock (replay, 409, 422): sent as it is. */
-  fromRow?: boolean;
 }
 
 declare module 'express-serve-static-core' {
@@ -80,18 +76,22 @@ declare module 'express-serve-static-core' {
  */
 export function keyRowFor(res: Response, answer: StoredAnswer): NewKeyRow | undefined {
   const k = res.locals.idempotency;
-  if (!k) return undefined;
-  k.offered = answer;
-  return { ...k.scope, fingerprint: k.fingerprint, answer };
+  return k && { ...k.scope, fingerprint: k.fingerprint, answer };
 }
 
-/** The middleware pair of the keyed routes. */
+/**
+ * The middleware pair of the keyed routes. A keyed answer goes out only once
+ * the key's row agrees with it: a success is written with what it created
+ * (keyRowFor), and every other answer of these routes is an error, so
+ * `settle` stores a final one before the error middleware sends it. A retry
+ * sent the moment an answer arrives gets its replay.
+ */
 export class IdempotencyKeys {
   private keyedRequests = 0;
 
   constructor(private readonly pool: pg.Pool, private readonly logger: Logger) {}
 
-  /** In front of the handler: reads the header (400 when malformed) and holds back answers until the row agrees. */
+  /** In front of the handler: reads the header (400 when malformed). */
   readonly middleware: RequestHandler = (req, res, next) => {
     const raw = req.headers[IDEMPOTENCY_HEADER];
     if (raw === undefined) {
@@ -100,28 +100,36 @@ export class IdempotencyKeys {
     }
     const key = typeof raw === 'string' ? parseIdempotencyKey(raw) : undefined;
     if (key === undefined) throw new HttpError(400, MALFORMED_KEY);
-    const k: KeyedRequest = { scope: { apiKeyId: res.locals.principal!.apiKeyId, key }, fingerprint: requestFingerprint(req) };
-    res.locals.idempotency = k;
-    this.holdAnswers(res, k);
+    res.locals.idempotency = { scope: { apiKeyId: res.locals.principal!.apiKeyId, key }, fingerprint: requestFingerprint(req) };
     this.sweepNow();
     next();
   };
 
-  /** After the handler: a key another request holds answers from its row or lock, and nothing was created. */
-  readonly takenKey: ErrorRequestHandler = async (err, _req, res, next) => {
+  /**
+   * After the handler, for its errors: a key another request holds answers
+   * from its row or lock, and nothing was created; a final error answer is
+   * stored under the key before it is sent (or, when another request holds
+   * the key by then, the answer its row gives is sent instead); anything
+   * else (a 5xx, a 429) leaves no row, so a retry runs again.
+   */
+  readonly settle: ErrorRequestHandler = async (err, _req, res, next) => {
     const k = res.locals.idempotency;
-    if (!k || !(err instanceof IdempotencyKeyTaken || err instanceof IdempotencyKeyBusy)) {
+    if (!k) {
       next(err);
       return;
     }
-    k.fromRow = true;
     if (err instanceof IdempotencyKeyBusy) inFlight(res);
-    await this.answerFromRow(res, k);
+    if (err instanceof IdempotencyKeyTaken) {
+      await this.answerFromRow(res, k);
+      return;
+    }
+    const answer = errorAnswer(err, res);
+    if (!isFinal(answer.status) || await this.stored(k, answer)) next(err);
+    else await this.answerFromRow(res, k);
   };
 
   /** The replay of the key's answer, or 422 for another request, or 409 while the holder has not committed. */
   private async answerFromRow(res: Response, k: KeyedRequest): Promise<void> {
-    k.fromRow = true;
     const held = await readKey(this.pool, k.scope);
     if (!held) inFlight(res);
     if (!held.fingerprint.equals(k.fingerprint)) throw new HttpError(422, KEY_REUSED);
@@ -131,42 +139,20 @@ export class IdempotencyKeys {
   }
 
   /**
-   * Every answer of these routes, the error middleware's included, is sent
-   * by res.json; a keyed one only once the key's row agrees with it. The
-   * answer written with the jobs already does; a final answer that created
-   * nothing is stored first (or, when another request holds the key by
-   * then, the answer its row gives is sent instead); anything else leaves no
-   * row. So a retry sent the moment an answer arrives gets the replay.
+   * Stores an error answer under the key; false when another request holds
+   * the key. A store that fails is logged and the answer sent unstored: a
+   * retry then runs again, as after a 5xx.
    */
-  private holdAnswers(res: Response, k: KeyedRequest): void {
-    const send = res.json.bind(res);
-    res.json = ((body: unknown) => {
-      const status = res.statusCode;
-      if (k.fromRow || k.offered?.status === status || !isFinal(status)) return send(body);
-      void this.storeOrAnswerFromRow(res, k, body).then(
-        (stored) => stored && send(body),
-        (err: unknown) => {
-          this.logger.error({ err: errFields(err), status }, 'recording an idempotency key failed');
-          send(body);
-        },
-      );
-      return res;
-    }) as Response['json'];
+  private async stored(k: KeyedRequest, answer: { status: number; body: unknown }): Promise<boolean> {
+    try {
+      return await storeAnswer(this.pool, { ...k.scope, fingerprint: k.fingerprint, answer: { ...answer, location: null } });
+    } catch (err) {
+      this.logger.error({ err: errFields(err), status: answer.status }, 'recording an idempotency key failed');
+      return true;
+    }
   }
 
-  /** Stores a final answer that created nothing; false when it answered from the key's row instead. */
-  private async storeOrAnswerFromRow(res: Response, k: KeyedRequest, body: unknown): Promise<boolean> {
-    const location = res.getHeader('location');
-    const answer = { status: res.statusCode, body, location: typeof location === 'string' ? location : null };
-    if (await storeAnswer(this.pool, { ...k.scope, fingerprint: k.fingerprint, answer })) return true;
-    await this.answerFromRow(res, k).catch((err: unknown) => {
-      if (!(err instanceof HttpError)) throw err;
-      sendError(res, err.status, err.message, err.extra);
-    });
-    return false;
-  }
-
-  /** One keyed request in SWEEP_EVERY (the first included) deletes expired rows, off its answer's path. */
+/** One keyed request in SWEEP_EVERY (the first included) deletes expired rows, off its answer's path. */
   private sweepNow(): void {
     if (this.keyedRequests++ % SWEEP_EVERY !== 0) return;
     sweepExpiredKeys(this.pool).catch((err: unknown) => this.logger.warn({ err: errFields(err) }, 'sweeping expired idempotency keys failed'));

@@ -54,7 +54,7 @@ export interface BulkRouteDeps {
 export function bulkRouter(deps: BulkRouteDeps): Router {
   const router = Router();
   router.post('/jobs/bulk', ...acceptJson(MAX_BULK_BODY_BYTES), failsWith('Failed to create jobs'),
-    deps.idempotency.middleware, createJobs(deps), deps.idempotency.takenKey);
+    deps.idempotency.middleware, createJobs(deps), deps.idempotency.settle);
   return router;
 }
 

@@ -73,7 +73,7 @@ function principal(res: Response): Principal {
 export function jobsRouter(deps: JobsRouteDeps): Router {
   const router = Router();
   router.post('/jobs', ...acceptJson(MAX_BODY_BYTES), failsWith('Failed to create job'),
-    deps.idempotency.middleware, createJob(deps), deps.idempotency.takenKey);
+    deps.idempotency.middleware, createJob(deps), deps.idempotency.settle);
   router.get('/jobs', failsWith('Database query failed'), listJobsOfKey(deps));
   router.get('/jobs/:id', failsWith('Database query failed'), showJob(deps));
   return router;
