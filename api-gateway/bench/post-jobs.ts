@@ -2,14 +2,16 @@
 // with the operator stopped (acceptance is the commit, docs/adr/0017: the
 // API server is not on the path; the local cluster runs, idle) at
 // concurrency 50 for 20 s, against a bare express handler doing one INSERT
-// in the same run; then GET /jobs/{id} and
+// in the same run. The two alternate for BENCH_ROUNDS rounds, each round in
+// the other order, and their medians are compared: on a shared machine one
+// run of each can differ by a fifth either way. Then GET /jobs/{id} and
 // GET /jobs?limit=100 with 1,000,000 rows in the jobs table. Each server
 // runs in its own process, as in production; everything uses a scratch
 // database that is dropped at the end.
 //
 //   npx tsx api-gateway/bench/post-jobs.ts
 //
-// BENCH_DURATION (s, default 20), BENCH_CONNECTIONS (50), BENCH_ROWS
+// BENCH_DURATION (s, default 20), BENCH_ROUNDS (3), BENCH_CONNECTIONS (50), BENCH_ROWS
 // (1000000), BENCH_GET_DURATION (10), BENCH_GET_CONNECTIONS (10),
 // BENCH_DATABASE_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test),
 // BENCH_GATEWAY_LOG_LEVEL (info: the gateway logs every request, as in production),
@@ -18,11 +20,12 @@ import { join } from 'node:path';
 import type autocannon from 'autocannon';
 import { createApiKey } from '../src/db/api-keys.js';
 import {
-  BENCH_ADMIN_URL, cannon, figures, freePort, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, postgresPids, root,
-  rowPrinter, runBench, serviceEnv, sleep, start, startCluster, startGateway, stop, withCpu, withScratch,
+  BENCH_ADMIN_URL, cannon, type Figures, figures, freePort, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, median,
+  postgresPids, root, rowPrinter, runBench, serviceEnv, sleep, start, startCluster, startGateway, stop, withCpu, withScratch,
 } from './support.js';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 20);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
 const GET_DURATION = Number(process.env.BENCH_GET_DURATION ?? 10);
@@ -33,10 +36,27 @@ const profile = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : 
 const cpuTotal = (cpu: Record<string, number>) => Object.values(cpu).reduce((a, b) => a + b, 0);
 const cpuLine = (cpu: Record<string, number>) => `${Object.entries(cpu).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}; all ${cpuTotal(cpu).toFixed(2)}`;
 
-async function postLoad(url: string, headers: Record<string, string>, groups: Record<string, () => number[]>) {
+interface PostRun extends Figures {
+  cpu: Record<string, number>;
+}
+
+/** A POST /jobs server under load and the processes whose CPU it costs. */
+interface Served {
+  url: string;
+  headers: Record<string, string>;
+  groups: Record<string, () => number[]>;
+}
+
+async function postLoad({ url, headers, groups }: Served, seconds: number): Promise<PostRun> {
   const opts = { url: `${url}/jobs`, method: 'POST' as const, headers: { 'content-type': 'application/json', ...headers }, body: JOB_BODY, connections: CONNECTIONS };
-  await cannon({ ...opts, duration: 2 }); // warm-up: JIT, pool connections, prepared statements
-  return withCpu(groups, async () => figures(await cannon({ ...opts, duration: DURATION })));
+  return withCpu(groups, async () => figures(await cannon({ ...opts, duration: seconds })));
+}
+
+/** The median of each figure over the rounds, CPU per process group included. */
+function medianRun(runs: PostRun[]): PostRun {
+  const of = (pick: (r: PostRun) => number) => median(runs.map(pick));
+  const cpu = Object.fromEntries(Object.keys(runs[0]!.cpu).map((k) => [k, of((r) => r.cpu[k]!)]));
+  return { rps: of((r) => r.rps), p50: of((r) => r.p50), p99: of((r) => r.p99), ok: of((r) => r.ok), bad: runs.reduce((a, r) => a + r.bad, 0), cpu };
 }
 
 async function main(): Promise<void> {
@@ -49,21 +69,30 @@ async function main(): Promise<void> {
     // Local cluster (its own process), with the MediaJob CRD; no operator.
     const { proc: cluster, kubeconfig } = await startCluster(work, ['mediajob.yaml'], { nodeArgs: profile });
 
-    // Baseline first, alone on the machine.
     const barePort = await freePort();
     const bare = await start(join(root, 'api-gateway/bench/bare-server.ts'), /bare server listening/, join(work, 'bare.log'), {
       env: { DATABASE_URL: dbUrl, PORT: String(barePort), PG_POOL_MAX: '20' },
     });
-    process.stdout.write(`bare express + INSERT: ${DURATION} s at concurrency ${CONNECTIONS}...\n`);
-    const base = await postLoad(`http://127.0.0.1:${barePort}`, {}, { 'bare server': () => [bare.pid!], postgres: postgresPids });
-    await stop(bare);
-
     const gw = await startGateway(serviceEnv(dbUrl, kubeconfig, work), work, profile);
     const gwUrl = gw.url;
-    process.stdout.write(`gateway POST /jobs: ${DURATION} s at concurrency ${CONNECTIONS}...\n`);
-    const gateway = await postLoad(gwUrl, { 'x-api-key': key }, {
-      gateway: () => [gw.proc.pid!], 'local cluster': () => [cluster.pid!], postgres: postgresPids,
-    });
+    const servers: Record<'bare' | 'gateway', Served> = {
+      bare: { url: `http://127.0.0.1:${barePort}`, headers: {}, groups: { 'bare server': () => [bare.pid!], postgres: postgresPids } },
+      gateway: {
+        url: gwUrl, headers: { 'x-api-key': key },
+        groups: { gateway: () => [gw.proc.pid!], 'local cluster': () => [cluster.pid!], postgres: postgresPids },
+      },
+    };
+    // Warm-up of both: JIT, pool connections, prepared statements.
+    for (const s of Object.values(servers)) await postLoad(s, 2);
+    const runs: Record<'bare' | 'gateway', PostRun[]> = { bare: [], gateway: [] };
+    for (let round = 1; round <= ROUNDS; round++) {
+      const order = round % 2 ? (['bare', 'gateway'] as const) : (['gateway', 'bare'] as const);
+      process.stdout.write(`round ${round}/${ROUNDS}: POST /jobs ${DURATION} s each, ${order.join(', then ')}, c=${CONNECTIONS}...\n`);
+      for (const which of order) runs[which].push(await postLoad(servers[which], DURATION));
+    }
+    await stop(bare);
+    const base = medianRun(runs.bare);
+    const gateway = medianRun(runs.gateway);
     // Requests the load generator gave up on at the deadline may still be finishing.
     await sleep(1000);
 
@@ -108,14 +137,16 @@ async function main(): Promise<void> {
 
     const ms = (n: number) => n.toFixed(1);
     const rowsOut: [string, string, string][] = [
-      [`bare express + INSERT: jobs/s (c=${CONNECTIONS}, ${DURATION} s)`, base.rps.toFixed(0), ''],
-      ['bare express + INSERT: p50 / p99 (ms)', `${ms(base.p50)} / ${ms(base.p99)}`, ''],
-      [`gateway POST /jobs: jobs/s (c=${CONNECTIONS}, ${DURATION} s)`, gateway.rps.toFixed(0), '>= 1000'],
-      ['gateway POST /jobs: p50 / p99 (ms)', `${ms(gateway.p50)} / ${ms(gateway.p99)}`, 'p99 < 50'],
-      ['gateway / bare throughput ratio', (gateway.rps / base.rps).toFixed(2), '>= 0.6'],
+      ['bare express + INSERT: jobs/s per round', runs.bare.map((r) => r.rps.toFixed(0)).join(' / '), ''],
+      ['gateway POST /jobs: jobs/s per round', runs.gateway.map((r) => r.rps.toFixed(0)).join(' / '), ''],
+      [`bare express + INSERT: median jobs/s (c=${CONNECTIONS}, ${DURATION} s)`, base.rps.toFixed(0), ''],
+      ['bare express + INSERT: median p50 / p99 (ms)', `${ms(base.p50)} / ${ms(base.p99)}`, ''],
+      [`gateway POST /jobs: median jobs/s (c=${CONNECTIONS}, ${DURATION} s)`, gateway.rps.toFixed(0), '>= 1000'],
+      ['gateway POST /jobs: median p50 / p99 (ms)', `${ms(gateway.p50)} / ${ms(gateway.p99)}`, 'p99 < 50'],
+      ['gateway / bare throughput ratio (medians)', (gateway.rps / base.rps).toFixed(2), '>= 0.6'],
       ['non-2xx or errors (bare / gateway)', `${base.bad} / ${gateway.bad}`, '0 / 0'],
-      ['CPU ms per job, bare run', cpuLine(base.cpu), ''],
-      ['CPU ms per job, gateway run', cpuLine(gateway.cpu), ''],
+      ['median CPU ms per job, bare runs', cpuLine(base.cpu), ''],
+      ['median CPU ms per job, gateway runs', cpuLine(gateway.cpu), ''],
       // Every process of both runs shares this machine's CPUs, so the work a
       // job costs all of them together bounds the ratio a saturated run can show.
       ['ratio the CPU per job allows (bare all / gateway all)', (cpuTotal(base.cpu) / cpuTotal(gateway.cpu)).toFixed(2), ''],

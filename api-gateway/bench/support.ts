@@ -212,18 +212,34 @@ export function figures(r: autocannon.Result): Figures {
 
 const USER_HZ = 100; // clock ticks per second in /proc on Linux
 
-/** CPU seconds (user + system) used so far by processes, from /proc (Linux); 0 elsewhere. */
-export function cpuSeconds(pids: number[]): number {
-  let ticks = 0;
+/** CPU seconds (user + system) each process has used so far, from /proc (Linux); a process gone (or not on Linux) is left out. */
+function cpuByPid(pids: number[]): Map<number, number> {
+  const used = new Map<number, number>();
   for (const pid of pids) {
     try {
       const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
+      used.set(pid, (Number(fields[11]) + Number(fields[12])) / USER_HZ);
     } catch {
       // gone, or not Linux
     }
   }
-  return ticks / USER_HZ;
+  return used;
+}
+
+/** CPU seconds (user + system) used so far by processes, from /proc (Linux); 0 elsewhere. */
+export function cpuSeconds(pids: number[]): number {
+  return [...cpuByPid(pids).values()].reduce((a, b) => a + b, 0);
+}
+
+/**
+ * CPU seconds the processes used since `before` was taken: a process that
+ * started since counts whole, one that ended since is left out (what it used
+ * in between is gone with it) rather than taking its total off the sum.
+ */
+function cpuSince(before: Map<number, number>, pids: number[]): number {
+  let used = 0;
+  for (const [pid, now] of cpuByPid(pids)) used += now - (before.get(pid) ?? 0);
+  return used;
 }
 
 /** Every Postgres process on the machine: a bench's queries are served by backends it did not start. */
@@ -243,11 +259,11 @@ export async function withCpu<K extends string, T extends { ok: number }>(
   groups: Record<K, () => number[]>, run: () => Promise<T>,
 ): Promise<T & { cpu: Record<K | 'load generator', number> }> {
   const keys = Object.keys(groups) as K[];
-  const before = keys.map((k) => cpuSeconds(groups[k]()));
+  const before = keys.map((k) => cpuByPid(groups[k]()));
   const self0 = process.cpuUsage();
   const result = await run();
   const self = process.cpuUsage(self0);
   const perAnswer = (seconds: number) => (seconds * 1000) / Math.max(1, result.ok);
-  const cpu = Object.fromEntries(keys.map((k, i) => [k, perAnswer(cpuSeconds(groups[k]()) - before[i]!)])) as Record<K, number>;
+  const cpu = Object.fromEntries(keys.map((k, i) => [k, perAnswer(cpuSince(before[i]!, groups[k]()))])) as Record<K, number>;
   return { ...result, cpu: { ...cpu, 'load generator': perAnswer((self.user + self.system) / 1e6) } };
 }
