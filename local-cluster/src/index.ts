@@ -21,6 +21,7 @@ import { RequestCounter } from './request-counts.js';
 import { WatchHub } from './watch.js';
 import { guardRequest } from './request-guard.js';
 import { servingCert, type ServingCert } from './serving-cert.js';
+import { answerMalformedRequest, MAX_HEADER_BYTES } from './malformed-request.js';
 
 export { ApiServer } from './apiserver.js';
 export type { ClusterApi, Change } from './cluster-api.js';
@@ -141,12 +142,12 @@ export class LocalCluster {
     });
     const throttleRef = { current: opts.maxWritesPerSecond ? new WriteThrottle(opts.maxWritesPerSecond) : undefined };
     const counter = new RequestCounter();
-    const server = createServer({ key: tls.key, cert: tls.cert, keepAliveTimeout: 60_000 }, createHandler({
+    const server = createServer({ key: tls.key, cert: tls.cert, keepAliveTimeout: 60_000, maxHeaderSize: MAX_HEADER_BYTES }, createHandler({
       api, watches, logs: kubelet, throttle: () => throttleRef.current, counter,
       guard: (req) => guardRequest(req, { credentials, listenHost: host }),
       onError: (err, req) => logger.error({ err, method: req.method, url: req.url }, 'request failed'),
     }));
-    server.on('clientError', (_err, socket) => socket.destroy());
+    server.on('clientError', answerMalformedRequest);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(opts.port ?? 0, host, () => resolve());
