@@ -13,7 +13,9 @@
 // BENCH_DURATION (s per run, default 10), BENCH_ROUNDS (5), BENCH_CONNECTIONS (50),
 // BENCH_DATABASE_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test),
 // BENCH_GATEWAY_LOG_LEVEL (info: the gateway logs every request, as in production).
+import { randomUUID } from 'node:crypto';
 import type autocannon from 'autocannon';
+import type pg from 'pg';
 import { createApiKey } from '../src/db/api-keys.js';
 import {
   BENCH_ADMIN_URL, cannon, type Figures, figures, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, median, postgresPids,
@@ -27,24 +29,38 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 interface Run extends Figures {
   /** CPU ms per 2xx answer: gateway, local cluster, Postgres (every backend on the machine), and their sum. */
   cpuMs: { gateway: number; cluster: number; postgres: number; all: number };
+  /** Write-ahead log Postgres wrote per 2xx answer: what a second row in the job's commit costs it. */
+  walBytes: number;
 }
 
 /** The processes serving the load, besides Postgres. */
 const served: { gateway?: number; cluster?: number } = {};
 
 let keyed = 0;
-/** One load run of POST /jobs; with `withKey`, every request carries a new Idempotency-Key. */
-async function postRun(url: string, apiKey: string, withKey: boolean, seconds: number): Promise<Run> {
-  const run = `${process.pid}-${Date.now()}`;
+/**
+ * One load run of POST /jobs; with `withKey`, every request carries a new
+ * Idempotency-Key, a random UUID as clients are told to send (so the keys
+ * land all over their index, not at its end).
+ */
+async function postRun(pool: pg.Pool, url: string, apiKey: string, withKey: boolean, seconds: number): Promise<Run> {
   const request: autocannon.Request = {
     method: 'POST', path: '/jobs', body: JOB_BODY, headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
-    ...(withKey && { setupRequest: (r: autocannon.Request) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `"bench-${run}-${++keyed}"` } }) }),
+    ...(withKey && { setupRequest: (r: autocannon.Request) => {
+      keyed++;
+      return { ...r, headers: { ...r.headers, 'idempotency-key': `"${randomUUID()}"` } };
+    } }),
   };
   const groups = { gateway: () => [served.gateway!], cluster: () => [served.cluster!], postgres: postgresPids };
+  const wal0 = await walPosition(pool);
   const r = await withCpu(groups, async () => figures(await cannon({ url, connections: CONNECTIONS, duration: seconds, requests: [request] })));
+  const walBytes = await walSince(pool, wal0) / Math.max(1, r.ok);
   const { gateway, cluster, postgres } = r.cpu;
-  return { ...r, cpuMs: { gateway, cluster, postgres, all: gateway + cluster + postgres } };
+  return { ...r, cpuMs: { gateway, cluster, postgres, all: gateway + cluster + postgres }, walBytes };
 }
+
+const walPosition = async (pool: pg.Pool) => (await pool.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0]!.lsn;
+const walSince = async (pool: pg.Pool, lsn: string) =>
+  Number((await pool.query<{ bytes: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS bytes', [lsn])).rows[0]!.bytes);
 
 
 async function main(): Promise<void> {
@@ -58,16 +74,16 @@ async function main(): Promise<void> {
     const url = gateway.url;
 
     // Warm-up of both paths: JIT, pool connections, prepared statements.
-    await postRun(url, key, false, 2);
-    await postRun(url, key, true, 2);
+    await postRun(pool, url, key, false, 2);
+    await postRun(pool, url, key, true, 2);
     const plain: Run[] = [];
     const withKey: Run[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
       const order = round % 2 ? (['without', 'with'] as const) : (['with', 'without'] as const);
       process.stdout.write(`round ${round}/${ROUNDS}: POST /jobs ${DURATION} s ${order.join(', then ')} Idempotency-Key, c=${CONNECTIONS}...\n`);
       for (const mode of order) {
-        if (mode === 'with') withKey.push(await postRun(url, key, true, DURATION));
-        else plain.push(await postRun(url, key, false, DURATION));
+        if (mode === 'with') withKey.push(await postRun(pool, url, key, true, DURATION));
+        else plain.push(await postRun(pool, url, key, false, DURATION));
       }
     }
     await sleep(1000); // requests given up on at the deadline may still be finishing
@@ -88,6 +104,7 @@ async function main(): Promise<void> {
     }
     // Everything shares the machine's CPUs: at saturation the CPU per job bounds the throughput ratio.
     line('ratio the CPU per job allows (without / with)', (cpu(plain, 'all') / cpu(withKey, 'all')).toFixed(2));
+    line('median WAL bytes per job, without / with', `${median(plain.map((r) => r.walBytes)).toFixed(0)} / ${median(withKey.map((r) => r.walBytes)).toFixed(0)}`);
     line('non-2xx or errors, without / with', `${plain.reduce((a, r) => a + r.bad, 0)} / ${withKey.reduce((a, r) => a + r.bad, 0)}`, '0 / 0');
     line('idempotency rows / keyed requests sent (incl. warm-up)', `${keys} / ${keyed}`, 'equal');
   });
