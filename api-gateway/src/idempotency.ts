@@ -124,7 +124,7 @@ export class IdempotencyKeys {
       return;
     }
     const answer = errorAnswer(err, res);
-    if (!isFinal(answer.status) || await this.stored(k, answer)) next(err);
+    if (!isFinal(answer.status) || await this.answerStands(k, answer)) next(err);
     else await this.answerFromRow(res, k);
   };
 
@@ -139,11 +139,11 @@ export class IdempotencyKeys {
   }
 
   /**
-   * Stores an error answer under the key; false when another request holds
-   * the key. A store that fails is logged and the answer sent unstored: a
-   * retry then runs again, as after a 5xx.
+   * Whether a final error answer goes out as it is: stored under the key, or
+   * (a store that failed, logged) sent unstored, so a retry runs again as
+   * after a 5xx. False when another request holds the key.
    */
-  private async stored(k: KeyedRequest, answer: { status: number; body: unknown }): Promise<boolean> {
+  private async answerStands(k: KeyedRequest, answer: { status: number; body: unknown }): Promise<boolean> {
     try {
       return await storeAnswer(this.pool, { ...k.scope, fingerprint: k.fingerprint, answer: { ...answer, location: null } });
     } catch (err) {
@@ -152,7 +152,7 @@ export class IdempotencyKeys {
     }
   }
 
-/** One keyed request in SWEEP_EVERY (the first included) deletes expired rows, off its answer's path. */
+  /** One keyed request in SWEEP_EVERY (the first included) deletes expired rows, off its answer's path. */
   private sweepNow(): void {
     if (this.keyedRequests++ % SWEEP_EVERY !== 0) return;
     sweepExpiredKeys(this.pool).catch((err: unknown) => this.logger.warn({ err: errFields(err) }, 'sweeping expired idempotency keys failed'));
