@@ -18,7 +18,7 @@ import type autocannon from 'autocannon';
 import type pg from 'pg';
 import { createApiKey } from '../src/db/api-keys.js';
 import {
-  BENCH_ADMIN_URL, cannon, type Figures, figures, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, median, postgresPids,
+  BENCH_ADMIN_URL, BENCH_POOL_MAX, cannon, type Figures, figures, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, median, postgresPids,
   rowPrinter, runBench, serviceEnv, sleep, startCluster, startGateway, withCpu, withScratch,
 } from './support.js';
 
@@ -92,7 +92,7 @@ async function main(): Promise<void> {
     const mPlain = median(plain.map((r) => r.rps));
     const mKeyed = median(withKey.map((r) => r.rps));
     const line = rowPrinter(58, 24);
-    process.stdout.write(`\nIdempotency-Key benchmark (gateway LOG_LEVEL=${LOG_LEVEL}, pool 20, ${machine(load0)})\n`);
+    process.stdout.write(`\nIdempotency-Key benchmark (gateway LOG_LEVEL=${LOG_LEVEL}, pool ${BENCH_POOL_MAX}, ${machine(load0)})\n`);
     line('POST /jobs without key: req/s per round', plain.map((r) => r.rps.toFixed(0)).join(' / '));
     line('POST /jobs with a new key each: req/s per round', withKey.map((r) => r.rps.toFixed(0)).join(' / '));
     line('median req/s, without / with', `${mPlain.toFixed(0)} / ${mKeyed.toFixed(0)}`);

@@ -20,7 +20,7 @@ import type autocannon from 'autocannon';
 import { scrape } from '../../test/support/metrics.js';
 import { createApiKey, createOrganization } from '../src/db/api-keys.js';
 import {
-  BENCH_ADMIN_URL, cannon, type Figures, figures, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, median, postgresPids,
+  BENCH_ADMIN_URL, BENCH_POOL_MAX, cannon, type Figures, figures, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, median, postgresPids,
   rowPrinter, runBench, serviceEnv, startCluster, startGateway, withCpu, withScratch,
 } from './support.js';
 
@@ -108,7 +108,7 @@ async function main(): Promise<void> {
     const final = await scrape(metricsUrl);
 
     const line = rowPrinter(64, 22);
-    process.stdout.write(`\nMetrics benchmark (gateway LOG_LEVEL=${LOG_LEVEL}, pool 20, c=${CONNECTIONS}, ${machine(load0)})\n`);
+    process.stdout.write(`\nMetrics benchmark (gateway LOG_LEVEL=${LOG_LEVEL}, pool ${BENCH_POOL_MAX}, c=${CONNECTIONS}, ${machine(load0)})\n`);
     for (const load of ['POST /jobs', 'GET /jobs/{id}'] as const) {
       const { on, off } = runs[load];
       const [mOn, mOff] = [median(on.map((r) => r.rps)), median(off.map((r) => r.rps))];

@@ -15,12 +15,14 @@
 // (1000000), BENCH_GET_DURATION (10), BENCH_GET_CONNECTIONS (10),
 // BENCH_DATABASE_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test),
 // BENCH_GATEWAY_LOG_LEVEL (info: the gateway logs every request, as in production),
+// BENCH_PG_POOL_MAX (20: each server's Postgres connections), BENCH_GATEWAY_NODE_ARGS
+// (none: Node options of the gateway, e.g. --max-semi-space-size=32),
 // BENCH_CPU_PROFILE_DIR (unset: with it, the gateway and the local cluster write V8 CPU profiles there on exit).
 import { join } from 'node:path';
 import type autocannon from 'autocannon';
 import { createApiKey } from '../src/db/api-keys.js';
 import {
-  BENCH_ADMIN_URL, cannon, type Figures, figures, freePort, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, median,
+  BENCH_ADMIN_URL, BENCH_POOL_MAX, cannon, type Figures, figures, freePort, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, median,
   postgresPids, root, rowPrinter, runBench, serviceEnv, sleep, start, startCluster, startGateway, stop, withCpu, withScratch,
 } from './support.js';
 
@@ -32,6 +34,7 @@ const GET_DURATION = Number(process.env.BENCH_GET_DURATION ?? 10);
 const GET_CONNECTIONS = Number(process.env.BENCH_GET_CONNECTIONS ?? 10);
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE_DIR;
 const profile = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
+const gatewayNodeArgs = [...profile, ...(process.env.BENCH_GATEWAY_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
 
 const cpuTotal = (cpu: Record<string, number>) => Object.values(cpu).reduce((a, b) => a + b, 0);
 const cpuLine = (cpu: Record<string, number>) => `${Object.entries(cpu).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}; all ${cpuTotal(cpu).toFixed(2)}`;
@@ -59,6 +62,14 @@ function medianRun(runs: PostRun[]): PostRun {
   return { rps: of((r) => r.rps), p50: of((r) => r.p50), p99: of((r) => r.p99), ok: of((r) => r.ok), bad: runs.reduce((a, r) => a + r.bad, 0), cpu };
 }
 
+/** The gateway's mediajobs_job_insert_statement_jobs so far: statements and mean jobs each; undefined without metrics. */
+async function insertStatements(gwUrl: string): Promise<{ count: number; mean: number } | undefined> {
+  const text = await (await fetch(`${gwUrl}/metrics`)).text();
+  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+  const count = value('mediajobs_job_insert_statement_jobs_count');
+  return Number.isFinite(count) && count > 0 ? { count, mean: value('mediajobs_job_insert_statement_jobs_sum') / count } : undefined;
+}
+
 async function main(): Promise<void> {
   // Everything here shares the machine's CPUs; other work running at the same time shows in the figures.
   const load0 = loadAverage();
@@ -71,9 +82,9 @@ async function main(): Promise<void> {
 
     const barePort = await freePort();
     const bare = await start(join(root, 'api-gateway/bench/bare-server.ts'), /bare server listening/, join(work, 'bare.log'), {
-      env: { DATABASE_URL: dbUrl, PORT: String(barePort), PG_POOL_MAX: '20' },
+      env: { DATABASE_URL: dbUrl, PORT: String(barePort), PG_POOL_MAX: String(BENCH_POOL_MAX) },
     });
-    const gw = await startGateway(serviceEnv(dbUrl, kubeconfig, work), work, profile);
+    const gw = await startGateway(serviceEnv(dbUrl, kubeconfig, work), work, gatewayNodeArgs);
     const gwUrl = gw.url;
     const servers: Record<'bare' | 'gateway', Served> = {
       bare: { url: `http://127.0.0.1:${barePort}`, headers: {}, groups: { 'bare server': () => [bare.pid!], postgres: postgresPids } },
@@ -91,6 +102,8 @@ async function main(): Promise<void> {
       for (const which of order) runs[which].push(await postLoad(servers[which], DURATION));
     }
     await stop(bare);
+    // How many jobs each of the gateway's insert statements wrote (ADR 0025), from its own metrics.
+    const statements = await insertStatements(gwUrl);
     const base = medianRun(runs.bare);
     const gateway = medianRun(runs.gateway);
     // Requests the load generator gave up on at the deadline may still be finishing.
@@ -144,6 +157,7 @@ async function main(): Promise<void> {
       [`gateway POST /jobs: median jobs/s (c=${CONNECTIONS}, ${DURATION} s)`, gateway.rps.toFixed(0), '>= 1000'],
       ['gateway POST /jobs: median p50 / p99 (ms)', `${ms(gateway.p50)} / ${ms(gateway.p99)}`, 'p99 < 50'],
       ['gateway / bare throughput ratio (medians)', (gateway.rps / base.rps).toFixed(2), '>= 0.6'],
+      ['gateway: jobs per insert statement, mean (statements)', statements ? `${statements.mean.toFixed(1)} (${statements.count})` : 'no metrics', ''],
       ['non-2xx or errors (bare / gateway)', `${base.bad} / ${gateway.bad}`, '0 / 0'],
       ['median CPU ms per job, bare runs', cpuLine(base.cpu), ''],
       ['median CPU ms per job, gateway runs', cpuLine(gateway.cpu), ''],
@@ -157,7 +171,7 @@ async function main(): Promise<void> {
       [`GET /jobs?limit=100&status=failed p50 / p99 (ms)`, `${ms(getFiltered.p50)} / ${ms(getFiltered.p99)}`, 'p99 < 30'],
       ['non-2xx or errors (GET runs)', `${getOne.bad + getList.bad + getFiltered.bad}`, '0'],
     ];
-    process.stdout.write(`\napi-gateway benchmark (gateway LOG_LEVEL=${LOG_LEVEL}, pool 20, ${machine(load0)})\n`);
+    process.stdout.write(`\napi-gateway benchmark (gateway LOG_LEVEL=${LOG_LEVEL}, pool ${BENCH_POOL_MAX}, ${machine(load0)})\n`);
     const row = rowPrinter(64, 18);
     for (const [what, value, goal] of rowsOut) {
       if (value.length > 18) process.stdout.write(`  ${what}\n    ${value}\n`);

@@ -30,7 +30,7 @@ import type autocannon from 'autocannon';
 import { histogramQuantile, scrape } from '../../test/support/metrics.js';
 import { createApiKey, createOrganization } from '../src/db/api-keys.js';
 import {
-  BENCH_ADMIN_URL, cannon, type Figures, figures, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, median, postgresPids,
+  BENCH_ADMIN_URL, BENCH_POOL_MAX, cannon, type Figures, figures, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, median, postgresPids,
   rowPrinter, runBench, serviceEnv, sleep, startCluster, startGateway, startRedisServer, stop, withCpu, withScratch,
 } from './support.js';
 
@@ -124,7 +124,7 @@ async function main(): Promise<void> {
     await redis.stop();
 
     const line = rowPrinter(72, 20);
-    process.stdout.write(`\nRate limit benchmark (gateway LOG_LEVEL=${LOG_LEVEL}, pool 20, c=${CONNECTIONS}, ${machine(load0)})\n`);
+    process.stdout.write(`\nRate limit benchmark (gateway LOG_LEVEL=${LOG_LEVEL}, pool ${BENCH_POOL_MAX}, c=${CONNECTIONS}, ${machine(load0)})\n`);
     for (const load of ['POST /jobs', 'GET /jobs/{id}'] as const) {
       const { 'in-process': local, redis: shared } = runs[load];
       const [mLocal, mShared] = [median(local.map((r) => r.rps)), median(shared.map((r) => r.rps))];

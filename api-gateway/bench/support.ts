@@ -102,11 +102,14 @@ export async function startCluster(work: string, crds: string[], { args = [], no
   return { proc, kubeconfig, kc };
 }
 
+/** Postgres connections of each server under test (BENCH_PG_POOL_MAX, default 20). */
+export const BENCH_POOL_MAX = Number(process.env.BENCH_PG_POOL_MAX ?? 20);
+
 /** The settings the gateway and the operator must agree on (the same secrets, database, cluster and storage). */
 export function serviceEnv(dbUrl: string, kubeconfig: string, work: string): NodeJS.ProcessEnv {
   return {
     DATABASE_URL: dbUrl, KUBECONFIG: kubeconfig, SECRET_KEYS: SecretBox.generateSpec('bench'),
-    FILE_URL_SECRET: randomBytes(16).toString('hex'), MANAGED_STORAGE_DIR: join(work, 'storage'), PG_POOL_MAX: '20',
+    FILE_URL_SECRET: randomBytes(16).toString('hex'), MANAGED_STORAGE_DIR: join(work, 'storage'), PG_POOL_MAX: String(BENCH_POOL_MAX),
     // The benches measure what an answer costs: no request of theirs is to be refused by the rate limit
     // (its own bench, rate-limit.ts, sets the limit it needs).
     RATE_LIMIT_PER_SECOND: '1000000000',

@@ -21,6 +21,7 @@ export class GatewayMetrics {
   private readonly finished: Counter<'status' | 'error_category'>;
   private readonly rateLimited: Counter<'counter' | 'verdict'>;
   private readonly rateChecks: Histogram<'counter'>;
+  private readonly insertStatements: Histogram;
 
   constructor(readonly registry: Registry) {
     const registers = [registry];
@@ -42,6 +43,11 @@ export class GatewayMetrics {
     this.rateChecks = new Histogram({
       name: `${PREFIX}rate_limit_check_duration_seconds`, help: 'Time the rate limit took to count one request (what it adds to its latency)',
       labelNames: ['counter'] as const, buckets: [0.000001, 0.0000025, 0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.5], registers,
+    });
+    this.insertStatements = new Histogram({
+      name: `${PREFIX}job_insert_statement_jobs`,
+      help: 'Jobs of POST /jobs written by one insert statement: the requests of one event-loop turn share one (ADR 0025)',
+      buckets: [1, 2, 4, 8, 16, 32, 64], registers,
     });
   }
 
@@ -83,6 +89,11 @@ export class GatewayMetrics {
   /** Jobs the API cancelled (their rows became Cancelled here). */
   jobsCancelled(n = 1): void {
     if (n > 0) this.finished.inc({ status: 'Cancelled', error_category: 'none' }, n);
+  }
+
+  /** One insert statement of POST /jobs, with the jobs it wrote or tried to. */
+  jobInsertStatement(jobs: number): void {
+    this.insertStatements.observe(jobs);
   }
 
   rateCheck(counter: string, seconds: number, verdict: 'allowed' | 'limited' | 'unavailable'): void {

@@ -69,6 +69,18 @@ describe('api-gateway: metrics', () => {
     expect(m.text).to.not.include(key);
   });
 
+  it('observes every POST /jobs insert statement with the jobs it wrote: a burst is written in as many or fewer', async () => {
+    await pause();
+    const before = await scrape(`${gw.url}/metrics`);
+    const burst = await Promise.all(Array.from({ length: 8 }, (_, i) =>
+      gw.request('POST', '/jobs', { key, body: { url: `https://media.example/watch?v=burst${i}` } })));
+    expect(burst.map((r) => r.status)).to.deep.equal(Array(8).fill(201));
+    const after = await scrape(`${gw.url}/metrics`);
+    const grew = (name: string) => after.value(name) - before.value(name);
+    expect(grew('mediajobs_job_insert_statement_jobs_sum'), 'every job of the burst, once').to.equal(8);
+    expect(grew('mediajobs_job_insert_statement_jobs_count')).to.be.within(1, 8);
+  });
+
   it('counts rate-limit refusals and checks, and a method nobody defined as `other`', async () => {
     await pause();
     const answers = await Promise.all(Array.from({ length: 10 }, () => gw.request('GET', '/jobs', { key })));

@@ -9,8 +9,9 @@ import { expect } from 'chai';
 import type pg from 'pg';
 import {
   cancelJob, forgetInlineCredentials, findFinishedManifest, getJob, inlineCredentials, insertFromManifest, jobInserter, keyUsage, legacyDestination, listJobs,
-  MIN_RESERVED_BYTES, resolvedDestination, saveResultUrls, syncStatus, type JobRow, type NewJob,
+  MIN_RESERVED_BYTES, resolvedDestination, saveResultUrls, syncStatus, type JobRow, type NewJob, type SavedDestinationSql,
 } from '../src/db/jobs.js';
+import { IdempotencyKeyBusy, readKey, type NewKeyRow } from '../src/db/idempotency.js';
 import { markCreated, mediaJobsToCreate } from '../src/db/materialize.js';
 import { eventId, OUTBOX_CHANNEL, type OutboxEvent } from '../src/db/outbox.js';
 import type { MediaJob, MediaJobOptions, MediaJobStatus, Owned } from '../src/mediajob/types.js';
@@ -20,13 +21,14 @@ import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/
 // Rule 9 belongs to the gateway (api-gateway/src/destinations/store.ts);
 // this stand-in has its shape: the key's default, or its destination of the
 // named provider, else nothing.
-const insertJob = jobInserter({
+const rule9: SavedDestinationSql = {
   byDefault: (key, org) => `SELECT id, provider, secret_name FROM storage_destinations
     WHERE ((owner_kind = 'api_key' AND owner_id = ${key}) OR (owner_kind = 'organization' AND owner_id = ${org})) AND is_default LIMIT 1`,
   byProvider: (key, org, provider) => `SELECT id, provider, secret_name FROM storage_destinations
     WHERE ((owner_kind = 'api_key' AND owner_id = ${key}) OR (owner_kind = 'organization' AND owner_id = ${org})) AND provider = ${provider}
     LIMIT 1`,
-});
+};
+const insertJob = jobInserter(rule9);
 
 const options = { url: 'https://media.test/v', format: 'mp4' } as MediaJobOptions;
 
@@ -96,6 +98,78 @@ describe('lib: the jobs table (real PostgreSQL)', function () {
       expect(page.jobs).to.have.length(5);
       expect(page.jobs[0]!.created_at).to.be.a('number');
       expect(await getJob(pool, await insertApiKey(pool), page.jobs[0]!.id), 'another key\'s job').to.equal(undefined);
+    });
+  });
+
+  describe('gateway insert: the jobs of one turn share a statement', () => {
+    /** An inserter that records the jobs each of its statements wrote (or tried to). */
+    function observedInserter(): { insert: ReturnType<typeof jobInserter>; statements: number[] } {
+      const statements: number[] = [];
+      return { insert: jobInserter(rule9, (n) => statements.push(n)), statements };
+    }
+    const keyed = (job: NewJob, key: string): NewJob => ({
+      ...job,
+      keyRow: { apiKeyId: job.apiKeyId, key, fingerprint: Buffer.alloc(32, 7), answer: { status: 201, body: { job_id: job.id }, location: `/jobs/${job.id}` } } satisfies NewKeyRow,
+    });
+    const saveGcs = (owner: string) => pool.query(
+      `INSERT INTO storage_destinations (owner_kind, owner_id, provider, source, config, secret_name, is_default)
+       VALUES ('api_key', $1, 'gcs', 'keyvault', '{}', $2, true)`, [owner, `mj-dest-${owner}-gcs`]);
+
+    it('gives each job its own destination, key row and outcome, and counts each key once per job', async () => {
+      const { insert, statements } = observedInserter();
+      const [a, b] = [await insertApiKey(pool), await insertApiKey(pool)];
+      await saveGcs(b);
+      const jobs = [
+        newJob(a, { kind: 'inline', destination: { type: 'inline', provider: 's3', secretName: 'mj-in' }, storage: () => 'sealed-creds' }),
+        newJob(a, { kind: 'saved', organizationId: null }),
+        keyed(newJob(a, { kind: 'saved', organizationId: null }), 'retry-1'),
+        newJob(b, { kind: 'saved', organizationId: null, provider: 'gcs' }),
+        newJob(b, { kind: 'saved', organizationId: null, provider: 's3' }),
+        newJob(b, { kind: 'saved', organizationId: null }),
+      ];
+      const results = await Promise.all(jobs.map((j) => insert(pool, j)));
+      expect(statements, 'one statement for the turn').to.deep.equal([6]);
+      const gcs = { type: 'saved', provider: 'gcs', secretName: `mj-dest-${b}-gcs` };
+      expect(results).to.deep.equal([
+        { type: 'inline', provider: 's3', secretName: 'mj-in' }, { type: 'managed' }, { type: 'managed' }, gcs, undefined, gcs,
+      ]);
+      expect(await inlineCredentials(pool, jobs[0]!.id)).to.equal('sealed-creds');
+      expect(await readKey(pool, { apiKeyId: a, key: 'retry-1' })).to.deep.include({ answer: { status: 201, body: { job_id: jobs[2]!.id }, location: `/jobs/${jobs[2]!.id}` } });
+      expect([await rowCount(a), await total(a), await rowCount(b), await total(b)], 'the unconfigured provider wrote nothing').to.deep.equal([3, 3, 2, 2]);
+    });
+
+    it('writes the others when one job is at fault, and fails only that one', async () => {
+      const { insert, statements } = observedInserter();
+      const key = await insertApiKey(pool);
+      const existing = newJob(key, { kind: 'saved', organizationId: null });
+      await insertJob(pool, existing);
+      const fresh = Array.from({ length: 3 }, () => newJob(key, { kind: 'saved', organizationId: null }));
+      const outcomes = await Promise.allSettled([...fresh, existing].map((j) => insert(pool, j)));
+      expect(outcomes.map((o) => o.status)).to.deep.equal(['fulfilled', 'fulfilled', 'fulfilled', 'rejected']);
+      expect((outcomes[3] as PromiseRejectedResult).reason).to.have.property('code', '23505');
+      expect(statements, 'the shared statement failed and undid all of it; then one each').to.deep.equal([4, 1, 1, 1, 1]);
+      expect([await rowCount(key), await total(key)]).to.deep.equal([4, 4]);
+    });
+
+    it('writes one job for a key sent twice in one turn, and none for a key another transaction holds', async () => {
+      const { insert } = observedInserter();
+      const key = await insertApiKey(pool);
+      const twice = [keyed(newJob(key, { kind: 'saved', organizationId: null }), 'twice'), keyed(newJob(key, { kind: 'saved', organizationId: null }), 'twice')];
+      const outcomes = await Promise.allSettled(twice.map((j) => insert(pool, j)));
+      expect(outcomes.filter((o) => o.status === 'fulfilled'), 'exactly one written').to.have.length(1);
+      expect(await rowCount(key)).to.equal(1);
+
+      await withClient(pool, async (holder) => {
+        await holder.query('BEGIN');
+        await holder.query(`SELECT pg_try_advisory_xact_lock(hashtextextended($1::uuid::text || '/' || $2::text, 0))`, [key, 'held']);
+        const held = keyed(newJob(key, { kind: 'saved', organizationId: null }), 'held');
+        const other = newJob(key, { kind: 'saved', organizationId: null });
+        const [h, o] = await Promise.allSettled([insert(pool, held), insert(pool, other)]);
+        await holder.query('ROLLBACK');
+        expect(h.status === 'rejected' && h.reason).to.be.instanceOf(IdempotencyKeyBusy);
+        expect(o.status).to.equal('fulfilled');
+      });
+      expect([await rowCount(key), await total(key)]).to.deep.equal([2, 2]);
     });
   });
 

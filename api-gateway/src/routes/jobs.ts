@@ -10,7 +10,7 @@ import type { JobStatus } from '@mediajobs/lib/mediajob/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
 import { isMarketplaceUser, type Principal } from '../auth.js';
-import { getJob, jobInserter, listJobs, type JobDetail, type NewJob } from '@mediajobs/lib/db/jobs';
+import { getJob, jobInserter, listJobs, type InsertJob, type JobDetail, type NewJob } from '@mediajobs/lib/db/jobs';
 import { sealedAt } from '@mediajobs/lib/db/sealed-columns';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
 import { inlineDestination } from '../destinations/job-destination.js';
@@ -26,8 +26,6 @@ import { integerParam, oneOfParam, parseQuery } from '../query.js';
 import { acceptJson } from '../json-body.js';
 import { clientGone, createBatch, type BatchCreateDeps } from './batches.js';
 
-/** POST /jobs' insert, with rule 9 (the key's or organization's saved destination, store.ts) inside the statement. */
-const insertJob = jobInserter({ byDefault: resolveDefaultSql, byProvider: resolveByProviderSql });
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 export const DEFAULT_LIMIT = 20;
@@ -73,7 +71,7 @@ function principal(res: Response): Principal {
 export function jobsRouter(deps: JobsRouteDeps): Router {
   const router = Router();
   router.post('/jobs', ...acceptJson(MAX_BODY_BYTES), failsWith('Failed to create job'),
-    deps.idempotency.middleware, createJob(deps), deps.idempotency.settle);
+    deps.idempotency.middleware, createJob(deps, newJobInserter(deps)), deps.idempotency.settle);
   router.get('/jobs', failsWith('Database query failed'), listJobsOfKey(deps));
   router.get('/jobs/:id', failsWith('Database query failed'), showJob(deps));
   return router;
@@ -112,11 +110,21 @@ export function refusedAddress(outbound: OutboundPolicy, request: JobRequest): {
 }
 
 /**
+ * POST /jobs' insert, with rule 9 (the key's or organization's saved
+ * destination, store.ts) inside the statement; the requests of one turn
+ * share one (ADR 0025), whose sizes the metrics observe.
+ */
+function newJobInserter(deps: JobsRouteDeps): InsertJob {
+  const metrics = deps.metrics;
+  return jobInserter({ byDefault: resolveDefaultSql, byProvider: resolveByProviderSql }, metrics && ((n) => metrics.jobInsertStatement(n)));
+}
+
+/**
  * POST /jobs: validate, decide the destination once, insert the row (or the
  * batch, rule 8). The commit is the acceptance: the operator's materializer
  * creates the MediaJob from the row (docs/adr/0017).
  */
-function createJob(deps: JobsRouteDeps): RequestHandler {
+function createJob(deps: JobsRouteDeps, insertJob: InsertJob): RequestHandler {
   return async (req, res) => {
     const parsed = parseJobRequest(req.body);
     if (!parsed.ok) throw new HttpError(400, parsed.error);

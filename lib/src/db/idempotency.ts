@@ -91,6 +91,32 @@ export function keyRowCte(first: number): string {
 )`;
 }
 
+/**
+ * A key row as one element of a batched insert's JSON input (see
+ * keyRowsCte): the same values as keyRowValues, the fingerprint in hex.
+ */
+export function keyRowDoc(row: NewKeyRow): Record<string, unknown> {
+  return { key: row.key, fingerprint: row.fingerprint.toString('hex'), status: row.answer.status, body: row.answer.body ?? null, location: row.answer.location };
+}
+
+/** A batched insert's key lock: its expression given the SQL of the owning key's id and of a keyRowDoc (NULL: unkeyed, true). */
+export function keyLockOfDoc(apiKeyId: string, doc: string): string {
+  return `CASE WHEN ${doc} IS NULL THEN true ELSE ${tryLock(apiKeyId, `(${doc}->>'key')`)} END`;
+}
+
+/**
+ * The key rows of a batched insert as a CTE: for each row of `source` (with
+ * the columns api_key_id and key_row, a keyRowDoc or NULL) that is joined
+ * to what it wrote, in the same commit, as keyRowCte.
+ */
+export function keyRowsCte(source: string): string {
+  return `idem AS (
+  INSERT INTO idempotency_keys (${COLUMNS})
+  SELECT api_key_id, key_row->>'key', decode(key_row->>'fingerprint', 'hex'), (key_row->>'status')::smallint, key_row->'body', key_row->>'location'
+    FROM ${source} WHERE key_row IS NOT NULL
+)`;
+}
+
 /** keyRowCte's parameter values. */
 export function keyRowValues(row: NewKeyRow): unknown[] {
   return [row.key, row.fingerprint, row.answer.status, JSON.stringify(row.answer.body ?? null), row.answer.location];

@@ -1,5 +1,6 @@
 // The jobs and job_counters tables: every statement on them. The gateway
-// inserts a row per POST /jobs and reads rows for GET /jobs (named
+// inserts a row per POST /jobs (the requests of one event-loop turn in one
+// statement, docs/adr/0025) and reads rows for GET /jobs (named
 // statements, so pg prepares them once per connection); the operator records
 // kubectl-applied jobs, mirrors MediaJob status into the row (its webhook
 // events go to the outbox in the same transaction, ./outbox.ts), and keeps the sealed columns (storage_enc,
@@ -21,7 +22,9 @@ import { rollUpEpisode, type EpisodeInfo } from './batches.js';
 import { queueJobChatNotification } from './chat-settings.js';
 import { queueEvents, queueUsageReport, type OutboxEvent } from './outbox.js';
 import { CANCEL_CHANNEL, jobCancelledEvent, type CancelStatus } from '../job-cancellation.js';
-import { keyHeld, keyLockCte, keyRowCte, keyRowValues, withKeyRow, type NewKeyRow } from './idempotency.js';
+import {
+  IdempotencyKeyBusy, keyHeld, keyLockCte, keyLockOfDoc, keyRowCte, keyRowDoc, keyRowsCte, keyRowValues, withKeyRow, type NewKeyRow,
+} from './idempotency.js';
 import { sealedAt } from './sealed-columns.js';
 import type { Sealable } from '../secret-box.js';
 
@@ -199,17 +202,138 @@ job AS (
   RETURNING api_key_id, destination, reserved_bytes
 ${insertTail('$8', k)}`;
 
+// Concurrent POST /jobs share one statement (docs/adr/0025): the jobs that
+// arrive in one turn of the event loop are written together, up to
+// MAX_BATCH, each with its own destination, key lock and key row, so a burst
+// costs Postgres one commit and one round trip instead of one per job.
+// Every element maps to exactly one result row, in input order: written
+// (with its destination), not written for want of its key's lock, or not
+// written for want of its named provider.
+const insertJobBatch = (rule9: SavedDestinationSql) => `
+WITH req AS MATERIALIZED (
+  SELECT e.ord, (e.doc->>'id')::uuid AS id, (e.doc->>'apiKeyId')::uuid AS api_key_id, e.doc->>'url' AS url, e.doc->'options' AS options,
+         e.doc->>'webhook' AS webhook, e.doc->>'crNamespace' AS cr_namespace, e.doc->>'crName' AS cr_name,
+         e.doc->'inline' AS inline_destination, e.doc->>'storage' AS storage, (e.doc->>'org')::uuid AS org, e.doc->>'provider' AS provider,
+         e.doc->'keyRow' AS key_row, ${keyLockOfDoc("(e.doc->>'apiKeyId')", "(e.doc->'keyRow')")} AS held
+    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(doc, ord)
+),
+job AS (
+  INSERT INTO jobs (${INSERT_COLUMNS})
+  SELECT r.id, r.api_key_id, r.url, 'Pending', 'Queued', 0, r.options, r.webhook, r.cr_namespace, r.cr_name,
+         COALESCE(r.inline_destination, ${savedDestinationJson('dest')}), dest.id, r.storage
+    FROM req r LEFT JOIN LATERAL (
+      SELECT * FROM (${rule9.byProvider('r.api_key_id', 'r.org', 'r.provider')}) named WHERE r.provider IS NOT NULL
+      UNION ALL
+      SELECT * FROM (${rule9.byDefault('r.api_key_id', 'r.org')}) fallback WHERE r.provider IS NULL
+    ) dest ON r.inline_destination IS NULL
+   WHERE r.held AND (r.inline_destination IS NOT NULL OR r.provider IS NULL OR dest.id IS NOT NULL)
+  RETURNING id, api_key_id, destination, reserved_bytes
+), ${keyRowsCte('req JOIN job USING (id, api_key_id)')}, ${countJobs('$2')}
+SELECT r.held, job.destination FROM req r LEFT JOIN job USING (id) ORDER BY r.ord`;
+
+/** Jobs written by one batched statement at most: a bound on its size and on the work one failure sends to the single path. */
+export const MAX_BATCH = 64;
+
 /** The gateway's insert of a new Pending job. */
 export type InsertJob = (pool: pg.Pool, job: NewJob) => Promise<Destination | undefined>;
+
+/** A job waiting for its turn's statement. */
+interface Queued {
+  job: NewJob;
+  settle: (outcome: Promise<Destination | undefined>) => void;
+}
+
+/**
+ * Errors of a batched statement that one of its jobs may have caused (bad
+ * data, a constraint: a key already answered, say); each job is then
+ * written on its own so that only the one at fault fails. Any other error
+ * (the connection, the server) would fail each of them too and is theirs.
+ */
+const isDataError = (err: unknown): boolean => /^2[23]/.test(String((err as { code?: unknown } | null)?.code ?? ''));
 
 /**
  * The gateway's insert with rule 9 built in. Call once per process: the
  * statement names are fixed, and pg refuses one name with two texts on a
  * connection. The insert returns the destination the job was given, or
  * undefined when the `storage_provider` it named is not configured for the
- * key or its organization (then nothing was written).
+ * key or its organization (then nothing was written). Inserts made in one
+ * turn of the event loop share a statement (insertJobBatch); a job alone
+ * in its turn, and each job of a batch that failed on bad data, is written
+ * by its own statement. `observe` learns the size of each statement.
  */
-export function jobInserter(rule9: SavedDestinationSql): InsertJob {
+export function jobInserter(rule9: SavedDestinationSql, observe: (jobs: number) => void = () => undefined): InsertJob {
+  const single = singleJobInserter(rule9);
+  const batchText = insertJobBatch(rule9);
+  const turns = new Map<pg.Pool, Queued[]>();
+
+  const writeBatch = async (pool: pg.Pool, batch: Queued[]): Promise<void> => {
+    observe(batch.length);
+    try {
+      const r = await pool.query<{ held: boolean; destination: Destination | null }>({
+        name: 'mj-insert-job-batch', text: batchText, values: [JSON.stringify(batch.map((q) => batchDoc(q.job))), randomInt(COUNTER_SHARDS)],
+      });
+      batch.forEach((q, i) => {
+        const row = r.rows[i]!;
+        q.settle(row.held ? Promise.resolve(row.destination ?? undefined) : Promise.reject(new IdempotencyKeyBusy()));
+      });
+    } catch (err) {
+      if (!isDataError(err)) throw err;
+      for (const q of batch) q.settle(writeAlone(pool, q.job));
+    }
+  };
+  const writeAlone = (pool: pg.Pool, job: NewJob): Promise<Destination | undefined> => {
+    observe(1);
+    return single(pool, job);
+  };
+
+  const flush = (pool: pg.Pool): void => {
+    const queued = turns.get(pool)!;
+    turns.delete(pool);
+    // A key twice in one turn: the later request runs on its own, and finds
+    // the first one's lock or row as any concurrent duplicate does.
+    const seen = new Set<string>();
+    const together: Queued[] = [];
+    for (const q of queued) {
+      const k = q.job.keyRow && `${q.job.apiKeyId}/${q.job.keyRow.key}`;
+      if (k !== undefined && seen.has(k)) q.settle(writeAlone(pool, q.job));
+      else {
+        if (k !== undefined) seen.add(k);
+        together.push(q);
+      }
+    }
+    for (let i = 0; i < together.length; i += MAX_BATCH) {
+      const batch = together.slice(i, i + MAX_BATCH);
+      if (batch.length === 1) batch[0]!.settle(writeAlone(pool, batch[0]!.job));
+      else writeBatch(pool, batch).catch((err: unknown) => batch.forEach((q) => q.settle(Promise.reject(err))));
+    }
+  };
+
+  return (pool, job) => new Promise((resolve) => {
+    let turn = turns.get(pool);
+    if (!turn) {
+      turn = [];
+      turns.set(pool, turn);
+      setImmediate(flush, pool);
+    }
+    turn.push({ job, settle: resolve });
+  });
+}
+
+/** One job as an element of insertJobBatch's input, sealed values bound to its row. */
+function batchDoc(job: NewJob): Record<string, unknown> {
+  const t = job.target;
+  return {
+    id: job.id, apiKeyId: job.apiKeyId, url: job.url, options: job.options,
+    webhook: job.webhookUrl?.(sealedAt.jobWebhook(job.id)) ?? null, crNamespace: job.crNamespace, crName: job.crName,
+    ...(t.kind === 'inline'
+      ? { inline: t.destination, storage: t.storage(sealedAt.jobStorage(job.id)) }
+      : { org: t.organizationId, provider: t.provider ?? null }),
+    ...(job.keyRow && { keyRow: keyRowDoc(job.keyRow) }),
+  };
+}
+
+/** One job, one statement: the insert of a job alone in its turn, and of each job of a failed batch. */
+function singleJobInserter(rule9: SavedDestinationSql): InsertJob {
   const texts = (k?: KeyParams) => ({
     inline: insertJobInline(k),
     default: insertJobSaved(rule9.byDefault('$2', '$9'), k),
