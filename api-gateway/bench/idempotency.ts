@@ -12,7 +12,8 @@
 //
 // BENCH_DURATION (s per run, default 10), BENCH_ROUNDS (5), BENCH_CONNECTIONS (50),
 // BENCH_DATABASE_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test),
-// BENCH_GATEWAY_LOG_LEVEL (info: the gateway logs every request, as in production).
+// BENCH_GATEWAY_LOG_LEVEL (info: the gateway logs every request, as in production),
+// BENCH_CPU_PROFILE_DIR (unset: with it, the gateway writes a V8 CPU profile there on exit).
 import { randomUUID } from 'node:crypto';
 import type autocannon from 'autocannon';
 import type pg from 'pg';
@@ -25,10 +26,12 @@ import {
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+/** Keys made ahead per second of a keyed run: more than this machine answers (past them, each is made as it is sent). */
+const KEYS_PER_SECOND = 6000;
 
 interface Run extends Figures {
-  /** CPU ms per 2xx answer: gateway, local cluster, Postgres (every backend on the machine), and their sum. */
-  cpuMs: { gateway: number; cluster: number; postgres: number; all: number };
+  /** CPU ms per 2xx answer: gateway, local cluster, Postgres (every backend on the machine), the load generator, and their sum. */
+  cpuMs: { gateway: number; cluster: number; postgres: number; 'load generator': number; all: number };
   /** Write-ahead log Postgres wrote per 2xx answer: what a second row in the job's commit costs it. */
   walBytes: number;
 }
@@ -40,22 +43,28 @@ let keyed = 0;
 /**
  * One load run of POST /jobs; with `withKey`, every request carries a new
  * Idempotency-Key, a random UUID as clients are told to send (so the keys
- * land all over their index, not at its end).
+ * land all over their index, not at its end). Both runs build each request
+ * anew (autocannon's setupRequest), so that the load generator, which
+ * shares the machine's CPUs, does the same work per request in both.
  */
 async function postRun(pool: pg.Pool, url: string, apiKey: string, withKey: boolean, seconds: number): Promise<Run> {
+  // The keys are made before the run: a client's own work is not the service's, and here it would share its CPUs.
+  const keys = withKey ? Array.from({ length: KEYS_PER_SECOND * seconds }, () => `"${randomUUID()}"`) : [];
   const request: autocannon.Request = {
     method: 'POST', path: '/jobs', body: JOB_BODY, headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
-    ...(withKey && { setupRequest: (r: autocannon.Request) => {
+    setupRequest: (r: autocannon.Request) => {
+      if (!withKey) return { ...r, headers: { ...r.headers } };
+      const key = keys.pop() ?? `"${randomUUID()}"`;
       keyed++;
-      return { ...r, headers: { ...r.headers, 'idempotency-key': `"${randomUUID()}"` } };
-    } }),
+      return { ...r, headers: { ...r.headers, 'idempotency-key': key } };
+    },
   };
   const groups = { gateway: () => [served.gateway!], cluster: () => [served.cluster!], postgres: postgresPids };
   const wal0 = await walPosition(pool);
   const r = await withCpu(groups, async () => figures(await cannon({ url, connections: CONNECTIONS, duration: seconds, requests: [request] })));
   const walBytes = await walSince(pool, wal0) / Math.max(1, r.ok);
-  const { gateway, cluster, postgres } = r.cpu;
-  return { ...r, cpuMs: { gateway, cluster, postgres, all: gateway + cluster + postgres }, walBytes };
+  const { gateway, cluster, postgres, 'load generator': loadGenerator } = r.cpu;
+  return { ...r, cpuMs: { gateway, cluster, postgres, 'load generator': loadGenerator, all: gateway + cluster + postgres + loadGenerator }, walBytes };
 }
 
 const walPosition = async (pool: pg.Pool) => (await pool.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0]!.lsn;
@@ -69,7 +78,8 @@ async function main(): Promise<void> {
     const { key } = await createApiKey(pool, { name: 'bench' });
     const cluster = await startCluster(work, ['mediajob.yaml']);
     served.cluster = cluster.proc.pid!;
-    const gateway = await startGateway(serviceEnv(dbUrl, cluster.kubeconfig, work), work);
+    const profile = process.env.BENCH_CPU_PROFILE_DIR;
+    const gateway = await startGateway(serviceEnv(dbUrl, cluster.kubeconfig, work), work, profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []);
     served.gateway = gateway.proc.pid!;
     const url = gateway.url;
 
@@ -99,7 +109,7 @@ async function main(): Promise<void> {
     line('ratio with / without (medians)', (mKeyed / mPlain).toFixed(2), '>= 0.9');
     line('median p99 ms, without / with', `${median(plain.map((r) => r.p99)).toFixed(1)} / ${median(withKey.map((r) => r.p99)).toFixed(1)}`);
     const cpu = (runs: Run[], k: keyof Run['cpuMs']) => median(runs.map((r) => r.cpuMs[k]));
-    for (const k of ['gateway', 'cluster', 'postgres', 'all'] as const) {
+    for (const k of ['gateway', 'cluster', 'postgres', 'load generator', 'all'] as const) {
       line(`median CPU ms per job, ${k}, without / with`, `${cpu(plain, k).toFixed(2)} / ${cpu(withKey, k).toFixed(2)}`);
     }
     // Everything shares the machine's CPUs: at saturation the CPU per job bounds the throughput ratio.
