@@ -17,7 +17,8 @@
 // BENCH_GATEWAY_LOG_LEVEL (info: the gateway logs every request, as in production),
 // BENCH_PG_POOL_MAX (20: each server's Postgres connections), BENCH_GATEWAY_NODE_ARGS
 // (none: Node options of the gateway, e.g. --max-semi-space-size=32),
-// BENCH_CPU_PROFILE_DIR (unset: with it, the gateway and the local cluster write V8 CPU profiles there on exit).
+// BENCH_CPU_PROFILE_DIR (unset: with it, the gateway and the local cluster write V8 CPU profiles there on exit),
+// BENCH_KEEP (unset: with it, the work directory and every process's log are kept, e.g. for --trace-gc).
 import { join } from 'node:path';
 import type autocannon from 'autocannon';
 import { createApiKey } from '../src/db/api-keys.js';
@@ -84,7 +85,7 @@ async function gatewayOwnFigures(gwUrl: string): Promise<{ statements: number; j
 async function main(): Promise<void> {
   // Everything here shares the machine's CPUs; other work running at the same time shows in the figures.
   const load0 = loadAverage();
-  await withScratch({ adminUrl: BENCH_ADMIN_URL, poolMax: 4, workPrefix: 'mj-bench-' }, async ({ dbUrl, pool, work }) => {
+  await withScratch({ adminUrl: BENCH_ADMIN_URL, poolMax: 4, workPrefix: 'mj-bench-', keepWork: !!process.env.BENCH_KEEP }, async ({ dbUrl, pool, work }) => {
     await pool.query('CREATE TABLE bare_jobs (LIKE jobs INCLUDING ALL)');
     const { id: apiKeyId, key } = await createApiKey(pool, { name: 'bench' });
 
