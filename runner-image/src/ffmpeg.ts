@@ -477,13 +477,26 @@ export function httpInputArgs(headers: Readonly<Record<string, string>>, timeout
   return [...guard, '-rw_timeout', String(timeoutSeconds * 1_000_000), ...(lines ? ['-headers', lines] : [])];
 }
 
+/** Reads of an audio format's first seconds, the first included: one refused or reset request must not decide a rendition. */
+const MEASURE_ATTEMPTS = 2;
+
 /**
  * Codec and bitrate of an audio format yt-dlp knows neither of, read from the
  * first seconds of its playlist or file. The bitrate is counted from packet
  * sizes, which works for every container (MPEG-TS and fragmented MP4 often
- * declare none). Undefined when it cannot be read in time.
+ * declare none). A failed read is tried once more, since the rules choose
+ * among renditions by what is measured and an unmeasured one would lose to
+ * a worse one. Undefined when it cannot be read in time.
  */
 export async function measureAudio(bin: string, f: YtDlpFormat, opts: { signal?: AbortSignal; timeoutSeconds: number }): Promise<MeasuredAudio | undefined> {
+  for (let attempt = 1; attempt <= MEASURE_ATTEMPTS; attempt++) {
+    const m = await measureAudioOnce(bin, f, opts);
+    if (m !== undefined || opts.signal?.aborted) return m;
+  }
+  return undefined;
+}
+
+async function measureAudioOnce(bin: string, f: YtDlpFormat, opts: { signal?: AbortSignal; timeoutSeconds: number }): Promise<MeasuredAudio | undefined> {
   if (!f.url || !isNetworkUrl(f.url)) return undefined;
   const signal = AbortSignal.any([AbortSignal.timeout(opts.timeoutSeconds * 2000), ...(opts.signal ? [opts.signal] : [])]);
   const run = await runProcess(bin, [

@@ -330,5 +330,7 @@ async function chooseJobFormats(
     if (m) measured.set(f.format_id, m);
   }));
   if (unknown.length) logger.info({ measured: Object.fromEntries(measured) }, 'measured audio renditions');
+  const unmeasured = unknown.filter((f) => !measured.has(f.format_id)).map((f) => f.format_id);
+  if (unmeasured.length) logger.warn({ unmeasured }, 'audio renditions could not be measured; the choice is made without them');
   return chooseFormats(withMeasurements(formats, measured), spec, container);
 }
