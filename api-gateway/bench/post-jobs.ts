@@ -21,6 +21,7 @@
 // BENCH_KEEP (unset: with it, the work directory and every process's log are kept, e.g. for --trace-gc).
 import { join } from 'node:path';
 import type autocannon from 'autocannon';
+import { scrape } from '../../test/support/metrics.js';
 import { createApiKey } from '../src/db/api-keys.js';
 import {
   BENCH_ADMIN_URL, BENCH_POOL_MAX, cannon, type Figures, figures, freePort, GATEWAY_LOG_LEVEL as LOG_LEVEL, JOB_BODY, loadAverage, machine, median,
@@ -71,15 +72,11 @@ function medianRun(runs: PostRun[]): PostRun {
  * it is queueing outside the gateway's handlers (socket buffers, CPU). Undefined without metrics.
  */
 async function gatewayOwnFigures(gwUrl: string): Promise<{ statements: number; jobsPerStatement: number; within50ms: number } | undefined> {
-  const text = await (await fetch(`${gwUrl}/metrics`)).text();
-  const value = (series: string) => {
-    const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-    return line === undefined ? NaN : Number(line.slice(series.length + 1));
-  };
-  const statements = value('mediajobs_job_insert_statement_jobs_count');
-  const post = (le: string) => value(`mediajobs_http_request_duration_seconds_bucket{le="${le}",route="/jobs",method="POST"}`);
-  if (!(statements > 0)) return undefined;
-  return { statements, jobsPerStatement: value('mediajobs_job_insert_statement_jobs_sum') / statements, within50ms: post('0.05') / post('+Inf') };
+  const m = await scrape(`${gwUrl}/metrics`).catch(() => undefined);
+  const statements = m?.value('mediajobs_job_insert_statement_jobs_count') ?? 0;
+  if (!m || statements === 0) return undefined;
+  const post = (le: string) => m.value('mediajobs_http_request_duration_seconds_bucket', { le, route: '/jobs', method: 'POST' });
+  return { statements, jobsPerStatement: m.value('mediajobs_job_insert_statement_jobs_sum') / statements, within50ms: post('0.05') / post('+Inf') };
 }
 
 async function main(): Promise<void> {

@@ -489,22 +489,24 @@ const MEASURE_ATTEMPTS = 2;
  * a worse one. Undefined when it cannot be read in time.
  */
 export async function measureAudio(bin: string, f: YtDlpFormat, opts: { signal?: AbortSignal; timeoutSeconds: number }): Promise<MeasuredAudio | undefined> {
+  if (!f.url || !isNetworkUrl(f.url)) return undefined;
   for (let attempt = 1; attempt <= MEASURE_ATTEMPTS; attempt++) {
-    const m = await measureAudioOnce(bin, f, opts);
+    const m = await measureAudioOnce(bin, f.url, f.http_headers ?? {}, opts);
     if (m !== undefined || opts.signal?.aborted) return m;
   }
   return undefined;
 }
 
-async function measureAudioOnce(bin: string, f: YtDlpFormat, opts: { signal?: AbortSignal; timeoutSeconds: number }): Promise<MeasuredAudio | undefined> {
-  if (!f.url || !isNetworkUrl(f.url)) return undefined;
+async function measureAudioOnce(
+  bin: string, url: string, headers: Readonly<Record<string, string>>, opts: { signal?: AbortSignal; timeoutSeconds: number },
+): Promise<MeasuredAudio | undefined> {
   const signal = AbortSignal.any([AbortSignal.timeout(opts.timeoutSeconds * 2000), ...(opts.signal ? [opts.signal] : [])]);
   const run = await runProcess(bin, [
     '-v', 'error',
     // A playlist from the network must not make ffprobe open local files or other protocols.
-    ...httpInputArgs(f.http_headers ?? {}, opts.timeoutSeconds, f.url),
+    ...httpInputArgs(headers, opts.timeoutSeconds, url),
     '-read_intervals', '%+5', '-select_streams', 'a:0',
-    '-show_entries', 'stream=codec_name:packet=size,pts_time,duration_time', '-of', 'json', '--', f.url,
+    '-show_entries', 'stream=codec_name:packet=size,pts_time,duration_time', '-of', 'json', '--', url,
   ], { captureStdout: true, signal, maxStdoutBytes: 4 * 1024 * 1024 });
   if (run.exitCode !== 0) return undefined;
   try {

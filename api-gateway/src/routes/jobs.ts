@@ -26,7 +26,6 @@ import { integerParam, oneOfParam, parseQuery } from '../query.js';
 import { acceptJson } from '../json-body.js';
 import { clientGone, createBatch, type BatchCreateDeps } from './batches.js';
 
-
 export const MAX_BODY_BYTES = 1024 * 1024;
 export const DEFAULT_LIMIT = 20;
 export const MAX_LIMIT = 100;

@@ -252,9 +252,9 @@ interface Queued {
 const isDataError = (err: unknown): boolean => /^2[23]/.test(String((err as { code?: unknown } | null)?.code ?? ''));
 
 /**
- * The gateway's insert with rule 9 built in. Call once per process: the
- * statement names are fixed, and pg refuses one name with two texts on a
- * connection. The insert returns the destination the job was given, or
+ * The gateway's insert with rule 9 built in. Every inserter of a process
+ * must be given the same rule 9: the statement names are fixed, and pg
+ * refuses one name with two texts on a connection. The insert returns the destination the job was given, or
  * undefined when the `storage_provider` it named is not configured for the
  * key or its organization (then nothing was written). Inserts made in one
  * turn of the event loop share a statement (insertJobBatch); a job alone
