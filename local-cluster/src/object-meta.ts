@@ -1,6 +1,7 @@
 // Small helpers over object metadata shared by the API server, the garbage
 // collector and the controllers.
 import { randomBytes } from 'node:crypto';
+import { klona } from 'klona/json';
 import type { KubeObject, StatusCause } from './types.js';
 
 /** RFC 3339 with second precision, as metav1.Time serialises. */
@@ -23,8 +24,9 @@ export function randomSuffix(n = 5): string {
   return s;
 }
 
+/** A copy of a JSON value (what the store holds); own "__proto__" keys stay keys. Several times faster than structuredClone. */
 export function deepCopy<T>(v: T): T {
-  return structuredClone(v);
+  return klona(v);
 }
 
 export function deepEqual(a: unknown, b: unknown): boolean {

@@ -4,9 +4,10 @@
 // layer uses. Server-side apply (the fourth type) merges by field ownership
 // instead and lives in ./ssa/.
 import { StatusError, badRequest } from './errors.js';
+import { deepCopy } from './object-meta.js';
 import type { FieldValidation, KubeObject } from './types.js';
 import { applyJsonPatch } from './patch/json-patch.js';
-import { deepClone, isMap, jsonTypeWord, type JsonMap } from './patch/json-value.js';
+import { isMap, jsonTypeWord, type JsonMap } from './patch/json-value.js';
 import { applyMergePatch } from './patch/merge-patch.js';
 import { patchedNotAnObject } from './patch/patch-errors.js';
 import { KIND_SCHEMAS } from './patch/schemas.js';
@@ -73,17 +74,17 @@ export interface PatchOptions {
  */
 export function applyPatch(original: KubeObject, patch: unknown, type: Exclude<PatchType, 'apply'>, kind: string, options: PatchOptions = {}): KubeObject {
   const strict = (options.fieldValidation ?? 'Warn') !== 'Ignore';
-  const doc = deepClone(original) as JsonMap;
+  const doc = deepCopy(original) as JsonMap;
   let result: unknown;
   switch (type) {
     case 'json':
-      result = applyJsonPatch(doc, deepClone(patch), strict);
+      result = applyJsonPatch(doc, deepCopy(patch), strict);
       break;
     case 'merge':
-      result = applyMergePatch(doc, deepClone(patch), strict);
+      result = applyMergePatch(doc, deepCopy(patch), strict);
       break;
     case 'strategic':
-      result = applyStrategic(doc, deepClone(patch), kind);
+      result = applyStrategic(doc, deepCopy(patch), kind);
       break;
   }
   if (!isMap(result)) throw patchedNotAnObject(result);

@@ -356,6 +356,33 @@ describe('Job controller and local kubelet', function () {
     expect(getJob('wide')!.status).to.include({ succeeded: 2 });
   });
 
+  it('runs waiting pods oldest first as the node frees up, and never one deleted while it waited', async () => {
+    startCluster({ maxRunningPods: 1 });
+    const bound: string[] = [];
+    const unsubscribe = api.subscribe((c) => {
+      const owner = c.object.metadata.ownerReferences?.[0]?.name;
+      if (c.rt.kind === 'Pod' && owner && (c.object.spec as { nodeName?: string } | undefined)?.nodeName && !bound.includes(owner)) bound.push(owner);
+    });
+    try {
+      for (const name of ['first', 'second', 'third', 'fourth']) api.create(JOBS, NS, jobManifest(name, ['sh', '-c', 'sleep 0.3']));
+      // While the first runs, the others are each marked Unschedulable once; the second is then given up.
+      const second = getJob('second')!;
+      await waitFor('the second pod Unschedulable', () => podsOf(second)[0]?.status?.conditions?.some((c) => c.reason === 'Unschedulable'));
+      api.delete(JOBS, NS, 'second', { propagationPolicy: 'Background' });
+      for (const name of ['first', 'third', 'fourth']) await waitFor(`${name} Complete`, () => cond(getJob(name), 'Complete'), 15_000);
+      expect(bound).to.deep.equal(['first', 'third', 'fourth']);
+      const failed = api.list(EVENTS, { namespace: NS }).filter((e) => e.reason === 'FailedScheduling');
+      const perPod = new Map<string, number>();
+      for (const e of failed) {
+        const pod = (e.involvedObject as { name: string }).name;
+        perPod.set(pod, (perPod.get(pod) ?? 0) + ((e as { count?: number }).count ?? 1));
+      }
+      expect([...perPod.values()].every((n) => n === 1), `one FailedScheduling per waiting pod: ${JSON.stringify([...perPod])}`).to.equal(true);
+    } finally {
+      unsubscribe();
+    }
+  });
+
   it('OOM-kills a container on request: exit 137, reason OOMKilled, and the Job fails like any failed pod', async () => {
     startCluster();
     const job = api.create(JOBS, NS, jobManifest('hungry', ['sh', '-c', 'echo up; sleep 30'], { backoffLimit: 0 })) as Job;

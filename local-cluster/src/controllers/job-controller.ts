@@ -15,7 +15,7 @@
 // writers; what the real controller needs expectations for cannot happen.
 import type { Change, ClusterApi } from '../cluster-api.js';
 import { StatusError } from '../errors.js';
-import { deepEqual, hasFinalizer, rfc3339, withoutFinalizer } from '../object-meta.js';
+import { deepCopy, deepEqual, hasFinalizer, rfc3339, withoutFinalizer } from '../object-meta.js';
 import type { KubeObject, ResourceType } from '../types.js';
 import { recordEvent, type EventType } from './events.js';
 import type { Condition, Job, JobStatus, Pod } from './pod-types.js';
@@ -60,6 +60,9 @@ export class JobController {
   private readonly queue: WorkQueue;
   private readonly backoff = new Map<string, BackoffRecord>();
   private readonly skipped = new Set<string>();
+  /** Pods by their controller's uid, kept from the watch, as the real controller's controllerUID index. */
+  private readonly podsByController = new Map<string, Set<string>>();
+  private readonly controllerOfPod = new Map<string, string>();
   private unsubscribe: (() => void) | undefined;
   private resync: NodeJS.Timeout | undefined;
   private readonly backoffBaseMs: number;
@@ -83,6 +86,7 @@ export class JobController {
   start(): void {
     if (this.unsubscribe) return;
     this.unsubscribe = this.api.subscribe((c) => this.observe(c));
+    for (const pod of this.api.listReadonly(this.pods)) this.index(pod, false);
     this.resyncAll();
     this.resync = setInterval(() => this.resyncAll(), this.opts.resyncMs ?? 30_000);
     this.resync.unref();
@@ -122,6 +126,7 @@ export class JobController {
 
   private observePod(c: Change): void {
     const pod = c.object as Pod;
+    this.index(pod, c.type === 'DELETED');
     const ref = controllerOf(pod);
     const oldRef = c.old ? controllerOf(c.old) : undefined;
     if (oldRef && oldRef.uid !== ref?.uid) this.enqueueOwner(pod, oldRef);
@@ -141,9 +146,26 @@ export class JobController {
   }
 
   private cleanupPodFinalizers(job: Job): void {
-    for (const pod of this.api.listReadonly(this.pods, { namespace: job.metadata.namespace })) {
-      if (controllerOf(pod)?.uid === job.metadata.uid && hasFinalizer(pod, JOB_TRACKING_FINALIZER)) this.queue.add(orphanKey(pod));
+    for (const pod of this.podsOf(job)) if (hasFinalizer(pod, JOB_TRACKING_FINALIZER)) this.queue.add(orphanKey(pod));
+  }
+
+  /** Keep podsByController current: a pod's controller can change (orphaning, adoption) and pods go. */
+  private index(pod: KubeObject, deleted: boolean): void {
+    const key = `${pod.metadata.namespace}/${pod.metadata.name}`;
+    const uid = deleted ? undefined : controllerOf(pod)?.uid;
+    const was = this.controllerOfPod.get(key);
+    if (was === uid) return;
+    if (was !== undefined) {
+      const set = this.podsByController.get(was);
+      set?.delete(key);
+      if (set?.size === 0) this.podsByController.delete(was);
+      this.controllerOfPod.delete(key);
     }
+    if (uid === undefined) return;
+    this.controllerOfPod.set(key, uid);
+    let set = this.podsByController.get(uid);
+    if (!set) this.podsByController.set(uid, (set = new Set()));
+    set.add(key);
   }
 
   private process(key: string): void {
@@ -198,7 +220,7 @@ export class JobController {
     }
 
     const now = Date.now();
-    const status: JobStatus = structuredClone(job.status ?? {});
+    const status: JobStatus = deepCopy(job.status ?? {});
     const uncounted = {
       succeeded: [...(status.uncountedTerminatedPods?.succeeded ?? [])],
       failed: [...(status.uncountedTerminatedPods?.failed ?? [])],
@@ -473,10 +495,15 @@ export class JobController {
 
   /** The Job's pods: those it controls, by uid (adoption of orphans is not done). */
   private podsOf(job: Job): Pod[] {
-    // Scan without copying; copy only the Job's own pods, which the sync may change.
-    return (this.api.listReadonly(this.pods, { namespace: job.metadata.namespace }) as Pod[])
-      .filter((p) => controllerOf(p)?.uid === job.metadata.uid)
-      .map((p) => structuredClone(p));
+    const pods: Pod[] = [];
+    for (const key of this.podsByController.get(job.metadata.uid!) ?? []) {
+      const [ns, name] = splitKey(key);
+      if (ns !== job.metadata.namespace) continue; // an owner reference across namespaces is not honoured
+      const pod = this.api.get(this.pods, ns, name) as Pod | undefined; // a copy: the sync may change it
+      if (pod && controllerOf(pod)?.uid === job.metadata.uid) pods.push(pod);
+    }
+    // In the store's (etcd's) key order, as a list would give them.
+    return pods.sort((a, b) => (a.metadata.name! < b.metadata.name! ? -1 : 1));
   }
 
   /** Remove the tracking finalizer; a pod already gone counts as done. */
@@ -684,7 +711,7 @@ function sortForRemoval(pods: Pod[]): Pod[] {
 
 /** A new Pod from the Job's template (controller.GetPodFromTemplate). */
 function podFromTemplate(job: Job): KubeObject {
-  const template = structuredClone(job.spec?.template ?? {});
+  const template = deepCopy(job.spec?.template ?? {});
   const tm = template.metadata ?? {};
   const finalizers = [...(tm.finalizers ?? [])];
   if (!finalizers.includes(JOB_TRACKING_FINALIZER)) finalizers.push(JOB_TRACKING_FINALIZER);

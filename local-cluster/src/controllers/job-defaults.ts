@@ -3,7 +3,7 @@
 // label generation of pkg/registry/batch/job/strategy.go, and the checks of
 // pkg/apis/batch/validation that matter here, with the real field paths and
 // messages (the API server turns the causes into a 422 Invalid).
-import { deepEqual, isObject, validateName } from '../object-meta.js';
+import { deepCopy, deepEqual, isObject, validateName } from '../object-meta.js';
 import type { KubeObject, ObjectMeta, StatusCause } from '../types.js';
 import type { Container, Job, JobSpec, LabelSelector, PodSpec, PodTemplateSpec, Volume } from './pod-types.js';
 
@@ -238,7 +238,7 @@ function validateJobSpecUpdate(spec: JobSpec, old: Job): StatusCause[] {
   let oldTemplate = oldSpec.template ?? {};
   const newTemplate = spec.template ?? {};
   if (oldSpec.suspend === true && !old.status?.startTime) {
-    const t = structuredClone(oldTemplate);
+    const t = deepCopy(oldTemplate);
     t.metadata = { ...(t.metadata ?? {}), labels: newTemplate.metadata?.labels, annotations: newTemplate.metadata?.annotations };
     const ps = (t.spec ??= {});
     for (const k of ['affinity', 'nodeSelector', 'tolerations', 'schedulingGates']) ps[k] = newTemplate.spec?.[k];

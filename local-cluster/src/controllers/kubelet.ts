@@ -68,6 +68,15 @@ const RESYNC_MS = 10_000;
 
 export class Kubelet {
   private readonly workers = new Map<string, PodWorker>(); // by "ns/name"
+  /**
+   * Pods waiting for this node, by key, with when they were first seen (a
+   * sequence number): the scheduler's queue runs them in that order. Only
+   * `unconsidered` ones are looked at while the node is full, as the
+   * scheduler parks an unschedulable pod until capacity frees.
+   */
+  private readonly waiting = new Map<string, number>();
+  private seen = 0;
+  private readonly unconsidered = new Set<string>();
   private readonly queue: WorkQueue;
   private readonly node: NodeInfo;
   private readonly pods: ResourceType;
@@ -97,7 +106,9 @@ export class Kubelet {
     fs.mkdirSync(this.opts.workDir, { recursive: true });
     this.runAsPodUsers = this.canRunAsPodUsers();
     this.unsubscribe = this.api.subscribe((c) => this.observe(c));
-    for (const pod of this.api.list(this.pods)) this.queue.add(keyOf(pod));
+    // Oldest first, so pods left waiting by an earlier kubelet keep their turn.
+    const byAge = [...this.api.listReadonly(this.pods)].sort((a, b) => (a.metadata.creationTimestamp ?? '').localeCompare(b.metadata.creationTimestamp ?? ''));
+    for (const pod of byAge) this.queue.add(keyOf(pod));
     // A safety net for anything a missed event would leave behind (it costs one list).
     this.resync = setInterval(() => {
       for (const pod of this.api.list(this.pods)) this.queue.add(keyOf(pod));
@@ -198,6 +209,8 @@ export class Kubelet {
     if (this.stopped) return;
     const [ns, name] = splitKey(key);
     const pod = this.api.get(this.pods, ns, name) as Pod | undefined;
+    const seenAt = this.waiting.get(key);
+    this.waiting.delete(key); // put back below while it still waits
     let worker = this.workers.get(key);
     if (worker && (!pod || pod.metadata.uid !== worker.uid)) {
       this.forget(worker);
@@ -226,6 +239,8 @@ export class Kubelet {
       this.markTerminal(pod, 'ContainerStatusUnknown', 'The container could not be located when the pod was deleted.  The container used to be Running');
       return;
     }
+    if (seenAt === undefined) this.unconsidered.add(key);
+    this.waiting.set(key, seenAt ?? this.seen++);
     this.scheduleAdmission();
   }
 
@@ -244,24 +259,41 @@ export class Kubelet {
     });
   }
 
-  /** Admit waiting pods oldest first while there is capacity; mark the rest Unschedulable. */
+  /**
+   * Admit waiting pods oldest first while there is capacity; mark the rest
+   * Unschedulable. While the node is full only newly seen pods are looked
+   * at, so a long queue costs nothing per new pod.
+   */
   private admitPending(): void {
     if (this.stopped) return;
     const max = this.opts.maxRunningPods ?? Infinity;
-    // Read-only scan: admit() and markUnschedulable() write through the API, never to these objects.
-    const pending = (this.api.listReadonly(this.pods) as Pod[])
-      .filter((p) => !this.workers.has(keyOf(p)) && !isPodTerminal(p) && !p.metadata.deletionTimestamp
-        && (!p.spec?.nodeName || p.spec.nodeName === this.node.nodeName) && !p.status?.startTime)
-      .sort((a, b) => (a.metadata.creationTimestamp ?? '').localeCompare(b.metadata.creationTimestamp ?? '')
-        || (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
     let running = this.running;
-    for (const pod of pending) {
-      if (running < max) {
-        if (this.admit(pod)) running++;
-      } else {
-        this.markUnschedulable(pod);
+    if (running < max && this.waiting.size) {
+      const oldestFirst = [...this.waiting].sort(([, a], [, b]) => a - b);
+      for (const [key] of oldestFirst) {
+        if (running >= max) break;
+        const pod = this.getPod(key);
+        this.waiting.delete(key);
+        this.unconsidered.delete(key);
+        if (pod && this.waitsHere(pod) && this.admit(pod)) running++;
       }
     }
+    for (const key of this.unconsidered) {
+      const pod = this.getPod(key);
+      if (pod && this.waitsHere(pod)) this.markUnschedulable(pod);
+    }
+    this.unconsidered.clear();
+  }
+
+  /** Not yet run by this kubelet, not finished or deleted, and not bound to another node. */
+  private waitsHere(pod: Pod): boolean {
+    return !this.workers.has(keyOf(pod)) && !isPodTerminal(pod) && !pod.metadata.deletionTimestamp
+      && (!pod.spec?.nodeName || pod.spec.nodeName === this.node.nodeName) && !pod.status?.startTime;
+  }
+
+  private getPod(key: string): Pod | undefined {
+    const [ns, name] = splitKey(key);
+    return this.api.get(this.pods, ns, name) as Pod | undefined;
   }
 
   private admit(pod: Pod): boolean {

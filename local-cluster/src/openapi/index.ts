@@ -18,6 +18,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { k8sDefinitions } from '../builtin-decode.js';
+import { deepCopy } from '../object-meta.js';
 import type { JSONSchemaProps, ResourceType } from '../types.js';
 import { sortKeys, type BuiltinSchemaFile, type Schema } from './json.js';
 import { resourcePaths, type KindNames } from './paths.js';
@@ -167,7 +168,7 @@ function refWithDescription(name: string, description: string): Schema {
 function customResourceSchema(rt: ResourceType): Schema {
   const tag = { 'x-kubernetes-group-version-kind': [gvkOf(rt)] };
   if (!rt.schema) return { type: 'object', ...tag };
-  const schema = unfold(structuredClone(rt.schema));
+  const schema = unfold(deepCopy(rt.schema));
   schema.properties = {
     ...schema.properties,
     metadata: refWithDescription(META + 'ObjectMeta', OBJECT_METADATA_DESCRIPTION) as JSONSchemaProps,

@@ -9,6 +9,7 @@
 //  - a path without a leading "/" addresses the root ("a/b" means "/b").
 // Every failing operation becomes the same 422; the handler discards the detail.
 import { badRequest } from '../errors.js';
+import { deepCopy } from '../object-meta.js';
 import { getOwn, isMap, jsonEqual, jsonTypeWord, setOwn, type JsonMap } from './json-value.js';
 import { patchNotApplicable, tooManyOperations } from './patch-errors.js';
 
@@ -195,7 +196,7 @@ function move(root: unknown, op: JsonMap): void {
 
 function copy(root: unknown, op: JsonMap): void {
   const value = get(target(root, pathOf(op, 'from')));
-  add(target(root, pathOf(op)), structuredClone(value ?? null));
+  add(target(root, pathOf(op)), deepCopy(value ?? null));
 }
 
 function test(root: unknown, op: JsonMap): void {

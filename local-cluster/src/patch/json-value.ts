@@ -9,10 +9,6 @@ export function isMap(v: unknown): v is JsonMap {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-export function deepClone<T>(v: T): T {
-  return structuredClone(v);
-}
-
 /** Own property or undefined: never reads through the prototype (e.g. "__proto__"). */
 export function getOwn(m: JsonMap, key: string): unknown {
   return Object.hasOwn(m, key) ? m[key] : undefined;

@@ -9,6 +9,7 @@
 // "spec.validation.openAPIV3Schema..." and "spec.additionalPrinterColumns[0]..."
 // for most CRDs, and "spec.versions[i].schema.openAPIV3Schema..." otherwise.
 
+import { deepCopy } from '../object-meta.js';
 import type { JSONSchemaProps, KubeObject, PrinterColumn, ResourceType, StatusCause } from '../types.js';
 import { celCompileErrors, ruleShapeErrors } from './cel-rules.js';
 import { isJsonObject, pruneFields } from './structural.js';
@@ -526,7 +527,7 @@ function defaultErrors(s: JSONSchemaProps, path: string, insideMeta: boolean, em
   const isEmbedded = embedded || s['x-kubernetes-embedded-resource'] === true;
   const meta = isEmbedded ? false : insideMeta;
   if (s.default !== undefined && s.default !== null && !meta) {
-    const pruned = structuredClone(s.default);
+    const pruned = deepCopy(s.default);
     pruneFields(pruned, s, isEmbedded);
     if (JSON.stringify(pruned) !== JSON.stringify(s.default)) {
       errs.push(fe.invalid(`${path}.default`, s.default, 'must not have unknown fields'));
@@ -616,7 +617,7 @@ function conversionErrors(conversion: JsonObject): StatusCause[] {
  * rules compiled.
  */
 export function validateCrd(input: KubeObject): StatusCause[] {
-  const crd = structuredClone(input);
+  const crd = deepCopy(input);
   defaultCrd(crd);
   const spec = asObject(crd.spec);
   const names = asObject(spec.names);

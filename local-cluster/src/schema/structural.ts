@@ -8,6 +8,7 @@
 // Paths use the pruning algorithm's notation: ".key" for properties and map
 // values, "[i]" for array items.
 
+import { deepCopy } from '../object-meta.js';
 import type { JSONSchemaProps } from '../types.js';
 
 type JsonObject = Record<string, unknown>;
@@ -197,7 +198,7 @@ function pruneObject(obj: unknown, schema: JSONSchemaProps): string[] {
  * additionalProperties, x-kubernetes-embedded-resource and x-kubernetes-int-or-string.
  */
 export function unknownFields(obj: unknown, schema: JSONSchemaProps): string[] {
-  return pruneObject(structuredClone(obj), schema);
+  return pruneObject(deepCopy(obj), schema);
 }
 
 /**
@@ -219,7 +220,7 @@ function defaultNode(x: unknown, s: JSONSchemaProps | null): void {
   if (Array.isArray(x)) {
     const items = s.items ?? null;
     x.forEach((v, i) => {
-      if (v === null && hasDefault(items) && !items.nullable) x[i] = structuredClone(items.default);
+      if (v === null && hasDefault(items) && !items.nullable) x[i] = deepCopy(items.default);
       defaultNode(x[i], items);
     });
     return;
@@ -227,13 +228,13 @@ function defaultNode(x: unknown, s: JSONSchemaProps | null): void {
   if (!isJsonObject(x)) return;
   for (const [k, prop] of Object.entries(s.properties ?? {})) {
     if (!hasDefault(prop)) continue;
-    if (!Object.hasOwn(x, k) || (x[k] === null && !prop.nullable)) x[k] = structuredClone(prop.default);
+    if (!Object.hasOwn(x, k) || (x[k] === null && !prop.nullable)) x[k] = deepCopy(prop.default);
   }
   // Defaulted values are walked too, so defaults nested in them apply.
   for (const k of Object.keys(x)) {
     const sub = keySchema(s, k);
     if (sub === undefined) continue;
-    if (x[k] === null && hasDefault(sub) && !sub.nullable) x[k] = structuredClone(sub.default);
+    if (x[k] === null && hasDefault(sub) && !sub.nullable) x[k] = deepCopy(sub.default);
     defaultNode(x[k], sub);
   }
 }
