@@ -108,11 +108,50 @@ export class FieldSet {
 
 const EMPTY = new FieldSet();
 
+/**
+ * A position in a walk over a value (typed.ts), for inserting it into sets:
+ * each set's node for the position is found once and kept, so a walk
+ * neither copies paths nor descends from the root for every member.
+ */
+export class FieldCursor {
+  private nodes: [FieldSet, FieldSet][] | undefined;
+
+  private constructor(private readonly parent: FieldCursor | undefined, private readonly pe: string) {}
+
+  static root(): FieldCursor {
+    return new FieldCursor(undefined, '');
+  }
+
+  down(pe: string): FieldCursor {
+    return new FieldCursor(this, pe);
+  }
+
+  get isRoot(): boolean {
+    return this.parent === undefined;
+  }
+
+  /** Make this position a member of `set`; the root is no member, as FieldSet.insert([]) inserts nothing. */
+  insertInto(set: FieldSet): void {
+    this.parent?.nodeIn(set).members.add(this.pe);
+  }
+
+  private nodeIn(set: FieldSet): FieldSet {
+    if (!this.parent) return set;
+    for (const [root, node] of this.nodes ?? []) if (root === set) return node;
+    const node = this.parent.nodeIn(set).child(this.pe);
+    (this.nodes ??= []).push([set, node]);
+    return node;
+  }
+}
+
+const rank = (pe: string): number => 'fkvi'.indexOf(pe[0]!);
+const byElementOrder = (a: string, b: string): number => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0);
+
 /** Elements in fieldpath's order: fields, then keys, values, indexes; each sorted. */
 function sortedElements(s: FieldSet): string[] {
-  const rank = (pe: string) => 'fkvi'.indexOf(pe[0]!);
-  return [...new Set([...s.members, ...s.children.keys()])]
-    .sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
+  const out = [...s.members];
+  for (const pe of s.children.keys()) if (!s.members.has(pe)) out.push(pe);
+  return out.sort(byElementOrder);
 }
 
 export type FieldsV1 = { [pe: string]: FieldsV1 };

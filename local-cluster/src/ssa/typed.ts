@@ -13,7 +13,7 @@
 import { isObject, deepEqual } from '../object-meta.js';
 import { builtinSchemas } from '../openapi/index.js';
 import type { ResourceType } from '../types.js';
-import { FieldSet, fieldPE, indexPE, keyPE, pathString, valuePE } from './fieldset.js';
+import { FieldCursor, FieldSet, fieldPE, indexPE, keyPE, pathString, valuePE } from './fieldset.js';
 
 type Schema = Record<string, unknown>;
 /** undefined: no schema below this point (deduced typing). */
@@ -160,31 +160,33 @@ export function undeclaredFields(value: unknown, t: TypeRef, path = ''): string[
 /** Every field a value sets: leaves, list items, granular map entries, empty structs. */
 export function toFieldSet(value: unknown, t: TypeRef): FieldSet {
   const set = new FieldSet();
-  collect(value, t, [], set);
+  collect(value, t, FieldCursor.root(), set);
   return set;
 }
 
-function collect(value: unknown, t: TypeRef, path: string[], set: FieldSet): void {
+function collect(value: unknown, t: TypeRef, at: FieldCursor, set: FieldSet): void {
   if (Array.isArray(value)) {
-    if (listKind(t) === 'atomic') return set.insert(path);
+    if (listKind(t) === 'atomic') return at.insertInto(set);
+    const items = elementType(t);
     for (const [pe, item] of indexItems(t, value)) {
-      const p = [...path, pe];
-      collect(item, elementType(t), p, set);
-      set.insert(p);
+      const p = at.down(pe);
+      collect(item, items, p, set);
+      p.insertInto(set);
     }
     return;
   }
   if (isObject(value)) {
-    if (isAtomicMap(t)) return set.insert(path);
-    for (const [key, v] of Object.entries(value)) {
-      const p = [...path, fieldPE(key)];
+    if (isAtomicMap(t)) return at.insertInto(set);
+    for (const key of Object.keys(value)) {
+      const v = value[key];
+      const p = at.down(fieldPE(key));
       collect(v, fieldType(t, key), p, set);
       const emptyMap = isObject(v) && Object.keys(v).length === 0;
-      if (v === null || emptyMap || !isStructField(t, key)) set.insert(p);
+      if (v === null || emptyMap || !isStructField(t, key)) p.insertInto(set);
     }
     return;
   }
-  set.insert(path);
+  at.insertInto(set);
 }
 
 // ---- comparison (compare.go) ------------------------------------------------------
@@ -198,36 +200,43 @@ export interface Comparison {
 /** The fields `rhs` adds, changes and removes relative to `lhs` (undefined: absent). */
 export function compare(lhs: unknown, rhs: unknown, t: TypeRef): Comparison {
   const c: Comparison = { added: new FieldSet(), modified: new FieldSet(), removed: new FieldSet() };
-  compareNode(lhs, rhs, t, [], c);
+  compareNode(lhs, rhs, t, FieldCursor.root(), c);
   return c;
 }
 
-function compareNode(lhs: unknown, rhs: unknown, t: TypeRef, path: string[], c: Comparison): void {
+function compareLeaf(lhs: unknown, rhs: unknown, at: FieldCursor, c: Comparison): void {
+  if (lhs === undefined) at.insertInto(c.added);
+  else if (rhs === undefined) at.insertInto(c.removed);
+  else if (!deepEqual(lhs, rhs)) at.insertInto(c.modified);
+}
+
+const own = (m: Record<string, unknown>, key: string): unknown => (Object.hasOwn(m, key) ? m[key] : undefined);
+
+function compareNode(lhs: unknown, rhs: unknown, t: TypeRef, at: FieldCursor, c: Comparison): void {
   if (lhs === undefined && rhs === undefined) return;
-  const leaf = () => {
-    if (lhs === undefined) c.added.insert(path);
-    else if (rhs === undefined) c.removed.insert(path);
-    else if (!deepEqual(lhs, rhs)) c.modified.insert(path);
-  };
   const bothLists = (lhs === undefined || Array.isArray(lhs)) && (rhs === undefined || Array.isArray(rhs));
   const bothMaps = (lhs === undefined || isObject(lhs)) && (rhs === undefined || isObject(rhs));
   if (bothLists && (Array.isArray(lhs) || Array.isArray(rhs))) {
     const l = (lhs as unknown[] | undefined) ?? [];
     const r = (rhs as unknown[] | undefined) ?? [];
-    if (listKind(t) === 'atomic' || (!l.length && !r.length)) return leaf();
+    if (listKind(t) === 'atomic' || (!l.length && !r.length)) return compareLeaf(lhs, rhs, at, c);
     const li = indexItems(t, l);
     const ri = indexItems(t, r);
-    for (const pe of new Set([...li.keys(), ...ri.keys()])) compareNode(li.get(pe), ri.get(pe), elementType(t), [...path, pe], c);
+    const items = elementType(t);
+    for (const [pe, item] of li) compareNode(item, ri.get(pe), items, at.down(pe), c);
+    for (const [pe, item] of ri) if (!li.has(pe)) compareNode(undefined, item, items, at.down(pe), c);
   } else if (bothMaps && (isObject(lhs) || isObject(rhs))) {
     const l = (lhs as Record<string, unknown> | undefined) ?? {};
     const r = (rhs as Record<string, unknown> | undefined) ?? {};
-    if (isAtomicMap(t) || (!Object.keys(l).length && !Object.keys(r).length)) return leaf();
-    for (const key of new Set([...Object.keys(l), ...Object.keys(r)])) {
-      compareNode(l[key], r[key], fieldType(t, key), [...path, fieldPE(key)], c);
-    }
+    const lk = Object.keys(l);
+    const rk = Object.keys(r);
+    if (isAtomicMap(t) || (!lk.length && !rk.length)) return compareLeaf(lhs, rhs, at, c);
+    for (const key of lk) compareNode(l[key], own(r, key), fieldType(t, key), at.down(fieldPE(key)), c);
+    for (const key of rk) if (!Object.hasOwn(l, key)) compareNode(undefined, r[key], fieldType(t, key), at.down(fieldPE(key)), c);
   } else {
-    return leaf();
+    return compareLeaf(lhs, rhs, at, c);
   }
-  if (path.length && lhs === undefined) c.added.insert(path);
-  else if (path.length && rhs === undefined) c.removed.insert(path);
+  if (at.isRoot) return;
+  if (lhs === undefined) at.insertInto(c.added);
+  else if (rhs === undefined) at.insertInto(c.removed);
 }
