@@ -37,6 +37,16 @@ export function isControlledBy(obj: k8s.KubernetesObject, mj: MediaJob): boolean
   return !!uid && (obj.metadata?.ownerReferences ?? []).some((r) => r.controller === true && r.uid === uid);
 }
 
+/**
+ * Wait for every one of `work`, then throw the first failure in the list's
+ * order, preferring a PermanentError (a name taken ends the job; a
+ * transient failure of another create must not hide it behind retries).
+ */
+async function settleAll(work: Promise<void>[]): Promise<void> {
+  const failures = (await Promise.allSettled(work)).flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+  if (failures.length) throw failures.find((e) => e instanceof PermanentError) ?? failures[0];
+}
+
 function nameTaken(kind: string, name: string): PermanentError {
   return new PermanentError(NAME_TAKEN_REASON, `A ${kind} named ${name} already exists and is not controlled by this MediaJob`);
 }
@@ -52,8 +62,12 @@ export class RunnerChildren {
   async ensure(mj: Owned<MediaJob>): Promise<k8s.V1Job> {
     // Resolved first: a destination that cannot be is the job's end, before anything is created for it.
     const document = await this.destinationDocument(mj);
-    if (!this.d.cfg.RUNNER_SERVICE_ACCOUNT) await this.ensureIdentity(mj);
-    await this.ensureSecret(mj, document);
+    // The identity's three objects and the Secret do not refer to one another: made at once, they cost one
+    // round trip instead of four. The Job comes after them all, so its pod never waits for its account or Secret.
+    await settleAll([
+      ...(this.d.cfg.RUNNER_SERVICE_ACCOUNT ? [] : this.ensureIdentity(mj)),
+      this.ensureSecret(mj, document),
+    ]);
     return this.ensureJob(mj);
   }
 
@@ -63,17 +77,19 @@ export class RunnerChildren {
    * missing and must be this MediaJob's when found: a Role of someone
    * else's under that name could grant the runner anything.
    */
-  private async ensureIdentity(mj: MediaJob): Promise<void> {
+  private ensureIdentity(mj: MediaJob): Promise<void>[] {
     const { core, rbac } = this.d.kube;
     const namespace = mj.metadata.namespace!;
     const id = buildRunnerIdentity(mj);
     const name = runnerIdentityName(mj);
-    await this.ensureOwned(mj, 'ServiceAccount', () => core.createNamespacedServiceAccount({ namespace, body: id.serviceAccount }),
-      () => core.readNamespacedServiceAccount({ name, namespace }));
-    await this.ensureOwned(mj, 'Role', () => rbac.createNamespacedRole({ namespace, body: id.role }),
-      () => rbac.readNamespacedRole({ name, namespace }));
-    await this.ensureOwned(mj, 'RoleBinding', () => rbac.createNamespacedRoleBinding({ namespace, body: id.roleBinding }),
-      () => rbac.readNamespacedRoleBinding({ name, namespace }));
+    return [
+      this.ensureOwned(mj, 'ServiceAccount', () => core.createNamespacedServiceAccount({ namespace, body: id.serviceAccount }),
+        () => core.readNamespacedServiceAccount({ name, namespace })),
+      this.ensureOwned(mj, 'Role', () => rbac.createNamespacedRole({ namespace, body: id.role }),
+        () => rbac.readNamespacedRole({ name, namespace })),
+      this.ensureOwned(mj, 'RoleBinding', () => rbac.createNamespacedRoleBinding({ namespace, body: id.roleBinding }),
+        () => rbac.readNamespacedRoleBinding({ name, namespace })),
+    ];
   }
 
   /** Create an object; when its name is taken, what is there must be controlled by this MediaJob. */
