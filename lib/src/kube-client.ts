@@ -4,6 +4,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import * as k8s from '@kubernetes/client-node';
+import { TemporaryError } from './reconcile.js';
 
 /**
  * The HTTP transport under client-node. Its default (node-fetch) gets a new
@@ -132,4 +133,19 @@ export function retryAfterMs(err: unknown, now = Date.now()): number | undefined
   if (/^\d+$/.test(value)) return Number(value) * 1000;
   const at = Date.parse(value);
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+/** What a pass waits for when a 429 carried no usable Retry-After (kube-apiserver always sends one). */
+const THROTTLED_DEFAULT_MS = 1_000;
+
+/**
+ * A 429 from the API server (API Priority and Fairness) as a TemporaryError
+ * that waits what its Retry-After says, as client-go does, instead of the
+ * work queue's backoff for failures, which grows past a minute while a busy
+ * API server has room again after a second. Other errors are returned as
+ * they are.
+ */
+export function waitIfThrottled(err: unknown): unknown {
+  if (apiStatus(err) !== 429) return err;
+  return new TemporaryError('the API server asked to wait (429)', retryAfterMs(err) ?? THROTTLED_DEFAULT_MS, { cause: err });
 }

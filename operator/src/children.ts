@@ -51,7 +51,19 @@ function nameTaken(kind: string, name: string): PermanentError {
   return new PermanentError(NAME_TAKEN_REASON, `A ${kind} named ${name} already exists and is not controlled by this MediaJob`);
 }
 
+/** MediaJobs whose creates are remembered at most: ones deleted between their first pass and their Job leave their entry. */
+const REMEMBERED_MAX = 10_000;
+
 export class RunnerChildren {
+  /**
+   * By MediaJob uid, the objects ("Kind/name") an earlier pass made, or found
+   * its own, while its runner Job does not exist yet: a pass after a failure
+   * (a 429 from a throttling API server, say) creates only what is missing,
+   * instead of spending a write on each AlreadyExists again. Forgotten once
+   * the Job exists, when the job fails, and when its Secret is removed.
+   */
+  private readonly made = new Map<string, Set<string>>();
+
   constructor(private readonly d: ChildrenDeps) {}
 
   /**
@@ -64,11 +76,18 @@ export class RunnerChildren {
     const document = await this.destinationDocument(mj);
     // The identity's three objects and the Secret do not refer to one another: made at once, they cost one
     // round trip instead of four. The Job comes after them all, so its pod never waits for its account or Secret.
-    await settleAll([
-      ...(this.d.cfg.RUNNER_SERVICE_ACCOUNT ? [] : this.ensureIdentity(mj)),
-      this.ensureSecret(mj, document),
-    ]);
-    return this.ensureJob(mj);
+    try {
+      await settleAll([
+        ...(this.d.cfg.RUNNER_SERVICE_ACCOUNT ? [] : this.ensureIdentity(mj)),
+        this.ensureSecret(mj, document),
+      ]);
+      const job = await this.ensureJob(mj);
+      this.made.delete(mj.metadata.uid!);
+      return job;
+    } catch (err) {
+      if (err instanceof PermanentError) this.made.delete(mj.metadata.uid!);
+      throw err;
+    }
   }
 
   /**
@@ -83,25 +102,39 @@ export class RunnerChildren {
     const id = buildRunnerIdentity(mj);
     const name = runnerIdentityName(mj);
     return [
-      this.ensureOwned(mj, 'ServiceAccount', () => core.createNamespacedServiceAccount({ namespace, body: id.serviceAccount }),
+      this.ensureOwned(mj, 'ServiceAccount', name, () => core.createNamespacedServiceAccount({ namespace, body: id.serviceAccount }),
         () => core.readNamespacedServiceAccount({ name, namespace })),
-      this.ensureOwned(mj, 'Role', () => rbac.createNamespacedRole({ namespace, body: id.role }),
+      this.ensureOwned(mj, 'Role', name, () => rbac.createNamespacedRole({ namespace, body: id.role }),
         () => rbac.readNamespacedRole({ name, namespace })),
-      this.ensureOwned(mj, 'RoleBinding', () => rbac.createNamespacedRoleBinding({ namespace, body: id.roleBinding }),
+      this.ensureOwned(mj, 'RoleBinding', name, () => rbac.createNamespacedRoleBinding({ namespace, body: id.roleBinding }),
         () => rbac.readNamespacedRoleBinding({ name, namespace })),
     ];
   }
 
-  /** Create an object; when its name is taken, what is there must be controlled by this MediaJob. */
-  private async ensureOwned(mj: MediaJob, kind: string, create: () => Promise<unknown>, read: () => Promise<k8s.KubernetesObject>): Promise<void> {
+  /**
+   * Create an object (unless an earlier pass did); when its name is taken,
+   * what is there must be controlled by this MediaJob.
+   */
+  private async ensureOwned(mj: MediaJob, kind: string, name: string, create: () => Promise<unknown>, read: () => Promise<k8s.KubernetesObject>): Promise<void> {
+    const what = `${kind}/${name}`;
+    if (this.made.get(mj.metadata.uid!)?.has(what)) return;
     try {
       await create();
-      return;
     } catch (err) {
       if (!isAlreadyExists(err)) throw err;
+      const existing = await this.readExisting(kind, read);
+      if (!isControlledBy(existing, mj)) throw nameTaken(kind, existing.metadata!.name!);
     }
-    const existing = await this.readExisting(kind, read);
-    if (!isControlledBy(existing, mj)) throw nameTaken(kind, existing.metadata!.name!);
+    this.remember(mj.metadata.uid!, what);
+  }
+
+  private remember(uid: string, what: string): void {
+    let set = this.made.get(uid);
+    if (!set) {
+      if (this.made.size >= REMEMBERED_MAX) this.made.delete(this.made.keys().next().value!);
+      this.made.set(uid, (set = new Set()));
+    }
+    set.add(what);
   }
 
   /** A Job found in the cache under the MediaJob's Job name: its own, or a PermanentError. */
@@ -114,6 +147,7 @@ export class RunnerChildren {
   async removeCredentials(mj: MediaJob): Promise<void> {
     const name = credentialsSecretName(mj);
     const namespace = mj.metadata.namespace!;
+    this.made.get(mj.metadata.uid!)?.delete(`Secret/${name}`);
     let secret: k8s.V1Secret;
     try {
       secret = await this.d.kube.core.readNamespacedSecret({ name, namespace });
@@ -153,7 +187,7 @@ export class RunnerChildren {
     const namespace = mj.metadata.namespace!;
     const body = buildCredentialsSecret(mj, document);
     // Mounting someone else's Secret would hand this job's runner their credentials.
-    await this.ensureOwned(mj, 'Secret', () => this.d.kube.core.createNamespacedSecret({ namespace, body }),
+    await this.ensureOwned(mj, 'Secret', body.metadata!.name!, () => this.d.kube.core.createNamespacedSecret({ namespace, body }),
       () => this.d.kube.core.readNamespacedSecret({ name: body.metadata!.name!, namespace }));
   }
 

@@ -29,9 +29,9 @@ import type pg from 'pg';
 import { cancelJob, cancelledAmong } from '@mediajobs/lib/db/jobs';
 import type { FinishedManifestJob } from '@mediajobs/lib/db/jobs';
 import { isCancelStatus, type CancelNotice, type CancelStatus } from '@mediajobs/lib/job-cancellation';
-import { isNotFound, MERGE_PATCH } from '@mediajobs/lib/kube-client';
+import { isNotFound, MERGE_PATCH, waitIfThrottled } from '@mediajobs/lib/kube-client';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
-import { DONE, type PermanentError, type ReconcileResult } from '@mediajobs/lib/reconcile';
+import { DONE, TemporaryError, type PermanentError, type ReconcileResult } from '@mediajobs/lib/reconcile';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import { WorkQueue } from '@mediajobs/lib/work-queue';
 import {
@@ -128,11 +128,17 @@ export class MediaJobController {
     this.record = new JobRecord({
       pool: d.pool, box: d.box, storage: d.storage, destinations: this.destinations, log, ...(d.metrics && { metrics: d.metrics }),
     });
-    this.queue = new WorkQueue((key) => this.reconcile(key), {
+    this.queue = new WorkQueue((key) => this.reconcile(key).catch((err: unknown) => {
+      throw waitIfThrottled(err);
+    }), {
       concurrency: cfg.RECONCILE_CONCURRENCY,
       retryBaseMs: 500,
       retryMaxMs: 60_000,
-      onError: (key, err) => log.warn({ mediajob: key, err: errFields(err) }, 'reconcile failed; will retry'),
+      // A TemporaryError (a throttling API server, an object in the way that went) passes by itself: no warning each time.
+      onError: (key, err) => {
+        if (err instanceof TemporaryError) log.info({ mediajob: key, err: errFields(err) }, 'reconcile must wait; will retry');
+        else log.warn({ mediajob: key, err: errFields(err) }, 'reconcile failed; will retry');
+      },
       onPermanent: (key, err) => this.recordFailure(key, err),
       ...(d.metrics && { metrics: d.metrics.workQueue('mediajobs', () => this.queue.inFlightSince()) }),
     });

@@ -3,13 +3,17 @@
 // as its own, and an object of the same name that it does not control is
 // never adopted: the MediaJob fails for good with a reason that says why.
 import { expect } from 'chai';
+import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
+import { waitIfThrottled } from '@mediajobs/lib/kube-client';
 import { pino } from 'pino';
 import { PermanentError, TemporaryError } from '@mediajobs/lib/reconcile';
-import type { MediaJob, Owned } from '@mediajobs/lib/mediajob/types';
+import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob, type Owned } from '@mediajobs/lib/mediajob/types';
 import { NAME_TAKEN_REASON, RunnerChildren, isControlledBy, type ChildrenDeps } from '../src/children.js';
 import { DestinationUnresolvable, STORAGE_UNREACHABLE_MESSAGE } from '../src/destinations.js';
 import { credentialsSecretName, runnerIdentityName, runnerJobName } from '../src/job-builder.js';
+import { makeKube } from '../src/kube.js';
+import { startTestCluster, type TestCluster } from '../../local-cluster/test/support.js';
 
 const UID = '11111111-2222-4333-8444-555555555555';
 
@@ -186,5 +190,58 @@ describe('runner children of a MediaJob', () => {
     await children(foreign).removeCredentials(mj);
     expect(foreign.calls).to.deep.equal(['read Secret']);
     expect(foreign.secrets.size).to.equal(1);
+  });
+});
+
+describe('runner children of a MediaJob against a throttling API server (the local cluster)', () => {
+  let tc: TestCluster;
+  before(async () => {
+    tc = await startTestCluster();
+    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url))]);
+  });
+  after(async () => {
+    await tc?.stop();
+  });
+
+  it('creates after a 429 only what the pass before did not, once the API server\'s Retry-After is waited', async () => {
+    const kube = makeKube(tc.cluster.kubeconfigPath);
+    // A MediaJob that exists, so that the garbage collector keeps what it owns.
+    const { metadata } = await kube.custom.createNamespacedCustomObject({
+      group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL,
+      body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'MediaJob', metadata: { name: 'throttled' }, spec: { url: mj.spec.url, owner: { apiKeyId: '33333333-4444-4555-8666-777777777777' } } },
+    }) as MediaJob;
+    const owned: Owned<MediaJob> = { ...mj, metadata };
+    const runner = new RunnerChildren({
+      kube,
+      cfg: {
+        RUNNER_ENV: {}, RUNNER_IMAGE: 'mediajobs/runner:test', JOB_BACKOFF_LIMIT: 0, JOB_ACTIVE_DEADLINE_SECONDS: 60, JOB_TTL_SECONDS_AFTER_FINISHED: 60,
+        RUNNER_SERVICE_ACCOUNT: undefined, RUNNER_RESOURCES: undefined,
+      } as unknown as ChildrenDeps['cfg'],
+      destinations: { document: async () => ({ provider: 'managed' }), runnerEnv: () => ({}) },
+      log: pino({ level: 'silent' }),
+    });
+    // A bucket of two writes: two of the four creates made at once go through, two are told 429.
+    tc.cluster.throttleWrites(2);
+    const err = await rejection(runner.ensure(owned));
+    const wait = waitIfThrottled(err);
+    expect(wait, 'a 429 waits what the API server said').to.be.instanceOf(TemporaryError).and.include({ delayMs: 1000 });
+    tc.cluster.throttleWrites(undefined);
+    tc.cluster.resetRequestCounts();
+
+    const job = await runner.ensure(owned);
+    expect(isControlledBy(job, owned)).to.equal(true);
+    const counts = tc.cluster.requestCounts();
+    const identityAndSecret = ['serviceaccounts', 'roles.rbac.authorization.k8s.io', 'rolebindings.rbac.authorization.k8s.io', 'secrets']
+      .reduce((n, r) => n + (counts[`create ${r}`] ?? 0), 0);
+    // The two made before are neither created again (a write spent on AlreadyExists) nor read back.
+    expect(identityAndSecret, JSON.stringify(counts)).to.equal(2);
+    expect(counts['create jobs.batch']).to.equal(1);
+    expect(Object.keys(counts).filter((k) => k.startsWith('get ')), 'nothing read back').to.deep.equal([]);
+    const name = runnerIdentityName(owned);
+    const core = kube.core;
+    for (const read of [() => core.readNamespacedServiceAccount({ name, namespace: 'default' }), () => kube.rbac.readNamespacedRole({ name, namespace: 'default' }),
+      () => kube.rbac.readNamespacedRoleBinding({ name, namespace: 'default' }), () => core.readNamespacedSecret({ name: credentialsSecretName(owned), namespace: 'default' })]) {
+      expect(isControlledBy(await read(), owned)).to.equal(true);
+    }
   });
 });
