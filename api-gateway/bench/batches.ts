@@ -23,7 +23,7 @@
 // BENCH_DATABASE_ADMIN_URL (postgres://postgres@127.0.0.1:5432/postgres),
 // BENCH_GATEWAY_LOG_LEVEL (info, as in production), BENCH_KEEP_LOGS (unset: with it, the work
 // directory with every process's log is kept and named at the end).
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import pg from 'pg';
@@ -31,8 +31,8 @@ import { getBatch } from '@mediajobs/lib/db/batches';
 import { buildFeed, lookupResult, serve, startFakePlatform, type FakePlatform } from '../../lib/test/batches-support.js';
 import { createApiKey } from '../src/db/api-keys.js';
 import {
-  GATEWAY_LOG_LEVEL as LOG_LEVEL, cpuSeconds, loadAverage, machine, root, rowPrinter, runBench, serviceEnv, sleep, start, startCluster,
-  startGateway, stop, withScratch, type BenchCluster,
+  GATEWAY_LOG_LEVEL as LOG_LEVEL, cpuSeconds, loadAverage, machine, root, rowPrinter, runBench, serviceEnv, sleep, start, startQuietCluster,
+  startGateway, stop, withScratch,
 } from './support.js';
 
 const SHOWS = Number(process.env.BENCH_SHOWS ?? 10);
@@ -229,12 +229,6 @@ async function bulkPhase(gw: Gateway): Promise<{ ms: number[]; bad: number }> {
 }
 
 /** The local cluster with runner pods kept out of the way: the runner image is `sleep`, one pod runs at a time. */
-async function startQuietCluster(work: string): Promise<BenchCluster> {
-  const imageMap = join(work, 'image-map.json');
-  writeFileSync(imageMap, JSON.stringify({ [RUNNER_IMAGE]: ['sleep', '3600'] }));
-  return startCluster(work, ['mediajob.yaml', 'mediabatch.yaml'], { args: ['--image-map', imageMap, '--max-running-pods', '1'] });
-}
-
 function servePlatform(platform: FakePlatform, showIds: string[]): number {
   let bytes = 0;
   for (const id of showIds) {
@@ -262,7 +256,7 @@ async function main(): Promise<void> {
     const showIds = Array.from({ length: SHOWS + 2 + ROUNDS }, (_x, i) => String(2_000_000_000 + i));
     const feedBytes = servePlatform(platform, showIds);
 
-    const { proc: cluster, kubeconfig, kc } = await startQuietCluster(work);
+    const { proc: cluster, kubeconfig, kc } = await startQuietCluster(work, ['mediajob.yaml', 'mediabatch.yaml'], RUNNER_IMAGE);
     const env: NodeJS.ProcessEnv = {
       ...serviceEnv(dbUrl, kubeconfig, work),
       PODCAST_LOOKUP_ENDPOINT: platform.lookupEndpoint, OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8,::1/128',

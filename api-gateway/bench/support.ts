@@ -5,7 +5,7 @@
 // in the bench.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -100,6 +100,16 @@ export async function startCluster(work: string, crds: string[], { args = [], no
     }
   }
   return { proc, kubeconfig, kc };
+}
+
+/**
+ * startCluster whose node runs one pod at a time, a sleeper in `runnerImage`: runner pods stay
+ * Pending, so a bench measures submission and reconciliation, not downloads. `args` go to its CLI.
+ */
+export async function startQuietCluster(work: string, crds: string[], runnerImage: string, opts: Omit<StartOptions, 'env'> = {}): Promise<BenchCluster> {
+  const imageMap = join(work, 'image-map.json');
+  writeFileSync(imageMap, JSON.stringify({ [runnerImage]: ['sleep', '3600'] }));
+  return startCluster(work, crds, { ...opts, args: ['--image-map', imageMap, '--max-running-pods', '1', ...(opts.args ?? [])] });
 }
 
 /** Postgres connections of each server under test (BENCH_PG_POOL_MAX, default 20). */
