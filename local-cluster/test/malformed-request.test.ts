@@ -47,6 +47,25 @@ describe('local cluster: requests that do not parse', function () {
     expect(answer).to.include('"gitVersion"');
   });
 
+  it('bytes pipelined behind a good request: that request is answered whole first, then 400, as net/http reads one request after another', async () => {
+    // A create, whose answer waits for its body to be read: the bytes after it are parsed (and refused) before it is answered.
+    const body = JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'pipelined' }, data: { a: 'b' } });
+    const { host } = new URL(tc.cluster.url);
+    const good = `POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${tc.cluster.token}\r\n`
+      + `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const answer = await exchange(`${good}NOT AN HTTP REQUEST\r\n\r\n`);
+    const first = answer.indexOf('HTTP/1.1 201 Created');
+    const second = answer.indexOf('HTTP/1.1 400 Bad Request');
+    expect(first, answer).to.equal(0);
+    expect(second, answer).to.be.greaterThan(first);
+    // The first answer is intact: its declared length is exactly what precedes the 400.
+    const [head, rest] = [answer.slice(0, answer.indexOf('\r\n\r\n')), answer.slice(answer.indexOf('\r\n\r\n') + 4, second)];
+    const length = Number(/\r\ncontent-length: (\d+)/i.exec(head)?.[1]);
+    expect(Buffer.byteLength(rest, 'latin1'), answer).to.equal(length);
+    expect(JSON.parse(rest)).to.deep.include({ kind: 'ConfigMap', data: { a: 'b' } });
+    expect(answer.slice(second)).to.match(/^HTTP\/1\.1 400 Bad Request\r\n[^]*\r\n\r\n400 Bad Request$/);
+  });
+
   it('headers past 1 MiB: 431 Request Header Fields Too Large in plain text', async () => {
     const answer = await exchange(request(`X-Padding: ${'a'.repeat(1100 * 1024)}\r\n`));
     expect(answer).to.match(/^HTTP\/1\.1 431 Request Header Fields Too Large\r\n[^]*\r\n\r\n431 Request Header Fields Too Large$/);
