@@ -207,8 +207,7 @@ export class Kubelet {
 
   private sync(key: string): void {
     if (this.stopped) return;
-    const [ns, name] = splitKey(key);
-    const pod = this.api.get(this.pods, ns, name) as Pod | undefined;
+    const pod = this.getPod(key);
     const seenAt = this.waiting.get(key);
     this.waiting.delete(key); // put back below while it still waits
     let worker = this.workers.get(key);
