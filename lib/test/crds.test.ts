@@ -172,6 +172,7 @@ function agreed(node: SchemaNode | Record<string, unknown>, path: string, out: R
   out[path] = a;
   for (const [key, child] of Object.entries(n.properties ?? {})) agreed(child, `${path}.${key}`, out);
   if (n.items) agreed(n.items, `${path}[]`, out);
+  if (n.additionalProperties && typeof n.additionalProperties === 'object') agreed(n.additionalProperties, `${path}{}`, out);
   return out;
 }
 
@@ -284,6 +285,21 @@ describe('CRDs on the local cluster (real kubectl)', function () {
     expect(spec).not.to.have.property('audioBitrate');
     const batch = parseYaml((await t.kubectl(['get', 'mb', 'weekly-show', '-o', 'yaml'])).stdout) as { spec: { options: Record<string, unknown> } };
     expect(batch.spec.options).to.include({ format: 'm4a', audioOnly: true, videoCodec: 'copy', maxResolution: 'best' });
+  });
+
+  it('merges status.storedFiles key by key (two runner patches keep both files, null forgets one) and refuses a negative size', async () => {
+    const patch = (storedFiles: Record<string, number | null>) => t.kubectl(['patch', 'mj', 'minimal', '--subresource=status', '--type=merge',
+      '-p', JSON.stringify({ status: { storedFiles } })], { allowFail: true });
+    await patch({ 'k1/videos/a.mp4': 1048576 });
+    await patch({ 'k1/videos/a.en.vtt': 120 });
+    const stored = async () => (JSON.parse((await t.kubectl(['get', 'mj', 'minimal', '-o', 'json'])).stdout) as { status: { storedFiles?: unknown } }).status.storedFiles;
+    expect(await stored()).to.deep.equal({ 'k1/videos/a.mp4': 1048576, 'k1/videos/a.en.vtt': 120 });
+    await patch({ 'k1/videos/a.mp4': null });
+    expect(await stored()).to.deep.equal({ 'k1/videos/a.en.vtt': 120 });
+    const refused = await patch({ 'k1/videos/b.mp4': -1 });
+    expect(refused.stderr).to.match(/status\.storedFiles\.k1\/videos\/b\.mp4: Invalid value: -1/);
+    await t.kubectl(['patch', 'mj', 'minimal', '--subresource=status', '--type=merge', '-p', JSON.stringify({ status: { storedFiles: null } })]);
+    expect(await stored()).to.equal(undefined);
   });
 
   it('kubectl get mj shows STATUS STEP PROGRESS AGE, and -o wide adds URL', async () => {

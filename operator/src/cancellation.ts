@@ -6,28 +6,20 @@
 //   cancelled through the API or the admin CLI (CANCEL_CHANNEL notices,
 //   and a catch-up read when this operator takes the lead);
 // - the MediaJob status a cancelled job gets (pure);
-// - the finalizer's add and removal;
-// - removing the file of a completion that lost the race (its report came
-//   after the row was cancelled).
-// Stopping the runner (deleting its Job) is children.ts's; the pass that
-// puts these together is controller.ts's.
+// - the finalizer's add and removal.
+// Stopping the runner (deleting its Job) is children.ts's; removing the files
+// of a completion that lost the race (its report came after the row was
+// cancelled) is stored-files.ts's; the pass that puts these together is
+// controller.ts's.
 import type * as k8s from '@kubernetes/client-node';
 import type pg from 'pg';
-import { storageEndpoints } from '@mediajobs/lib/config';
 import { CANCEL_CHANNEL, parseCancelNotice, type CancelNotice, type CancelStatus } from '@mediajobs/lib/job-cancellation';
 import { isConflict, isNotFound, MERGE_PATCH } from '@mediajobs/lib/kube-client';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
-import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { CANCEL_ON_DELETE_FINALIZER } from '@mediajobs/lib/mediajob/build';
-import { ReadBudget, type ReadBudgetOptions } from '@mediajobs/lib/read-budget';
 import {
-  GROUP, MEDIAJOB_PLURAL, VERSION, jobIdOf, type Condition, type MediaJob, type MediaJobResult, type MediaJobStatus,
+  GROUP, MEDIAJOB_PLURAL, VERSION, jobIdOf, type Condition, type MediaJob, type MediaJobStatus,
 } from '@mediajobs/lib/mediajob/types';
-import { DESTINATION_DATA_KEY } from '@mediajobs/lib/saved-destinations';
-import { createProvider, type StorageProvider } from '@mediajobs/lib/storage/index';
-import type { OperatorConfig } from './config.js';
-import { isControlledBy } from './children.js';
-import { credentialsSecretName } from './job-builder.js';
 
 /**
  * Held on every unfinished MediaJob the operator manages, so a delete becomes
@@ -53,10 +45,11 @@ const timeOf = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, 'Z');
  */
 export function cancelledStatus(mj: MediaJob, status: CancelStatus, now: Date): MediaJobStatus {
   const cur = mj.status ?? {};
-  if (cur.status === status && cur.finishTime && !cur.result) return cur;
+  if (cur.status === status && cur.finishTime && !cur.result && !cur.storedFiles) return cur;
   const nowStr = timeOf(now);
   // A wait for another attempt (retryAt) ends with the job: no attempt follows a cancellation (docs/adr/0018).
-  const { result: _r, error: _e, errorType: _t, reason: _x, category: _c, retryAt: _w, ...kept } = cur;
+  // Nothing stored is delivered: stored-files.ts deletes what storedFiles named once this is written.
+  const { result: _r, error: _e, errorType: _t, reason: _x, category: _c, retryAt: _w, storedFiles: _s, ...kept } = cur;
   const gen = mj.metadata.generation;
   const prev = cur.conditions ?? [];
   const at = (c: Omit<Condition, 'lastTransitionTime'>): Condition => {
@@ -176,69 +169,4 @@ export class CancelNotices {
     }, this.retryMs);
     this.retry.unref();
   }
-}
-
-/** The keys of a result's files (the media, subtitles, thumbnail). */
-function resultKeys(result: MediaJobResult | undefined): string[] {
-  return [result?.storageKey, result?.subtitleKey, result?.thumbnailKey].filter((k): k is string => !!k);
-}
-
-/**
- * What removing a cancelled job's files may read from the job's own
- * destination, an address its user chose: a delete is answered with a few
- * hundred bytes, and the reconcile that awaits it must not hang on a backend
- * that trickles, nor hold a huge error body (lib/src/read-budget.ts).
- */
-export const REMOVAL_BUDGET: ReadBudgetOptions = { maxBytes: 256 * 1024, deadlineMs: 60_000 };
-
-/**
- * A completion that lost to a cancellation delivered files nobody will be
- * told about: delete them where they went, managed storage or the job's own
- * destination (credentials from its per-job Secret, which exists until the
- * job is finished), within REMOVAL_BUDGET. Failures are logged: the job
- * stays cancelled either way.
- */
-export async function removeDeliveredFiles(
-  d: { core: k8s.CoreV1Api; cfg: OperatorConfig; log: Logger; budget?: ReadBudgetOptions }, mj: MediaJob, result: MediaJobResult | undefined,
-): Promise<void> {
-  const keys = resultKeys(result);
-  if (!keys.length) return;
-  const jobId = jobIdOf(mj);
-  // The user's endpoint is contacted under the outbound-address policy, as at its probe: checked as each socket opens.
-  const budget = new ReadBudget({ ...(d.budget ?? REMOVAL_BUDGET), policy: new OutboundPolicy({ allowed: d.cfg.OUTBOUND_ALLOWED_CIDRS }) });
-  let provider: StorageProvider | undefined;
-  try {
-    provider = await providerOf(d, mj, budget);
-    if (!provider) {
-      d.log.warn({ jobId }, 'a cancelled job delivered files, but its destination is gone: left in place');
-      return;
-    }
-    for (const key of keys) await provider.delete(key);
-    d.log.info({ jobId, files: keys.length }, 'files of a completion that lost to a cancellation removed');
-  } catch (err) {
-    d.log.error({ jobId, err: errFields(err), ...(budget.exceeded && { cut: budget.exceeded }), ...(budget.refused && { refused: budget.refused }) }, 'could not remove the files of a cancelled job');
-  } finally {
-    (provider as { destroy?: () => void } | undefined)?.destroy?.();
-    budget.close();
-  }
-}
-
-async function providerOf(d: { core: k8s.CoreV1Api; cfg: OperatorConfig }, mj: MediaJob, budget: ReadBudget): Promise<StorageProvider | undefined> {
-  if ((mj.spec.destination?.type ?? 'managed') === 'managed') {
-    // Built as a runner's is (it only deletes here, signs nothing): from the operator's own managed-storage settings.
-    const env = Object.fromEntries(Object.entries(d.cfg)
-      .filter(([k, v]) => (k.startsWith('MANAGED_') || k === 'PUBLIC_BASE_URL') && v !== undefined && typeof v !== 'object')
-      .map(([k, v]) => [k, String(v)]));
-    return createProvider({ provider: 'managed' }, { env });
-  }
-  let secret: k8s.V1Secret;
-  try {
-    secret = await d.core.readNamespacedSecret({ name: credentialsSecretName(mj), namespace: mj.metadata.namespace! });
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
-  const data = secret.data?.[DESTINATION_DATA_KEY];
-  if (!data || !isControlledBy(secret, mj)) return undefined;
-  return createProvider(JSON.parse(Buffer.from(data, 'base64').toString('utf8')), { ...storageEndpoints(d.cfg), agents: budget });
 }

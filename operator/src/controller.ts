@@ -39,7 +39,7 @@ import {
 } from '@mediajobs/lib/mediajob/types';
 import { Admission, ownerOf } from './admission.js';
 import {
-  CancelNotices, cancellationWanted, cancelledStatus, hasFinalizer, removeDeliveredFiles, setFinalizer,
+  CancelNotices, cancellationWanted, cancelledStatus, hasFinalizer, setFinalizer,
 } from './cancellation.js';
 import { RunnerChildren } from './children.js';
 import { retrySettings, type OperatorConfig } from './config.js';
@@ -55,6 +55,7 @@ import { PodIndex } from './pod-index.js';
 import {
   WAIT_FOR_POD, deriveStatus, failedBeforeRunning, isTerminal, restoredStatus, statusChanged, statusPatch,
 } from './status.js';
+import { orphanedFiles, removeFiles, resultKeys, type RemovalDeps } from './stored-files.js';
 import {
   Announced, admitted, hasWaited, mediaJobRef, mediaJobTransition, runnerJobCreated, type Announcement,
 } from './transition-events.js';
@@ -424,12 +425,15 @@ export class MediaJobController {
 
   /**
    * Files a runner reported after its job was cancelled (the row won):
-   * nobody is told of them, so they go (cancellation.ts). Reported as the
+   * nobody is told of them, so they go (stored-files.ts). Reported as the
    * status's result, or in the Completed derived from its termination message.
    */
   private async removeLateFiles(mj: MediaJob, result: MediaJobStatus['result']): Promise<void> {
-    const late = result ?? mj.status?.result;
-    if (late) await removeDeliveredFiles({ core: this.d.kube.core, cfg: this.d.cfg, log: this.d.log }, mj, late);
+    await removeFiles(this.removal(), mj, resultKeys(result ?? mj.status?.result), 'a completion that lost to a cancellation');
+  }
+
+  private removal(): RemovalDeps {
+    return { core: this.d.kube.core, cfg: this.d.cfg, log: this.d.log };
   }
 
   /**
@@ -445,8 +449,14 @@ export class MediaJobController {
     return this.finish(key, { ...mj, status: s }, s);
   }
 
+  /**
+   * Write `desired` as a merge patch, announce the transition, and delete
+   * the stored files the write left without an owner (stored-files.ts),
+   * only once the write is through.
+   */
   private async patchStatus(mj: MediaJob, desired: MediaJobStatus, announcements = mediaJobTransition(mj.status, desired)): Promise<void> {
     if (!statusChanged(mj.status, desired)) return;
+    const orphans = orphanedFiles(mj.status, desired);
     // A cancelled job's result goes even when the cache has not seen it yet (a late report).
     const status = { ...statusPatch(mj.status, desired), ...(isCancelStatus(desired.status) && { result: null }) };
     try {
@@ -461,6 +471,7 @@ export class MediaJobController {
     const key = keyOf(mj.metadata.namespace, mj.metadata.name);
     this.announce(key, mj, announcements);
     this.observeEndedAttempts(key, mj.status, desired);
+    await removeFiles(this.removal(), mj, orphans, 'stored by an attempt that ended without naming them');
   }
 
   /**
@@ -491,8 +502,8 @@ export class MediaJobController {
     this.admission.release(key);
     this.cancelled.delete(key);
     if (isCancelStatus(s.status)) {
-      // The row has it already (followCancelled); a result the runner reported since is a late one.
-      if (mj.status?.result) {
+      // The row has it already (followCancelled); a result or a stored file the runner reported since is a late one.
+      if (mj.status?.result || mj.status?.storedFiles) {
         await this.removeLateFiles(mj, mj.status.result);
         await this.patchStatus(mj, cancelledStatus(mj, s.status, new Date()));
       }

@@ -154,6 +154,8 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
     if (exitCode === undefined && podReportMayCome(o, failed, now)) return WAIT_FOR_POD;
     const finishTime = timeOf(o.job?.status?.completionTime) ?? timeOf(failed?.lastTransitionTime) ?? nowStr;
     const result = cur.result ?? report?.result;
+    // The attempt is over: what it stored is the result's now, or nobody's (stored-files.ts deletes that).
+    delete next.storedFiles;
     next.finishTime = finishTime;
     next.startTime ??= timeOf(o.job?.status?.startTime) ?? finishTime;
     const attemptStart = timeOf(o.job?.status?.startTime) ?? timeOf(o.pod?.status?.startTime);

@@ -16,9 +16,9 @@ import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob, type MediaJobOptions } 
 import { DESTINATION_DATA_KEY } from '@mediajobs/lib/saved-destinations';
 import { kubeConfigFor, startTestCluster, type TestCluster } from '../../local-cluster/test/support.js';
 import { HostileBackend, MiB } from '../../test/support/hostile-backend.js';
-import { removeDeliveredFiles } from '../src/cancellation.js';
 import { loadOperatorConfig } from '../src/config.js';
 import { credentialsSecretName } from '../src/job-builder.js';
+import { removeFiles, resultKeys } from '../src/stored-files.js';
 
 const OPTIONS: MediaJobOptions = {
   url: 'https://media.example/watch?v=removal', format: 'mp4', videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, maxResolution: 'best',
@@ -68,7 +68,7 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
   }
 
   const result = { storageKey: 'videos/a.mp4', subtitleKey: 'videos/a.en.vtt' };
-  const failures = () => lines.filter((l) => l.msg === 'could not remove the files of a cancelled job');
+  const failures = () => lines.filter((l) => l.msg === 'could not remove files nobody will be told of');
 
   before(async () => {
     tc = await startTestCluster();
@@ -87,7 +87,7 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
     const mj = await jobOnHostileStorage();
     backend.reset('huge');
     lines.length = 0;
-    await removeDeliveredFiles({ core, cfg: cfg(), log }, mj, result);
+    await removeFiles({ core, cfg: cfg(), log }, mj, resultKeys(result), 'a completion that lost to a cancellation');
     // From the backend's first request: loading the S3 SDK is no part of it (seconds on a loaded machine).
     expect(Date.now() - backend.firstRequestAt!).to.be.below(4_000);
     await backend.allClosed(backend.firstRequestAt!, 2_000);
@@ -100,7 +100,7 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
     const mj = await jobOnHostileStorage();
     backend.reset('trickle', 503);
     lines.length = 0;
-    await removeDeliveredFiles({ core, cfg: cfg(), log, budget: { maxBytes: 256 * 1024, deadlineMs: 1_000 } }, mj, result);
+    await removeFiles({ core, cfg: cfg(), log, budget: { maxBytes: 256 * 1024, deadlineMs: 1_000 } }, mj, resultKeys(result), 'a completion that lost to a cancellation');
     const started = backend.firstRequestAt!;
     expect(Date.now() - started).to.be.within(900, 3_000);
     expect(await backend.allClosed(started, 1_500)).to.be.within(900, 3_000);
@@ -111,7 +111,7 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
     const mj = await jobOnHostileStorage();
     backend.reset('huge');
     lines.length = 0;
-    await removeDeliveredFiles({ core, cfg: cfg(''), log }, mj, result);
+    await removeFiles({ core, cfg: cfg(''), log }, mj, resultKeys(result), 'a completion that lost to a cancellation');
     expect(backend.firstRequestAt).to.equal(undefined);
     expect(failures()).to.have.length(1);
     expect(failures()[0]).to.include({ refused: 'loopback' });

@@ -4,6 +4,8 @@ import { expect } from 'chai';
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import type { MediaJob, MediaJobStatus } from '@mediajobs/lib/mediajob/types';
 import { WAIT_FOR_POD, deriveStatus, statusChanged, type Observed } from '../src/status.js';
+import { cancelledStatus } from '../src/cancellation.js';
+import { orphanedFiles } from '../src/stored-files.js';
 import { eventsFor } from '../src/webhook-events.js';
 import { eventId } from '@mediajobs/lib/db/outbox';
 import { buildRunnerJob, runnerJobName } from '../src/job-builder.js';
@@ -106,6 +108,34 @@ describe('MediaJob status derivation', () => {
       .to.include({ status: 'Failed', error: 'Processing failed: no result was reported' });
     expect(derive({ ...o, pod: undefined, podsFollowingSince: NOW.getTime() - 20_000 }, NOW), 'no pod, cache following')
       .to.include({ status: 'Failed' });
+  });
+
+  it('ends an attempt by leaving out the files it stored: those the result names stay the job\'s, the rest nobody\'s', () => {
+    const stored = { 'videos/a.mp4': 10, 'videos/a.en.vtt': 2, 'videos/a.jpg': 3 };
+    const running = mj({ status: 'Processing', step: 'Uploading', storedFiles: stored });
+    const o = { mj: running, admitted: true, jobName: 'x', retry: { maxAttempts: 3, backoffSeconds: 1, platformBackoffSeconds: 60, maxBackoffSeconds: 8 } };
+    // While it runs, a status write keeps them: nothing is anybody's to delete.
+    const processing = derive({ ...o, job: job(), pod: pod('Running') }, NOW);
+    expect(processing.storedFiles).to.deep.equal(stored);
+    expect(orphanedFiles(running.status, processing)).to.deep.equal([]);
+    // Completed naming the media and the subtitles: the thumbnail it stored and did not report is nobody's.
+    const report = JSON.stringify({ outcome: 'completed', result: { storageKey: 'videos/a.mp4', fileSize: 10, subtitleKey: 'videos/a.en.vtt' } });
+    const completed = derive({ ...o, job: job({ type: 'Complete' }), pod: pod('Succeeded', 0, report) }, NOW);
+    expect(completed).to.include({ status: 'Completed' }).and.not.have.property('storedFiles');
+    expect(orphanedFiles(running.status, completed)).to.deep.equal(['videos/a.jpg']);
+    // Killed by the node after storing (137, no report): waits for its next attempt, and all it stored is nobody's.
+    const killed = derive({ ...o, job: job({ type: 'Failed' }), pod: pod('Failed', 137) }, NOW);
+    expect(killed).to.include({ status: 'Pending', reason: 'retry_scheduled', attempt: 2 }).and.not.have.property('storedFiles');
+    expect(orphanedFiles(running.status, killed)).to.deep.equal(Object.keys(stored));
+    // Failed for good, and cancelled: the same.
+    const failed = derive({ ...o, retry: undefined, job: job({ type: 'Failed' }), pod: pod('Failed', 10, JSON.stringify({ error: 'Upload failed' })) }, NOW);
+    expect(failed).to.include({ status: 'Failed' }).and.not.have.property('storedFiles');
+    expect(orphanedFiles(running.status, failed)).to.deep.equal(Object.keys(stored));
+    const cancelled = cancelledStatus(running, 'Cancelled', NOW);
+    expect(cancelled).not.to.have.property('storedFiles');
+    expect(orphanedFiles(running.status, cancelled)).to.deep.equal(Object.keys(stored));
+    // A file stored after the cancellation was written (a late patch) makes the cancelled status change again.
+    expect(cancelledStatus(mj({ ...cancelled, storedFiles: { 'videos/late.mp4': 1 } }), 'Cancelled', NOW)).not.to.have.property('storedFiles');
   });
 
   it('never moves a terminal status', () => {

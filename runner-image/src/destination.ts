@@ -74,13 +74,19 @@ export class UploadCancelled extends Error {
  * upload that completes after the abort is deleted at once; and the keys
  * delivered before it are kept so the runner can remove them
  * (removeDelivered) when it stops before its final report. Every upload of
- * the job goes through it, sidecars included, since it wraps the provider.
+ * the job goes through it, sidecars included, since it wraps the provider;
+ * so `onStored` hears of each file stored (its bytes) and of each it
+ * deleted again (null), which the runner writes into status.storedFiles.
  */
 export class CancellableProvider implements StorageProvider {
   private readonly delivered = new Set<string>();
   readonly stage?: () => Promise<StagedFile>;
 
-  constructor(private readonly inner: StorageProvider, private readonly signal: AbortSignal) {
+  constructor(
+    private readonly inner: StorageProvider,
+    private readonly signal: AbortSignal,
+    private readonly onStored: (key: string, bytes: number | null) => void = () => undefined,
+  ) {
     const stage = inner.stage?.bind(inner);
     if (stage) this.stage = async () => this.staged(await stage());
   }
@@ -99,7 +105,7 @@ export class CancellableProvider implements StorageProvider {
 
   async delete(key: string): Promise<void> {
     await this.inner.delete(key);
-    this.delivered.delete(key);
+    if (this.delivered.delete(key)) this.onStored(key, null);
   }
 
   async upload(key: string, body: Readable, opts?: UploadOptions): Promise<UploadResult> {
@@ -137,6 +143,7 @@ export class CancellableProvider implements StorageProvider {
       throw new UploadCancelled();
     }
     this.delivered.add(r.key);
+    this.onStored(r.key, r.size);
     return r;
   }
 
@@ -156,9 +163,11 @@ export class CancellableProvider implements StorageProvider {
   }
 }
 
-/** The destination with its provider made cancellable (CancellableProvider). */
-export function cancellable(dest: ResolvedDestination, signal: AbortSignal): ResolvedDestination & { provider: CancellableProvider } {
-  return { ...dest, provider: new CancellableProvider(dest.provider, signal) };
+/** The destination with its provider made cancellable (CancellableProvider), telling `onStored` what it stores and deletes. */
+export function cancellable(
+  dest: ResolvedDestination, signal: AbortSignal, onStored?: (key: string, bytes: number | null) => void,
+): ResolvedDestination & { provider: CancellableProvider } {
+  return { ...dest, provider: new CancellableProvider(dest.provider, signal, onStored) };
 }
 
 /** Counts bytes as they pass, for upload progress, without buffering. */

@@ -139,10 +139,18 @@ function toolsOf(env: RunnerEnv): Tools {
   };
 }
 
-/** The job's destination, its uploads cancellable (stop() removes what they stored); or why it could not be set up. */
-async function destinationOf(env: RunnerEnv): Promise<ResolvedDestination | { error: unknown }> {
+/**
+ * The job's destination, its uploads cancellable (stop() removes what they
+ * stored) and each file stored or deleted written into status.storedFiles at
+ * once, so what a runner killed before its report stored is known
+ * (docs/adr/0018); or why it could not be set up.
+ */
+async function destinationOf(env: RunnerEnv, reporter: StatusReporter): Promise<ResolvedDestination | { error: unknown }> {
   try {
-    const resolved = cancellable(await resolveDestination(env.MEDIAJOBS_CREDENTIALS_DIR, env, process.env, outboundPolicy(env)), abort.signal);
+    const resolved = cancellable(
+      await resolveDestination(env.MEDIAJOBS_CREDENTIALS_DIR, env, process.env, outboundPolicy(env)), abort.signal,
+      (key, bytes) => void reporter.storedFile(key, bytes),
+    );
     uploads = resolved.provider;
     return resolved;
   } catch (err) {
@@ -152,7 +160,7 @@ async function destinationOf(env: RunnerEnv): Promise<ResolvedDestination | { er
 
 /** Run the pipeline in a fresh work directory, removed after unless the runner is stopping (stop() removes it then). */
 async function runInWorkDir(env: RunnerEnv, spec: NormalisedMediaJobSpec, jobId: string, reporter: StatusReporter): Promise<RunnerReport> {
-  const destination = await destinationOf(env);
+  const destination = await destinationOf(env, reporter);
   // The pod's TMPDIR (a private emptyDir, or the local kubelet's per-pod dir).
   workDir = mkdtempSync(path.join(os.tmpdir(), 'mediajob-'));
   try {

@@ -13,8 +13,12 @@ import { GROUP, MEDIAJOB_PLURAL, VERSION, type JobStep, type MediaJobStatus, typ
 
 /** The status fields the runner owns (spine.md): everything else is the operator's. */
 export type RunnerStatus = Pick<MediaJobStatus, 'step' | 'progress' | 'expectedBytes' | 'result' | 'error' | 'errorType' | 'reason' | 'category' | 'phaseSeconds'>;
-/** A merge patch of those fields; null removes a field (left over from an earlier attempt of the pod). */
-export type RunnerStatusPatch = { [K in keyof RunnerStatus]?: RunnerStatus[K] | null };
+/**
+ * A merge patch of those fields; null removes a field (left over from an
+ * earlier attempt of the pod). storedFiles merges key by key: bytes record a
+ * stored file, null forgets one the runner deleted.
+ */
+export type RunnerStatusPatch = { [K in keyof RunnerStatus]?: RunnerStatus[K] | null } & { storedFiles?: Record<string, number | null> };
 
 export interface StatusSink {
   patch(status: RunnerStatusPatch): Promise<void>;
@@ -236,6 +240,17 @@ export class StatusReporter {
    */
   setExpectedBytes(bytes: number): Promise<void> {
     return this.enqueue({ expectedBytes: bytes }, this.attempts);
+  }
+
+  /**
+   * A file stored (its bytes) or deleted again (null), in status.storedFiles,
+   * with every attempt a step change gets: until the final report names it,
+   * this is how the operator knows to delete it should the runner be killed
+   * first (docs/adr/0018). Merged key by key, so patches of two pods of one
+   * attempt, or a stale copy, never drop each other's keys.
+   */
+  storedFile(key: string, bytes: number | null): Promise<void> {
+    return this.enqueue({ storedFiles: { [key]: bytes } }, this.attempts);
   }
 
   /** The final report: step, progress, result or error, with every attempt it takes. */

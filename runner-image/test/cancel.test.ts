@@ -120,6 +120,26 @@ describe('runner: a cancelled job leaves nothing behind', function () {
     expect(left, 'nothing stored, nothing staged').to.deep.equal([]);
   });
 
+  it('tells of each file stored and each deleted again, which status.storedFiles records; never of one a cancellation kept from being published', async () => {
+    const dir = tempDir();
+    const abort = new AbortController();
+    const told: [string, number | null][] = [];
+    const provider = new CancellableProvider(new LocalStorageProvider({ dir, publicBaseUrl: 'http://127.0.0.1:1' }), abort.signal, (k, n) => told.push([k, n]));
+    await provider.upload('videos/a.mp4', Readable.from([Buffer.from('first')]));
+    const staged = await provider.stage!();
+    writeSync(staged.fd, 'muxed');
+    await staged.publish('videos/b.mp4');
+    await provider.delete('videos/a.mp4'); // failed its check: deleted by the runner itself
+    await provider.delete('videos/never-stored.mp4');
+    // Cancelled: what it removes is told of; a file published after the cancellation is discarded, never told of.
+    abort.abort();
+    const late = await provider.stage!();
+    writeSync(late.fd, 'late');
+    expect(await late.publish('videos/c.mp4').then(() => undefined, (e: Error) => e.name)).to.equal('UploadCancelled');
+    expect(await provider.removeDelivered()).to.equal(1);
+    expect(told).to.deep.equal([['videos/a.mp4', 5], ['videos/b.mp4', 5], ['videos/a.mp4', null], ['videos/b.mp4', null]]);
+  });
+
   it('finds and stops every process the runner started, grandchildren included', async () => {
     // sh starts two sleeps of its own: a child that starts its own children, as yt-dlp starts ffmpeg.
     const run = runProcess('sh', ['-c', 'sleep 30 & sleep 30 & wait']);

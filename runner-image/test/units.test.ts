@@ -148,6 +148,24 @@ describe('runner: planning and reporting', () => {
       expect(sent[0]).to.have.property('error', null);
     });
 
+    it('records a stored file and forgets a deleted one as merge patches of status.storedFiles, in order with the steps, retried like them', async () => {
+      const sent: RunnerStatusPatch[] = [];
+      let fail = 1;
+      const r = new StatusReporter({
+        namespace: 'ns', name: 'mj', logger: silent, backoffMs: 1,
+        sink: { async patch(s) { if (s.storedFiles && fail-- > 0) throw Object.assign(new Error('unavailable'), { code: 503 }); sent.push(s); } },
+      });
+      void r.setStep('Uploading', 66);
+      void r.storedFile('k1/videos/a.mp4', 1234);
+      void r.storedFile('k1/videos/a.mp4', null);
+      await r.finish({ outcome: 'failed', error: 'Upload failed' });
+      expect(sent.slice(0, 3)).to.deep.equal([
+        { step: 'Uploading', progress: 66 }, { storedFiles: { 'k1/videos/a.mp4': 1234 } }, { storedFiles: { 'k1/videos/a.mp4': null } },
+      ]);
+      // The final report leaves storedFiles to the operator, who deletes what the result does not name.
+      expect(sent[3]).not.to.have.property('storedFiles');
+    });
+
     it('gives up on a hung API server instead of holding the job', async () => {
       const r = new StatusReporter({ namespace: 'ns', name: 'mj', logger: silent, backoffMs: 1, attempts: 2, requestTimeoutMs: 30, sink: { patch: () => new Promise<void>(() => undefined) } });
       const started = Date.now();

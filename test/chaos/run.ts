@@ -7,24 +7,27 @@
 // breached a rule.
 //   CHAOS_JOBS (200), CHAOS_KILL_EVERY_S (5): operator kills;
 //   CHAOS_RUNNER_KILLS (10): runners killed, half SIGKILL, half OOM;
+//   CHAOS_UPLOAD_KILLS (3): runners OOM-killed after storing the media, before their report;
 //   CHAOS_RESTART_JOBS (40): jobs around an API server restart of CHAOS_RESTART_DOWN_S (5);
 //   CHAOS_GATEWAY_POSTS (2000), CHAOS_GATEWAY_KILLS (4): keyed POSTs around gateway SIGKILLs;
 //   CHAOS_PG_JOBS (40): jobs around a Postgres restart of CHAOS_PG_DOWN_S (5);
 //   CHAOS_STORAGE_JOBS (20): jobs uploading when managed storage stops for CHAOS_STORAGE_DOWN_S (3);
-//   CHAOS_SCENARIOS (operator,runner,apiserver,postgres,storage,gateway): which to run.
+//   CHAOS_SCENARIOS (operator,runner,upload,apiserver,postgres,storage,gateway): which to run.
 import { startChaos, type ChaosFixture } from './fixture.js';
 import { breaches, look, type JobSeen, type Seen } from './outside.js';
 import { runOperatorKills } from './operator-kills.js';
 import { runApiServerRestart } from './apiserver-restart.js';
 import { runGatewayKills } from './gateway-kills.js';
 import { runPostgresRestart } from './postgres-restart.js';
+import { startPagesServer } from '../support/media-pages.js';
 import { startPostgresServer } from '../support/postgres-server.js';
-import { CATEGORY, runRunnerKill, type RunnerKill } from './runner-kills.js';
+import { CATEGORY, HeldSubtitles, runKillAfterUpload, runRunnerKill, type KillAfterUploadRun, type RunnerKill } from './runner-kills.js';
 import { runStorageOutage, startStorageChaos, type StorageChaos } from './storage-outage.js';
 
 const JOBS = Number(process.env.CHAOS_JOBS ?? 200);
 const KILL_EVERY_S = Number(process.env.CHAOS_KILL_EVERY_S ?? 5);
 const RUNNER_KILLS = Number(process.env.CHAOS_RUNNER_KILLS ?? 10);
+const UPLOAD_KILLS = Number(process.env.CHAOS_UPLOAD_KILLS ?? 3);
 const RESTART_JOBS = Number(process.env.CHAOS_RESTART_JOBS ?? 40);
 const RESTART_DOWN_S = Number(process.env.CHAOS_RESTART_DOWN_S ?? 5);
 const GATEWAY_POSTS = Number(process.env.CHAOS_GATEWAY_POSTS ?? 2000);
@@ -105,6 +108,34 @@ const runnerKills = () => scenario(`${RUNNER_KILLS} runners killed mid-download,
   return found.length === 0;
 });
 
+// The test pages with their held subtitle track live beside the service; scenario() stops the service, this the pages.
+const uploadKills = async (): Promise<boolean> => {
+  let held = new HeldSubtitles();
+  const pages = await startPagesServer({ before: (path) => held.before(path) });
+  try {
+    return await scenario(`${UPLOAD_KILLS} runners OOM-killed between storing the media and their report, one at a time`, async (f) => {
+      const runs: KillAfterUploadRun[] = [];
+      for (let i = 0; i < UPLOAD_KILLS; i++) {
+        held = new HeldSubtitles();
+        runs.push(await runKillAfterUpload(f, pages.trackPageUrl, held, `kept-${i}`));
+      }
+      const seen = await look(f.svc, f.receiver, runs.map((r) => r.id));
+      const found = breaches(seen, { status: 'Completed', created: runs.length });
+      // The file attempt 1 left was removed before attempt 2 stored: the same name, no `-<suffix>` copy.
+      const sameName = seen.jobs.filter((j, i) => j.s3Key === runs[i]!.storedByFirst);
+      for (const [i, j] of seen.jobs.entries()) {
+        if (!sameName.includes(j)) found.push(`${j.id}: stored ${String(j.s3Key)}, attempt 1 stored ${runs[i]!.storedByFirst}`);
+      }
+      row('retries stored under attempt 1\'s name (its file removed first)', `${sameName.length} of ${runs.length}`);
+      row('kill to job terminal p50 / max (s)', p50max(runs.map((r) => r.msToTerminal)));
+      outcome(seen, found);
+      return found.length === 0;
+    });
+  } finally {
+    await pages.stop();
+  }
+};
+
 const apiServerRestart = () => scenario(`API server restarted (state kept, ${RESTART_DOWN_S} s down) while ${RESTART_JOBS} jobs download, ${RESTART_JOBS / 2} more posted after`, async (f) => {
   const run = await runApiServerRestart(f, { before: RESTART_JOBS, after: RESTART_JOBS / 2, downMs: RESTART_DOWN_S * 1000, deadlineMs: 15 * 60_000 });
   const found = breaches(run.seen, { status: 'Completed', created: run.ids.length });
@@ -172,7 +203,7 @@ const gatewayKills = async (): Promise<boolean> => {
 };
 
 const SCENARIOS = {
-  operator: operatorKills, runner: runnerKills, apiserver: apiServerRestart, postgres: postgresRestart, storage: storageOutage, gateway: gatewayKills,
+  operator: operatorKills, runner: runnerKills, upload: uploadKills, apiserver: apiServerRestart, postgres: postgresRestart, storage: storageOutage, gateway: gatewayKills,
 };
 
 async function main(): Promise<void> {

@@ -4,11 +4,14 @@
 // classified as ADR 0018 says (evicted, oom_killed), tried again, and the
 // job ends Completed on attempt 2: runner Jobs for attempts 1 and 2, one
 // job_completed and no job_failed, one file in storage, usage exact; and
-// no secret of the run in any log.
+// no secret of the run in any log. And one killed after it stored the
+// media, before its report: the file it left is gone, and the retry stores
+// under the same name.
 import { expect } from 'chai';
+import { startPagesServer, type PagesServer } from '../support/media-pages.js';
 import { startChaos, type ChaosFixture } from './fixture.js';
 import { breaches, look } from './outside.js';
-import { CATEGORY, runRunnerKill, type RunnerKill } from './runner-kills.js';
+import { CATEGORY, HeldSubtitles, runKillAfterUpload, runRunnerKill, type RunnerKill } from './runner-kills.js';
 
 describe('fault suite: a runner killed mid-download', function () {
   this.timeout(300_000);
@@ -32,5 +35,31 @@ describe('fault suite: a runner killed mid-download', function () {
     expect(scan.sources).to.be.at.least(6);
     expect(scan.bytes).to.be.greaterThan(10_000);
     expect(scan.leaks).to.deep.equal([]);
+  });
+});
+
+describe('fault suite: a runner killed between its upload and its report', function () {
+  this.timeout(300_000);
+  let f: ChaosFixture;
+  let pages: PagesServer;
+  const held = new HeldSubtitles();
+  before(async () => { [f, pages] = await Promise.all([startChaos(), startPagesServer({ before: held.before })]); });
+  after(async () => {
+    await pages?.stop();
+    await f?.stop();
+  });
+
+  it('deletes what a runner killed between its upload and its report stored: the retry stores under the same name, nothing else is left', async () => {
+    const run = await runKillAfterUpload(f, pages.trackPageUrl, held, 'kept-after-kill');
+    const seen = await look(f.svc, f.receiver, [run.id]);
+    expect(seen.jobs.map((j) => j.attempts.map((a) => [a.attempt, a.outcome, a.category]))).to.deep.equal([[[1, 'Failed', 'oom_killed'], [2, 'Completed', undefined]]]);
+    expect(run.storedByFirst).to.match(/\/videos\/kept-after-kill\.mp4$/);
+    // Attempt 1's file was deleted before attempt 2 ran: the name was free again, no `-<suffix>` copy beside an orphan.
+    expect(seen.jobs[0]!.s3Key).to.equal(run.storedByFirst);
+    expect(seen.storedKeys).to.deep.equal([run.storedByFirst]);
+    const mj = JSON.parse((await f.svc.cluster.kubectl(['get', 'mediajob', run.id, '-o', 'json'])).stdout) as { status: Record<string, unknown> };
+    expect(mj.status.storedFiles, 'the finished attempt\'s record of stored files goes with it').to.equal(undefined);
+    // Usage counts one file and one job, reservations released.
+    expect(breaches(seen, { status: 'Completed', created: 1 })).to.deep.equal([]);
   });
 });

@@ -130,15 +130,24 @@ const CONTENT_TYPES: Record<string, string> = {
   '.ts': 'video/mp2t',
 };
 
+export interface PagesServerOptions {
+  /**
+   * Awaited before each request is answered, with its path: a test holds a
+   * file back (a sidecar the runner fetches after storing the media) until
+   * it has done what it wants done meanwhile.
+   */
+  before?: (path: string) => Promise<void>;
+}
+
 /** Serve the pages on an ephemeral loopback port. */
-export async function startPagesServer(): Promise<PagesServer> {
+export async function startPagesServer(opts: PagesServerOptions = {}): Promise<PagesServer> {
   const root = await generatePages();
   const server: Server = createServer((req, res) => {
     const path = decodeURIComponent(new URL(req.url ?? '/', 'http://localhost').pathname);
     const file = normalize(join(root, path));
     const notFound = () => res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
     if (!file.startsWith(root + sep) || (req.method !== 'GET' && req.method !== 'HEAD')) return notFound();
-    stat(file).then((st) => {
+    (opts.before?.(path) ?? Promise.resolve()).then(() => stat(file)).then((st) => {
       if (!st.isFile()) return notFound();
       res.writeHead(200, { 'content-type': CONTENT_TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': st.size });
       if (req.method === 'HEAD') return void res.end();

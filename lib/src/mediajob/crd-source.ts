@@ -42,6 +42,9 @@ export interface SchemaNode {
   /** Only extra patterns: RE2 has no lookahead, so "A and not B" needs two patterns. */
   allOf?: { pattern: string }[];
   properties?: Record<string, SchemaNode>;
+  /** A map's values (its keys are any strings); never with `properties`. */
+  additionalProperties?: SchemaNode;
+  maxProperties?: number;
   required?: string[];
   items?: SchemaNode;
   'x-kubernetes-list-type'?: 'atomic' | 'set' | 'map';
@@ -586,7 +589,7 @@ function mediaJobStatus(): SchemaNode {
   const conditionTypes = list2(MEDIAJOB_CONDITION_TYPES);
   return obj<MediaJobStatus>(
     'Observed state, written only through the status subresource: by the operator (status, times, conditions) and '
-    + 'the runner (step, progress, expectedBytes, result, error, phaseSeconds).',
+    + 'the runner (step, progress, expectedBytes, result, error, phaseSeconds, storedFiles).',
     {
       jobId: str('The job id the API knows this job by: spec.jobId, or metadata.uid for manifests.'),
       status: oneOf(
@@ -622,6 +625,15 @@ function mediaJobStatus(): SchemaNode {
         + 'retry policy reads (docs/adr/0018-retry-policy.md).',
       ),
       phaseSeconds: runnerPhaseSeconds('Seconds the runner spent in each step, from its final report (the last attempt\'s).'),
+      storedFiles: {
+        description: 'The files the current attempt\'s runner stored and has not deleted, object key to bytes, each written '
+          + 'the moment its upload completed. When the attempt ends, the operator deletes every one its result does not '
+          + 'name (a failed or cancelled attempt\'s, or one whose runner was killed between upload and report), then '
+          + 'removes the field (docs/adr/0018-retry-policy.md).',
+        type: 'object',
+        additionalProperties: int('Bytes stored under this key.', { format: 'int64', minimum: 0 }),
+        maxProperties: 64,
+      },
       jobName: str('Name of the batch/v1 Job running this MediaJob\'s runner pod (the current attempt\'s).'),
       startTime: str('When processing started (RFC 3339).', { format: 'date-time' }),
       finishTime: str('When the job reached a final status (RFC 3339).', { format: 'date-time' }),

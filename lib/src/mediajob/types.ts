@@ -255,6 +255,14 @@ export const mediaJobStatusSchema = z.object({
   category: z.string().optional(),
   /** The runner's final report of the seconds it spent in each phase (this attempt's). */
   phaseSeconds: runnerPhaseSecondsSchema.optional(),
+  /**
+   * The files the current attempt's runner stored and has not deleted, key →
+   * bytes, each written by the runner the moment its upload completes.
+   * Whatever the attempt's end leaves out of the job's result is deleted by
+   * the operator when it records that end (operator/src/stored-files.ts), so
+   * a runner killed between its upload and its report leaves no file behind.
+   */
+  storedFiles: z.record(z.string(), z.number().int().min(0)).optional(),
   jobName: z.string().optional(),
   startTime: z.string().optional(),
   finishTime: z.string().optional(),

@@ -1,0 +1,106 @@
+// Files a job stored that nobody will be told of, and their removal
+// (docs/adr/0018 "Files an attempt leaves"). The runner writes each file it
+// stores into status.storedFiles the moment its upload completes, and each it
+// deletes again out of it; a file stays the job's only if the attempt's end
+// names it in the result. So every status write that drops a stored file
+// from status.storedFiles without the result naming it deletes that file:
+// the end of an attempt that failed (retried or not), a completion that lost
+// to a cancellation, and a runner killed between its upload and its report
+// all go through the one rule (orphanedFiles), applied after the write
+// (controller.ts patchStatus). After, not before: an operator that dies in
+// between leaves a file, never deletes one it no longer has a record of
+// (another job may store under a freed key).
+import type * as k8s from '@kubernetes/client-node';
+import { storageEndpoints } from '@mediajobs/lib/config';
+import { isNotFound } from '@mediajobs/lib/kube-client';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
+import { OutboundPolicy } from '@mediajobs/lib/outbound';
+import { ReadBudget, type ReadBudgetOptions } from '@mediajobs/lib/read-budget';
+import { jobIdOf, type MediaJob, type MediaJobResult, type MediaJobStatus } from '@mediajobs/lib/mediajob/types';
+import { DESTINATION_DATA_KEY } from '@mediajobs/lib/saved-destinations';
+import { createProvider, type StorageProvider } from '@mediajobs/lib/storage/index';
+import type { OperatorConfig } from './config.js';
+import { isControlledBy } from './children.js';
+import { credentialsSecretName } from './job-builder.js';
+
+/** The keys of a result's files (the media, subtitles, thumbnail). */
+export function resultKeys(result: MediaJobResult | undefined): string[] {
+  return [result?.storageKey, result?.subtitleKey, result?.thumbnailKey].filter((k): k is string => !!k);
+}
+
+/**
+ * The files a status write from `cur` to `desired` leaves without an owner:
+ * stored (cur.storedFiles), no longer recorded as stored, and not named by
+ * the desired result. Empty while an attempt runs (its status keeps
+ * storedFiles) and for a completion that names everything it stored.
+ */
+export function orphanedFiles(cur: MediaJobStatus | undefined, desired: MediaJobStatus): string[] {
+  const kept = new Set([...Object.keys(desired.storedFiles ?? {}), ...resultKeys(desired.result)]);
+  return Object.keys(cur?.storedFiles ?? {}).filter((k) => !kept.has(k));
+}
+
+/**
+ * What removing a job's files may read from the job's own destination, an
+ * address its user chose: a delete is answered with a few hundred bytes,
+ * and the reconcile that awaits it must not hang on a backend that
+ * trickles, nor hold a huge error body (lib/src/read-budget.ts).
+ */
+export const REMOVAL_BUDGET: ReadBudgetOptions = { maxBytes: 256 * 1024, deadlineMs: 60_000 };
+
+export interface RemovalDeps {
+  core: k8s.CoreV1Api;
+  cfg: OperatorConfig;
+  log: Logger;
+  budget?: ReadBudgetOptions;
+}
+
+/**
+ * Delete `keys` where the job stored them, managed storage or the job's own
+ * destination (credentials from its per-job Secret, which exists until the
+ * job is finished), within REMOVAL_BUDGET. `why` says in the log whose files
+ * they were. Failures are logged, never thrown: the job's outcome stands
+ * either way, and a file left is the lesser harm.
+ */
+export async function removeFiles(d: RemovalDeps, mj: MediaJob, keys: string[], why: string): Promise<void> {
+  if (!keys.length) return;
+  const jobId = jobIdOf(mj);
+  // The user's endpoint is contacted under the outbound-address policy, as at its probe: checked as each socket opens.
+  const budget = new ReadBudget({ ...(d.budget ?? REMOVAL_BUDGET), policy: new OutboundPolicy({ allowed: d.cfg.OUTBOUND_ALLOWED_CIDRS }) });
+  let provider: StorageProvider | undefined;
+  try {
+    provider = await providerOf(d, mj, budget);
+    if (!provider) {
+      d.log.warn({ jobId, files: keys.length, why }, 'files to remove, but the job\'s destination is gone: left in place');
+      return;
+    }
+    for (const key of keys) await provider.delete(key);
+    d.log.info({ jobId, files: keys.length, why }, 'files nobody will be told of removed');
+  } catch (err) {
+    d.log.error({
+      jobId, why, err: errFields(err), ...(budget.exceeded && { cut: budget.exceeded }), ...(budget.refused && { refused: budget.refused }),
+    }, 'could not remove files nobody will be told of');
+  } finally {
+    (provider as { destroy?: () => void } | undefined)?.destroy?.();
+    budget.close();
+  }
+}
+
+async function providerOf(d: { core: k8s.CoreV1Api; cfg: OperatorConfig }, mj: MediaJob, budget: ReadBudget): Promise<StorageProvider | undefined> {
+  if ((mj.spec.destination?.type ?? 'managed') === 'managed') {
+    // Built as a runner's is (it only deletes here, signs nothing): from the operator's own managed-storage settings.
+    const env = Object.fromEntries(Object.entries(d.cfg)
+      .filter(([k, v]) => (k.startsWith('MANAGED_') || k === 'PUBLIC_BASE_URL') && v !== undefined && typeof v !== 'object')
+      .map(([k, v]) => [k, String(v)]));
+    return createProvider({ provider: 'managed' }, { env });
+  }
+  let secret: k8s.V1Secret;
+  try {
+    secret = await d.core.readNamespacedSecret({ name: credentialsSecretName(mj), namespace: mj.metadata.namespace! });
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+  const data = secret.data?.[DESTINATION_DATA_KEY];
+  if (!data || !isControlledBy(secret, mj)) return undefined;
+  return createProvider(JSON.parse(Buffer.from(data, 'base64').toString('utf8')), { ...storageEndpoints(d.cfg), agents: budget });
+}
