@@ -57,6 +57,18 @@ export function manifestFingerprint(mj: Pick<MediaJob, 'spec'>): Buffer {
   return createHash('sha256').update(canonicalJson(mj.spec)).digest();
 }
 
+/**
+ * What a status mirror would make of the row, as far as the API shows it:
+ * two equal fingerprints write the same status, step, progress, error,
+ * reason and file. expectedBytes is the runner's (the row keeps only the
+ * reservation made of it), so a row read back has none.
+ */
+function mirrorFingerprint(
+  jobId: string, s: Pick<MediaJobStatus, 'status' | 'step' | 'progress' | 'error' | 'reason' | 'expectedBytes'> & { storageKey?: string | null },
+): string {
+  return JSON.stringify([jobId, s.status, s.step, s.progress, s.error ?? null, s.reason ?? null, s.storageKey ?? null, s.expectedBytes ?? null]);
+}
+
 /** Whether the row belongs to this MediaJob; rows from before MediaJobs were recorded by name trust the id. */
 function recordedFor(row: JobRow, mj: MediaJob): boolean {
   if (row.cr_namespace === null || row.cr_name === null) return true;
@@ -92,7 +104,14 @@ export class JobRecord {
     if (this.recorded.get(key) === jobId) return undefined;
     const row = await findJob(this.d.pool, jobId);
     if (row && !recordedFor(row, mj)) throw new PermanentError(JOB_ID_TAKEN.reason, JOB_ID_TAKEN.message);
-    if (!row) {
+    if (row) {
+      // What the row holds is mirrored already: the first pass over a job the gateway just accepted
+      // (Pending, Queued, 0) writes nothing, and neither does one after an operator restart.
+      this.synced.set(key, mirrorFingerprint(jobId, {
+        status: row.status as JobStatus, step: row.step as MediaJobStatus['step'], progress: row.progress,
+        error: row.error ?? undefined, reason: row.reason ?? undefined, storageKey: row.s3_key,
+      }));
+    } else {
       const fingerprint = manifestFingerprint(mj);
       if (!mj.status?.status) {
         const earlier = await findFinishedManifest(this.d.pool, mj.metadata.namespace!, mj.metadata.name!, fingerprint);
@@ -118,7 +137,7 @@ export class JobRecord {
     const jobId = jobIdOf(mj);
     // Only the row this MediaJob was recorded as (a job refused before that, its owner or its id, has none of its own).
     if (this.recorded.get(key) !== jobId) return undefined;
-    const fingerprint = JSON.stringify([jobId, s.status, s.step, s.progress, s.error, s.reason, s.result?.storageKey, s.expectedBytes]);
+    const fingerprint = mirrorFingerprint(jobId, { ...s, storageKey: s.result?.storageKey });
     if (this.synced.get(key) === fingerprint || !s.status) return undefined;
     // Completed is signed only if it is going to be recorded: a cancelled row refuses it anyway.
     if (s.status === 'Completed') {

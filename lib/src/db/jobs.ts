@@ -616,8 +616,19 @@ export async function listJobs(
 
 const JOB_ROW_COLUMNS = 'id, api_key_id, url, status, webhook_url_enc, options, cr_namespace, cr_name';
 
-export async function findJob(pool: pg.Pool, id: string): Promise<JobRow | undefined> {
-  const r = await pool.query<JobRow>(`SELECT ${JOB_ROW_COLUMNS} FROM jobs WHERE id = $1`, [id]);
+/** What a row shows of the job's progress: the columns mirrorStatus writes that a client reads. */
+export interface MirroredColumns {
+  step: string;
+  progress: number;
+  error: string | null;
+  reason: string | null;
+  s3_key: string | null;
+}
+
+export async function findJob(pool: pg.Pool, id: string): Promise<(JobRow & MirroredColumns) | undefined> {
+  const r = await pool.query<JobRow & MirroredColumns>({
+    name: 'mj-find-job', text: `SELECT ${JOB_ROW_COLUMNS}, step, progress, error, reason, s3_key FROM jobs WHERE id = $1`, values: [id],
+  });
   return r.rows[0];
 }
 
