@@ -150,6 +150,10 @@ export class ApiServer implements ClusterApi {
     return obj && deepCopy(obj);
   }
 
+  getReadonly(rt: ResourceType, namespace: string | undefined, name: string): KubeObject | undefined {
+    return this.getStored(rt, namespace, name);
+  }
+
   /** Stored objects (never mutate them) matching the options, in key order. */
   listStored(rt: ResourceType, opts: ListOptions = {}): KubeObject[] {
     const labels = parseLabelSelector(opts.labelSelector);

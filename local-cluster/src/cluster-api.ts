@@ -42,6 +42,8 @@ export interface ClusterApi {
   resourceForKind(apiVersion: string, kind: string): ResourceType | undefined;
 
   get(rt: ResourceType, namespace: string | undefined, name: string): KubeObject | undefined;
+  /** The stored object itself, without copying, as an informer's cache hands it out: for controllers that only read it. Never modify it. */
+  getReadonly(rt: ResourceType, namespace: string | undefined, name: string): KubeObject | undefined;
   list(rt: ResourceType, opts?: ListOptions): KubeObject[];
   /**
    * The stored objects themselves, without copying: for controllers that

@@ -9,7 +9,7 @@ import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
-import type { MediaJob, MediaJobOptions, MediaJobStatus } from '@mediajobs/lib/mediajob/types';
+import type { MediaJob, MediaJobOptions, MediaJobStatus, Owned } from '@mediajobs/lib/mediajob/types';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
 import { loadOperatorConfig } from '../src/config.js';
 import { JobDestinations } from '../src/destinations.js';
@@ -46,12 +46,12 @@ describe('operator: the status mirror writes only what the row does not show', f
   after(() => db?.drop());
 
   /** A row as POST /jobs commits it, and the MediaJob made from it. */
-  async function accepted(): Promise<MediaJob> {
+  async function accepted(): Promise<Owned<MediaJob>> {
     const id = randomUUID();
     await db.pool.query(
       `INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, cr_namespace, cr_name, created_at)
        VALUES ($1, $2, $3, 'Pending', 'Queued', 0, $4, 'default', $5, now())`, [id, apiKeyId, OPTIONS.url, JSON.stringify(OPTIONS), id]);
-    return { ...buildMediaJob({ jobId: id, apiKeyId, namespace: 'default', options: OPTIONS }), metadata: { name: id, namespace: 'default', uid: randomUUID() } } as MediaJob;
+    return { ...buildMediaJob({ jobId: id, apiKeyId, namespace: 'default', options: OPTIONS }), metadata: { name: id, namespace: 'default', uid: randomUUID() } } as Owned<MediaJob>;
   }
   const rowOf = async (id: string) => (await db.pool.query<{ xmin: string; status: string; step: string; started_at: Date | null }>(
     'SELECT xmin::text, status, step, started_at FROM jobs WHERE id = $1', [id])).rows[0]!;

@@ -137,7 +137,7 @@ export class JobController {
   private enqueueOwner(pod: Pod, ref: { apiVersion: string; kind: string; name: string; uid: string }): void {
     if (ref.kind !== 'Job' || !ref.apiVersion.startsWith('batch/')) return;
     // Read, never changed: the stored object itself, as an informer's cache hands it out.
-    const job = this.api.getStored(this.jobs, pod.metadata.namespace, ref.name) as Job | undefined;
+    const job = this.api.getReadonly(this.jobs, pod.metadata.namespace, ref.name) as Job | undefined;
     if (!job || job.metadata.uid !== ref.uid || isJobFinished(job)) {
       // Nobody will count this pod any more: just release it.
       if (hasFinalizer(pod, JOB_TRACKING_FINALIZER)) this.queue.add(orphanKey(pod));
@@ -185,7 +185,7 @@ export class JobController {
     if (ref) {
       // Pods of other controllers keep their finalizers.
       if (ref.kind !== 'Job' || ref.apiVersion !== 'batch/v1') return;
-      const job = this.api.getStored(this.jobs, ns, ref.name) as Job | undefined;
+      const job = this.api.getReadonly(this.jobs, ns, ref.name) as Job | undefined;
       if (job && job.metadata.uid === ref.uid) {
         if (managedByExternal(job)) return;
         if (!isJobFinished(job)) return; // still counted by its Job
@@ -199,7 +199,7 @@ export class JobController {
   private syncJob(key: string): void {
     const [ns, name] = splitKey(key);
     // The stored object itself (an informer's cache entry): the sync works on a copy of its status and writes a new object.
-    const job = this.api.getStored(this.jobs, ns, name) as Job | undefined;
+    const job = this.api.getReadonly(this.jobs, ns, name) as Job | undefined;
     if (!job) {
       this.backoff.delete(key);
       return;
