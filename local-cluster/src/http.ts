@@ -15,6 +15,7 @@ import {
 } from './errors.js';
 import { openApiDocumentJson, openApiIndex } from './openapi/index.js';
 import { patchTypeOf, unsupportedPatchType } from './patch.js';
+import { asPartialObjectMetadata, asPartialObjectMetadataList, checkWatchable, partialMetadataRequest } from './partial-metadata.js';
 import { PROTOBUF_MEDIA_TYPE, decodeProtobufDeleteOptions, decodeProtobufObject } from './protobuf/index.js';
 import { parseFieldSelector, parseLabelSelector } from './selectors.js';
 import { objectKey } from './store.js';
@@ -169,7 +170,8 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
       if (wantsTable(accept)) {
         return sendJson(res, 200, toTable(rt, [obj], { includeObject: includeObject(q), resourceVersion: obj.metadata.resourceVersion }));
       }
-      return sendJson(res, 200, obj);
+      const partial = partialMetadataRequest(accept);
+      return sendJson(res, 200, partial ? asPartialObjectMetadata(partial, rt, obj) : obj);
     }
     case 'PUT': {
       const body = await readObject(req, rt);
@@ -271,6 +273,8 @@ function serveList(ctx: HttpContext, rt: ResourceType, namespace: string | undef
   if (wantsTable(accept)) {
     return sendJson(res, 200, toTable(rt, items, { includeObject: includeObject(q), resourceVersion: String(listRv), continueToken: next }));
   }
+  const partial = partialMetadataRequest(accept);
+  if (partial) return sendJson(res, 200, asPartialObjectMetadataList(partial, rt, items, metadata));
   // Typed (built-in) lists carry no kind/apiVersion on their items; custom resource lists do.
   const listItems = rt.builtin ? items.map(({ kind: _k, apiVersion: _a, ...rest }) => rest) : items;
   sendJson(res, 200, { apiVersion: apiVersionOf(rt), items: listItems, kind: rt.listKind, metadata });
@@ -313,6 +317,9 @@ function decodeContinue(token: string): { rv: number; key: string } {
 
 function serveWatch(ctx: HttpContext, rt: ResourceType, namespace: string | undefined, q: Query, accept: string, res: ServerResponse): void {
   const timeout = q.get('timeoutSeconds');
+  const table = wantsTable(accept);
+  const partial = table ? undefined : partialMetadataRequest(accept);
+  if (partial) checkWatchable(partial, rt);
   ctx.watches.serve({
     rt,
     namespace: rt.namespaced ? namespace : undefined,
@@ -321,7 +328,8 @@ function serveWatch(ctx: HttpContext, rt: ResourceType, namespace: string | unde
     resourceVersion: q.get('resourceVersion') ?? undefined,
     allowBookmarks: isTrue(q.get('allowWatchBookmarks')),
     timeoutSeconds: timeout !== null && timeout !== '' ? Number(timeout) : undefined,
-    table: wantsTable(accept) ? { includeObject: includeObject(q) } : false,
+    table: table ? { includeObject: includeObject(q) } : false,
+    ...(partial && { partial }),
   }, res);
 }
 

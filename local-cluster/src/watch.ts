@@ -8,6 +8,7 @@ import { storageKey } from './apiserver.js';
 import { expired } from './errors.js';
 import type { Matcher } from './selectors.js';
 import type { StoredChange } from './store.js';
+import { asPartialObjectMetadata, type PartialRequest } from './partial-metadata.js';
 import { toTable } from './table.js';
 import type { KubeObject, ResourceType, WatchEventType } from './types.js';
 
@@ -20,6 +21,8 @@ export interface WatchRequest {
   allowBookmarks: boolean;
   timeoutSeconds?: number;
   table: false | { includeObject?: 'None' | 'Metadata' | 'Object' };
+  /** Metadata-only events (partial-metadata.ts): each object as PartialObjectMetadata. */
+  partial?: PartialRequest;
 }
 
 export interface WatchSettings {
@@ -61,6 +64,8 @@ export class WatchHub {
           resourceVersion: (object as KubeObject).metadata?.resourceVersion,
         });
         first = false;
+      } else if (req.partial && type !== 'ERROR') {
+        payload = asPartialObjectMetadata(req.partial, rt, object as KubeObject);
       }
       res.write(JSON.stringify({ type, object: payload }) + '\n');
       if (res.writableLength > this.settings.maxBufferedBytes) close();

@@ -280,6 +280,65 @@ describe('local cluster HTTP API', function () {
     });
   });
 
+  describe('metadata only (PartialObjectMetadata, as client-go\'s metadata client asks)', () => {
+    // The Accept headers client-go's metadata client sends: protobuf first, then JSON, then the object itself.
+    const accept = (as: string) => `application/vnd.kubernetes.protobuf;as=${as};g=meta.k8s.io;v=v1,application/json;as=${as};g=meta.k8s.io;v=v1,application/json`;
+
+    it('gets one object\'s metadata alone, lists items\' metadata with the list\'s own, and pages them', async () => {
+      await call('POST', CM, cm('pm1', { labels: { app: 'pm' } }));
+      await call('POST', CM, cm('pm2', { labels: { app: 'pm' } }));
+      const one = await call('GET', `${CM}/pm1`, undefined, { Accept: accept('PartialObjectMetadata') });
+      expect(one.status).to.equal(200);
+      expect(one.body).to.have.keys(['kind', 'apiVersion', 'metadata']);
+      expect(one.body).to.include({ kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1' });
+      const full = await call('GET', `${CM}/pm1`);
+      expect(one.body.metadata).to.deep.equal(full.body.metadata);
+
+      const list = await call('GET', `${CM}?labelSelector=app%3Dpm&limit=1`, undefined, { Accept: accept('PartialObjectMetadataList') });
+      expect(list.body).to.include({ kind: 'PartialObjectMetadataList', apiVersion: 'meta.k8s.io/v1' });
+      const items = list.body.items as Record<string, unknown>[];
+      expect(items.map((i) => [i.kind, i.apiVersion, (i.metadata as { name: string }).name, 'data' in i]))
+        .to.deep.equal([['PartialObjectMetadata', 'meta.k8s.io/v1', 'pm1', false]]);
+      expect(meta(list)).to.include.keys(['resourceVersion', 'continue']);
+      const rest = await call('GET', `${CM}?labelSelector=app%3Dpm&continue=${String(meta(list).continue)}`, undefined, { Accept: accept('PartialObjectMetadataList') });
+      expect((rest.body.items as { metadata: { name: string } }[]).map((i) => i.metadata.name)).to.deep.equal(['pm2']);
+    });
+
+    it('refuses a list asked for as one object, and one object asked for as a list: 406 NotAcceptable', async () => {
+      const list = await call('GET', CM, undefined, { Accept: accept('PartialObjectMetadata') });
+      expect(list.status).to.equal(406);
+      expect(list.body).to.include({ kind: 'Status', reason: 'NotAcceptable', code: 406 });
+      expect(list.body.message).to.match(/^you requested PartialObjectMetadata, but the requested object is a list \(\*core\.ConfigMapList\)$/);
+      await call('POST', CM, cm('pm3'));
+      const one = await call('GET', `${CM}/pm3`, undefined, { Accept: accept('PartialObjectMetadataList') });
+      expect(one.status).to.equal(406);
+    });
+
+    it('serves the object itself when the conversion asked for is not one it makes (another group or version)', async () => {
+      await call('POST', CM, cm('pm4'));
+      const r = await call('GET', `${CM}/pm4`, undefined, { Accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2,application/json' });
+      expect(r.body).to.include({ kind: 'ConfigMap' });
+      expect(r.body.data).to.deep.equal({ a: '1' });
+    });
+
+    it('watches metadata: every event\'s object is PartialObjectMetadata; a watch asked for as a list is refused', async () => {
+      const rv = meta(await call('GET', CM)).resourceVersion as string;
+      await call('POST', CM, cm('pm5'));
+      await call('PATCH', `${CM}/pm5`, { data: { a: '2' } }, { 'Content-Type': 'application/merge-patch+json' });
+      await call('DELETE', `${CM}/pm5`);
+      const events = await watchEvents(tc.cluster, `${CM}?watch=true&resourceVersion=${rv}&fieldSelector=metadata.name%3Dpm5`, (e) => e.length >= 3,
+        { Accept: accept('PartialObjectMetadata') });
+      expect(events.map((e) => [e.type, (e.object as { kind: string }).kind, Object.keys(e.object as object).sort().join()])).to.deep.equal([
+        ['ADDED', 'PartialObjectMetadata', 'apiVersion,kind,metadata'],
+        ['MODIFIED', 'PartialObjectMetadata', 'apiVersion,kind,metadata'],
+        ['DELETED', 'PartialObjectMetadata', 'apiVersion,kind,metadata'],
+      ]);
+      const refused = await clusterFetch(tc.cluster, `${CM}?watch=true`, { headers: { Accept: accept('PartialObjectMetadataList') } });
+      expect(refused.status).to.equal(406);
+      await refused.body?.cancel();
+    });
+  });
+
   describe('garbage collection', () => {
     async function ownerAndDependent(name: string, depExtra: Record<string, unknown> = {}) {
       const owner = await call('POST', CM, cm(`${name}-owner`));

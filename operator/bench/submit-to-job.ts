@@ -16,7 +16,10 @@
 // seconds' loading and compiling of code. The CPU each process spent per
 // job is printed: on a small machine they share the CPUs, and the figures
 // say which one ran out.
+import type { IncomingMessage } from 'node:http';
+import https from 'node:https';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import type { ChildProcess } from 'node:child_process';
 import * as k8s from '@kubernetes/client-node';
 import { createApiKey } from '../../api-gateway/src/db/api-keys.js';
@@ -76,14 +79,32 @@ async function withService(throttle: number | undefined, then: (svc: Service) =>
   });
 }
 
-/** First ADDED of each object under `path`, by `idOf`, with when it was seen. */
+/**
+ * First ADDED of each object under `path`, by `idOf`, with when it was seen.
+ * A metadata-only watch (as=PartialObjectMetadata, as client-go's metadata
+ * informers ask): names and labels are all this needs, and decoding every
+ * Job's and MediaJob's spec and status on each event would be the load
+ * generator's CPU taken from the service on a machine they share.
+ */
 async function firstSeen(kc: k8s.KubeConfig, path: string, idOf: (obj: k8s.KubernetesObject) => string | undefined): Promise<{ at: Map<string, number>; stop(): void }> {
   const at = new Map<string, number>();
-  const req = await new k8s.Watch(kc).watch(path, {}, (type, obj: k8s.KubernetesObject) => {
-    const id = idOf(obj);
+  const opts: https.RequestOptions = {};
+  await kc.applyToHTTPSOptions(opts);
+  const url = new URL(`${kc.getCurrentCluster()!.server}${path}?watch=true`);
+  const ctrl = new AbortController();
+  const res = await new Promise<IncomingMessage>((resolve, reject) => {
+    https.request(url, { ...opts, signal: ctrl.signal, headers: { ...opts.headers, Accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1' } }, resolve)
+      .on('error', reject).end();
+  });
+  if (res.statusCode !== 200) throw new Error(`watch ${path} answered ${res.statusCode}`);
+  const lines = createInterface({ input: res });
+  lines.on('line', (line) => {
+    const { type, object } = JSON.parse(line) as { type: string; object: k8s.KubernetesObject };
+    const id = idOf(object);
     if (type === 'ADDED' && id && !at.has(id)) at.set(id, performance.now());
-  }, () => undefined);
-  return { at, stop: () => req.abort() };
+  });
+  res.on('error', () => undefined);
+  return { at, stop: () => ctrl.abort() };
 }
 
 /** POST `total` jobs at RATE per second; the job ids with when each was sent. */
