@@ -103,7 +103,9 @@ async function firstSeen(kc: k8s.KubeConfig, path: string, idOf: (obj: k8s.Kuber
     const id = idOf(object);
     if (type === 'ADDED' && id && !at.has(id)) at.set(id, performance.now());
   });
+  // stop() aborts the request: the stream ends with an error, which readline passes on.
   res.on('error', () => undefined);
+  lines.on('error', () => undefined);
   return { at, stop: () => ctrl.abort() };
 }
 
