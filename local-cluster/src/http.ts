@@ -15,7 +15,7 @@ import {
 } from './errors.js';
 import { openApiDocumentJson, openApiIndex } from './openapi/index.js';
 import { patchTypeOf, unsupportedPatchType } from './patch.js';
-import { asPartialObjectMetadata, asPartialObjectMetadataList, checkWatchable, partialMetadataRequest } from './partial-metadata.js';
+import { asPartialObjectMetadata, asPartialObjectMetadataList, checkOneObject, partialMetadataRequest } from './partial-metadata.js';
 import { PROTOBUF_MEDIA_TYPE, decodeProtobufDeleteOptions, decodeProtobufObject } from './protobuf/index.js';
 import { parseFieldSelector, parseLabelSelector } from './selectors.js';
 import { objectKey } from './store.js';
@@ -319,7 +319,7 @@ function serveWatch(ctx: HttpContext, rt: ResourceType, namespace: string | unde
   const timeout = q.get('timeoutSeconds');
   const table = wantsTable(accept);
   const partial = table ? undefined : partialMetadataRequest(accept);
-  if (partial) checkWatchable(partial, rt);
+  if (partial) checkOneObject(partial, rt);
   ctx.watches.serve({
     rt,
     namespace: rt.namespaced ? namespace : undefined,

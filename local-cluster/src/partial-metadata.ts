@@ -56,8 +56,8 @@ function notAcceptable(message: string): StatusError {
   return new StatusError(406, 'NotAcceptable', message);
 }
 
-/** A watch streams single objects: its events can only be PartialObjectMetadata. Throws 406 for the list kind. */
-export function checkWatchable(req: PartialRequest, rt: ResourceType): void {
+/** Where one object is answered (a get, a watch's events): only PartialObjectMetadata fits. Throws 406 for the list kind. */
+export function checkOneObject(req: PartialRequest, rt: ResourceType): void {
   if (req.kind === 'PartialObjectMetadataList') {
     throw notAcceptable(`you requested PartialObjectMetadataList, but the requested object is not a list (${goType(rt, false)})`);
   }
@@ -65,7 +65,7 @@ export function checkWatchable(req: PartialRequest, rt: ResourceType): void {
 
 /** One object's metadata as PartialObjectMetadata; 406 when a list was asked for. */
 export function asPartialObjectMetadata(req: PartialRequest, rt: ResourceType, obj: KubeObject): Record<string, unknown> {
-  checkWatchable(req, rt);
+  checkOneObject(req, rt);
   return { kind: 'PartialObjectMetadata', apiVersion: `meta.k8s.io/${req.version}`, metadata: obj.metadata };
 }
 

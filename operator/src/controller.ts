@@ -103,6 +103,8 @@ export class MediaJobController {
   private readonly destinations: JobDestinations;
   private readonly children: RunnerChildren;
   private readonly record: JobRecord;
+  /** What removing a job's files needs (stored-files.ts). */
+  private readonly removal: RemovalDeps;
   private readonly notices: CancelNotices;
   /** MediaJob keys whose row was cancelled (API, admin CLI), with the status it got. */
   private readonly cancelled = new Map<string, CancelStatus>();
@@ -126,6 +128,7 @@ export class MediaJobController {
       kube, cfg, destinations: this.destinations, log,
       onJobCreated: (mj, job) => this.announce(keyOf(mj.metadata.namespace, mj.metadata.name), mj, [runnerJobCreated(job.metadata!.name!)]),
     });
+    this.removal = { core: kube.core, cfg, log };
     this.record = new JobRecord({
       pool: d.pool, box: d.box, storage: d.storage, destinations: this.destinations, log, ...(d.metrics && { metrics: d.metrics }),
     });
@@ -429,11 +432,7 @@ export class MediaJobController {
    * status's result, or in the Completed derived from its termination message.
    */
   private async removeLateFiles(mj: MediaJob, result: MediaJobStatus['result']): Promise<void> {
-    await removeFiles(this.removal(), mj, resultKeys(result ?? mj.status?.result), 'a completion that lost to a cancellation');
-  }
-
-  private removal(): RemovalDeps {
-    return { core: this.d.kube.core, cfg: this.d.cfg, log: this.d.log };
+    await removeFiles(this.removal, mj, resultKeys(result ?? mj.status?.result), 'a completion that lost to a cancellation');
   }
 
   /**
@@ -471,7 +470,7 @@ export class MediaJobController {
     const key = keyOf(mj.metadata.namespace, mj.metadata.name);
     this.announce(key, mj, announcements);
     this.observeEndedAttempts(key, mj.status, desired);
-    await removeFiles(this.removal(), mj, orphans, 'stored by an attempt that ended without naming them');
+    await removeFiles(this.removal, mj, orphans, 'stored by an attempt that ended without naming them');
   }
 
   /**
