@@ -422,7 +422,9 @@ export class MediaJobController {
       await this.removeLateFiles(mj, desired.result);
       return this.stopCancelled(key, mj, row);
     }
-    await this.patchStatus(mj, desired);
+    // A row that ended otherwise first (a Completed recorded before a restart lost the MediaJob's copy) delivered
+    // its files: the status follows the pass, but nothing it stored is removed.
+    await this.patchStatus(mj, desired, mediaJobTransition(mj.status, desired), row === undefined);
     return desired;
   }
 
@@ -453,9 +455,11 @@ export class MediaJobController {
    * the stored files the write left without an owner (stored-files.ts),
    * only once the write is through.
    */
-  private async patchStatus(mj: MediaJob, desired: MediaJobStatus, announcements = mediaJobTransition(mj.status, desired)): Promise<void> {
+  private async patchStatus(
+    mj: MediaJob, desired: MediaJobStatus, announcements = mediaJobTransition(mj.status, desired), removeOrphans = true,
+  ): Promise<void> {
     if (!statusChanged(mj.status, desired)) return;
-    const orphans = orphanedFiles(mj.status, desired);
+    const orphans = removeOrphans ? orphanedFiles(mj.status, desired) : [];
     // A cancelled job's result goes even when the cache has not seen it yet (a late report).
     const status = { ...statusPatch(mj.status, desired), ...(isCancelStatus(desired.status) && { result: null }) };
     try {
