@@ -26,8 +26,7 @@
 // Job, and finish the MediaJob with the row's status.
 import type * as k8s from '@kubernetes/client-node';
 import type pg from 'pg';
-import { cancelJob, cancelledAmong } from '@mediajobs/lib/db/jobs';
-import type { FinishedManifestJob } from '@mediajobs/lib/db/jobs';
+import { cancelJob, cancelledAmong, findFinishedJob, type FinishedJob } from '@mediajobs/lib/db/jobs';
 import { isCancelStatus, type CancelNotice, type CancelStatus } from '@mediajobs/lib/job-cancellation';
 import { isNotFound, MERGE_PATCH, waitIfThrottled } from '@mediajobs/lib/kube-client';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
@@ -53,7 +52,7 @@ import type { Kube } from './kube.js';
 import type { NamespaceOwners } from './namespace-owners.js';
 import { PodIndex } from './pod-index.js';
 import {
-  WAIT_FOR_POD, deriveStatus, failedBeforeRunning, isTerminal, restoredStatus, statusChanged, statusPatch,
+  WAIT_FOR_POD, deriveStatus, failedBeforeRunning, isTerminal, restoredStatus, rowEndedStatus, statusChanged, statusPatch,
 } from './status.js';
 import { orphanedFiles, removeFiles, resultKeys, type RemovalDeps } from './stored-files.js';
 import {
@@ -413,8 +412,9 @@ export class MediaJobController {
   /**
    * Mirror into the row first (it decides who won, ADR 0013), then the
    * MediaJob. A row cancelled meanwhile wins: a completion's files are
-   * removed and the MediaJob gets the cancelled status. Returns the status
-   * written.
+   * removed and the MediaJob gets the cancelled status. A row that ended
+   * otherwise first wins too: the MediaJob gets the row's outcome (and
+   * keeps the files it names), not the pass's. Returns the status written.
    */
   private async writeStatus(key: string, mj: MediaJob, desired: MediaJobStatus): Promise<MediaJobStatus> {
     const row = await this.record.sync(key, mj, desired);
@@ -422,10 +422,10 @@ export class MediaJobController {
       await this.removeLateFiles(mj, desired.result);
       return this.stopCancelled(key, mj, row);
     }
-    // A row that ended otherwise first (a Completed recorded before a restart lost the MediaJob's copy) delivered
-    // its files: the status follows the pass, but nothing it stored is removed.
-    await this.patchStatus(mj, desired, mediaJobTransition(mj.status, desired), row === undefined);
-    return desired;
+    const ended = row && await findFinishedJob(this.d.pool, jobIdOf(mj));
+    const written = ended ? rowEndedStatus(mj, ended, new Date()) : desired;
+    await this.patchStatus(mj, written);
+    return written;
   }
 
   /**
@@ -442,7 +442,7 @@ export class MediaJobController {
    * earlier run's record answers, nothing runs, no webhook is sent again
    * (docs/gitops.md).
    */
-  private async restore(key: string, mj: MediaJob, earlier: FinishedManifestJob): Promise<ReconcileResult> {
+  private async restore(key: string, mj: MediaJob, earlier: FinishedJob): Promise<ReconcileResult> {
     const s = restoredStatus(mj, earlier, new Date());
     await this.patchStatus(mj, s, [{
       type: 'Normal', reason: 'Restored', message: `The same manifest finished before as job ${earlier.id} (${earlier.status}): restored from its record, not run again`,
@@ -455,11 +455,9 @@ export class MediaJobController {
    * the stored files the write left without an owner (stored-files.ts),
    * only once the write is through.
    */
-  private async patchStatus(
-    mj: MediaJob, desired: MediaJobStatus, announcements = mediaJobTransition(mj.status, desired), removeOrphans = true,
-  ): Promise<void> {
+  private async patchStatus(mj: MediaJob, desired: MediaJobStatus, announcements = mediaJobTransition(mj.status, desired)): Promise<void> {
     if (!statusChanged(mj.status, desired)) return;
-    const orphans = removeOrphans ? orphanedFiles(mj.status, desired) : [];
+    const orphans = orphanedFiles(mj.status, desired);
     // A cancelled job's result goes even when the cache has not seen it yet (a late report).
     const status = { ...statusPatch(mj.status, desired), ...(isCancelStatus(desired.status) && { result: null }) };
     try {

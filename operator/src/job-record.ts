@@ -13,7 +13,7 @@ import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { PermanentError } from '@mediajobs/lib/reconcile';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import { jobIdOf, type JobStatus, type MediaJob, type MediaJobResult, type MediaJobStatus, type Owned } from '@mediajobs/lib/mediajob/types';
-import { findFinishedManifest, findJob, insertFromManifest, mirrorStatus, type FinishedManifestJob, type JobRow } from '@mediajobs/lib/db/jobs';
+import { findFinishedManifest, findJob, insertFromManifest, mirrorStatus, type FinishedJob, type JobRow } from '@mediajobs/lib/db/jobs';
 import { isCancelStatus } from '@mediajobs/lib/job-cancellation';
 import { JobDestinations, type DownloadUrls } from './destinations.js';
 import type { OperatorMetrics } from './metrics.js';
@@ -99,7 +99,7 @@ export class JobRecord {
    * MediaJob: a manifest could otherwise write another job's status and
    * webhooks.
    */
-  async ensureRecorded(key: string, mj: Owned<MediaJob>): Promise<FinishedManifestJob | undefined> {
+  async ensureRecorded(key: string, mj: Owned<MediaJob>): Promise<FinishedJob | undefined> {
     const jobId = jobIdOf(mj);
     if (this.recorded.get(key) === jobId) return undefined;
     const row = await findJob(this.d.pool, jobId);

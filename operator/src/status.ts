@@ -6,7 +6,7 @@
 // recorded in status.attempts and the job waits Pending for its next
 // attempt (docs/adr/0018).
 import type { V1Job, V1JobCondition, V1Pod } from '@kubernetes/client-node';
-import type { FinishedManifestJob } from '@mediajobs/lib/db/jobs';
+import type { FinishedJob } from '@mediajobs/lib/db/jobs';
 import {
   RUNNER_EXIT, RUNNER_PHASES, TERMINAL_STATUSES, type AttemptOutcome, type Condition, type JobStatus, type MediaJob, type MediaJobAttempt,
   type MediaJobResult, type MediaJobStatus, type RunnerPhaseSeconds, type RunnerReport, jobIdOf,
@@ -270,26 +270,47 @@ export function failedBeforeRunning(mj: MediaJob, why: { jobId: string; reason: 
   return s;
 }
 
+/** What a finished job's record says of its outcome, as status fields. */
+function recordedOutcome(rec: FinishedJob, nowStr: string): MediaJobStatus {
+  const result: MediaJobResult | undefined = rec.s3_key === null ? undefined : withoutNulls({
+    storageKey: rec.s3_key, fileSize: rec.file_size === null ? null : Number(rec.file_size), actualQuality: rec.actual_quality,
+    title: rec.title, description: rec.description, releaseDate: rec.release_date, subtitleKey: rec.subtitle_key, thumbnailKey: rec.thumbnail_key,
+  }) as MediaJobResult;
+  return withoutNulls({
+    jobId: rec.id, status: rec.status, step: rec.step, progress: rec.status === 'Completed' ? 100 : undefined, result,
+    error: rec.error, errorType: rec.error_type, reason: rec.reason,
+    startTime: timeOf(rec.started_at ?? undefined), finishTime: timeOf(rec.finished_at ?? undefined) ?? nowStr,
+  }) as MediaJobStatus;
+}
+
 /**
  * A re-applied manifest's MediaJob that the record of an earlier run
  * answers (docs/gitops.md): that run's outcome, under that run's job id, and
  * conditions saying nothing ran this time.
  */
-export function restoredStatus(mj: MediaJob, rec: FinishedManifestJob, now: Date): MediaJobStatus {
+export function restoredStatus(mj: MediaJob, rec: FinishedJob, now: Date): MediaJobStatus {
   const nowStr = timeOf(now)!;
-  const result: MediaJobResult | undefined = rec.s3_key === null ? undefined : withoutNulls({
-    storageKey: rec.s3_key, fileSize: rec.file_size === null ? null : Number(rec.file_size), actualQuality: rec.actual_quality,
-    title: rec.title, description: rec.description, releaseDate: rec.release_date, subtitleKey: rec.subtitle_key, thumbnailKey: rec.thumbnail_key,
-  }) as MediaJobResult;
-  const s = withoutNulls({
-    jobId: rec.id, status: rec.status, step: rec.step, progress: rec.status === 'Completed' ? 100 : undefined, result,
-    error: rec.error, errorType: rec.error_type, reason: rec.reason,
-    startTime: timeOf(rec.started_at ?? undefined), finishTime: timeOf(rec.finished_at ?? undefined) ?? nowStr, restoredTime: nowStr,
-    observedGeneration: mj.metadata.generation,
-  }) as MediaJobStatus;
+  const s: MediaJobStatus = { ...recordedOutcome(rec, nowStr), restoredTime: nowStr, observedGeneration: mj.metadata.generation };
   const notRun = { type: 'Admitted', status: 'False', reason: 'Restored', message: `Finished before as job ${rec.id}: restored from its record, nothing ran again` } as const;
   s.conditions = conditionsFor(s, { mj, admitted: false, jobName: '' }, [], nowStr)
     .map((c) => (c.type === 'Admitted' ? { ...c, ...notRun } : c));
+  return s;
+}
+
+/**
+ * A MediaJob whose row ended first (ADR 0013: the row decides), with a
+ * status other than the one a pass derived: a Completed mirrored into the
+ * row just before an operator restart lost the MediaJob's copy, and the
+ * restarted pass then saw the runner's pod lost. The row's outcome, what
+ * it delivered included, replaces the pass's; the attempts, the runner Job
+ * and the start stay, and nothing waits for another attempt.
+ */
+export function rowEndedStatus(mj: MediaJob, rec: FinishedJob, now: Date): MediaJobStatus {
+  const nowStr = timeOf(now)!;
+  const { retryAt: _w, storedFiles: _s, category: _c, result: _r, error: _e, errorType: _t, reason: _x, ...kept } = mj.status ?? {};
+  const s: MediaJobStatus = { ...kept, ...recordedOutcome(rec, nowStr), observedGeneration: mj.metadata.generation };
+  if (kept.startTime) s.startTime = kept.startTime;
+  s.conditions = conditionsFor(s, { mj, admitted: !!kept.jobName, jobName: kept.jobName ?? '' }, mj.status?.conditions ?? [], nowStr);
   return s;
 }
 

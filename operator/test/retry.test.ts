@@ -9,10 +9,16 @@
 // during the wait neither loses the next attempt nor doubles it. Each
 // attempt's runner phases (the scripted runner's fixed phaseSeconds) are
 // observed once in mediajobs_runner_phase_seconds, the failed attempt's
-// included, and never again on later passes or after a restart.
+// included, and never again on later passes or after a restart. A row that
+// ended Completed before a restart lost the MediaJob's copy wins over the
+// lost runner pod the restarted operator finds: its file stays, nothing runs
+// again (ADR 0013).
 import { expect } from 'chai';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
@@ -57,11 +63,12 @@ describe('operator: retry policy on the local cluster', function () {
   let hookServer: Server;
   let hookUrl: string;
   let operator: OperatorHandle | undefined;
+  let storageDir: string;
   const secretKeys = SecretBox.generateSpec('t1');
   const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
 
   const start = (env: Record<string, string> = {}) => startOperator(loadOperatorConfig({
-    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys,
+    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys, MANAGED_STORAGE_DIR: storageDir,
     RUNNER_IMAGE: 'mediajobs/runner:scripted', LEASE_DURATION_SECONDS: '2', LEASE_RENEW_SECONDS: '1',
     WEBHOOK_BACKOFF_MS: '100', MATERIALIZE_SAFETY_SECONDS: '1', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8', ...FAST, ...env,
   }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
@@ -101,6 +108,7 @@ describe('operator: retry policy on the local cluster', function () {
     await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url))]);
     db = await createTestDatabase();
     apiKeyId = await insertApiKey(db.pool);
+    storageDir = mkdtempSync(join(tmpdir(), 'mj-retry-storage-'));
     hooks = [];
     hookServer = createServer((req, res) => {
       let text = '';
@@ -127,6 +135,7 @@ describe('operator: retry policy on the local cluster', function () {
     hookServer?.close();
     await db?.drop();
     await tc?.stop();
+    rmSync(storageDir, { recursive: true, force: true });
   });
 
   it('tries a connection error again with a doubling backoff: Completed on attempt 3, each attempt on the MediaJob, one job_completed, no job_failed', async () => {
@@ -303,5 +312,37 @@ describe('operator: retry policy on the local cluster', function () {
     await eventually(() => hooksOf(id).includes('job_completed'));
     await new Promise((res) => setTimeout(res, 300));
     expect(hooksOf(id).filter((t) => t === 'job_completed')).to.have.length(1);
+  });
+
+  it('follows a row that ended Completed before a restart lost the MediaJob\'s copy: the file stays, nothing runs again', async () => {
+    operator = await start();
+    const created = await create(mediaJob('row-first', 'http://scripted.invalid/hang?times=1'));
+    const id = created.metadata.uid!;
+    const pod = await runningPod('row-first');
+    // The runner stored its file and said so, as the real runner does the moment its upload completes ...
+    const key = `videos/${id}.mp4`;
+    mkdirSync(join(storageDir, 'videos'), { recursive: true });
+    writeFileSync(join(storageDir, key), 'delivered before the restart');
+    await tc.kubectl(['patch', 'mediajob', 'row-first', '--subresource=status', '--type=merge', '-p',
+      JSON.stringify({ status: { step: 'Uploading', progress: 90, storedFiles: { [key]: 28 } } })]);
+    await eventually(async () => (await get('row-first')).status?.storedFiles?.[key] === 28);
+    await operator.stop();
+    // ... the operator mirrored its completion into the row and died before the MediaJob's write; the runner's pod
+    // was lost with the machine (OOM-killed stands in for it: a category the policy retries).
+    await db.pool.query(
+      `UPDATE jobs SET status = 'Completed', step = 'Finished', progress = 100, s3_key = $2, file_size = 28, started_at = now(), finished_at = now()
+        WHERE id = $1`, [id, key]);
+    expect(tc.cluster.kubelet.oomKill('default', pod)).to.equal(true);
+    operator = await start();
+    const mj = await ended('row-first', 'Completed');
+    await new Promise((res) => setTimeout(res, 1500));
+    expect(existsSync(join(storageDir, key)), 'the file the row delivered').to.equal(true);
+    expect(await runnerJobs('row-first'), 'no second attempt').to.deep.equal([runnerJobName(mj)]);
+    expect(mj.status!.result).to.deep.include({ storageKey: key, fileSize: 28 });
+    expect(mj.status).to.include({ step: 'Finished', progress: 100 });
+    expect(mj.status!.storedFiles).to.equal(undefined);
+    expect(mj.status!.conditions!.find((c) => c.type === 'Succeeded')).to.include({ status: 'True' });
+    expect(await row(id)).to.include({ status: 'Completed', s3_key: key });
+    expect(hooksOf(id)).to.not.include('job_failed');
   });
 });

@@ -3,7 +3,7 @@
 import { expect } from 'chai';
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import type { MediaJob, MediaJobStatus } from '@mediajobs/lib/mediajob/types';
-import { WAIT_FOR_POD, deriveStatus, statusChanged, type Observed } from '../src/status.js';
+import { WAIT_FOR_POD, deriveStatus, rowEndedStatus, statusChanged, type Observed } from '../src/status.js';
 import { cancelledStatus } from '../src/cancellation.js';
 import { orphanedFiles } from '../src/stored-files.js';
 import { eventsFor } from '../src/webhook-events.js';
@@ -136,6 +136,33 @@ describe('MediaJob status derivation', () => {
     expect(orphanedFiles(running.status, cancelled)).to.deep.equal(Object.keys(stored));
     // A file stored after the cancellation was written (a late patch) makes the cancelled status change again.
     expect(cancelledStatus(mj({ ...cancelled, storedFiles: { 'videos/late.mp4': 1 } }), 'Cancelled', NOW)).not.to.have.property('storedFiles');
+  });
+
+  it('takes a row\'s outcome when the row ended first: what it delivered stays, the rest of what was stored is nobody\'s', () => {
+    const stored = { 'videos/a.mp4': 10, 'videos/a.jpg': 3 };
+    const attempts = [{ attempt: 1, jobName: 'j1-runner', outcome: 'Failed' as const, category: 'oom_killed' }];
+    const running = mj({
+      status: 'Pending', step: 'Queued', progress: 0, jobName: 'j1-runner', startTime: '2026-11-21T09:59:12Z', attempt: 2, attempts,
+      retryAt: '2026-11-21T10:00:08Z', reason: 'retry_scheduled', storedFiles: stored,
+    });
+    const rec = {
+      id: 'row-1', status: 'Completed' as const, step: 'Finished', error: null, error_type: null, reason: null, s3_key: 'videos/a.mp4', file_size: '10',
+      actual_quality: '240p', title: 'A', description: null, release_date: null, subtitle_key: null, thumbnail_key: null,
+      started_at: new Date('2026-11-21T09:59:30Z'), finished_at: new Date('2026-11-21T09:59:50Z'),
+    };
+    const s = rowEndedStatus(running, rec, NOW);
+    expect(s).to.include({ status: 'Completed', step: 'Finished', progress: 100, jobName: 'j1-runner', startTime: '2026-11-21T09:59:12Z', finishTime: '2026-11-21T09:59:50Z' });
+    expect(s.result).to.deep.equal({ storageKey: 'videos/a.mp4', fileSize: 10, actualQuality: '240p', title: 'A' });
+    expect(s.attempts).to.deep.equal(attempts);
+    for (const gone of ['retryAt', 'reason', 'storedFiles', 'restoredTime']) expect(s).not.to.have.property(gone);
+    expect(s.conditions!.map((c) => [c.type, c.status, c.reason])).to.deep.equal([
+      ['Admitted', 'True', 'JobCreated'], ['Running', 'False', 'Finished'], ['Succeeded', 'True', 'Completed'],
+    ]);
+    expect(orphanedFiles(running.status, s)).to.deep.equal(['videos/a.jpg']);
+    // A row that ended Failed delivered nothing: all that was stored is nobody's.
+    const failed = rowEndedStatus(running, { ...rec, status: 'Failed', step: 'Downloading', s3_key: null, error: 'Processing failed', error_type: 'error' }, NOW);
+    expect(failed).to.include({ status: 'Failed', error: 'Processing failed', errorType: 'error' }).and.not.have.property('result');
+    expect(orphanedFiles(running.status, failed)).to.deep.equal(Object.keys(stored));
   });
 
   it('never moves a terminal status', () => {

@@ -632,8 +632,8 @@ export async function findJob(pool: pg.Pool, id: string): Promise<(JobRow & Mirr
   return r.rows[0];
 }
 
-/** What a finished manifest job's record says, for the MediaJob that restores it. */
-export interface FinishedManifestJob {
+/** What a finished job's record says, for a MediaJob that takes its status from it. */
+export interface FinishedJob {
   id: string;
   status: JobStatus;
   step: string;
@@ -652,16 +652,26 @@ export interface FinishedManifestJob {
   finished_at: Date | null;
 }
 
+const FINISHED_JOB_COLUMNS = `id, status, step, error, error_type, reason, s3_key, file_size, actual_quality, title, description, release_date,
+  subtitle_key, thumbnail_key, started_at, finished_at`;
+
+/** The job's record once it has ended; undefined while it runs (or for an unknown job). */
+export async function findFinishedJob(pool: pg.Pool, id: string): Promise<FinishedJob | undefined> {
+  const r = await pool.query<FinishedJob>({
+    name: 'mj-find-finished-job', text: `SELECT ${FINISHED_JOB_COLUMNS} FROM jobs WHERE id = $1 AND status = ANY($2)`, values: [id, TERMINAL_STATUSES],
+  });
+  return r.rows[0];
+}
+
 /**
  * The latest finished record of a manifest MediaJob of this namespace and
  * name whose spec had this fingerprint: the same manifest, applied again
  * after its resource went (migration 0015). Undefined when there is none.
  */
-export async function findFinishedManifest(pool: pg.Pool, namespace: string, name: string, manifestSha256: Buffer): Promise<FinishedManifestJob | undefined> {
-  const r = await pool.query<FinishedManifestJob>({
+export async function findFinishedManifest(pool: pg.Pool, namespace: string, name: string, manifestSha256: Buffer): Promise<FinishedJob | undefined> {
+  const r = await pool.query<FinishedJob>({
     name: 'mj-find-finished-manifest',
-    text: `SELECT id, status, step, error, error_type, reason, s3_key, file_size, actual_quality, title, description, release_date,
-                  subtitle_key, thumbnail_key, started_at, finished_at
+    text: `SELECT ${FINISHED_JOB_COLUMNS}
              FROM jobs
             WHERE cr_namespace = $1 AND cr_name = $2 AND manifest_sha256 = $3 AND status = ANY($4)
             ORDER BY finished_at DESC NULLS LAST LIMIT 1`,
