@@ -34,6 +34,13 @@ export interface StatusReporterOptions {
   attempts?: number;
   /** Base of the exponential backoff between attempts, ms. */
   backoffMs?: number;
+  /**
+   * Attempts for a stored file's patch (default 8: with the default backoff
+   * about 32 s, as long as the runner waits for its final report). The
+   * operator deletes a lost attempt's files only if it heard of them, so this
+   * patch outlasts an API server restart that a step change need not.
+   */
+  storedFileAttempts?: number;
   /** Minimum interval between two progress-only patches, ms. */
   progressIntervalMs?: number;
   /** One attempt is abandoned after this long: a hung API server must not hold the job up. */
@@ -165,6 +172,7 @@ export class StatusReporter {
   /** The sink once it is set up; undefined when reporting is off. */
   private readonly sink: Promise<StatusSink | undefined>;
   private readonly attempts: number;
+  private readonly storedFileAttempts: number;
   private readonly backoffMs: number;
   private readonly progressIntervalMs: number;
   private readonly requestTimeoutMs: number;
@@ -178,6 +186,7 @@ export class StatusReporter {
 
   constructor(private readonly opts: StatusReporterOptions & { enabled?: boolean }) {
     this.attempts = opts.attempts ?? 4;
+    this.storedFileAttempts = opts.storedFileAttempts ?? 8;
     this.backoffMs = opts.backoffMs ?? 250;
     this.progressIntervalMs = opts.progressIntervalMs ?? 2000;
     this.requestTimeoutMs = opts.requestTimeoutMs ?? 10_000;
@@ -244,13 +253,14 @@ export class StatusReporter {
 
   /**
    * A file stored (its bytes) or deleted again (null), in status.storedFiles,
-   * with every attempt a step change gets: until the final report names it,
-   * this is how the operator knows to delete it should the runner be killed
-   * first (docs/adr/0018). Merged key by key, so patches of two pods of one
-   * attempt, or a stale copy, never drop each other's keys.
+   * with more attempts than a step change gets (storedFileAttempts): until
+   * the final report names it, this is how the operator knows to delete it
+   * should the runner be lost first (docs/adr/0018). Merged key by key, so
+   * patches of two pods of one attempt, or a stale copy, never drop each
+   * other's keys.
    */
   storedFile(key: string, bytes: number | null): Promise<void> {
-    return this.enqueue({ storedFiles: { [key]: bytes } }, this.attempts);
+    return this.enqueue({ storedFiles: { [key]: bytes } }, this.storedFileAttempts);
   }
 
   /** The final report: step, progress, result or error, with every attempt it takes. */

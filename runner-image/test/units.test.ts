@@ -148,7 +148,7 @@ describe('runner: planning and reporting', () => {
       expect(sent[0]).to.have.property('error', null);
     });
 
-    it('records a stored file and forgets a deleted one as merge patches of status.storedFiles, in order with the steps, retried like them', async () => {
+    it('records a stored file and forgets a deleted one as merge patches of status.storedFiles, in order with the steps, retried', async () => {
       const sent: RunnerStatusPatch[] = [];
       let fail = 1;
       const r = new StatusReporter({
@@ -164,6 +164,22 @@ describe('runner: planning and reporting', () => {
       ]);
       // The final report leaves storedFiles to the operator, who deletes what the result does not name.
       expect(sent[3]).not.to.have.property('storedFiles');
+    });
+
+    it('keeps trying a stored file\'s patch through an outage a step change gives up on', async () => {
+      const sent: RunnerStatusPatch[] = [];
+      let down = 6; // six refused requests: a step change's four attempts are spent, a stored file's eight are not
+      const r = new StatusReporter({
+        namespace: 'ns', name: 'mj', logger: silent, backoffMs: 1,
+        sink: { async patch(s) { if (down-- > 0) throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }); sent.push(s); } },
+      });
+      await r.storedFile('k1/videos/a.mp4', 1234);
+      expect(sent).to.deep.equal([{ storedFiles: { 'k1/videos/a.mp4': 1234 } }]);
+      expect(r.failures).to.equal(0);
+      down = 6;
+      await r.setStep('Uploading', 66);
+      expect(r.failures).to.equal(1);
+      expect(sent).to.have.length(1);
     });
 
     it('gives up on a hung API server instead of holding the job', async () => {
