@@ -40,12 +40,16 @@ export function portTakenMessage(what: string, port: number, variable: string): 
  * stop; the real listen still reports EADDRINUSE should the port go meanwhile.
  */
 export async function requireFreePort(host: string, port: number, what: string, variable: string): Promise<void> {
-  const free = await new Promise<boolean>((resolve) => {
+  if (!(await portFree(host, port))) throw new StartupError(portTakenMessage(what, port, variable));
+}
+
+/** Whether nothing listens on the port (a listen there succeeds). */
+export function portFree(host: string, port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
     const srv = createServer();
     srv.once('error', () => resolve(false));
     srv.listen(port, host, () => srv.close(() => resolve(true)));
   });
-  if (!free) throw new StartupError(portTakenMessage(what, port, variable));
 }
 
 /** Programs the runner pods need, looked up on PATH the way a spawn would. */

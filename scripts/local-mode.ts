@@ -22,7 +22,7 @@ import { loadOperatorConfig } from '../operator/src/config.js';
 import { startOperator } from '../operator/src/operator.js';
 import { managedStorageAccess } from '../operator/src/managed-storage.js';
 import { tsxCommand } from '../test/support/tsx.js';
-import { explainFailure, firstLine, portTakenMessage, requireFreePort, requireTools, StartupError } from './local-failures.js';
+import { explainFailure, firstLine, portFree, portTakenMessage, requireFreePort, requireTools, StartupError } from './local-failures.js';
 import { startLocalPostgres } from './local-postgres.js';
 import { LOCAL_PG_DEFAULT_PORT } from '@mediajobs/lib/local-database';
 import { newRegistry } from '@mediajobs/lib/metrics';
@@ -160,6 +160,25 @@ async function startCluster(port: number): Promise<LocalCluster> {
   }
 }
 
+/**
+ * The local cluster's port when LOCAL_CLUSTER_PORT is unset: the one the last
+ * run's cluster listened on (its kubeconfig's server) while nothing else has
+ * it, else 0 (a free one). Runner pods a killed run left running keep that
+ * address in their kubeconfig; on the same port they reach the restarted
+ * cluster and report what they stored, as pods reach a restarted
+ * kube-apiserver at its one Service address.
+ */
+async function lastClusterPort(): Promise<number> {
+  let port = 0;
+  try {
+    const m = /^\s*server:\s*https:\/\/127\.0\.0\.1:(\d+)\s*$/m.exec(readFileSync(join(LOCAL, 'kubeconfig'), 'utf8'));
+    port = m ? Number(m[1]) : 0;
+  } catch {
+    return 0; // no earlier run
+  }
+  return port > 0 && port < 65536 && (await portFree('127.0.0.1', port)) ? port : 0;
+}
+
 type Stop = () => Promise<void>;
 
 /** What has started so far, in order; stopped in reverse. */
@@ -196,7 +215,7 @@ async function start(): Promise<void> {
   });
   checkpoint();
 
-  const cluster = await startCluster(clusterPort);
+  const cluster = await startCluster(clusterPort || (await lastClusterPort()));
   stops.push(() => cluster.stop());
   checkpoint();
   await applyCrds(cluster.kubeconfigPath);

@@ -44,6 +44,11 @@ interface Banner {
   kubeconfig: string;
 }
 
+/** The API server address a kubeconfig names. */
+function serverOf(kubeconfig: string): string {
+  return /^\s*server:\s*(\S+)\s*$/m.exec(readFileSync(kubeconfig, 'utf8'))?.[1] ?? '';
+}
+
 /** One state directory with its ports, kept across restarts as `make run` keeps .local/. */
 interface Site {
   /** A private folder (mkdtemp makes it 0700) holding everything of this site. */
@@ -341,7 +346,9 @@ describe('local mode (make run)', function () {
   it('comes up again after kill -9 of its process group (Postgres left running) and of Postgres too, with jobs, keys and files kept', async () => {
     const site = await newSite();
     const first = startLocalMode(site);
-    const job = await completeJob(await waitReady(first), media, first);
+    const firstBanner = await waitReady(first);
+    const job = await completeJob(firstBanner, media, first);
+    const clusterServer = serverOf(firstBanner.kubeconfig);
 
     // Postgres runs in a group of its own: killing local mode's group leaves it running on the data directory.
     await killGroup(first);
@@ -351,6 +358,8 @@ describe('local mode (make run)', function () {
     const second = startLocalMode(site);
     const banner = await waitReady(second);
     expect(await postmastersOf(dataDirOf(site))).to.not.include(orphan);
+    // Runner pods the kill left running keep the cluster's address: the restarted cluster listens there again.
+    expect(serverOf(banner.kubeconfig), 'the local cluster\'s address').to.equal(clusterServer);
     const kept = await api(banner, 'GET', `/jobs/${job.id as string}`);
     expect(kept.body).to.include({ status: 'Completed' });
     await expectFile(kept.body);
@@ -362,8 +371,11 @@ describe('local mode (make run)', function () {
     await eventually(async () => (await postmastersOf(dataDirOf(site))).length === 0, 10_000, 50);
     expect(existsSync(join(dataDirOf(site), 'postmaster.pid')), 'a stale postmaster.pid').to.equal(true);
 
+    // Another program took the cluster's port meanwhile: a free one is used instead.
+    held.push(await holdPort(Number(new URL(clusterServer).port)));
     const third = startLocalMode(site);
     const after = await waitReady(third);
+    expect(serverOf(after.kubeconfig)).to.match(/^https:\/\/127\.0\.0\.1:\d+$/).and.not.equal(clusterServer);
     expect(listedIds(await api(after, 'GET', '/jobs'))).to.include(job.id);
     await completeJob(after, media, third);
     process.kill(-third.proc.pid!, 'SIGINT');
