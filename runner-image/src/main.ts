@@ -184,7 +184,11 @@ async function finalReport(env: RunnerEnv, reporter: StatusReporter, report: Run
   // The termination message first: it is what the operator falls back on,
   // so it must exist even if the final patch hangs or the pod is killed now.
   writeTerminationMessage(terminationLogPath(env), report, logger);
-  await Promise.race([reporter.finish(report), new Promise((r) => setTimeout(r, FINAL_REPORT_TIMEOUT_MS).unref())]);
+  // A timer that holds the process: the reporter's backoff sleeps do not, so with the API server away the
+  // runner would otherwise end at the first backoff, its report untried and its exit code 0 whatever the outcome.
+  let deadline: NodeJS.Timeout | undefined;
+  await Promise.race([reporter.finish(report), new Promise((r) => (deadline = setTimeout(r, FINAL_REPORT_TIMEOUT_MS)))]);
+  clearTimeout(deadline);
   return RUNNER_EXIT[report.outcome ?? 'failed'];
 }
 

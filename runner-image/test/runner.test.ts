@@ -4,7 +4,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { createServer, type AddressInfo } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -345,6 +345,23 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     expect(r.statuses).to.deep.equal([]);
     expect(r.termination).to.include({ outcome: 'completed' });
     expect(r.stdout).to.contain('status patch failed');
+  });
+
+  it('keeps trying its final report while the API server is away, and exits with the outcome\'s code', async () => {
+    // The cluster's kubeconfig, pointing at a loopback port nothing listens on (as while a local cluster restarts).
+    const closed = await new Promise<number>((resolve) => {
+      const srv = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = srv.address() as AddressInfo;
+        srv.close(() => resolve(port));
+      });
+    });
+    const away = join(scratch, 'kubeconfig-away');
+    writeFileSync(away, readFileSync(cluster.kubeconfigPath, 'utf8').replace(/(server:\s*https:\/\/127\.0\.0\.1:)\d+/, `$1${closed}`));
+    const r = await runRunner(media.notFoundUrl, { createJob: false, env: { KUBECONFIG: away } });
+    expect(r.termination).to.include({ outcome: 'warning' });
+    expect(r.exitCode, r.stdout).to.equal(11);
+    // Every attempt of the final report was made (six), not cut short by the process ending in a backoff.
+    expect(r.stdout).to.match(/"attempt":6,"msg":"status patch failed/);
   });
 
   it('runs as the container of a batch/v1 Job: Secret volume at the contract path, termination message in the pod status', async () => {
