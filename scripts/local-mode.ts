@@ -169,14 +169,17 @@ async function startCluster(port: number): Promise<LocalCluster> {
  * kube-apiserver at its one Service address.
  */
 async function lastClusterPort(): Promise<number> {
-  let port = 0;
+  let server: URL;
   try {
-    const m = /^\s*server:\s*https:\/\/127\.0\.0\.1:(\d+)\s*$/m.exec(readFileSync(join(LOCAL, 'kubeconfig'), 'utf8'));
-    port = m ? Number(m[1]) : 0;
+    const kc = new k8s.KubeConfig();
+    kc.loadFromFile(join(LOCAL, 'kubeconfig'));
+    server = new URL(kc.getCurrentCluster()?.server ?? '');
   } catch {
-    return 0; // no earlier run
+    return 0; // no earlier run, or not a kubeconfig this wrote
   }
-  return port > 0 && port < 65536 && (await portFree('127.0.0.1', port)) ? port : 0;
+  const port = Number(server.port);
+  const ours = server.protocol === 'https:' && server.hostname === '127.0.0.1' && port > 0;
+  return ours && (await portFree('127.0.0.1', port)) ? port : 0;
 }
 
 type Stop = () => Promise<void>;
