@@ -62,7 +62,8 @@ export class Materializer {
   /** No create before this (a 429's Retry-After). */
   private throttledUntil = 0;
   private throttleDelayMs = 0;
-  private running = false;
+  /** The pass in flight, if any: stop() waits for it, so none touches the pool after the operator ends it. */
+  private running: Promise<void> | undefined;
   private again = false;
   private stopped = true;
   private timer: NodeJS.Timeout | undefined;
@@ -88,6 +89,8 @@ export class Materializer {
     const listener = this.listener;
     this.listener = undefined;
     await listener?.end().catch(() => undefined);
+    // Its creates stop at the next row (createAll); what it created is still marked.
+    await this.running;
   }
 
   /** Run a pass now, or right after the one running. */
@@ -99,7 +102,7 @@ export class Materializer {
     }
     clearTimeout(this.timer);
     this.timer = undefined;
-    void this.run();
+    this.running = this.run().finally(() => (this.running = undefined));
   }
 
   /** One pass: returns how many rows it read (tests call it directly). */
@@ -128,7 +131,6 @@ export class Materializer {
   }
 
   private async run(): Promise<void> {
-    this.running = true;
     try {
       do {
         this.again = false;
@@ -137,8 +139,6 @@ export class Materializer {
     } catch (err) {
       // Postgres away: the safety pass or the next notification tries again.
       this.d.log.warn({ err: errFields(err) }, 'materializer pass failed');
-    } finally {
-      this.running = false;
     }
   }
 

@@ -60,12 +60,12 @@ describe('operator: the materializer of accepted rows', function () {
 
   interface Started { m: Materializer; started: string[]; logs: ReturnType<typeof captureLogger>; metrics: OperatorMetrics }
 
-  async function start(opts: Partial<MaterializerOptions> = {}, cached = new Set<string>()): Promise<Started> {
+  async function start(opts: Partial<MaterializerOptions> = {}, cached = new Set<string>(), api: k8s.CustomObjectsApi = custom): Promise<Started> {
     const started: string[] = [];
     const logs = captureLogger('info');
     const metrics = new OperatorMetrics(newRegistry());
     const m = new Materializer({
-      pool: db.pool, databaseUrl: db.url, custom, log: logs.logger, metrics,
+      pool: db.pool, databaseUrl: db.url, custom: api, log: logs.logger, metrics,
       caches: { hasMediaJob: (ns, name) => cached.has(`${ns}/${name}`), hasMediaBatch: (ns, name) => cached.has(`${ns}/${name}`) },
       onBatchStarted: (ns, name) => started.push(`${ns}/${name}`),
       opts: { perSecond: 1000, page: 100, concurrency: 8, safetySeconds: HOUR, ...opts },
@@ -200,6 +200,30 @@ describe('operator: the materializer of accepted rows', function () {
     const ids = await Promise.all(Array.from({ length: 60 }, () => acceptJob(apiKeyId)));
     await eventually(async () => (await db.pool.query(`SELECT 1 FROM jobs WHERE api_key_id = $1 AND cr_created_at IS NULL`, [apiKeyId])).rowCount === 0, 10_000, 100);
     expect((await jobsOfKey(apiKeyId)).map((j) => j.metadata.name).sort()).to.deep.equal([...ids].sort());
+  });
+
+  it('stops only after the pass in flight, which marks what it created: nothing is left to touch the pool the operator ends next', async () => {
+    let entered = false;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    // An API server slow to answer: the create waits at the gate.
+    const slow = Object.create(custom) as k8s.CustomObjectsApi;
+    slow.createNamespacedCustomObject = async (param) => {
+      entered = true;
+      await gate;
+      return custom.createNamespacedCustomObject(param);
+    };
+    const { m } = await start({}, new Set(), slow);
+    const id = await acceptJob(await insertApiKey(db.pool));
+    await eventually(() => entered, 5_000, 10);
+    let stopped = false;
+    const stopping = m.stop().then(() => (stopped = true));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(stopped, 'stop() returned while its pass was still creating').to.equal(false);
+    release();
+    await stopping;
+    expect(await marked('jobs', id), 'the created MediaJob marked before stop() returned').to.not.equal(null);
+    expect((await getJob(id)).spec.jobId).to.equal(id);
   });
 
   it('does nothing for a row cancelled before its MediaJob was made', async () => {
