@@ -104,7 +104,8 @@ export async function setFinalizer(custom: k8s.CustomObjectsApi, mj: MediaJob, o
  * missed (the controller reads which of its jobs were cancelled).
  */
 export class CancelNotices {
-  private client: pg.PoolClient | undefined;
+  /** The LISTEN connection, and how to give it back to the pool (once: a second release throws). */
+  private listening: { client: pg.PoolClient; giveBack: (err?: Error) => void } | undefined;
   private stopped = true;
   private retry: NodeJS.Timeout | undefined;
 
@@ -124,41 +125,61 @@ export class CancelNotices {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.retry) clearTimeout(this.retry);
-    const client = this.client;
-    this.client = undefined;
-    if (client) {
-      await client.query(`UNLISTEN ${CANCEL_CHANNEL}`).catch(() => undefined);
-      client.removeAllListeners('notification');
-      client.release();
+    const listening = this.listening;
+    this.listening = undefined;
+    if (listening) {
+      await listening.client.query(`UNLISTEN ${CANCEL_CHANNEL}`).catch(() => undefined);
+      listening.giveBack();
     }
   }
 
   private async connect(catchUp: boolean): Promise<void> {
     if (this.stopped) return;
+    let client: pg.PoolClient;
     try {
-      const client = await this.pool.connect();
-      client.on('notification', (msg) => {
-        const notice = msg.channel === CANCEL_CHANNEL ? parseCancelNotice(msg.payload) : undefined;
-        if (notice) this.onNotice(notice);
-      });
-      client.on('error', (err) => {
-        this.log.warn({ err: errFields(err) }, 'cancellation LISTEN connection lost; reconnecting');
-        if (this.client === client) this.client = undefined;
-        client.removeAllListeners('notification');
-        client.release(err);
-        this.later();
-      });
-      await client.query(`LISTEN ${CANCEL_CHANNEL}`);
-      if (this.stopped) {
-        client.release();
-        return;
-      }
-      this.client = client;
-      if (catchUp) this.onReconnect();
+      client = await this.pool.connect();
     } catch (err) {
       this.log.warn({ err: errFields(err) }, 'cancellation LISTEN unavailable; retrying');
       this.later();
+      return;
     }
+    let given = false;
+    const onNotification = (msg: pg.Notification) => {
+      const notice = msg.channel === CANCEL_CHANNEL ? parseCancelNotice(msg.payload) : undefined;
+      if (notice) this.onNotice(notice);
+    };
+    const onError = (err: Error) => {
+      this.log.warn({ err: errFields(err) }, 'cancellation LISTEN connection lost; reconnecting');
+      giveBack(err);
+      this.later();
+    };
+    // Once back in the pool the connection is someone else's: neither its notifications nor its errors are ours.
+    const giveBack = (err?: Error) => {
+      if (given) return;
+      given = true;
+      if (this.listening === held) this.listening = undefined;
+      client.off('notification', onNotification);
+      client.off('error', onError);
+      client.release(err);
+    };
+    const held = { client, giveBack };
+    client.on('notification', onNotification);
+    client.on('error', onError);
+    try {
+      await client.query(`LISTEN ${CANCEL_CHANNEL}`);
+    } catch (err) {
+      this.log.warn({ err: errFields(err) }, 'cancellation LISTEN unavailable; retrying');
+      giveBack(err as Error);
+      this.later();
+      return;
+    }
+    if (given) return; // the connection failed meanwhile; later() reconnects
+    if (this.stopped) {
+      giveBack();
+      return;
+    }
+    this.listening = held;
+    if (catchUp) this.onReconnect();
   }
 
   private later(): void {

@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
+import pg from 'pg';
 import { pino } from 'pino';
 import { cancelJob } from '@mediajobs/lib/db/jobs';
 import { SecretBox } from '@mediajobs/lib/secret-box';
@@ -25,7 +26,8 @@ import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob, type MediaJobOptions } 
 import { startTestCluster, eventually, type TestCluster } from '../../local-cluster/test/support.js';
 import { tsxCommand } from '../../test/support/tsx.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
-import { FINALIZER, cancellationWanted, cancelledStatus } from '../src/cancellation.js';
+import { CANCEL_CHANNEL, type CancelNotice } from '@mediajobs/lib/job-cancellation';
+import { CancelNotices, FINALIZER, cancellationWanted, cancelledStatus } from '../src/cancellation.js';
 import { loadOperatorConfig } from '../src/config.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
 
@@ -67,6 +69,47 @@ describe('operator: cancellation rules (pure)', () => {
     const waiting = cancelledStatus(base(), 'CancelledByAdmin', now);
     expect(waiting).to.include({ status: 'CancelledByAdmin', step: 'Queued', progress: 0 });
     expect(waiting.conditions![0]).to.include({ type: 'Admitted', status: 'False', reason: 'NotRun' });
+  });
+});
+
+describe('operator: cancellation notices (real Postgres)', function () {
+  this.timeout(30_000);
+  let db: TestDatabase;
+  before(async () => { db = await createTestDatabase('mj_cancel_notices', { migrate: false }); });
+  after(async () => db?.drop());
+
+  const notify = (jobId: string) => db.pool.query('SELECT pg_notify($1, $2)', [CANCEL_CHANNEL, JSON.stringify({ jobId, namespace: 'default', name: `mj-${jobId}`, status: 'Cancelled' })]);
+  const listeners = (pool: pg.Pool) => pool.query<{ pid: number }>(
+    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'").then((r) => r.rows.map((row) => row.pid));
+
+  it('replaces a LISTEN connection the server ended, catches up, hears later cancellations, and gives its connection back once on stop', async () => {
+    const pool = new pg.Pool({ connectionString: db.url, max: 3 });
+    const warned: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => warned.push(line) });
+    const heard: CancelNotice[] = [];
+    let catchUps = 0;
+    const notices = new CancelNotices(pool, log, (n) => heard.push(n), () => catchUps++, 50);
+    await notices.start();
+    try {
+      await notify('before');
+      await eventually(() => heard.length === 1, 5000, 20);
+
+      const [pid] = await listeners(db.pool);
+      expect(pid, 'one LISTEN backend').to.be.a('number');
+      await db.pool.query('SELECT pg_terminate_backend($1)', [pid]);
+      await eventually(async () => catchUps === 1 && (await listeners(db.pool)).some((p) => p !== pid), 5000, 20);
+      expect(warned.join('')).to.include('cancellation LISTEN connection lost');
+
+      await notify('after');
+      await eventually(() => heard.length === 2, 5000, 20);
+      expect(heard.map((n) => n.jobId)).to.deep.equal(['before', 'after']);
+    } finally {
+      await notices.stop();
+    }
+    // Every client back in the pool, none twice: end() settles, and nothing listens any more.
+    await pool.end();
+    expect(await listeners(db.pool)).to.deep.equal([]);
+    expect(warned.join('')).to.not.include('already been released');
   });
 });
 
