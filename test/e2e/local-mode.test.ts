@@ -308,7 +308,8 @@ describe('local mode (make run)', function () {
     expect(down?.code).to.equal(1);
     expect(down?.stderr).to.include("local mode's database is not running").and.to.include('make run');
     // Stopped in order: Postgres last, so nothing lost its database while stopping.
-    expect(first.output()).to.not.match(/stop failed|terminating connection|unhandled|uncaught/i);
+    const troubled = first.output().split('\n').filter((l) => /stop failed|terminating connection|unhandled|uncaught/i.test(l));
+    expect(troubled, 'lines of a disorderly stop').to.deep.equal([]);
 
     const second = startLocalMode(site);
     const again = await waitReady(second);
