@@ -130,7 +130,7 @@ export class LocalCluster {
     const podEnv = { KUBECONFIG: kubeconfigPath, ...(opts.podEnv ?? {}) };
     const kubelet = new Kubelet(api, {
       workDir: join(workDir, 'pods'), imageCommands: opts.imageCommands, maxRunningPods: opts.maxRunningPods, nodeName, env: podEnv,
-      runAsPodUsers: opts.runAsPodUsers, serviceAccountToken: (ns, sa) => credentials.serviceAccountToken(ns, sa), logger: (msg, extra) => logger.warn(extra ?? {}, msg),
+      runAsPodUsers: opts.runAsPodUsers, serviceAccountToken: (ns, sa) => credentials.serviceAccountToken(ns, sa), logger: (msg, extra, level = 'warn') => logger[level](extra ?? {}, msg),
     });
     const jobs = new JobController(api, { backoffBaseMs: opts.backoffBaseMs, backoffMaxMs: opts.backoffMaxMs });
     const ttl = new TtlController(api);

@@ -186,6 +186,15 @@ describe('Job controller and local kubelet', function () {
     expect(evs).to.deep.include(['Normal', 'Completed', 'Job completed', 'job-controller']);
   });
 
+  it('says a container started as information, not a warning: a job that runs well prints nothing at make run\'s warn level', async () => {
+    const said: { level: string; msg: string }[] = [];
+    startCluster({ logger: (msg, _extra, level = 'warn') => said.push({ level, msg }) });
+    api.create(JOBS, NS, jobManifest('quiet', ['sh', '-c', 'exit 0']));
+    await waitFor('Complete', () => cond(getJob('quiet'), 'Complete'));
+    expect(said).to.deep.include({ level: 'info', msg: 'container started' });
+    expect(said.filter((s) => s.level === 'warn')).to.deep.equal([]);
+  });
+
   it('fails a Job past its backoffLimit: failed = backoffLimit + 1, BackoffLimitExceeded', async () => {
     startCluster();
     api.create(JOBS, NS, jobManifest('bad', ['sh', '-c', 'echo oops >&2; exit 3'], { backoffLimit: 1 }));

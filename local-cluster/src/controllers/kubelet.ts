@@ -59,8 +59,11 @@ export interface KubeletOptions {
   runAsPodUsers?: boolean;
   /** The token the API server accepts for a ServiceAccount, projected where a pod asks for one (credentials.ts). */
   serviceAccountToken?: (namespace: string, serviceAccount: string) => string;
-  logger?: (msg: string, extra?: Record<string, unknown>) => void;
+  logger?: NodeLog;
 }
+
+/** How the node reports what happens on it: warnings unless said otherwise (a container's start is only info). */
+export type NodeLog = (msg: string, extra?: Record<string, unknown>, level?: 'info' | 'warn') => void;
 
 // What `kubectl describe pod` shows for a pod the one-node cluster cannot place.
 const UNSCHEDULABLE_MESSAGE = '0/1 nodes are available: 1 Too many pods. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.';
@@ -86,7 +89,7 @@ export class Kubelet {
   private stopped = false;
   private runAsPodUsers = false;
   private readonly imageUser = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
-  private readonly log: (msg: string, extra?: Record<string, unknown>) => void;
+  private readonly log: NodeLog;
 
   constructor(private readonly api: ClusterApi, private readonly opts: KubeletOptions) {
     const pods = api.resourceForKind('v1', 'Pod');

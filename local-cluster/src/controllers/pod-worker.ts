@@ -13,6 +13,7 @@ import { deepEqual, rfc3339 } from '../object-meta.js';
 import type { ResourceType } from '../types.js';
 import { expand, mappingFor } from './expansion.js';
 import { recordEvent, type EventType } from './events.js';
+import type { NodeLog } from './kubelet.js';
 import { ContainerConfigError, resolveEnv, type NodeInfo, type ObjectLookup } from './pod-env.js';
 import { containerIdentity, type ImageUser, type ProcessIdentity } from './pod-identity.js';
 import { ContainerProcess, LogSink, rewritePaths, terminationMessage, type PathMapping, type ProcessExit } from './pod-process.js';
@@ -44,7 +45,7 @@ export interface WorkerSettings {
   runAsPodUsers: boolean;
   /** The user an image runs as when the spec names none: the local cluster's. */
   imageUser: ImageUser;
-  log: (msg: string, extra?: Record<string, unknown>) => void;
+  log: NodeLog;
 }
 
 /** A container instance's end, with the termination message the kubelet would report. */
@@ -447,7 +448,7 @@ export class PodWorker {
       };
       this.writeStatus();
     }
-    this.s.log('container started', { pod: this.key, container: name, pid: proc.pid, argv });
+    this.s.log('container started', { pod: this.key, container: name, pid: proc.pid, argv }, 'info');
     return proc.exited.then((exit) => ({
       ...exit,
       message: exit.startError ?? terminationMessage(terminationLog, c.terminationMessagePolicy, exit.exitCode, proc.log.text()),
