@@ -124,6 +124,11 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     }
     const fresh = this.make();
     await fresh.start();
+    if (this.stopped) {
+      // stop() ran during the list and stopped the old one: this one would watch on for no one.
+      await fresh.stop().catch(() => undefined);
+      return;
+    }
     if (!fresh.latestResourceVersion()) {
       // The list failed (client-node reports it as an error event, not a
       // rejection): keep the old cache, whole but stale, rather than an empty one.

@@ -75,6 +75,36 @@ describe('operator: resilient informer', () => {
     expect(deleted).to.deep.equal([]);
   });
 
+  it('stops for good when stop() comes while a relist is listing: nothing is announced afterwards', async () => {
+    let lists = 0;
+    let listing!: () => void;
+    let release!: () => void;
+    const second = new Promise<void>((resolve) => (listing = resolve));
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const seen: string[] = [];
+    const inf = new ResilientInformer<k8s.V1ConfigMap>({
+      name: 'configmaps', kc, path: '/api/v1/namespaces/default/configmaps',
+      list: async () => {
+        if (++lists === 2) {
+          listing();
+          await gate;
+        }
+        return core.listNamespacedConfigMap({ namespace: 'default' });
+      },
+      onChange: (cm) => seen.push(cm.metadata!.name!), resyncMs: 60_000, watchdogMs: 60_000, relistMs: 200, log,
+    });
+    informers.push(inf);
+    await inf.start();
+    await second;
+    await inf.stop();
+    release();
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the relist's list returns, and its watch would start
+    seen.length = 0;
+    await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'after-stop' } } });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(seen, 'changes announced by a stopped informer').to.deep.equal([]);
+  });
+
   it('relists again when a relist lists but its watch is refused, as when the API server goes between the two', async () => {
     const proxy = await watchRefusingProxy(tc);
     let lists = 0;
