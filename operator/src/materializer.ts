@@ -102,7 +102,8 @@ export class Materializer {
     }
     clearTimeout(this.timer);
     this.timer = undefined;
-    this.running = this.run().finally(() => (this.running = undefined));
+    // run() awaits its first pass before its finally clears this, so the order holds.
+    this.running = this.run();
   }
 
   /** One pass: returns how many rows it read (tests call it directly). */
@@ -139,6 +140,9 @@ export class Materializer {
     } catch (err) {
       // Postgres away: the safety pass or the next notification tries again.
       this.d.log.warn({ err: errFields(err) }, 'materializer pass failed');
+    } finally {
+      // In the same turn as the loop's last look at `again`, so no wake() falls between the two.
+      this.running = undefined;
     }
   }
 

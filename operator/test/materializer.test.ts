@@ -76,8 +76,7 @@ describe('operator: the materializer of accepted rows', function () {
   }
 
   /** A row as POST /jobs writes it (the gateway's insert is tested in lib; here only what the materializer reads). */
-  async function acceptJob(apiKeyId: string, options: Record<string, unknown> = { url: 'https://media.example/v' }): Promise<string> {
-    const id = randomUUID();
+  async function acceptJob(apiKeyId: string, options: Record<string, unknown> = { url: 'https://media.example/v' }, id = randomUUID()): Promise<string> {
     await db.pool.query(`INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, cr_namespace, cr_name, destination)
       VALUES ($1, $2, 'https://media.example/v', 'Pending', 'Queued', 0, $3, 'default', $4, '{"type":"managed"}')`, [id, apiKeyId, JSON.stringify(options), id]);
     poke();
@@ -203,18 +202,21 @@ describe('operator: the materializer of accepted rows', function () {
   });
 
   it('stops only after the pass in flight, which marks what it created: nothing is left to touch the pool the operator ends next', async () => {
+    const id = randomUUID();
     let entered = false;
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
-    // An API server slow to answer: the create waits at the gate.
+    // An API server slow to answer this row (rows other tests left are created as they come).
     const slow = Object.create(custom) as k8s.CustomObjectsApi;
     slow.createNamespacedCustomObject = async (param) => {
-      entered = true;
-      await gate;
+      if ((param.body as MediaJob).metadata.name === id) {
+        entered = true;
+        await gate;
+      }
       return custom.createNamespacedCustomObject(param);
     };
     const { m } = await start({}, new Set(), slow);
-    const id = await acceptJob(await insertApiKey(db.pool));
+    await acceptJob(await insertApiKey(db.pool), undefined, id);
     await eventually(() => entered, 5_000, 10);
     let stopped = false;
     const stopping = m.stop().then(() => (stopped = true));
