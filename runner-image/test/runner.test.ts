@@ -4,7 +4,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
-import { createServer, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +16,7 @@ import { LocalCluster } from '@mediajobs/local-cluster';
 import { mediaJobCrd } from '@mediajobs/lib/mediajob/crd-source';
 import { API_VERSION, GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJobStatus, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { generateMedia, MEDIA, startMediaServer, unreachableUrl, type MediaServer } from '../../test/support/media.js';
+import { freePort } from '../../test/support/ports.js';
 import { cpuBudget } from '../src/child.js';
 import { inClusterSink, inClusterTarget, StatusReporter } from '../src/report.js';
 
@@ -349,12 +350,7 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
 
   it('keeps trying its final report while the API server is away, and exits with the outcome\'s code', async () => {
     // The cluster's kubeconfig, pointing at a loopback port nothing listens on (as while a local cluster restarts).
-    const closed = await new Promise<number>((resolve) => {
-      const srv = createServer().listen(0, '127.0.0.1', () => {
-        const { port } = srv.address() as AddressInfo;
-        srv.close(() => resolve(port));
-      });
-    });
+    const closed = await freePort();
     const away = join(scratch, 'kubeconfig-away');
     writeFileSync(away, readFileSync(cluster.kubeconfigPath, 'utf8').replace(/(server:\s*https:\/\/127\.0\.0\.1:)\d+/, `$1${closed}`));
     const r = await runRunner(media.notFoundUrl, { createJob: false, env: { KUBECONFIG: away } });
