@@ -34,3 +34,54 @@ export function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) =>
     }
   });
 }
+
+/** A pool connection that LISTENs on one channel until it is ended or lost. */
+export interface Listening {
+  /** UNLISTEN and give the connection back to the pool; nothing more after a loss. */
+  end(): Promise<void>;
+}
+
+/**
+ * LISTEN on `channel` with a connection of its own from `pool`. A lost
+ * connection is given back to be destroyed and reported to `onLost`. The
+ * connection is given back once, with the listeners taken off it: a second
+ * release throws, and once back in the pool its notifications and errors are
+ * someone else's. Rejects (with nothing held) when the LISTEN fails.
+ */
+export async function listenOn(
+  pool: pg.Pool, channel: string, onNotification: (payload: string | undefined) => void, onLost: (err: Error) => void,
+): Promise<Listening> {
+  const client = await pool.connect();
+  let given = false;
+  const notified = (msg: pg.Notification) => {
+    if (msg.channel === channel) onNotification(msg.payload);
+  };
+  const lost = (err: Error) => {
+    if (given) return;
+    giveBack(err);
+    onLost(err);
+  };
+  const giveBack = (err?: Error) => {
+    if (given) return;
+    given = true;
+    client.off('notification', notified);
+    client.off('error', lost);
+    client.release(err);
+  };
+  client.on('notification', notified);
+  client.on('error', lost);
+  try {
+    // Identifiers cannot be parameters; channels are the project's constants.
+    await client.query(`LISTEN ${channel}`);
+  } catch (err) {
+    giveBack(err as Error);
+    throw err;
+  }
+  return {
+    async end() {
+      if (given) return;
+      await client.query(`UNLISTEN ${channel}`).catch(() => undefined);
+      giveBack();
+    },
+  };
+}

@@ -16,6 +16,7 @@ import type pg from 'pg';
 import { CANCEL_CHANNEL, parseCancelNotice, type CancelNotice, type CancelStatus } from '@mediajobs/lib/job-cancellation';
 import { isConflict, isNotFound, MERGE_PATCH } from '@mediajobs/lib/kube-client';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
+import { listenOn, type Listening } from '@mediajobs/lib/pg-client';
 import { CANCEL_ON_DELETE_FINALIZER } from '@mediajobs/lib/mediajob/build';
 import {
   GROUP, MEDIAJOB_PLURAL, VERSION, jobIdOf, type Condition, type MediaJob, type MediaJobStatus,
@@ -104,8 +105,7 @@ export async function setFinalizer(custom: k8s.CustomObjectsApi, mj: MediaJob, o
  * missed (the controller reads which of its jobs were cancelled).
  */
 export class CancelNotices {
-  /** The LISTEN connection, and how to give it back to the pool (once: a second release throws). */
-  private listening: { client: pg.PoolClient; giveBack: (err?: Error) => void } | undefined;
+  private listening: Listening | undefined;
   private stopped = true;
   private retry: NodeJS.Timeout | undefined;
 
@@ -127,58 +127,31 @@ export class CancelNotices {
     if (this.retry) clearTimeout(this.retry);
     const listening = this.listening;
     this.listening = undefined;
-    if (listening) {
-      await listening.client.query(`UNLISTEN ${CANCEL_CHANNEL}`).catch(() => undefined);
-      listening.giveBack();
-    }
+    await listening?.end();
   }
 
   private async connect(catchUp: boolean): Promise<void> {
     if (this.stopped) return;
-    let client: pg.PoolClient;
+    let listening: Listening;
     try {
-      client = await this.pool.connect();
+      listening = await listenOn(this.pool, CANCEL_CHANNEL, (payload) => {
+        const notice = parseCancelNotice(payload);
+        if (notice) this.onNotice(notice);
+      }, (err) => {
+        this.log.warn({ err: errFields(err) }, 'cancellation LISTEN connection lost; reconnecting');
+        if (this.listening === listening) this.listening = undefined;
+        this.later();
+      });
     } catch (err) {
       this.log.warn({ err: errFields(err) }, 'cancellation LISTEN unavailable; retrying');
       this.later();
       return;
     }
-    let given = false;
-    const onNotification = (msg: pg.Notification) => {
-      const notice = msg.channel === CANCEL_CHANNEL ? parseCancelNotice(msg.payload) : undefined;
-      if (notice) this.onNotice(notice);
-    };
-    const onError = (err: Error) => {
-      this.log.warn({ err: errFields(err) }, 'cancellation LISTEN connection lost; reconnecting');
-      giveBack(err);
-      this.later();
-    };
-    // Once back in the pool the connection is someone else's: neither its notifications nor its errors are ours.
-    const giveBack = (err?: Error) => {
-      if (given) return;
-      given = true;
-      if (this.listening === held) this.listening = undefined;
-      client.off('notification', onNotification);
-      client.off('error', onError);
-      client.release(err);
-    };
-    const held = { client, giveBack };
-    client.on('notification', onNotification);
-    client.on('error', onError);
-    try {
-      await client.query(`LISTEN ${CANCEL_CHANNEL}`);
-    } catch (err) {
-      this.log.warn({ err: errFields(err) }, 'cancellation LISTEN unavailable; retrying');
-      giveBack(err as Error);
-      this.later();
-      return;
-    }
-    if (given) return; // the connection failed meanwhile; later() reconnects
     if (this.stopped) {
-      giveBack();
+      await listening.end();
       return;
     }
-    this.listening = held;
+    this.listening = listening;
     if (catchUp) this.onReconnect();
   }
 

@@ -25,6 +25,7 @@ import { recordAttempt } from '@mediajobs/lib/db/webhook-log';
 import { signingSecrets } from '@mediajobs/lib/db/webhook-secrets';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { OutboundPolicy, type OutboundPolicyOptions } from '@mediajobs/lib/outbound';
+import { listenOn, type Listening } from '@mediajobs/lib/pg-client';
 import { SecretBoxError, type SecretBox } from '@mediajobs/lib/secret-box';
 import { secretKey, signedHeaders } from '@mediajobs/lib/webhook-signing';
 import type { OperatorMetrics } from './metrics.js';
@@ -52,8 +53,7 @@ export interface OutboxOptions {
 
 export class OutboxDispatcher {
   private timer: NodeJS.Timeout | undefined;
-  private listener: pg.PoolClient | undefined;
-  private unlisten: (client: pg.PoolClient) => void = () => undefined;
+  private listening: Listening | undefined;
   private running = false;
   private again = false;
   private stopped = false;
@@ -68,24 +68,11 @@ export class OutboxDispatcher {
   async start(): Promise<void> {
     this.stopped = false;
     try {
-      const listener = await this.pool.connect();
-      this.listener = listener;
-      const onNotification = () => this.kick();
       // A lost LISTEN connection leaves polling, which still delivers everything; the broken client is destroyed.
-      const onError = (err: Error) => {
+      this.listening = await listenOn(this.pool, OUTBOX_CHANNEL, () => this.kick(), (err) => {
         this.log.warn({ err: errFields(err) }, 'outbox LISTEN connection lost; polling only');
-        this.unlisten(listener);
-        listener.release(err);
-      };
-      listener.on('notification', onNotification);
-      listener.on('error', onError);
-      this.unlisten = (client) => {
-        // Once given back to the pool the client is someone else's: its errors are not ours to release again.
-        client.off('notification', onNotification);
-        client.off('error', onError);
-        if (this.listener === client) this.listener = undefined;
-      };
-      await listener.query(`LISTEN ${OUTBOX_CHANNEL}`);
+        this.listening = undefined;
+      });
     } catch (err) {
       this.log.warn({ err: errFields(err) }, 'outbox LISTEN unavailable; polling only');
     }
@@ -97,15 +84,9 @@ export class OutboxDispatcher {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
-    const listener = this.listener;
-    if (listener) {
-      await listener.query('UNLISTEN *').catch(() => undefined);
-      // The connection may have failed meanwhile, and its handler released it already.
-      if (this.listener === listener) {
-        this.unlisten(listener);
-        listener.release();
-      }
-    }
+    const listening = this.listening;
+    this.listening = undefined;
+    await listening?.end();
     // A pass may still be claiming (it dispatches what it claimed), then its deliveries finish.
     while (this.running) await new Promise((r) => setTimeout(r, 20));
     while (this.inFlight.size) await Promise.allSettled([...this.inFlight]);
