@@ -1,6 +1,6 @@
 // Tests talk to loopback only (127.0.0.0/8, ::1): never to a private,
 // link-local or public address, not even to show that one is refused.
-// Loaded by mocha before every test file (.mocharc.json `require`), this
+// Loaded by mocha before every test file (.mocharc.cjs `require`), this
 // guards the test process itself: every TCP or TLS connection (net, tls,
 // http, https, fetch/undici and the cloud SDKs all end in
 // net.Socket.prototype.connect) and every name lookup. A connection to
