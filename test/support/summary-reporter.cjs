@@ -1,16 +1,134 @@
-// Mocha's spec reporter plus one plain closing line, "N passed, N failed, N skipped",
-// which CI reads as the test count.
+// Mocha's spec reporter, then where the time went, then one plain closing
+// line, "tests: N passed, N failed, N skipped", which CI reads as the test
+// count: it stays the last line.
+//
+// Where the time went: the 15 slowest files (each file's test time plus the
+// time of the hooks that ran for it, its suites' before/after/each hooks and
+// the root afterEach of the loopback guard; measured from the runner's
+// events) and the 15 slowest tests (the test alone, without its hooks).
+// With TEST_REPORT_JSON=<path> the same, with every file, is also written
+// there as JSON (`make test-report`). Nothing of this for a --dry-run.
 'use strict';
+const { writeFileSync, renameSync } = require('node:fs');
+const { relative } = require('node:path');
 const Mocha = require('mocha');
-const { EVENT_RUN_END } = Mocha.Runner.constants;
+const {
+  EVENT_RUN_END, EVENT_TEST_BEGIN, EVENT_TEST_END, EVENT_TEST_FAIL, EVENT_HOOK_BEGIN, EVENT_HOOK_END,
+} = Mocha.Runner.constants;
+
+const SHOWN = 15;
+/** Root hooks that run before any test (a file's top-level before()): no file to count them to. */
+const ROOT = '(root hooks)';
 
 class SummaryReporter extends Mocha.reporters.Spec {
-  constructor(runner, options) {
+  constructor(runner, options = {}) {
     super(runner, options);
+    const dryRun = Boolean(options.dryRun ?? runner._opts?.dryRun);
+    /** file -> { testMs, hookMs, tests } */
+    const files = new Map();
+    /** { file, title, ms, state } for every test that ran */
+    const tests = [];
+
+    // A root hook has no file: an each hook counts to its test's, one that runs
+    // once (the loopback guard's afterAll after the last file) to the file before.
+    let lastFile = ROOT;
+    const fileOf = (runnable) => {
+      const file = runnable.file ?? runnable.ctx?.currentTest?.file;
+      return file ? relative(process.cwd(), file) : lastFile;
+    };
+    const entry = (file) => {
+      let e = files.get(file);
+      if (!e) files.set(file, (e = { testMs: 0, hookMs: 0, tests: 0 }));
+      return e;
+    };
+    // Mocha's own `duration` is not set for a runnable that timed out, the slow
+    // ones, so each is timed here from its events. A test's begin and end
+    // events enclose its beforeEach hooks (its afterEach hooks come after the
+    // end), whose time is the file's hook time, not the test's.
+    let test = null; // { runnable, t0, hookMs } of the test begun and not ended
+    const hooks = new Map(); // hook -> performance.now() at its start
+    runner.on(EVENT_TEST_BEGIN, (runnable) => {
+      test = { runnable, t0: performance.now(), hookMs: 0 };
+    });
+    runner.on(EVENT_TEST_END, (runnable) => {
+      if (test?.runnable !== runnable) return;
+      const ms = Math.max(0, performance.now() - test.t0 - test.hookMs);
+      test = null;
+      const file = fileOf(runnable);
+      lastFile = file;
+      const e = entry(file);
+      e.testMs += ms;
+      e.tests += 1;
+      tests.push({ file, title: runnable.fullTitle(), ms, state: runnable.state ?? 'unknown' });
+    });
+    const hookDone = (hook) => {
+      const t0 = hooks.get(hook);
+      if (t0 === undefined) return;
+      hooks.delete(hook);
+      const ms = performance.now() - t0;
+      entry(fileOf(hook)).hookMs += ms;
+      if (test) test.hookMs += ms;
+    };
+    runner.on(EVENT_HOOK_BEGIN, (hook) => hooks.set(hook, performance.now()));
+    runner.on(EVENT_HOOK_END, hookDone);
+    // A failed hook ends with a failure, not a hook end.
+    runner.on(EVENT_TEST_FAIL, (runnable) => {
+      if (runnable.type === 'hook') hookDone(runnable);
+    });
+
     runner.once(EVENT_RUN_END, () => {
       const s = runner.stats;
+      if (!dryRun) {
+        const byFile = [...files]
+          .map(([file, e]) => ({ file, ms: e.testMs + e.hookMs, testMs: e.testMs, hookMs: e.hookMs, tests: e.tests }))
+          .sort((a, b) => b.ms - a.ms);
+        const byTest = tests.slice().sort((a, b) => b.ms - a.ms);
+        process.stdout.write(timeReport(byFile.slice(0, SHOWN), byTest.slice(0, SHOWN)));
+        const path = process.env.TEST_REPORT_JSON;
+        if (path) {
+          try {
+            writeReport(path, s, byFile, byTest);
+            process.stdout.write(`\ntime report written to ${path}\n`);
+          } catch (err) {
+            process.stdout.write(`\ntime report not written to ${path}: ${err.message}\n`);
+          }
+        }
+      }
       process.stdout.write(`\ntests: ${s.passes} passed, ${s.failures} failed, ${s.pending} skipped\n`);
     });
   }
 }
+
+/** 850ms, 12.3s, 4m05s */
+function duration(ms) {
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
+  const m = Math.floor(ms / 60_000);
+  return `${m}m${String(Math.round((ms - m * 60_000) / 1000)).padStart(2, '0')}s`;
+}
+
+function timeReport(byFile, byTest) {
+  const lines = ['', `slowest files (tests + hooks), ${byFile.length} shown:`];
+  for (const f of byFile) lines.push(`  ${duration(f.ms).padStart(7)}  ${f.file}  (${f.tests} tests, hooks ${duration(f.hookMs)})`);
+  lines.push('', `slowest tests, ${byTest.length} shown:`);
+  for (const t of byTest) lines.push(`  ${duration(t.ms).padStart(7)}  ${t.file}  ${t.title}${t.state === 'failed' ? '  (failed)' : ''}`);
+  return lines.join('\n') + '\n';
+}
+
+function writeReport(path, stats, byFile, byTest) {
+  const round = (ms) => Math.round(ms);
+  const file = (f) => ({ file: f.file, ms: round(f.ms), testMs: round(f.testMs), hookMs: round(f.hookMs), tests: f.tests });
+  const test = (t) => ({ file: t.file, title: t.title, ms: round(t.ms), state: t.state });
+  const report = {
+    written: new Date().toISOString(),
+    stats: { passed: stats.passes, failed: stats.failures, skipped: stats.pending, wallMs: stats.duration },
+    slowestFiles: byFile.slice(0, SHOWN).map(file),
+    slowestTests: byTest.slice(0, SHOWN).map(test),
+    files: byFile.map(file),
+  };
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(report, null, 2) + '\n');
+  renameSync(tmp, path);
+}
+
 module.exports = SummaryReporter;
