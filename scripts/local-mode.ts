@@ -5,13 +5,13 @@
 // (cluster objects, database, files, secrets, the dev key) lives in .local/,
 // so a restart keeps jobs, keys and files. Ctrl-C stops everything. A start
 // that cannot go on says why in one line and stops what it started.
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import pg from 'pg';
-import { parse as parseYaml } from 'yaml';
+import { loadKubeConfig } from '@mediajobs/lib/kube-client';
 import { createLogger, errFields } from '@mediajobs/lib/logger';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { LocalCluster } from '@mediajobs/local-cluster';
@@ -24,6 +24,7 @@ import { managedStorageAccess } from '../operator/src/managed-storage.js';
 import { tsxCommand } from '../test/support/tsx.js';
 import { explainFailure, firstLine, portFree, portTakenMessage, requireFreePort, requireTools, StartupError } from './local-failures.js';
 import { startLocalPostgres } from './local-postgres.js';
+import { applyCrds } from './apply-crds.js';
 import { LOCAL_PG_DEFAULT_PORT } from '@mediajobs/lib/local-database';
 import { newRegistry } from '@mediajobs/lib/metrics';
 
@@ -115,24 +116,6 @@ function checkpoint(): void {
   if (signalled) throw new StartupAborted(`${signalled} during startup`);
 }
 
-async function applyCrds(kubeconfig: string): Promise<void> {
-  const kc = new k8s.KubeConfig();
-  kc.loadFromFile(kubeconfig);
-  const api = kc.makeApiClient(k8s.ApiextensionsV1Api);
-  const dir = join(ROOT, 'crds');
-  for (const file of readdirSync(dir).filter((f) => f.endsWith('.yaml'))) {
-    const crd = parseYaml(readFileSync(join(dir, file), 'utf8')) as k8s.V1CustomResourceDefinition;
-    try {
-      const current = await api.readCustomResourceDefinition({ name: crd.metadata!.name! });
-      crd.metadata!.resourceVersion = current.metadata!.resourceVersion;
-      await api.replaceCustomResourceDefinition({ name: crd.metadata!.name!, body: crd });
-    } catch (err) {
-      if (!(err instanceof k8s.ApiException && err.code === 404)) throw err;
-      await api.createCustomResourceDefinition({ body: crd });
-    }
-  }
-}
-
 /**
  * The local cluster on `port` (0: a free one). Its state from another
  * version may not load: that is said with where the state is, so it can be
@@ -221,7 +204,8 @@ async function start(): Promise<void> {
   const cluster = await startCluster(clusterPort || (await lastClusterPort()));
   stops.push(() => cluster.stop());
   checkpoint();
-  await applyCrds(cluster.kubeconfigPath);
+  // As written: a typed client would drop their CEL rules, enums and defaults (apply-crds.ts).
+  await applyCrds(loadKubeConfig(cluster.kubeconfigPath));
   checkpoint();
 
   const env: NodeJS.ProcessEnv = {

@@ -15,6 +15,7 @@ import pg from 'pg';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { migrate } from '../src/db/migrate.js';
 import { freePort } from '../../test/support/ports.js';
+import { applyCrds } from '../../scripts/apply-crds.js';
 
 export { freePort };
 
@@ -88,17 +89,8 @@ export async function startCluster(work: string, crds: string[], { args = [], no
   });
   const kc = new k8s.KubeConfig();
   kc.loadFromFile(kubeconfig);
-  const ext = kc.makeApiClient(k8s.ApiextensionsV1Api);
-  for (const file of crds) {
-    const crd = k8s.loadYaml<k8s.V1CustomResourceDefinition>(readFileSync(join(root, 'crds', file), 'utf8'));
-    await ext.createCustomResourceDefinition({ body: crd });
-    for (let i = 0; ; i++) {
-      const got = await ext.readCustomResourceDefinition({ name: crd.metadata!.name! });
-      if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
-      if (i > 200) throw new Error(`CRD ${crd.metadata!.name} not established`);
-      await sleep(50);
-    }
-  }
+  // As written (scripts/apply-crds.ts): a typed client would drop their CEL rules, enums and defaults.
+  await applyCrds(kc, { files: crds, timeoutMs: 10_000 });
   return { proc, kubeconfig, kc };
 }
 

@@ -2,10 +2,8 @@
 // an ephemeral port, API keys, a log capture, and a local cluster with the
 // MediaJob CRD.
 import { DEFAULT_PROBE_MAX_BYTES, DestinationCheckError, type ProbeBounds } from '../src/destinations/probe.js';
-import { existsSync, readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { LocalCluster } from '@mediajobs/local-cluster';
 import { createLogger, type Logger } from '@mediajobs/lib/logger';
@@ -25,6 +23,7 @@ import { markCreated, mediaBatchesToCreate, mediaJobsToCreate } from '@mediajobs
 
 // One scratch-database helper for the whole repository; the gateway's tests apply migrations themselves.
 import { createTestDatabase as createDatabase, type TestDatabase } from '../../test/support/postgres.js';
+import { applyCrds } from '../../scripts/apply-crds.js';
 export type { TestDatabase };
 export const createTestDatabase = (prefix = 'mediajobs_test') => createDatabase(prefix, { migrate: false });
 
@@ -156,27 +155,6 @@ export async function startTestGateway(
   return gw;
 }
 
-const here = fileURLToPath(new URL('.', import.meta.url));
-const CRD_FILE = `${here}../../crds/mediajob.yaml`;
-const BATCH_CRD_FILE = `${here}../../crds/mediabatch.yaml`;
-
-/** A minimal MediaJob CRD, for when the generated crds/mediajob.yaml is not there. */
-const MINIMAL_CRD = {
-  apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition',
-  metadata: { name: 'mediajobs.mediajobs.io' },
-  spec: {
-    group: 'mediajobs.io', scope: 'Namespaced',
-    names: { plural: 'mediajobs', singular: 'mediajob', kind: 'MediaJob', shortNames: ['mj'], categories: ['media'] },
-    versions: [{
-      name: 'v1alpha1', served: true, storage: true, subresources: { status: {} },
-      schema: { openAPIV3Schema: { type: 'object', properties: {
-        spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
-        status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
-      } } },
-    }],
-  },
-};
-
 export interface TestCluster {
   cluster: LocalCluster;
   kc: k8s.KubeConfig;
@@ -184,33 +162,17 @@ export interface TestCluster {
   stop(): Promise<void>;
 }
 
-/** Create a CRD and wait until it is established. */
-async function establish(ext: k8s.ApiextensionsV1Api, crd: k8s.V1CustomResourceDefinition): Promise<void> {
-  await ext.createCustomResourceDefinition({ body: crd });
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const got = await ext.readCustomResourceDefinition({ name: crd.metadata!.name! });
-    if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
-    if (Date.now() > deadline) throw new Error(`${crd.metadata!.name!} CRD not established`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 /**
- * A local cluster with the MediaJob CRD established (the generated one when
- * present); with `mediaBatch`, the generated MediaBatch CRD too (the apiserver
- * then validates MediaBatches as a real one would).
+ * A local cluster with crds/mediajob.yaml established, as written (local
+ * mode's install, scripts/apply-crds.ts: its CEL rules and enums included);
+ * with `mediaBatch`, crds/mediabatch.yaml too (the apiserver then validates
+ * MediaBatches as a real one would).
  */
 export async function startClusterWithCrd(opts: { mediaBatch?: boolean } = {}): Promise<TestCluster> {
   const cluster = await LocalCluster.start({ logger: createLogger('local-cluster', 'silent') });
   const kc = new k8s.KubeConfig();
   kc.loadFromFile(cluster.kubeconfigPath);
-  const ext = kc.makeApiClient(k8s.ApiextensionsV1Api);
-  const crd = existsSync(CRD_FILE)
-    ? k8s.loadYaml<k8s.V1CustomResourceDefinition>(readFileSync(CRD_FILE, 'utf8'))
-    : (MINIMAL_CRD as k8s.V1CustomResourceDefinition);
-  await establish(ext, crd);
-  if (opts.mediaBatch) await establish(ext, k8s.loadYaml<k8s.V1CustomResourceDefinition>(readFileSync(BATCH_CRD_FILE, 'utf8')));
+  await applyCrds(kc, { files: ['mediajob.yaml', ...(opts.mediaBatch ? ['mediabatch.yaml'] : [])] });
   return { cluster, kc, custom: kc.makeApiClient(k8s.CustomObjectsApi), stop: () => cluster.stop() };
 }
 

@@ -20,14 +20,13 @@
 //   the API server in process: a real control plane's controllers write at
 //   least as often (pod status phases, Job status, finalizers) -- these
 //   rows show the emulator's, not a real cluster's.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
-import { parse } from 'yaml';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { LocalCluster, type ResourceType } from '@mediajobs/local-cluster';
 import { loadGatewayConfig } from '../../api-gateway/src/config.js';
@@ -35,6 +34,7 @@ import { createApiKey } from '../../api-gateway/src/db/api-keys.js';
 import { startGateway } from '../../api-gateway/src/server.js';
 import { createTestDatabase } from '../../test/support/postgres.js';
 import { tsxCommand } from '../../test/support/tsx.js';
+import { applyCrds } from '../../scripts/apply-crds.js';
 import { loadOperatorConfig } from '../src/config.js';
 import { managedStorageAccess } from '../src/managed-storage.js';
 import { startOperator } from '../src/operator.js';
@@ -77,9 +77,7 @@ async function main(): Promise<void> {
   });
   const kc = new k8s.KubeConfig();
   kc.loadFromFile(cluster.kubeconfigPath);
-  await kc.makeApiClient(k8s.ApiextensionsV1Api).createCustomResourceDefinition({
-    body: parse(readFileSync(join(ROOT, 'crds/mediajob.yaml'), 'utf8')) as k8s.V1CustomResourceDefinition,
-  });
+  await applyCrds(kc, { files: ['mediajob.yaml'] });
   const db = await createTestDatabase('mediajobs_bench');
   const env: NodeJS.ProcessEnv = {
     DATABASE_URL: db.url, KUBECONFIG: cluster.kubeconfigPath, SECRET_KEYS: SecretBox.generateSpec('b'),

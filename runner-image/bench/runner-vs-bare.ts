@@ -43,13 +43,13 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { LocalStorageProvider } from '@mediajobs/lib/storage/index';
 import { S3StorageProvider } from '@mediajobs/lib/storage/s3';
-import { mediaJobCrd } from '@mediajobs/lib/mediajob/crd-source';
 import { API_VERSION, GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { LocalCluster } from '@mediajobs/local-cluster';
 import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { startMediaServer, type MediaServer } from '../../test/support/media.js';
 import { startS3rver } from '../../test/support/s3rver.js';
+import { applyCrds } from '../../scripts/apply-crds.js';
 import { cpuBudget } from '../src/child.js';
 import { uploadJobFile, type ResolvedDestination } from '../src/destination.js';
 import { ffprobe, mux, muxPlan, muxToStream, PIPE_OUTPUT, type MuxInput } from '../src/ffmpeg.js';
@@ -228,14 +228,7 @@ async function startCluster(work: string): Promise<BenchCluster> {
   const cluster = await LocalCluster.start({ port: 0, workDir: join(work, 'cluster'), logger: pino({ level: 'silent' }) });
   const kc = new k8s.KubeConfig();
   kc.loadFromFile(cluster.kubeconfigPath);
-  const ext = kc.makeApiClient(k8s.ApiextensionsV1Api);
-  await ext.createCustomResourceDefinition({ body: mediaJobCrd() as unknown as k8s.V1CustomResourceDefinition });
-  for (let i = 0; ; i++) {
-    const got = await ext.readCustomResourceDefinition({ name: `${MEDIAJOB_PLURAL}.${GROUP}` });
-    if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
-    if (i > 100) throw new Error('CRD not established');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await applyCrds(kc, { files: ['mediajob.yaml'] });
   return { cluster, custom: kc.makeApiClient(k8s.CustomObjectsApi) };
 }
 

@@ -13,10 +13,10 @@ import * as k8s from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { pino } from 'pino';
 import { LocalCluster } from '@mediajobs/local-cluster';
-import { mediaJobCrd } from '@mediajobs/lib/mediajob/crd-source';
 import { API_VERSION, GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJobStatus, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { generateMedia, MEDIA, startMediaServer, unreachableUrl, type MediaServer } from '../../test/support/media.js';
 import { freePort } from '../../test/support/ports.js';
+import { applyCrds } from '../../scripts/apply-crds.js';
 import { cpuBudget } from '../src/child.js';
 import { inClusterSink, inClusterTarget, StatusReporter } from '../src/report.js';
 
@@ -69,19 +69,8 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     kc = new k8s.KubeConfig();
     kc.loadFromFile(cluster.kubeconfigPath);
     custom = kc.makeApiClient(k8s.CustomObjectsApi);
-    const ext = kc.makeApiClient(k8s.ApiextensionsV1Api);
-    // The generated CRD when it is there, else the source it is generated from.
-    const yamlPath = join(ROOT, 'crds/mediajob.yaml');
-    const crd = existsSync(yamlPath)
-      ? k8s.loadYaml<k8s.V1CustomResourceDefinition>(readFileSync(yamlPath, 'utf8'))
-      : (mediaJobCrd() as unknown as k8s.V1CustomResourceDefinition);
-    await ext.createCustomResourceDefinition({ body: crd });
-    for (let i = 0; ; i++) {
-      const got = await ext.readCustomResourceDefinition({ name: `${MEDIAJOB_PLURAL}.${GROUP}` });
-      if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
-      if (i > 100) throw new Error('CRD not established');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    // As written, CEL rules and enums included: local mode's install (scripts/apply-crds.ts).
+    await applyCrds(kc, { files: ['mediajob.yaml'] });
     writeDestination({ provider: 'managed' });
   });
 
