@@ -3,11 +3,13 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 LOCAL_DIR ?= .local
 
-.PHONY: help deps need-kubectl media-tools test-tools bench-tools run run-cluster test typecheck lint unit bench chaos clean chart-check need-helm
+.PHONY: help deps need-kubectl media-tools test-tools bench-tools run run-cluster test typecheck lint unit test-unit test-report bench chaos clean chart-check need-helm
 
 help:
 	@echo "make run    - run the service locally (local cluster; see README)"
-	@echo "make test   - typecheck, lint and run every test"
+	@echo "make test   - typecheck, lint and run every test (FILES=\"a.test.ts b.test.ts\": only those)"
+	@echo "make test-unit   - the tests that need no service (about 35 s)"
+	@echo "make test-report - run the tests (or FILES) and write the time report to test-report.json"
 	@echo "make bench  - run the benchmarks and print their figures"
 	@echo "make chaos  - run the fault suite at full size and print its figures"
 	@echo "make soak   - run a steady mixed load and print each process's memory"
@@ -67,10 +69,22 @@ typecheck: deps
 lint: deps
 	npx eslint .
 
+# The tests: every one, or only FILES="a.test.ts b.test.ts" (.mocharc.cjs; `npx mocha FILE` does the same).
+# TEST_SET=all: a TEST_SET=unit left in the environment does not shrink make test.
+FILES ?=
 unit: deps need-kubectl test-tools
-	npx mocha
+	TEST_SET=all npx mocha $(FILES)
 
 test: need-kubectl typecheck lint unit
+
+# The tests that need no service (the UNIT list of .mocharc.cjs): no PostgreSQL, local cluster, yt-dlp or
+# ffmpeg, storage emulator or Redis, so nothing to install but the npm packages. About 35 s on 2 cores.
+test-unit: deps
+	TEST_SET=unit npx mocha
+
+# The tests (every one, or FILES) with the time report also written as JSON to test-report.json (no typecheck, lint).
+test-report: deps need-kubectl test-tools
+	TEST_SET=all TEST_REPORT_JSON=test-report.json npx mocha $(FILES)
 
 # Each benchmark prints the figures its issue names; run them one at a time on a quiet machine.
 bench: deps bench-tools
