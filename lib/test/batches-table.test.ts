@@ -197,6 +197,18 @@ describe('lib: the batches table (real PostgreSQL)', function () {
       expect(results.filter((r) => r.outcome !== 'started')).to.deep.equal(Array(5).fill({ outcome: 'not_paused', status: 'processing' }));
       expect(await getBatch(pool, batch.id)).to.include({ status: 'processing' });
     });
+
+    it('leaves a batch recorded from a manifest to its spec: the API\'s start is refused naming the MediaBatch, the spec\'s start runs', async () => {
+      const { key, batch } = await batchOf(2, { fromManifest: true, crNamespace: 'media', crName: 'weekly-show' });
+      expect(await startBatch(pool, batch.id, key, 'api')).to.deep.equal({ outcome: 'held_by_manifest', crNamespace: 'media', crName: 'weekly-show' });
+      expect(await getBatch(pool, batch.id)).to.include({ status: 'paused' });
+      // The batch controller, once the manifest says paused: false.
+      expect(await startBatch(pool, batch.id, key)).to.deep.equal({ outcome: 'started', startedJobs: 2 });
+      expect(await startBatch(pool, batch.id, key, 'api')).to.deep.equal({ outcome: 'not_paused', status: 'processing' });
+      // A batch the API made is the API's to start.
+      const made = await batchOf(1);
+      expect(await startBatch(pool, made.batch.id, made.key, 'api')).to.deep.equal({ outcome: 'started', startedJobs: 1 });
+    });
   });
 
   describe('episode MediaJobs', () => {

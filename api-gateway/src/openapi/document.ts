@@ -9,7 +9,7 @@ import { listJobsQuery } from '../routes/jobs.js';
 import { ownerQuery } from '../routes/user-storage-checks.js';
 import { signedUrlQuery } from '../query.js';
 import { NOT_DIRECT_KEY } from '../routes/bulk.js';
-import { NOT_FOUND as BATCH_NOT_FOUND, NOT_OWNER, NOT_PAUSED_RENAME, notPausedToStart } from '../routes/batches.js';
+import { NOT_FOUND as BATCH_NOT_FOUND, NOT_OWNER, NOT_PAUSED_RENAME, notPausedToStart, pausedByManifest } from '../routes/batches.js';
 import { JOB_NOT_FOUND, alreadyFinished } from '../routes/cancel.js';
 import { BAD_LEVEL, UNAVAILABLE as CHAT_UNAVAILABLE } from '../routes/chat.js';
 import { QUOTA_EXCEEDED } from '../routes/usage.js';
@@ -195,7 +195,10 @@ export function operations(): Operation[] {
     {
       method: 'post', path: '/batch/{id}/start', operationId: 'startBatch', tag: 'Batches', access: KEY, summary: 'Start a paused batch',
       body: 'none-or-json', ok: { 200: 'BatchStarted' },
-      errors: { 400: [notPausedToStart('<status>')], 401: [NOT_OWNER], 404: [BATCH_NOT_FOUND], 500: ['Failed to start batch'] },
+      errors: {
+        400: [notPausedToStart('<status>')], 401: [NOT_OWNER], 404: [BATCH_NOT_FOUND], 409: [pausedByManifest('<namespace>/<name>')],
+        500: ['Failed to start batch'],
+      },
     },
     {
       method: 'post', path: '/batch/{id}/cancel', operationId: 'cancelBatch', tag: 'Batches', access: KEY, summary: "Cancel a batch's unfinished episodes",

@@ -6,7 +6,10 @@
 // creates the MediaBatch from the row (its materializer; the object carries
 // neither the episodes nor the webhook URL) and the episode MediaJobs from
 // the episode rows (its batch controller). Starting a paused batch moves the
-// row only; the operator hears it (NOTIFY) and unpauses the object.
+// row only; the operator hears it (NOTIFY) and unpauses the object. A batch
+// applied with kubectl is paused by its manifest's spec.paused, which its
+// applier owns (docs/gitops.md, "Starting a paused MediaBatch"): the start
+// is refused with 409, saying to change the manifest.
 import { Router, type RequestHandler, type Response } from 'express';
 import {
   BatchSourceError, type BatchSourceOf, type BatchSources, type ExpandedBatch,
@@ -35,6 +38,9 @@ export const NOT_FOUND = 'Batch not found';
 export const NOT_OWNER = 'Batch does not belong to this API key';
 export const NOT_PAUSED_RENAME = 'Batch is not paused. Only paused batches can be renamed.';
 export const notPausedToStart = (status: string) => `Batch is not paused (current status: ${status})`;
+/** POST /batch/{id}/start on a batch a MediaBatch manifest holds paused: only its applier may change spec.paused. */
+export const pausedByManifest = (mediaBatch: string) => `Batch is paused by the spec of its MediaBatch ${mediaBatch}, applied with kubectl: `
+  + 'set spec.paused to false in that manifest and apply it (in Git, for a GitOps pipeline)';
 const RENAME_BODY_BYTES = 1024 * 1024;
 
 export interface BatchCreateDeps {
@@ -245,7 +251,8 @@ function renameBatchJobs(deps: BatchesRouteDeps): RequestHandler {
 function startPausedBatch(deps: BatchesRouteDeps): RequestHandler {
   return async (req, res) => {
     const batch = await ownBatch(deps, req.params.id, res);
-    const r = await startBatch(deps.pool, batch.id, principal(res).apiKeyId);
+    const r = await startBatch(deps.pool, batch.id, principal(res).apiKeyId, 'api');
+    if (r.outcome === 'held_by_manifest') throw new HttpError(409, pausedByManifest([r.crNamespace, r.crName].filter(Boolean).join('/')));
     if (r.outcome !== 'started') throw refused(r, notPausedToStart);
     res.json({ batch_id: batch.id, started_jobs: r.startedJobs, status: 'processing' });
   };

@@ -128,7 +128,20 @@ export interface RenameError {
 }
 
 export type RenameResult = { outcome: 'renamed'; updated: number; errors: RenameError[] } | BatchRefusal;
-export type StartResult = { outcome: 'started'; startedJobs: number } | BatchRefusal;
+export type StartResult =
+  | { outcome: 'started'; startedJobs: number }
+  | BatchRefusal
+  /** A start by the API of a paused batch recorded from a manifest: its spec.paused is the manifest's to change. */
+  | { outcome: 'held_by_manifest'; crNamespace: string | null; crName: string | null };
+
+/**
+ * Who starts a paused batch. `api` (POST /batch/{id}/start) starts only a
+ * batch the API made: one recorded from a manifest is started by that
+ * manifest's spec.paused, a field its applier owns (docs/gitops.md). The
+ * batch controller starts such a row once the spec says paused: false
+ * (`spec`, the default).
+ */
+export type BatchStarter = 'api' | 'spec';
 
 /** The kept counts, and what the rollup decides from them. */
 export interface BatchCounts {
@@ -155,8 +168,8 @@ export async function insertBatch(pool: pg.Pool, batch: NewBatch, episodes: read
     if (batch.keyRow) await insertKeyRow(client, batch.keyRow);
     const row = await client.query(
       `INSERT INTO batches (id, api_key_id, kind, show_url, folder, status, total_episodes, webhook_url_enc, destination, cr_namespace, cr_name,
-                            episode_jobs, cr_created_at)
-       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, CASE WHEN $12::boolean THEN now() END
+                            episode_jobs, cr_created_at, from_manifest)
+       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, CASE WHEN $12::boolean THEN now() END, $12::boolean
         WHERE NOT $12::boolean OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $2 AND k.revoked_at IS NULL)
        ON CONFLICT (id) DO NOTHING RETURNING id`,
       [batch.id, batch.apiKeyId, batch.kind, batch.showUrl, batch.folder, batch.paused ? 'paused' : 'processing', episodes.length,
@@ -255,19 +268,26 @@ export async function renameEpisodes(pool: pg.Pool, batchId: string, apiKeyId: s
 }
 
 /**
- * Start a paused batch (POST /batch/{id}/start): paused → processing in one
- * conditional UPDATE, so of two concurrent starts exactly one succeeds.
- * `startedJobs` is the episodes not yet ended, which the batch controller
- * now creates MediaJobs for.
+ * Start a paused batch: paused → processing in one conditional UPDATE, so
+ * of two concurrent starts exactly one succeeds. `startedJobs` is the
+ * episodes not yet ended, which the batch controller now creates MediaJobs
+ * for. The API (`by` 'api', POST /batch/{id}/start) is refused a batch
+ * recorded from a manifest (`held_by_manifest`, naming its MediaBatch), which
+ * only its spec starts (BatchStarter).
  */
-export async function startBatch(pool: pg.Pool, batchId: string, apiKeyId: string): Promise<StartResult> {
+export async function startBatch(pool: pg.Pool, batchId: string, apiKeyId: string, by: BatchStarter = 'spec'): Promise<StartResult> {
   const r = await pool.query<{ started: number }>(
     `UPDATE batches SET status = 'processing', updated_at = now()
-      WHERE id = $1 AND api_key_id = $2 AND status = 'paused'
-     RETURNING total_episodes - completed_episodes - failed_episodes AS started`, [batchId, apiKeyId]);
+      WHERE id = $1 AND api_key_id = $2 AND status = 'paused' AND NOT ($3::boolean AND from_manifest)
+     RETURNING total_episodes - completed_episodes - failed_episodes AS started`, [batchId, apiKeyId, by === 'api']);
   if (r.rows[0]) return { outcome: 'started', startedJobs: r.rows[0].started };
-  const cur = await pool.query<{ api_key_id: string; status: BatchStatus }>('SELECT api_key_id, status FROM batches WHERE id = $1', [batchId]);
-  return refusalOf(cur.rows[0], apiKeyId) ?? { outcome: 'not_paused', status: 'processing' };
+  const cur = await pool.query<{ api_key_id: string; status: BatchStatus; from_manifest: boolean; cr_namespace: string | null; cr_name: string | null }>(
+    'SELECT api_key_id, status, from_manifest, cr_namespace, cr_name FROM batches WHERE id = $1', [batchId]);
+  const row = cur.rows[0];
+  const refusal = refusalOf(row, apiKeyId);
+  if (refusal) return refusal;
+  if (row?.from_manifest && by === 'api') return { outcome: 'held_by_manifest', crNamespace: row.cr_namespace, crName: row.cr_name };
+  return { outcome: 'not_paused', status: 'processing' };
 }
 
 function refusalOf(row: { api_key_id: string; status: BatchStatus } | undefined, apiKeyId: string): BatchRefusal | undefined {
