@@ -7,7 +7,9 @@ import { startLocalCluster } from './index.js';
 const USAGE = `usage: local-cluster --kubeconfig <file> [--port N] [--state <dir>] [--work-dir <dir>]
                      [--image-map <json-file>] [--max-running-pods N] [--backoff-base-ms N]
                      [--max-writes-per-second N]   (or LOCAL_CLUSTER_WRITE_RATE)
-                     [--event-ttl-seconds N]   (default 3600, as kube-apiserver's --event-ttl)`;
+                     [--event-ttl-seconds N]   (default 3600, as kube-apiserver's --event-ttl)
+environment: LOCAL_CLUSTER_WATCH_FAULTS="drop=0.05,reset=0.02,expire=0.1,listDelayMs=200,bookmarkMs=1000,seed=7"
+             drops, resets and 410 expiries of watches, slow lists (local-cluster/README.md, "Watch fault mode")`;
 
 function fail(message: string): never {
   process.stderr.write(`${message}\n${USAGE}\n`);

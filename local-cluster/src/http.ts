@@ -44,6 +44,8 @@ export interface HttpContext {
   throttle?: () => WriteThrottle | undefined;
   /** Counts every request served (not those the throttle refused) by verb and resource. */
   counter?: RequestCounter;
+  /** How long to hold back the LIST being answered (the watch fault mode's slow lists); read at each LIST. */
+  listDelayMs?: () => number;
   /** Host check, authentication and anonymous authorization (request-guard.ts): a refusal, or undefined to serve. */
   guard?: (req: IncomingMessage) => StatusError | undefined;
   onError?: (err: unknown, req: IncomingMessage) => void;
@@ -232,7 +234,18 @@ function serveOpenApi(ctx: HttpContext, segs: string[], res: ServerResponse): vo
   res.end(doc);
 }
 
-function serveList(ctx: HttpContext, rt: ResourceType, namespace: string | undefined, q: Query, accept: string, res: ServerResponse): void {
+/** A LIST, read now and answered after the fault mode's delay, if any (a slow apiserver: writes meanwhile are newer than the list). */
+async function serveList(ctx: HttpContext, rt: ResourceType, namespace: string | undefined, q: Query, accept: string, res: ServerResponse): Promise<void> {
+  const body = listBody(ctx, rt, namespace, q, accept);
+  const delay = ctx.listDelayMs?.() ?? 0;
+  if (delay > 0) {
+    await new Promise((r) => setTimeout(r, delay));
+    if (res.destroyed) return;
+  }
+  sendJson(res, 200, body);
+}
+
+function listBody(ctx: HttpContext, rt: ResourceType, namespace: string | undefined, q: Query, accept: string): unknown {
   const labels = parseLabelSelector(q.get('labelSelector') ?? undefined);
   const fields = parseFieldSelector(q.get('fieldSelector') ?? undefined, rt.kind, rt.builtin);
   const store = ctx.api.store;
@@ -271,13 +284,13 @@ function serveList(ctx: HttpContext, rt: ResourceType, namespace: string | undef
   }
   items = items.map((o) => ctx.api.asVersion(rt, o));
   if (wantsTable(accept)) {
-    return sendJson(res, 200, toTable(rt, items, { includeObject: includeObject(q), resourceVersion: String(listRv), continueToken: next }));
+    return toTable(rt, items, { includeObject: includeObject(q), resourceVersion: String(listRv), continueToken: next });
   }
   const partial = partialMetadataRequest(accept);
-  if (partial) return sendJson(res, 200, asPartialObjectMetadataList(partial, rt, items, metadata));
+  if (partial) return asPartialObjectMetadataList(partial, rt, items, metadata);
   // Typed (built-in) lists carry no kind/apiVersion on their items; custom resource lists do.
   const listItems = rt.builtin ? items.map(({ kind: _k, apiVersion: _a, ...rest }) => rest) : items;
-  sendJson(res, 200, { apiVersion: apiVersionOf(rt), items: listItems, kind: rt.listKind, metadata });
+  return { apiVersion: apiVersionOf(rt), items: listItems, kind: rt.listKind, metadata };
 }
 
 /** The list as it was at resourceVersion `rv`, rebuilt by undoing newer history. */

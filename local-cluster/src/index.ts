@@ -19,6 +19,7 @@ import { StatePersistence } from './persistence.js';
 import { WriteThrottle } from './throttle.js';
 import { RequestCounter } from './request-counts.js';
 import { WatchHub } from './watch.js';
+import { checkWatchFaults, watchFaultsFromEnv, WatchFaultMode, type WatchFaultCounts, type WatchFaults } from './watch-faults.js';
 import { guardRequest } from './request-guard.js';
 import { servingCert, type ServingCert } from './serving-cert.js';
 import { answerMalformedRequest, MAX_HEADER_BYTES } from './malformed-request.js';
@@ -27,6 +28,8 @@ export { ApiServer } from './apiserver.js';
 export type { ClusterApi, Change } from './cluster-api.js';
 export type { KubeObject, ResourceType } from './types.js';
 export { kubeconfigYaml } from './kubeconfig.js';
+export { WATCH_FAULTS_ENV, watchFaultsFromEnv } from './watch-faults.js';
+export type { WatchFaults, WatchFaultCounts, ExpireForm } from './watch-faults.js';
 
 export interface LocalClusterOptions {
   /** Loopback port; 0 (default) picks a free one. */
@@ -69,6 +72,14 @@ export interface LocalClusterOptions {
   maxWritesPerSecond?: number;
   /** How long an Event lives after its last write (kube-apiserver's --event-ttl); default 1 h. */
   eventTtlMs?: number;
+  /**
+   * The watch fault mode (watch-faults.ts): random drops, resets and 410
+   * expiries of watches, slow LISTs, a bookmark interval. Unset: from the
+   * environment variable LOCAL_CLUSTER_WATCH_FAULTS (unset there too: off);
+   * `false`: off whatever the environment says. Changed later with
+   * setWatchFaults().
+   */
+  watchFaults?: WatchFaults | false;
   logger?: Logger;
 }
 
@@ -102,6 +113,8 @@ export class LocalCluster {
   }
 
   static async start(opts: LocalClusterOptions = {}): Promise<LocalCluster> {
+    // Checked first, so that a bad LOCAL_CLUSTER_WATCH_FAULTS stops the start before anything is made.
+    const faultSettings = opts.watchFaults === false ? undefined : opts.watchFaults ? checkWatchFaults(opts.watchFaults) : watchFaultsFromEnv();
     const logger = opts.logger ?? pino({ name: 'local-cluster', level: process.env.LOG_LEVEL ?? 'info' });
     const workDir = opts.workDir ?? mkdtempSync(join(tmpdir(), 'local-cluster-'));
     mkdirSync(workDir, { recursive: true });
@@ -139,11 +152,12 @@ export class LocalCluster {
       bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 60_000,
       maxBufferedBytes: 64 * 1024 * 1024,
       defaultTimeoutMs: opts.watchTimeoutMs ?? 45 * 60_000,
-    });
+    }, new WatchFaultMode(faultSettings));
+    if (watches.faults.settings) logger.warn({ watchFaults: watches.faults.settings }, 'watch fault mode on: watches are dropped, reset and expired at random');
     const throttleRef = { current: opts.maxWritesPerSecond ? new WriteThrottle(opts.maxWritesPerSecond) : undefined };
     const counter = new RequestCounter();
     const server = createServer({ key: tls.key, cert: tls.cert, keepAliveTimeout: 60_000, maxHeaderSize: MAX_HEADER_BYTES }, createHandler({
-      api, watches, logs: kubelet, throttle: () => throttleRef.current, counter,
+      api, watches, logs: kubelet, throttle: () => throttleRef.current, counter, listDelayMs: () => watches.faults.listDelayMs(),
       guard: (req) => guardRequest(req, { credentials, listenHost: host }),
       onError: (err, req) => logger.error({ err, method: req.method, url: req.url }, 'request failed'),
     }));
@@ -201,6 +215,30 @@ export class LocalCluster {
     this.counter.reset();
   }
 
+  /**
+   * Set the watch fault mode (undefined or {}: off), replacing the settings
+   * in force; the PRNG restarts from `seed` (a random one when none is given).
+   * Open watches keep running and take the new rates and bookmark interval at
+   * once. A bad value throws, naming the setting.
+   */
+  setWatchFaults(faults: WatchFaults | undefined): void {
+    this.watches.setFaults(faults);
+  }
+
+  /** The watch fault settings in force, with the seed in use; undefined when the mode is off. */
+  get watchFaults(): Readonly<WatchFaults & { seed: number }> | undefined {
+    return this.watches.faults.settings;
+  }
+
+  /** What the fault mode has done since start or resetWatchFaultCounts(): drops, resets, midEventResets, expiries, delayedLists. */
+  get watchFaultCounts(): WatchFaultCounts {
+    return this.watches.faults.counters;
+  }
+
+  resetWatchFaultCounts(): void {
+    this.watches.faults.resetCounts();
+  }
+
   /** Drop all watch history, as an etcd compaction: resuming from an older resourceVersion gets 410 Expired. */
   compactHistory(): void {
     this.api.store.compact();
@@ -237,6 +275,7 @@ export class LocalCluster {
     for (const c of this.controllers) c.stop();
     await this.kubelet.stop();
     await this.closeServer();
+    this.watches.stop();
     this.persistence?.stop();
   }
 
