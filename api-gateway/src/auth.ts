@@ -2,12 +2,15 @@
 // lookups are cached in process for a short TTL: the hot path costs a
 // sha256 and a Map read. The price is a revocation delay: a revoked key
 // keeps working on each replica for at most AUTH_CACHE_TTL_MS (10 s by
-// default). Unknown keys are cached too (as "invalid"), so a client hammering
-// with a bad key does not reach Postgres on every request, and a client
-// sending ever new keys gets a budget of lookups per address (KeyLookupBudget)
-// before it costs a query: past it, 429 without one. A marketplace
-// key's end user is resolved after this, by marketplace.ts, through the
-// same kind of cache.
+// default). Unknown keys are cached too (as "invalid"), but for at most
+// UNKNOWN_KEY_TTL_MS (1 s): a client hammering with a bad key reaches
+// Postgres once a second per replica, and a key created meanwhile (admin
+// CLI, local mode's dev key) works on every replica at most 1 s after the
+// lookup that did not find it, with no message between replicas to lose.
+// A client sending ever new keys gets a budget of lookups per address
+// (KeyLookupBudget) before it costs a query: past it, 429 without one. A
+// marketplace key's end user is resolved after this, by marketplace.ts,
+// through the same kind of cache.
 import type { NextFunction, Request, Response } from 'express';
 import { findApiKeyByHash, hashApiKey, type ApiKeyRecord } from './db/api-keys.js';
 import { HttpError } from './http-errors.js';
@@ -43,7 +46,11 @@ interface Entry<V> {
   value: Promise<V>;
 }
 
-/** Lookups by a string key, remembered for a TTL, at most `maxEntries` (the oldest go first). */
+/**
+ * Lookups by a string key, remembered for a TTL, at most `maxEntries` (the
+ * oldest go first). An answer of `undefined` (nothing found) is remembered
+ * for `missTtlMs` at most, counted like the TTL from the lookup's start.
+ */
 export class LookupCache<V> {
   private readonly entries = new Map<string, Entry<V>>();
 
@@ -52,6 +59,7 @@ export class LookupCache<V> {
     private readonly ttlMs = 10_000,
     private readonly maxEntries = 10_000,
     private readonly now: () => number = Date.now,
+    private readonly missTtlMs = ttlMs,
   ) {}
 
   /**
@@ -68,9 +76,12 @@ export class LookupCache<V> {
     if (this.ttlMs > 0) {
       // Map iteration order is insertion order: the first entry is the oldest.
       while (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
-      this.entries.set(key, { expires: t + this.ttlMs, value });
-      value.catch(() => {
-        if (this.entries.get(key)?.value === value) this.entries.delete(key);
+      const entry: Entry<V> = { expires: t + this.ttlMs, value };
+      this.entries.set(key, entry);
+      value.then((v) => {
+        if (v === undefined) entry.expires = Math.min(entry.expires, t + this.missTtlMs);
+      }, () => {
+        if (this.entries.get(key) === entry) this.entries.delete(key);
       });
     }
     return value;
@@ -92,8 +103,18 @@ export class LookupCache<V> {
   }
 }
 
-/** API key records by key hash; `undefined` for an unknown key. */
-export class ApiKeyCache extends LookupCache<ApiKeyRecord | undefined> {}
+/**
+ * The longest an unknown key's "invalid" answer is reused: a key created
+ * after a lookup missed it works on every replica within this.
+ */
+export const UNKNOWN_KEY_TTL_MS = 1_000;
+
+/** API key records by key hash; `undefined` for an unknown key, remembered UNKNOWN_KEY_TTL_MS at most. */
+export class ApiKeyCache extends LookupCache<ApiKeyRecord | undefined> {
+  constructor(lookup: KeyLookup, ttlMs = 10_000, maxEntries = 10_000, now: () => number = Date.now) {
+    super(lookup, ttlMs, maxEntries, now, Math.min(ttlMs, UNKNOWN_KEY_TTL_MS));
+  }
+}
 
 export function cachedKeyLookup(pool: Parameters<typeof findApiKeyByHash>[0]): KeyLookup {
   return (keyHash) => findApiKeyByHash(pool, keyHash);
