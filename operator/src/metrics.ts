@@ -3,10 +3,11 @@
 // scraped: it reports them, the operator observes them), admission (Kueue's
 // pending workloads and admission wait time are the model), the work queues
 // (client-go's workqueue names), informer relists, outbox deliveries and
-// the oldest undelivered event, and the Postgres pool. Served by the operator's own listener (METRICS_PORT,
-// serveMetrics), or in local mode by the gateway's /metrics, whose
-// registry the operator is then given.
-import { createServer, type Server } from 'node:http';
+// the oldest undelivered event, the Postgres pool, and whether this replica
+// leads. Served by the operator's own listener (METRICS_PORT, serveMetrics,
+// which also answers the probes /healthz and /readyz), or in local mode by
+// the gateway's /metrics, whose registry the operator is then given.
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import { OUTBOX_CHANNELS, oldestUndelivered, type OutboxChannel } from '@mediajobs/lib/db/outbox';
@@ -22,8 +23,11 @@ export interface AdmissionCounts {
   waiting: number;
 }
 
-/** Why an informer listed again: its watch failed, it went quiet (watchdog), or the periodic relist. */
-export type RelistTrigger = 'error' | 'watchdog' | 'periodic';
+/** Why an informer listed again: its watch version expired (410), its watches kept failing, or the periodic relist. */
+export type RelistTrigger = 'expired' | 'error' | 'periodic';
+
+/** Why an informer watched again from its version: the watch ended (a timeout, a drop), failed, or showed no sign of life. */
+export type WatchRestartReason = 'ended' | 'failed' | 'stalled';
 
 /** How one outbox attempt ended: delivered, failed and retried later, failed for good, or not sent (its receiver busy). */
 export type DeliveryResult = 'delivered' | 'retry' | 'failed' | 'deferred';
@@ -40,10 +44,12 @@ export class OperatorMetrics {
   private readonly runnerPhase: Histogram<'phase'>;
   private readonly relists: Counter<'informer' | 'trigger'>;
   private readonly relistFailures: Counter<'informer'>;
+  private readonly watchRestarts: Counter<'informer' | 'reason'>;
   private readonly deliveries: Counter<'channel' | 'result'>;
   private readonly deliveryTime: Histogram<'channel'>;
   private readonly materialized: Counter<'kind' | 'result'>;
   private admission: (() => AdmissionCounts) | undefined;
+  private leading: (() => boolean) | undefined;
   private maxRunning = 0;
   private outboxPool: pg.Pool | undefined;
 
@@ -69,6 +75,8 @@ export class OperatorMetrics {
         if (v !== undefined) this.set(v);
       },
     });
+    // Every replica says, leading or not, so max() over them is 1 exactly while one leads (the alert MediaJobsNoOperatorLeader).
+    gauge('operator_leader', 'Whether this operator replica leads (holds the Lease, or runs without leader election): 1, else 0', () => (this.leading?.() ? 1 : 0));
     gauge('admission_pending_jobs', 'MediaJobs waiting for a runner slot (Kueue: pending_workloads)', () => admission()?.waiting);
     gauge('admission_running_jobs', 'MediaJobs holding a runner slot', () => admission()?.running);
     gauge('admission_max_running_jobs', 'The cap on MediaJobs holding a slot (MAX_RUNNING_JOBS)', () => (this.admission ? this.maxRunning : undefined));
@@ -89,6 +97,11 @@ export class OperatorMetrics {
     this.relistFailures = new Counter({
       name: `${PREFIX}informer_relist_failures_total`, help: 'Relists whose LIST failed (the cache is kept, and the relist tried again)',
       labelNames: ['informer'] as const, registers,
+    });
+    this.watchRestarts = new Counter({
+      name: `${PREFIX}informer_watch_restarts_total`,
+      help: 'Watches an informer started again from its last resourceVersion (no LIST), by why the previous one ended',
+      labelNames: ['informer', 'reason'] as const, registers,
     });
     this.deliveries = new Counter({
       name: `${PREFIX}outbox_deliveries_total`, help: 'Outbox delivery attempts (webhooks, chat notifications, usage reports) by result',
@@ -116,6 +129,11 @@ export class OperatorMetrics {
   watchAdmission(counts: () => AdmissionCounts, maxRunning: number): void {
     this.admission = counts;
     this.maxRunning = maxRunning;
+  }
+
+  /** Whether this replica leads, read at each scrape (mediajobs_operator_leader; 0 until this is called). */
+  watchLeadership(isLeader: () => boolean): void {
+    this.leading = isLeader;
   }
 
   /** Read the outbox's oldest undelivered event at each scrape, and the pool's usage. */
@@ -172,6 +190,10 @@ export class OperatorMetrics {
     this.relistFailures.inc({ informer });
   }
 
+  watchRestarted(informer: string, reason: WatchRestartReason): void {
+    this.watchRestarts.inc({ informer, reason });
+  }
+
   materializedOne(kind: 'MediaJob' | 'MediaBatch', result: MaterializeResult): void {
     this.materialized.inc({ kind, result });
   }
@@ -182,17 +204,38 @@ export class OperatorMetrics {
   }
 }
 
-/** The operator's own /metrics listener (METRICS_PORT); resolves once it listens. */
-export async function serveMetrics(registry: Registry, host: string, port: number): Promise<{ server: Server; url: string }> {
+/** The probes the listener answers: undefined when the check passes, else what fails (probes.ts). */
+export interface Probes {
+  live(): string | undefined;
+  ready(): string | undefined;
+}
+
+/**
+ * The operator's own listener (METRICS_PORT): GET /metrics, and the probes
+ * GET /healthz (liveness) and GET /readyz (readiness), 200 or 503 with
+ * `{error}` saying what fails, as the gateway answers its own. Resolves once
+ * it listens.
+ */
+export async function serveMetrics(registry: Registry, host: string, port: number, probes?: Probes): Promise<{ server: Server; url: string }> {
+  const json = (res: ServerResponse, status: number, body: unknown) => {
+    res.writeHead(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' }).end(JSON.stringify(body));
+  };
+  const probe = (res: ServerResponse, failing: string | undefined, ok: string) => {
+    if (failing === undefined) json(res, 200, { status: ok });
+    else json(res, 503, { error: failing });
+  };
   const server = createServer((req, res) => {
-    if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
+    const path = req.url?.split('?')[0];
+    if (req.method === 'GET' && path === '/metrics') {
       sendMetrics(registry, res).catch(() => {
         if (!res.headersSent) res.writeHead(500);
         res.end();
       });
       return;
     }
-    res.writeHead(404, { 'Content-Type': 'application/json' }).end('{"error":"Not found"}');
+    if (req.method === 'GET' && probes && path === '/healthz') return probe(res, probes.live(), 'ok');
+    if (req.method === 'GET' && probes && path === '/readyz') return probe(res, probes.ready(), 'ready');
+    json(res, 404, { error: 'Not found' });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

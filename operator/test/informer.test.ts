@@ -1,24 +1,30 @@
-// The operator's informer wrapper on the local cluster: periodic relists
-// correct a cache whose watch misses changes, and a relist whose watch
-// fails as it starts is tried again.
+// The operator's informer on the local cluster, with client-go's reflector
+// semantics: it lists once and then resumes its watch from the last
+// resourceVersion (dropped streams, server timeouts, a stalled connection),
+// lists again only on 410 Expired, periodically, or after failures in a row,
+// and stays quiet while idle.
 import { createServer, type Server } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { startTestCluster, eventually, type TestCluster } from '../../local-cluster/test/support.js';
-import { ResilientInformer } from '../src/informer.js';
+import { FAILED_WATCHES_BEFORE_RELIST, ResilientInformer, type ResilientInformerOptions } from '../src/informer.js';
+
+type Cm = k8s.V1ConfigMap;
 
 describe('operator: resilient informer', () => {
   let tc: TestCluster;
   let kc: k8s.KubeConfig;
   let core: k8s.CoreV1Api;
-  const informers: ResilientInformer<k8s.V1ConfigMap>[] = [];
-  const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
+  const informers: ResilientInformer<Cm>[] = [];
+  let serial = 0;
 
   before(async () => {
-    tc = await startTestCluster();
+    // Bookmarks every 200 ms: what keeps a healthy idle watch visibly alive (real clusters: about a minute).
+    tc = await startTestCluster({ bookmarkIntervalMs: 200 });
     kc = new k8s.KubeConfig();
     kc.loadFromFile(tc.cluster.kubeconfigPath);
     core = kc.makeApiClient(k8s.CoreV1Api);
@@ -33,122 +39,245 @@ describe('operator: resilient informer', () => {
     await tc.stop();
   });
 
-  // Lists ConfigMaps of `default` but watches the empty `quiet` namespace:
-  // a watch that looks healthy and never delivers a change, so the cache can
-  // only learn of one by listing again.
-  const deafInformer = async (relistMs: number) => {
-    const inf = new ResilientInformer<k8s.V1ConfigMap>({
-      name: 'configmaps', kc, path: '/api/v1/namespaces/quiet/configmaps',
-      list: () => core.listNamespacedConfigMap({ namespace: 'default' }),
-      onChange: () => undefined, resyncMs: 60_000, watchdogMs: 60_000, relistMs, log,
+  /** A fresh namespace per test, so no test sees another's ConfigMaps. */
+  async function namespace(): Promise<string> {
+    const name = `inf-${++serial}`;
+    await core.createNamespace({ body: { metadata: { name } } });
+    return name;
+  }
+
+  /** An informer on `ns`'s ConfigMaps that counts its LISTs, records what it announces, and keeps its warning lines. */
+  async function informer(ns: string, o: Partial<ResilientInformerOptions<Cm>> & { viaKc?: k8s.KubeConfig; listFails?: () => boolean } = {}) {
+    const seen = { lists: 0, events: [] as string[], warnings: [] as string[] };
+    const inf = new ResilientInformer<Cm>({
+      name: 'configmaps', kc: o.viaKc ?? kc, path: `/api/v1/namespaces/${ns}/configmaps`,
+      list: () => {
+        seen.lists++;
+        return o.listFails?.() ? Promise.reject(new Error('API server unavailable')) : core.listNamespacedConfigMap({ namespace: ns });
+      },
+      onChange: (cm, type) => seen.events.push(`${type} ${cm.metadata!.name}`),
+      resyncMs: 60_000, watchdogMs: 60_000, relistMs: 3_600_000, log: warningsInto(seen.warnings),
+      ...o,
     });
     informers.push(inf);
     await inf.start();
-    return inf;
-  };
+    return { inf, seen };
+  }
 
-  it('relists periodically, so a change the watch never delivered reaches the cache, deletions too', async () => {
-    const relisting = await deafInformer(300);
-    const deaf = await deafInformer(3_600_000);
-    await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'missed' }, data: { a: '1' } } });
-    await eventually(async () => relisting.get('missed', 'default') !== undefined, 10_000);
-    expect(deaf.get('missed', 'default'), 'without a relist the change stays unseen').to.equal(undefined);
+  const create = (ns: string, name: string) => core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name } } });
 
-    await core.deleteNamespacedConfigMap({ name: 'missed', namespace: 'default' });
-    await eventually(async () => relisting.get('missed', 'default') === undefined, 10_000);
+  it('stays idle for many watchdog periods with one LIST and no warning: bookmarks and resumed watches keep it alive', async () => {
+    const ns = await namespace();
+    // The watchdog at 600 ms and server-side watch timeouts of 1-2 s: in 5 s the watch ends
+    // three times or more and a watchdog without bookmarks would fire eight times.
+    const { inf, seen } = await informer(ns, { watchdogMs: 600, minWatchTimeoutSeconds: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    expect(seen.lists, 'LISTs while idle').to.equal(1);
+    expect(seen.warnings, 'warning lines while idle').to.deep.equal([]);
+    await create(ns, 'after-idle');
+    await eventually(async () => inf.get('after-idle', ns) !== undefined, 5_000);
+    expect(seen.lists).to.equal(1);
+  });
+
+  it('resumes a dropped watch from its version: no LIST, no change missed, none announced twice, no warning', async () => {
+    const ns = await namespace();
+    const { inf, seen } = await informer(ns);
+    for (let i = 0; i < 6; i++) {
+      await create(ns, `cm-${i}`);
+      tc.cluster.dropWatches();
+    }
+    await eventually(async () => inf.list(ns).length === 6, 10_000);
+    expect(seen.events.filter((e) => e.startsWith('add')).sort()).to.deep.equal([0, 1, 2, 3, 4, 5].map((i) => `add cm-${i}`));
+    expect(seen.lists).to.equal(1);
+    expect(seen.warnings).to.deep.equal([]);
+  });
+
+  for (const form of ['an ERROR event', 'an HTTP 410'] as const) {
+    it(`lists again, once, when the server answers ${form} (Expired), and announces what it missed`, async () => {
+      const ns = await namespace();
+      const proxy = await faultyProxy(tc);
+      try {
+        const { inf, seen } = await informer(ns, { viaKc: proxy.kc });
+        await create(ns, 'before');
+        await eventually(async () => inf.get('before', ns) !== undefined, 5_000);
+        proxy.mode = 'refuse';
+        tc.cluster.dropWatches();
+        await eventually(() => proxy.refused > 0, 5_000);
+        await create(ns, 'missed');
+        await core.deleteNamespacedConfigMap({ name: 'before', namespace: ns });
+        proxy.mode = form === 'an ERROR event' ? 'expire-event' : 'expire-http';
+        await eventually(() => proxy.expired > 0, 10_000);
+        await eventually(async () => inf.get('missed', ns) !== undefined && inf.get('before', ns) === undefined, 10_000);
+        expect(seen.lists, 'the start and one relist').to.equal(2);
+        expect(seen.events).to.include.members(['add missed', 'delete before']);
+      } finally {
+        await proxy.stop();
+      }
+    });
+  }
+
+  it('backs off while watches are refused, says it does not follow, then resumes from its version without a LIST', async () => {
+    const ns = await namespace();
+    const proxy = await faultyProxy(tc);
+    try {
+      const { inf, seen } = await informer(ns, { viaKc: proxy.kc });
+      proxy.mode = 'refuse';
+      tc.cluster.dropWatches();
+      await eventually(() => proxy.refused >= 2, 5_000);
+      expect(inf.followingSince(), 'a cache that does not follow says so').to.equal(undefined);
+      await create(ns, 'during-refusal');
+      const allowed = Date.now();
+      proxy.mode = 'pass';
+      await eventually(async () => inf.get('during-refusal', ns) !== undefined, 10_000);
+      expect(inf.followingSince()).to.be.at.least(allowed);
+      expect(seen.lists, 'fewer failures than the relist threshold: resumed, not listed').to.equal(1);
+      expect(proxy.refused).to.be.below(FAILED_WATCHES_BEFORE_RELIST);
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it(`lists again after ${FAILED_WATCHES_BEFORE_RELIST} failed watches in a row, with growing pauses between them`, async () => {
+    const ns = await namespace();
+    const proxy = await faultyProxy(tc);
+    try {
+      const { seen } = await informer(ns, { viaKc: proxy.kc });
+      proxy.mode = 'refuse';
+      const from = Date.now();
+      tc.cluster.dropWatches();
+      await eventually(() => seen.lists === 2, 20_000);
+      // 250 + 500 + 1000 + 2000 ms of backoff (±20%) before the fifth failure's list: a loop would take milliseconds.
+      expect(Date.now() - from).to.be.at.least(2_500);
+      expect(seen.warnings.length, 'failures in a row are warned of').to.be.at.least(1);
+      proxy.mode = 'pass';
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it('abandons a watch that shows no sign of life and watches again from its version, without a LIST', async () => {
+    const ns = await namespace();
+    const proxy = await faultyProxy(tc);
+    try {
+      const { inf, seen } = await informer(ns, { viaKc: proxy.kc, watchdogMs: 500 });
+      proxy.mode = 'stall';
+      tc.cluster.dropWatches();
+      await eventually(() => proxy.stalled >= 3, 10_000);
+      await create(ns, 'after-stall');
+      proxy.mode = 'pass';
+      await eventually(async () => inf.get('after-stall', ns) !== undefined, 10_000);
+      expect(seen.lists).to.equal(1);
+      expect(seen.warnings).to.deep.equal([]);
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it('relists once per period, so a change its watch never delivered reaches the cache, deletions too', async () => {
+    const ns = await namespace();
+    // Lists `ns` but watches the empty `quiet` namespace: a watch that looks healthy and never
+    // delivers a change, so the cache can only learn of one by listing again.
+    const deaf = (relistMs: number) => informer(ns, { path: '/api/v1/namespaces/quiet/configmaps', relistMs });
+    const relisting = await deaf(300);
+    const never = await deaf(3_600_000);
+    const from = Date.now();
+    await create(ns, 'missed');
+    await eventually(async () => relisting.inf.get('missed', ns) !== undefined, 10_000);
+    expect(never.inf.get('missed', ns), 'without a relist the change stays unseen').to.equal(undefined);
+    await core.deleteNamespacedConfigMap({ name: 'missed', namespace: ns });
+    await eventually(async () => relisting.inf.get('missed', ns) === undefined, 10_000);
+    expect(relisting.seen.lists, 'one LIST per period').to.be.at.most(2 + Math.ceil((Date.now() - from) / 300));
+    expect(never.seen.lists).to.equal(1);
   });
 
   it('keeps its cache, and announces no deletion, while a relist fails', async () => {
-    await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'kept' } } });
+    const ns = await namespace();
+    await create(ns, 'kept');
     let lists = 0;
-    const deleted: string[] = [];
-    const inf = new ResilientInformer<k8s.V1ConfigMap>({
-      name: 'configmaps', kc, path: '/api/v1/namespaces/default/configmaps',
-      list: () => (++lists === 1 ? core.listNamespacedConfigMap({ namespace: 'default' }) : Promise.reject(new Error('API server unavailable'))),
-      onChange: (cm, type) => type === 'delete' && deleted.push(cm.metadata!.name!),
-      resyncMs: 60_000, watchdogMs: 60_000, relistMs: 200, log,
-    });
-    informers.push(inf);
-    await inf.start();
+    const { inf, seen } = await informer(ns, { relistMs: 200, listFails: () => ++lists > 1 });
     await eventually(async () => lists >= 3, 10_000);
-    expect(inf.get('kept', 'default')).to.not.equal(undefined);
-    expect(deleted).to.deep.equal([]);
+    expect(inf.get('kept', ns)).to.not.equal(undefined);
+    expect(seen.events).to.deep.equal(['add kept']);
   });
 
   it('stops for good when stop() comes while a relist is listing: nothing is announced afterwards', async () => {
+    const ns = await namespace();
     let lists = 0;
     let listing!: () => void;
     let release!: () => void;
     const second = new Promise<void>((resolve) => (listing = resolve));
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const seen: string[] = [];
-    const inf = new ResilientInformer<k8s.V1ConfigMap>({
-      name: 'configmaps', kc, path: '/api/v1/namespaces/default/configmaps',
+    const { inf, seen } = await informer(ns, {
+      relistMs: 200,
       list: async () => {
         if (++lists === 2) {
           listing();
           await gate;
         }
-        return core.listNamespacedConfigMap({ namespace: 'default' });
+        return core.listNamespacedConfigMap({ namespace: ns });
       },
-      onChange: (cm) => seen.push(cm.metadata!.name!), resyncMs: 60_000, watchdogMs: 60_000, relistMs: 200, log,
     });
-    informers.push(inf);
-    await inf.start();
     await second;
-    await inf.stop();
+    const stopped = inf.stop();
     release();
-    await new Promise((resolve) => setTimeout(resolve, 300)); // the relist's list returns, and its watch would start
-    seen.length = 0;
-    await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'after-stop' } } });
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(seen, 'changes announced by a stopped informer').to.deep.equal([]);
-  });
-
-  it('relists again when a relist lists but its watch is refused, as when the API server goes between the two', async () => {
-    const proxy = await watchRefusingProxy(tc);
-    let lists = 0;
-    let refusedBeforeRelist = Infinity;
-    try {
-      const inf = new ResilientInformer<k8s.V1ConfigMap>({
-        name: 'configmaps', kc: proxy.kc, path: '/api/v1/namespaces/default/configmaps',
-        list: () => {
-          if (++lists === 2) refusedBeforeRelist = proxy.refused;
-          return core.listNamespacedConfigMap({ namespace: 'default' });
-        },
-        onChange: () => undefined, resyncMs: 60_000, watchdogMs: 60_000, relistMs: 3_600_000, log,
-      });
-      informers.push(inf);
-      await inf.start();
-      proxy.refuseWatches = true;
-      tc.cluster.dropWatches();
-      // The dropped watch is an error, so a relist: it lists, and its own watch is refused.
-      await eventually(() => proxy.refused > refusedBeforeRelist, 10_000);
-      expect(inf.followingSince(), 'a cache that does not follow says so').to.equal(undefined);
-      const allowed = Date.now();
-      proxy.refuseWatches = false;
-      await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'after-refusal' } } });
-      await eventually(() => inf.get('after-refusal', 'default') !== undefined, 10_000);
-      expect(inf.followingSince()).to.be.at.least(allowed);
-    } finally {
-      await proxy.stop();
-    }
+    await stopped;
+    seen.events.length = 0;
+    await create(ns, 'after-stop');
+    await new Promise((resolve) => setTimeout(resolve, 500)); // a watch left running would announce it by now
+    expect(seen.events, 'changes announced by a stopped informer').to.deep.equal([]);
   });
 });
 
+/** A logger whose warning lines (and worse) are kept in `into`. */
+function warningsInto(into: string[]) {
+  return pino({ level: 'info' }, new Writable({
+    write(chunk: Buffer, _enc, done) {
+      const line = JSON.parse(chunk.toString()) as { level: number; msg: string };
+      if (line.level >= 40) into.push(line.msg);
+      done();
+    },
+  }));
+}
+
+type ProxyMode = 'pass' | 'refuse' | 'expire-event' | 'expire-http' | 'stall';
+
 /**
- * A plain-HTTP proxy to the local cluster that answers watches 503 (as an
- * API server shutting down does) while refuseWatches is set; lists and the
- * rest pass through. Its kubeconfig uses the cluster's token.
+ * A plain-HTTP proxy to the local cluster; lists and the rest pass through,
+ * and watches are served by `mode`: passed through, refused with 503 (an API
+ * server shutting down), answered Expired once (an ERROR event in a 200
+ * stream, or an HTTP 410), or stalled (headers, then nothing ever). Its kubeconfig
+ * uses the cluster's token.
  */
-async function watchRefusingProxy(tc: TestCluster) {
-  const state = { refuseWatches: false, refused: 0 };
+async function faultyProxy(tc: TestCluster) {
+  const state = { mode: 'pass' as ProxyMode, refused: 0, expired: 0, stalled: 0 };
+  const expiredStatus = { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'too old resource version: 1 (2)', reason: 'Expired', code: 410 };
   const server: Server = createServer((req, res) => {
-    if (state.refuseWatches && new URL(req.url ?? '/', 'http://proxy').searchParams.get('watch') === 'true') {
+    const watch = new URL(req.url ?? '/', 'http://proxy').searchParams.get('watch') === 'true';
+    if (watch && state.mode === 'refuse') {
       state.refused++;
       res.writeHead(503, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'ServiceUnavailable', code: 503 }));
       return;
+    }
+    if (watch && state.mode === 'expire-event') {
+      state.expired++;
+      state.mode = 'pass'; // once: the relist's own watch goes through
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ type: 'ERROR', object: expiredStatus }) + '\n');
+      return;
+    }
+    if (watch && state.mode === 'expire-http') {
+      state.expired++;
+      state.mode = 'pass';
+      res.writeHead(410, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(expiredStatus));
+      return;
+    }
+    if (watch && state.mode === 'stall') {
+      state.stalled++;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.flushHeaders();
+      return; // and never a byte more, until the client goes
     }
     const upstream = httpsRequest(new URL(req.url ?? '/', tc.cluster.url), { method: req.method, headers: req.headers, ca: tc.cluster.caCert }, (up) => {
       res.writeHead(up.statusCode ?? 502, up.headers);
