@@ -56,6 +56,12 @@ export interface AppDeps {
   marketplaceUsers?: MarketplaceUsers;
   /** True once SIGTERM arrived: /readyz fails and connections are not kept alive. */
   isShuttingDown?: () => boolean;
+  /**
+   * What else /readyz needs besides Postgres and the migrations: undefined
+   * when it holds, else what is missing (the 503's error). Local mode: its
+   * operator leads.
+   */
+  readiness?: () => string | undefined;
   /** Stripe billing (STRIPE_SECRET_KEY): GET /usage's billing fields; absent: none. */
   billing?: BillingReader;
   /** The request rate limit of every authenticated request (rate-limit.ts); default: in process, 1,000 per second. */
@@ -124,12 +130,17 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
+  // Liveness: the process answers. Readiness: it can serve an authenticated
+  // request now (the key lookup and every route need Postgres with this
+  // build's schema), and whatever else the deployment adds (deps.readiness).
   app.get('/readyz', async (_req, res) => {
     if (shuttingDown()) throw new HttpError(503, 'Shutting down');
     const applied = await migrationsApplied(deps.pool).catch(() => {
       throw new HttpError(503, 'Database unreachable');
     });
     if (!applied) throw new HttpError(503, 'Database migrations not applied');
+    const missing = deps.readiness?.();
+    if (missing !== undefined) throw new HttpError(503, missing);
     res.json({ status: 'ready' });
   });
   // Open like /healthz: the figures name no job, key or URL; keep it off the public ingress (docs/metrics.md).

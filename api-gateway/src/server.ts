@@ -43,6 +43,8 @@ export interface StartOptions {
    * gateway's own. Local mode passes the operator's too, so /metrics serves both.
    */
   metricsRegistry?: Registry;
+  /** What else /readyz needs (AppDeps.readiness); local mode: its operator leads. */
+  readiness?: () => string | undefined;
 }
 
 export async function startGateway(config: GatewayConfig, opts: StartOptions = {}): Promise<RunningGateway> {
@@ -82,6 +84,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     keyLookups: new KeyLookupBudget(config.AUTH_LOOKUPS_PER_ADDRESS_PER_SECOND),
     marketplaceUsers: new MarketplaceUsers(pool, config.MARKETPLACE_USER_HEADER, config.AUTH_CACHE_TTL_MS, config.AUTH_CACHE_MAX_ENTRIES),
     isShuttingDown: () => shuttingDown,
+    ...(opts.readiness && { readiness: opts.readiness }),
     rateLimit,
     ...(stripe && { billing: new BillingReader(stripe, config) }),
     mediaInfo: new MediaInfoExtractor(mediaInfoOptions(config)),

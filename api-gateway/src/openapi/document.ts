@@ -263,10 +263,15 @@ export function operations(): Operation[] {
       errors: { 403: DOWNLOAD_403, 404: ['File not found'], 502: ['Storage destination unavailable'] },
     },
     // ---- service ----
-    { method: 'get', path: '/healthz', operationId: 'healthz', tag: 'Service', access: 'open', summary: 'Liveness', ok: { 200: 'Health' } },
+    {
+      method: 'get', path: '/healthz', operationId: 'healthz', tag: 'Service', access: 'open', summary: 'Liveness', ok: { 200: 'Health' },
+      description: 'The process answers. Postgres and the rest are not asked: restarting the gateway mends none of them.',
+    },
     {
       method: 'get', path: '/readyz', operationId: 'readyz', tag: 'Service', access: 'open', summary: 'Readiness', ok: { 200: 'Ready' },
-      errors: { 503: ['Shutting down', 'Database unreachable', 'Database migrations not applied'] },
+      description: 'Ready to serve an authenticated request now: Postgres answers and every migration this build knows is applied; '
+        + 'in local mode (make run) its operator also leads with its caches following the API server. Otherwise 503, the error saying what is missing.',
+      errors: { 503: ['Shutting down', 'Database unreachable', 'Database migrations not applied', 'Operator not started', 'Operator not leading'] },
     },
     {
       method: 'get', path: '/metrics', operationId: 'metrics', tag: 'Service', access: 'open',
