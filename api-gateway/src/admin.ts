@@ -1,11 +1,16 @@
 // Admin CLI: organizations and API keys, straight against Postgres:
-// DATABASE_URL, or local mode's embedded database when it is not set (so
-// next to `make run`, `npm run admin -- <command>` needs no settings).
+// DATABASE_URL, or else the embedded database local mode runs for this
+// checkout (found from its state folder, lib/src/local-state.ts), so next to
+// `make run`, `npm run admin -- <command>` needs no settings. It never
+// assumes a port: without either it refuses, and its first line on stderr
+// names the database it uses. Secrets never come from the command line
+// (`ps` shows it to every user): a chosen key is read from stdin or from an
+// environment variable the command names.
 //
 //   npm run admin -- create-org --name NAME [--json]
 //   npm run admin -- create-key --name NAME [--org ID] [--storage-limit-gb N]
 //        [--max-resolution R] [--max-duration-seconds N] [--max-filesize-mb N] [--marketplace]
-//        [--billing-customer CUS_ID] [--key KEY] [--json]
+//        [--billing-customer CUS_ID] [--key-stdin | --key-env VAR] [--json]
 //   npm run admin -- revoke-key --id ID
 //   npm run admin -- set-org-admin --id ID [--off]
 //   npm run admin -- list-keys [--json]
@@ -20,7 +25,7 @@ import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { BILLING_CUSTOMER } from '@mediajobs/lib/billing';
 import { ConfigError, commonSchema, loadConfig } from '@mediajobs/lib/config';
-import { LOCAL_PG_DEFAULT_PORT, localDatabaseUrl } from '@mediajobs/lib/local-database';
+import { findLocalDatabase, localStateDir, servedDataDirProblem, type LocalDatabase } from '@mediajobs/lib/local-state';
 import { cancelJob } from '@mediajobs/lib/db/jobs';
 import { resealAll, type ResealCount } from '@mediajobs/lib/db/reseal';
 import { SecretBox } from '@mediajobs/lib/secret-box';
@@ -43,7 +48,9 @@ commands:
                                                each request names its end user in a header
              [--billing-customer CUS_ID]       bill the key's usage to this Stripe customer
                                                (STRIPE_SECRET_KEY on gateway and operator)
-             [--key KEY]                       store this key instead of a random one
+             [--key-stdin | --key-env VAR]     store this key instead of a random one, read
+                                               from standard input or from the environment
+                                               variable VAR, never from the command line
                                                (idempotent: an existing key is kept)
              [--json]                          print {"id", "key", ...} for scripts
   revoke-key --id KEY_ID                       revoke a key (cached lookups expire within 10 s)
@@ -58,11 +65,35 @@ commands:
                                                docs/production.md); safe while the services run,
                                                and a second run finds nothing left to do
 
-environment: DATABASE_URL (default: local mode's database, which \`make run\` starts;
-             its port is EMBEDDED_PG_PORT, default ${LOCAL_PG_DEFAULT_PORT});
-             SECRET_KEYS for reseal (the services' list, the new key first)`;
+database: DATABASE_URL when set; else the Postgres that local mode (\`make run\`)
+          runs for this checkout, found from its state folder (.local, or
+          MEDIAJOBS_LOCAL_DIR); else none: the command is refused. The first line
+          on stderr names the database used (without its password).
+environment: SECRET_KEYS for reseal (the services' list, the new key first)`;
 
 export class UsageError extends Error {}
+
+/** Neither DATABASE_URL nor a running local mode of this checkout: nothing is guessed. */
+export class NoDatabaseError extends Error {}
+
+/** The old `--key KEY`: refused, the key not echoed. */
+export const KEY_ON_COMMAND_LINE = '--key no longer takes the key on the command line, where ps shows it to every user of the machine: '
+  + 'give it on standard input with --key-stdin, or name the environment variable that holds it with --key-env VAR';
+
+/** Refuse a secret on the command line (checked before anything connects). */
+export function refuseSecretsInArgv(argv: readonly string[]): void {
+  if (argv.some((a) => a === '--key' || a.startsWith('--key='))) throw new UsageError(KEY_ON_COMMAND_LINE);
+}
+
+/** Where runAdmin reads what must not be on the command line. */
+export interface AdminInput {
+  /** SECRET_KEYS, for reseal. */
+  secretKeys?: string;
+  /** The variables --key-env may name (main: process.env). */
+  env?: Readonly<Record<string, string | undefined>>;
+  /** Standard input, read to its end (--key-stdin). */
+  stdin?: () => Promise<string>;
+}
 
 const GB = 1024 ** 3;
 const MB = 1024 ** 2;
@@ -83,7 +114,8 @@ const OPTIONS = {
   name: { type: 'string' },
   org: { type: 'string' },
   id: { type: 'string' },
-  key: { type: 'string' },
+  'key-stdin': { type: 'boolean' },
+  'key-env': { type: 'string' },
   'storage-limit-gb': { type: 'string' },
   'max-resolution': { type: 'string' },
   'max-duration-seconds': { type: 'string' },
@@ -106,8 +138,24 @@ function parseOptions(args: string[]) {
 
 type Options = ReturnType<typeof parseOptions>['values'];
 
+/** The key create-key is to store (--key-stdin, --key-env), or undefined for a random one. */
+async function chosenKey(values: Options, input: AdminInput): Promise<string | undefined> {
+  const variable = values['key-env'];
+  if (values['key-stdin'] && variable !== undefined) throw new UsageError('give the key one way: --key-stdin or --key-env');
+  if (values['key-stdin']) {
+    if (!input.stdin) throw new UsageError('--key-stdin: no standard input to read here');
+    const key = (await input.stdin()).replace(/\r?\n$/, '');
+    if (!key) throw new UsageError('--key-stdin: standard input was empty');
+    return key;
+  }
+  if (variable === undefined) return undefined;
+  const key = input.env?.[variable];
+  if (!key) throw new UsageError(`--key-env ${variable}: that environment variable is not set`);
+  return key;
+}
+
 /** create-key: the limits checked and converted to the stored units; the key printed once. */
-async function createKey(values: Options, name: string, pool: pg.Pool, out: (line: string) => void): Promise<void> {
+async function createKey(values: Options, name: string, pool: pg.Pool, out: (line: string) => void, input: AdminInput): Promise<void> {
   const maxResolution = values['max-resolution'];
   if (maxResolution !== undefined && !(MAX_RESOLUTIONS as readonly string[]).includes(maxResolution)) {
     throw new UsageError(`--max-resolution must be one of ${MAX_RESOLUTIONS.join(', ')}`);
@@ -115,7 +163,8 @@ async function createKey(values: Options, name: string, pool: pg.Pool, out: (lin
   const storageGb = positive('storage-limit-gb', values['storage-limit-gb']);
   const durationS = positive('max-duration-seconds', values['max-duration-seconds']);
   const filesizeMb = positive('max-filesize-mb', values['max-filesize-mb']);
-  if (values.key !== undefined && values.key.length < 16) throw new UsageError('--key must be at least 16 characters');
+  const key = await chosenKey(values, input);
+  if (key !== undefined && key.length < 16) throw new UsageError('the key must be at least 16 characters');
   const org = uuidOption('org', values.org);
   const kind = values.marketplace ? 'marketplace' : 'direct';
   const billingCustomer = values['billing-customer'];
@@ -131,7 +180,7 @@ async function createKey(values: Options, name: string, pool: pg.Pool, out: (lin
     ...(durationS !== undefined && { maxDurationSeconds: Math.round(durationS) }),
     ...(filesizeMb !== undefined && { maxFilesizeBytes: Math.round(filesizeMb * MB) }),
     ...(billingCustomer !== undefined && { billingCustomer }),
-    ...(values.key !== undefined && { key: values.key }),
+    ...(key !== undefined && { key }),
   });
   if (values.json) {
     // The key only when this call made it: an existing key's text is not known (only its hash is stored).
@@ -150,7 +199,7 @@ async function createKey(values: Options, name: string, pool: pg.Pool, out: (lin
   }
   out(`api key id: ${created.id}`);
   out(`api key:    ${created.key}`);
-  if (values.key === undefined) out('store it now: it is not shown again');
+  if (key === undefined) out('store it now: it is not shown again');
   if (kind === 'marketplace') out('a marketplace key: each request names its end user in a header (MARKETPLACE_USER_HEADER, default x-marketplace-user)');
 }
 
@@ -172,8 +221,9 @@ async function reseal(values: Options, pool: pg.Pool, secretKeys: string | undef
 
 /** Run one command; output lines go to `out`. Exported for tests and the local-mode launcher. */
 export async function runAdmin(
-  argv: string[], pool: pg.Pool, out: (line: string) => void, env: { secretKeys?: string } = {},
+  argv: string[], pool: pg.Pool, out: (line: string) => void, input: AdminInput = {},
 ): Promise<void> {
+  refuseSecretsInArgv(argv);
   const [command, ...rest] = argv;
   const { values } = parseOptions(rest);
   const need = (name: 'name' | 'id'): string => {
@@ -190,7 +240,7 @@ export async function runAdmin(
       return;
     }
     case 'create-key':
-      await createKey(values, need('name'), pool, out);
+      await createKey(values, need('name'), pool, out, input);
       return;
     case 'revoke-key': {
       const id = uuidOption('id', need('id'))!;
@@ -236,11 +286,70 @@ export async function runAdmin(
       return;
     }
     case 'reseal':
-      await reseal(values, pool, env.secretKeys, out);
+      await reseal(values, pool, input.secretKeys, out);
       return;
     default:
       throw new UsageError(command ? `unknown command ${command}` : 'no command given');
   }
+}
+
+/** The checkout this file is in: its local mode's state folder is the one to look in. */
+const CHECKOUT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** The database to use, and the line that names it. */
+export interface ChosenDatabase {
+  url: string;
+  /** The first line on stderr: which database, and why that one. */
+  named: string;
+  /** Set when it is local mode's: the server is checked to be that one before anything else. */
+  local?: LocalDatabase;
+}
+
+/** DATABASE_URL when set, else the running local mode of `checkout` (its state folder); never a guess. */
+export function chooseDatabase(env: Readonly<Record<string, string | undefined>>, checkout = CHECKOUT): ChosenDatabase {
+  if (env.DATABASE_URL) return { url: env.DATABASE_URL, named: `admin: database ${shownUrl(env.DATABASE_URL)} (from DATABASE_URL)` };
+  const stateDir = localStateDir(checkout, env);
+  const lookup = findLocalDatabase(stateDir);
+  if ('missing' in lookup) {
+    throw new NoDatabaseError(`no database to use: DATABASE_URL is not set, and ${lookup.missing}. `
+      + 'Set DATABASE_URL, or start `make run` in this checkout');
+  }
+  const db = lookup.found;
+  return { url: db.url, named: `admin: database ${shownUrl(db.url)} (from ${stateDir}: local mode's Postgres)`, local: db };
+}
+
+/** A database URL without its password (in the userinfo or a query parameter); a string that is no URL is not shown. */
+export function shownUrl(url: string): string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return '(not shown: DATABASE_URL is not a URL)';
+  }
+  u.password = '';
+  for (const name of [...u.searchParams.keys()]) if (/password/i.test(name)) u.searchParams.delete(name);
+  return u.toString();
+}
+
+/** Make sure a local database is the one its state folder named: connected, and serving that data directory. */
+async function checkLocal(pool: pg.Pool, db: LocalDatabase): Promise<void> {
+  let problem: string | undefined;
+  try {
+    problem = await servedDataDirProblem(pool, db);
+  } catch (err) {
+    const e = err as { code?: unknown; message?: string };
+    problem = e.code === 'ECONNREFUSED'
+      ? `the embedded Postgres of ${db.stateDir} is not running (port ${db.port}, from its postmaster.pid, refuses connections)`
+      : `port ${db.port}, from the postmaster.pid of ${db.stateDir}, is not its embedded Postgres (${e.message ?? String(err)})`;
+  }
+  if (problem) throw new NoDatabaseError(`${problem}. Set DATABASE_URL, or start \`make run\` in this checkout`);
+}
+
+async function readStdin(): Promise<string> {
+  if (process.stdin.isTTY) process.stderr.write('admin: type the key, then Enter and Ctrl-D\n');
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 async function main(): Promise<number> {
@@ -249,20 +358,18 @@ async function main(): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return argv.length === 0 ? 2 : 0;
   }
-  const { DATABASE_URL, EMBEDDED_PG_PORT, SECRET_KEYS } = loadConfig(z.object({
-    DATABASE_URL: z.string().min(1).optional(),
-    EMBEDDED_PG_PORT: z.coerce.number().int().min(1).max(65535).default(LOCAL_PG_DEFAULT_PORT),
-    SECRET_KEYS: commonSchema.shape.SECRET_KEYS,
-  }));
-  const pool = createPool(DATABASE_URL ?? localDatabaseUrl(EMBEDDED_PG_PORT), 2);
+  refuseSecretsInArgv(argv);
+  const { SECRET_KEYS } = loadConfig(z.object({ SECRET_KEYS: commonSchema.shape.SECRET_KEYS }));
+  const chosen = chooseDatabase(process.env);
+  process.stderr.write(`${chosen.named}\n`);
+  const pool = createPool(chosen.url, 2);
   try {
-    await migrate(pool).catch((err: unknown) => {
-      if (DATABASE_URL === undefined && (err as { code?: unknown }).code === 'ECONNREFUSED') {
-        throw new Error(`local mode's database is not running on 127.0.0.1:${EMBEDDED_PG_PORT}: start it with \`make run\`, or set DATABASE_URL`);
-      }
-      throw err;
+    // Before the migrations: another checkout's database is not touched at all.
+    if (chosen.local) await checkLocal(pool, chosen.local);
+    await migrate(pool);
+    await runAdmin(argv, pool, (line) => process.stdout.write(`${line}\n`), {
+      ...(SECRET_KEYS && { secretKeys: SECRET_KEYS }), env: process.env, stdin: readStdin,
     });
-    await runAdmin(argv, pool, (line) => process.stdout.write(`${line}\n`), { ...(SECRET_KEYS && { secretKeys: SECRET_KEYS }) });
     return 0;
   } finally {
     await pool.end();
@@ -274,6 +381,6 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === resolve(process.argv[1
   main().then((code) => process.exit(code), (err: unknown) => {
     const usage = err instanceof UsageError;
     process.stderr.write(`admin: ${(err as Error).message}\n${usage ? `\n${USAGE}\n` : ''}`);
-    process.exit(usage || err instanceof ConfigError ? 2 : 1);
+    process.exit(usage || err instanceof ConfigError || err instanceof NoDatabaseError ? 2 : 1);
   });
 }

@@ -182,7 +182,7 @@ describe('api-gateway: platform', function () {
   describe('admin CLI', () => {
     const run = async (...argv: string[]) => {
       const out: string[] = [];
-      await runAdmin(argv, pool, (l) => out.push(l));
+      await runAdmin(argv, pool, (l) => out.push(l), { env: { DEV_KEY: 'dev-key-0123456789', SHORT_KEY: 'short' }, stdin: async () => 'stdin-key-0123456789\n' });
       return out;
     };
 
@@ -230,17 +230,22 @@ describe('api-gateway: platform', function () {
       expect(first.join('\n')).not.to.include('chat.example');
     });
 
-    it('stores a given key idempotently (a fixed dev key)', async () => {
-      const first = await run('create-key', '--name', 'dev', '--key', 'dev-key-0123456789');
-      const second = await run('create-key', '--name', 'dev', '--key', 'dev-key-0123456789');
+    it('stores a given key idempotently (a fixed dev key), from the environment or stdin', async () => {
+      const first = await run('create-key', '--name', 'dev', '--key-env', 'DEV_KEY');
+      const second = await run('create-key', '--name', 'dev', '--key-env', 'DEV_KEY');
       const id = /^api key id: (\S+)$/.exec(first[0]!)![1]!;
+      expect(first[1]).to.equal('api key:    dev-key-0123456789');
       expect(second).to.deep.equal([`api key ${id} already exists`]);
+      const piped = await run('create-key', '--name', 'piped', '--key-stdin');
+      expect(piped[1], 'the trailing newline is not part of it').to.equal('api key:    stdin-key-0123456789');
     });
 
     const usage: string[][] = [
       [], ['nope'], ['create-key'], ['create-org'], ['revoke-key'], ['revoke-key', '--id', 'x'],
       ['create-key', '--name', 'a', '--max-resolution', '4k'], ['create-key', '--name', 'a', '--storage-limit-gb', '-1'],
-      ['create-key', '--name', 'a', '--org', 'not-a-uuid'], ['create-key', '--name', 'a', '--key', 'short'],
+      ['create-key', '--name', 'a', '--org', 'not-a-uuid'], ['create-key', '--name', 'a', '--key-env', 'SHORT_KEY'],
+      ['create-key', '--name', 'a', '--key', 'dev-key-0123456789'], ['create-key', '--name', 'a', '--key=dev-key-0123456789'],
+      ['create-key', '--name', 'a', '--key-env', 'UNSET_KEY'], ['create-key', '--name', 'a', '--key-env', 'DEV_KEY', '--key-stdin'],
       ['create-key', '--name', 'a', '--billing-customer', 'acct_123'], ['create-key', '--name', 'a', '--billing-customer', 'cus_'],
       ['reseal'],
     ];
