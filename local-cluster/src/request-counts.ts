@@ -1,13 +1,21 @@
-// Counts of the API requests the local cluster has served, by Kubernetes
-// verb and resource as kube-apiserver's apiserver_request_total names them
-// (verb: create, get, list, watch, update, patch, delete, deletecollection;
-// resource: plural.group plus "/subresource"). Non-resource requests
-// (discovery, /version, /openapi, health) are counted under the verb "get"
-// and the resource "nonresource". Requests the write throttle turned away
-// are not counted here (throttledWrites counts them). Only HTTP requests are
-// counted: the built-in controllers (Job controller, kubelet, garbage
-// collector) call the ApiServer in process; their writes show as changes
-// (ClusterApi.subscribe).
+// Counts of the API requests the local cluster has served, two ways.
+//
+// requestCounts(): by Kubernetes verb and resource as the apiserver's request
+// info names them (verb: create, get, list, watch, update, patch, delete,
+// deletecollection; resource: plural.group plus "/subresource"), counted when
+// a request is routed. Non-resource requests (discovery, /version, /openapi,
+// health, /metrics) are counted under the verb "get" and the resource
+// "nonresource". Requests the write throttle turned away are not counted here
+// (throttledWrites counts them).
+//
+// The series of /metrics' apiserver_request_total (metrics.ts): kube-apiserver's
+// labels with the HTTP code of the answer, counted when the answer is done, as
+// kube-apiserver's instrumentation counts after its handler returns (a watch
+// when it ends). The throttle's 429s are counted there, as APF's are.
+//
+// Only HTTP requests are counted: the built-in controllers (Job controller,
+// kubelet, garbage collector) call the ApiServer in process; their writes
+// show as changes (ClusterApi.subscribe).
 import type { ResourceType } from './types.js';
 
 export type RequestVerb = 'create' | 'get' | 'list' | 'watch' | 'update' | 'patch' | 'delete' | 'deletecollection';
@@ -29,12 +37,43 @@ export function requestVerb(method: string, named: boolean, watch: boolean): Req
   }
 }
 
+/**
+ * The labels of one apiserver_request_total series but its code, named as
+ * kube-apiserver names them (k8s.io/apiserver/pkg/endpoints/metrics).
+ */
+export interface RequestLabels {
+  verb: string;
+  dry_run: string;
+  group: string;
+  version: string;
+  resource: string;
+  subresource: string;
+  scope: string;
+  component: string;
+}
+
+/** One apiserver_request_total series: its labels, the HTTP code and the count. */
+export interface RequestSeries {
+  labels: RequestLabels & { code: string };
+  count: number;
+}
+
 export class RequestCounter {
   private readonly counts = new Map<string, number>();
+  private readonly answered = new Map<string, RequestSeries>();
 
   record(verb: RequestVerb, resource: string): void {
     const key = `${verb} ${resource}`;
     this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+  }
+
+  /** Count an answered request (its code included) for apiserver_request_total. */
+  recordAnswer(labels: RequestLabels, code: number): void {
+    const full = { ...labels, code: String(code) };
+    const key = JSON.stringify(full);
+    const series = this.answered.get(key);
+    if (series) series.count++;
+    else this.answered.set(key, { labels: full, count: 1 });
   }
 
   /** "verb resource" → requests served since the last reset, keys sorted. */
@@ -42,7 +81,19 @@ export class RequestCounter {
     return Object.fromEntries([...this.counts].sort(([a], [b]) => a.localeCompare(b)));
   }
 
+  /** Every apiserver_request_total series counted since start, the last reset or the last apiserver restart. */
+  series(): RequestSeries[] {
+    return [...this.answered.values()].map((s) => ({ labels: { ...s.labels }, count: s.count }));
+  }
+
+  /** Start both counts over. */
   reset(): void {
     this.counts.clear();
+    this.answered.clear();
+  }
+
+  /** Start the metric's series over, as a kube-apiserver restart does (a new process); requestCounts() keeps counting. */
+  resetSeries(): void {
+    this.answered.clear();
   }
 }
