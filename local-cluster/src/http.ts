@@ -27,7 +27,11 @@ import type { WatchHub } from './watch.js';
 import { isObject } from './object-meta.js';
 import { PODS } from './builtin-types.js';
 import type { WriteThrottle } from './throttle.js';
-import { requestVerb, resourceLabel, type RequestCounter } from './request-counts.js';
+import { requestVerb, resourceLabel, type RequestCounter, type RequestLabels } from './request-counts.js';
+import {
+  APISERVER_COMPONENT, METRICS_CONTENT_TYPE, droppedRequestLabels, metricsText, nonResourceLabels, resourceRequestLabels, storedCounts,
+  type RequestFacts,
+} from './metrics.js';
 
 export const MAX_BODY_BYTES = 3 * 1024 * 1024;
 
@@ -42,7 +46,11 @@ export interface HttpContext {
   logs?: LogSource;
   /** Writes past a rate get APF's 429 (throttle.ts); read at each request, so it can be changed while serving. */
   throttle?: () => WriteThrottle | undefined;
-  /** Counts every request served (not those the throttle refused) by verb and resource. */
+  /**
+   * Counts every request served by verb and resource (requestCounts(); not
+   * those the throttle refused), and every answer for GET /metrics'
+   * apiserver_request_total (the throttle's 429s included).
+   */
   counter?: RequestCounter;
   /** How long to hold back the LIST being answered (the watch fault mode's slow lists); read at each LIST. */
   listDelayMs?: () => number;
@@ -76,12 +84,15 @@ export function createHandler(ctx: HttpContext): (req: IncomingMessage, res: Ser
     }
     const throttle = ctx.throttle?.();
     if (throttle && !throttle.admit(req.method ?? 'GET')) {
-      // As APF: turned away before the body is read.
+      // As APF: turned away before the body is read, and counted with its 429 (RecordDroppedRequest).
       req.resume();
+      ctx.counter?.recordAnswer(droppedRequestLabels(req), 429);
       throttle.refuse(res);
       return;
     }
-    handle(ctx, req, res).catch((err: unknown) => {
+    const answer: Answer = {};
+    if (ctx.counter) countWhenAnswered(ctx.counter, res, answer);
+    handle(ctx, req, res, answer).catch((err: unknown) => {
       if (!(err instanceof StatusError)) ctx.onError?.(err, req);
       const status = err instanceof StatusError ? err : internal(err instanceof Error ? err.message : String(err));
       if (res.headersSent) {
@@ -93,25 +104,66 @@ export function createHandler(ctx: HttpContext): (req: IncomingMessage, res: Ser
   };
 }
 
-async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+/**
+ * What a request is counted as in apiserver_request_total once answered:
+ * set when kube-apiserver would have instrumented the handler that serves
+ * it (a route of a resource, health checks, aggregated discovery, OpenAPI
+ * v3); left unset for what it answers before or outside its instrumentation
+ * (no route: 404, 405; /version, unaggregated discovery, /metrics itself).
+ */
+interface Answer {
+  labels?: RequestLabels;
+}
+
+/** Count the answer once it is done (a watch when it ends), with the code it went out with. */
+function countWhenAnswered(counter: RequestCounter, res: ServerResponse, answer: Answer): void {
+  let counted = false;
+  const count = () => {
+    if (counted || !answer.labels) return;
+    counted = true;
+    counter.recordAnswer(answer.labels, res.statusCode);
+  };
+  res.once('finish', count);
+  res.once('close', count);
+}
+
+async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerResponse, answer: Answer = {}): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://local');
   const segs = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
   const q = url.searchParams;
   const accept = req.headers.accept ?? '';
   const method = req.method ?? 'GET';
+  const facts: RequestFacts = { method, url, contentType: req.headers['content-type'] };
   const types = ctx.api.types();
   const resourcePath = (segs[0] === 'api' && segs.length > 2) || (segs[0] === 'apis' && segs.length > 3);
   if (!resourcePath) ctx.counter?.record('get', 'nonresource');
 
+  if (url.pathname === '/metrics') return serveMetrics(ctx, method, res);
   if (segs.length === 1 && segs[0] === 'version') return sendJson(res, 200, VERSION_INFO);
-  if (segs.length === 1 && ['healthz', 'livez', 'readyz'].includes(segs[0]!)) return sendText(res, 200, 'ok');
-  if (segs[0] === 'openapi') return serveOpenApi(ctx, segs, res);
+  if (segs.length === 1 && ['healthz', 'livez', 'readyz'].includes(segs[0]!)) {
+    // healthz.InstallPathHandler instruments the path it is installed at, with no component.
+    if (url.pathname === `/${segs[0]}`) answer.labels = nonResourceLabels(facts, url.pathname, '');
+    return sendText(res, 200, 'ok');
+  }
+  if (segs[0] === 'openapi') {
+    // The aggregator's OpenAPI v3 handlers (specProxier.register), with no component.
+    if (url.pathname === '/openapi/v3') answer.labels = nonResourceLabels(facts, 'openapi/v3', '');
+    else if (url.pathname.startsWith('/openapi/v3/')) answer.labels = nonResourceLabels(facts, 'openapi/v3/', '');
+    return serveOpenApi(ctx, segs, res);
+  }
   if (segs[0] === 'api' && segs.length === 1) {
-    if (wantsAggregated(accept)) return sendJson(res, 200, aggregatedDiscovery(types, 'api'), AGGREGATED_CONTENT_TYPE);
+    if (wantsAggregated(accept)) {
+      // Only the aggregated discovery handler is instrumented (NewResourceManager("api")).
+      if (url.pathname === '/api') answer.labels = nonResourceLabels(facts, 'api', APISERVER_COMPONENT);
+      return sendJson(res, 200, aggregatedDiscovery(types, 'api'), AGGREGATED_CONTENT_TYPE);
+    }
     return sendJson(res, 200, apiVersions(req.headers.host));
   }
   if (segs[0] === 'apis' && segs.length === 1) {
-    if (wantsAggregated(accept)) return sendJson(res, 200, aggregatedDiscovery(types, 'apis'), AGGREGATED_CONTENT_TYPE);
+    if (wantsAggregated(accept)) {
+      if (url.pathname === '/apis') answer.labels = nonResourceLabels(facts, 'apis', APISERVER_COMPONENT);
+      return sendJson(res, 200, aggregatedDiscovery(types, 'apis'), AGGREGATED_CONTENT_TYPE);
+    }
     return sendJson(res, 200, apiGroupList(types));
   }
   // A group nothing serves (no built-in kind, no CRD) falls through the whole
@@ -136,6 +188,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   const { rt, namespace, name, subresource } = route;
   const verb = requestVerb(method, name !== undefined, isTrue(q.get('watch')));
   if (verb) ctx.counter?.record(verb, resourceLabel(rt, subresource));
+  if (hasRoute(rt, namespace, name, subresource, method)) answer.labels = resourceRequestLabels(facts, route);
   if (rt.namespaced && namespace === undefined && name !== undefined) throw notFoundPath();
 
   if (subresource === 'log') {
@@ -199,6 +252,35 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     default:
       throw methodNotAllowed();
   }
+}
+
+/**
+ * Whether kube-apiserver has a route for this method on this path (installer.go
+ * registers one per action): a namespaced resource across all namespaces is
+ * only listed and watched; a collection is listed, created and deleted; an
+ * object is read, replaced, patched and deleted; /status is read, replaced
+ * and patched where the kind has it; pods/log is read. Anything else is
+ * refused by go-restful before the route's instrumentation (404, 405).
+ */
+function hasRoute(rt: ResourceType, namespace: string | undefined, name: string | undefined, subresource: string | undefined, method: string): boolean {
+  if (rt.namespaced && namespace === undefined) return name === undefined && method === 'GET';
+  if (subresource === 'log') return rt === PODS && name !== undefined && method === 'GET';
+  if (subresource === 'status') return rt.statusSubresource && name !== undefined && ['GET', 'PUT', 'PATCH'].includes(method);
+  if (subresource !== undefined) return false;
+  return (name === undefined ? ['GET', 'POST', 'DELETE'] : ['GET', 'PUT', 'PATCH', 'DELETE']).includes(method);
+}
+
+/**
+ * GET /metrics: kube-apiserver's apiserver_request_total and
+ * apiserver_storage_objects in the Prometheus text format (metrics.ts). The
+ * guard has already let only authenticated users through, as RBAC lets
+ * system:anonymous no further than the public info paths.
+ */
+function serveMetrics(ctx: HttpContext, method: string, res: ServerResponse): void {
+  if (method !== 'GET') throw methodNotAllowed();
+  const text = metricsText(ctx.counter?.series() ?? [], storedCounts(ctx.api));
+  res.writeHead(200, { 'Content-Type': METRICS_CONTENT_TYPE, 'Content-Length': Buffer.byteLength(text) });
+  res.end(text);
 }
 
 /** Map path segments after /api/v1 or /apis/g/v to a resource, namespace, name and subresource. */

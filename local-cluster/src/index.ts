@@ -205,12 +205,15 @@ export class LocalCluster {
    * HTTP requests served since start (or the last resetRequestCounts), as
    * "verb resource" → count, e.g. "patch mediajobs.mediajobs.io/status"
    * (request-counts.ts). The built-in controllers' own writes are not
-   * requests; subscribe to api for those.
+   * requests; subscribe to api for those. The same requests with their
+   * HTTP codes, in kube-apiserver's labels, are GET /metrics'
+   * apiserver_request_total (metrics.ts).
    */
   requestCounts(): Record<string, number> {
     return this.counter.snapshot();
   }
 
+  /** Start requestCounts() and /metrics' apiserver_request_total over (the latter as a restart does). */
   resetRequestCounts(): void {
     this.counter.reset();
   }
@@ -254,12 +257,15 @@ export class LocalCluster {
    * over the same etcd: every connection and watch dropped, nothing
    * listening on the port for `downMs`, then the same URL again with a
    * fresh watch cache (a watch resumed from before the restart gets 410
-   * Expired, so clients relist). The kubelet, the controllers and the pods
-   * run on, as they do in a cluster when only its API server restarts.
+   * Expired, so clients relist), and /metrics' request counter from zero.
+   * The kubelet, the controllers and the pods run on, as they do in a
+   * cluster when only its API server restarts.
    */
   async restartApiServer(downMs: number): Promise<void> {
     const { port, address } = this.server.address() as AddressInfo;
     await this.closeServer();
+    // A new kube-apiserver process: its counters start from zero (requestCounts() keeps counting).
+    this.counter.resetSeries();
     this.api.store.compact();
     await new Promise((r) => setTimeout(r, downMs));
     await new Promise<void>((resolve, reject) => {
