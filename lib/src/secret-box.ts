@@ -39,6 +39,14 @@ export interface SecretBoxOptions {
   openUnbound?: boolean;
 }
 
+/**
+ * GCM's full 16-byte tag, pinned on both sides. A decipher that takes the
+ * tag's length from the value accepts 12, 8 or even 4 bytes; a shorter GCM
+ * tag is the full one's first bytes, so a stored value with its tag cut
+ * still opens, and a forger has far fewer bits to guess.
+ */
+const TAG_BYTES = 16;
+
 const contextText = (at: SecretContext) => `${at.table}.${at.column}:${at.row}`;
 
 /** v2's associated data: version, key id and place, NUL-separated so no field can run into the next. */
@@ -68,7 +76,7 @@ export class SecretBox {
   /** "v2.<kid>.<iv>.<tag>.<ciphertext>", base64url parts, bound to `at`. */
   seal(plaintext: string, at: SecretContext): string {
     const iv = randomBytes(12);
-    const cipher = createCipheriv('aes-256-gcm', this.keys.get(this.current)!, iv);
+    const cipher = createCipheriv('aes-256-gcm', this.keys.get(this.current)!, iv, { authTagLength: TAG_BYTES });
     cipher.setAAD(aadV2(this.current, at));
     const ct = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
     return [CURRENT, this.current, iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), ct.toString('base64url')].join('.');
@@ -97,9 +105,11 @@ export class SecretBox {
     const key = this.keys.get(kid);
     if (!key) throw new SecretBoxError(`sealed with unknown key id ${kid}`);
     try {
-      const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'));
+      const authTag = Buffer.from(tag, 'base64url');
+      if (authTag.length !== TAG_BYTES) throw new SecretBoxError('tag is not 16 bytes');
+      const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'), { authTagLength: TAG_BYTES });
       decipher.setAAD(v === CURRENT ? aadV2(kid, at) : Buffer.from(kid));
-      decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+      decipher.setAuthTag(authTag);
       return Buffer.concat([decipher.update(Buffer.from(ct, 'base64url')), decipher.final()]).toString('utf8');
     } catch {
       throw new SecretBoxError(`secret at ${contextText(at)} could not be opened (wrong key, wrong place or tampered)`);

@@ -1,6 +1,7 @@
 // The secret box: a value opens only at the place it was sealed for, values
 // from before places were bound still open, and none is downgraded to them.
 import { expect } from 'chai';
+import { createCipheriv, randomBytes } from 'node:crypto';
 import { SecretBox, SecretBoxError, type SecretContext } from '../src/secret-box.js';
 import { sealV1 } from './secret-box-support.js';
 
@@ -44,6 +45,24 @@ describe('lib: SecretBox', () => {
     const sealed = box.seal('https://hooks.example/a', here);
     expect(() => box.open(`v1${sealed.slice(2)}`, here)).to.throw(SecretBoxError, /unbound/);
     expect(() => new SecretBox(spec, { openUnbound: true }).open(`v1${sealed.slice(2)}`, here)).to.throw(SecretBoxError, /wrong place or tampered/);
+  });
+
+  it('refuses a value whose GCM tag is shorter than 16 bytes: one cut from a stored value, and one sealed with a 12-byte tag', () => {
+    const sealed = box.seal('https://hooks.example/a', here);
+    const parts = sealed.split('.');
+    const cut = [...parts.slice(0, 3), Buffer.from(parts[3]!, 'base64url').subarray(0, 12).toString('base64url'), parts[4]].join('.');
+    refused(cut, here);
+    // Sealed as seal() does (v2, the same associated data), but with a 12-byte tag.
+    const kid = spec.slice(0, spec.indexOf(':'));
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', Buffer.from(spec.slice(spec.indexOf(':') + 1), 'base64'), iv, { authTagLength: 12 });
+    cipher.setAAD(Buffer.from(['v2', kid, here.table, here.column, here.row].join('\0')));
+    const ct = Buffer.concat([cipher.update('https://hooks.example/b', 'utf8'), cipher.final()]);
+    const short = ['v2', kid, iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), ct.toString('base64url')].join('.');
+    expect(Buffer.from(short.split('.')[3]!, 'base64url')).to.have.length(12);
+    refused(short, here);
+    // The full tag of the same kind opens: the refusals above are the tag's length, nothing else.
+    expect(box.open(sealed, here)).to.equal('https://hooks.example/a');
   });
 
   it('knows which values are current: v2 under the first key', () => {
