@@ -143,6 +143,9 @@ export function buildRunnerJob(mj: MediaJob, s: JobSettings, attempt = 1): V1Job
         spec: {
           restartPolicy: 'Never',
           serviceAccountName: s.serviceAccountName,
+          // No <SERVICE>_HOST/_PORT variables for every Service of the namespace: a
+          // runner fetches what a user's URL names and needs no map of the cluster.
+          enableServiceLinks: false,
           // The Secret's files are root's (kubelet) with the pod's fsGroup as
           // their group: 0440 lets the runner's user read them and nobody
           // else. With fsGroup the kubelet adds group read to a Secret volume

@@ -243,6 +243,11 @@ describe('runner Job', () => {
     expect(c.env!.find((e) => e.name === 'HOME')!.value).to.equal('/tmp');
     expect(buildRunnerJob(mj(), settings).spec!.template.spec!.volumes!.find((v) => v.name === 'work')!.emptyDir).to.deep.equal({ sizeLimit: '20Gi' });
   });
+
+  it('gets no Service environment variables: the namespace\'s Services (the gateway, its metrics) are not listed to the runner', () => {
+    const settings = { image: 'mediajobs/runner:dev', backoffLimit: 0, activeDeadlineSeconds: 60, ttlSecondsAfterFinished: 0 };
+    expect(buildRunnerJob(mj(), settings).spec!.template.spec!.enableServiceLinks).to.equal(false);
+  });
 });
 
 describe('operator settings for runner pods', () => {
