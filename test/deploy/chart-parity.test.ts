@@ -40,7 +40,7 @@ describe('scripts/chart-parity: the chart against deploy/base', () => {
     expect(diffs).to.deep.equal([
       'Role/mediajobs-gateway .rules[0].verbs[4]: undefined ≠ "list"',
       'Deployment/mediajobs-gateway .spec.replicas: 2 ≠ 3',
-      'NetworkPolicy/mediajobs-runner .spec.egress[2].to[0].ipBlock.except[5]: "127.0.0.0/8" ≠ undefined',
+      'NetworkPolicy/mediajobs-runner .spec.egress[2].to[0].ipBlock.except[6]: "0.0.0.0/8" ≠ undefined',
     ]);
   });
 

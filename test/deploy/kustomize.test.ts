@@ -156,15 +156,15 @@ describe('deploy/: what the rendered objects hold', () => {
         }
       });
 
-      it('runner pods reach the internet, DNS and the gateway, but no private, link-local or metadata address', () => {
+      it('runner pods reach the internet, DNS and the gateway, but no private, link-local, metadata, "this network" or NAT64 address', () => {
         const policy = named(objs, 'NetworkPolicy', 'mediajobs-runner');
         expect(policy.spec.podSelector.matchLabels).to.deep.equal({ 'app.kubernetes.io/name': 'mediajobs-runner' });
         expect(policy.spec.policyTypes).to.deep.equal(['Ingress', 'Egress']);
         expect(policy.spec.ingress).to.deep.equal([]);
         const blocks = policy.spec.egress.flatMap((r: Obj) => r.to).filter((p: Obj) => p.ipBlock).map((p: Obj) => p.ipBlock);
         expect(blocks).to.deep.equal([
-          { cidr: '0.0.0.0/0', except: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '169.254.0.0/16', '127.0.0.0/8'] },
-          { cidr: '::/0', except: ['fc00::/7', 'fe80::/10', '::1/128'] },
+          { cidr: '0.0.0.0/0', except: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '169.254.0.0/16', '127.0.0.0/8', '0.0.0.0/8'] },
+          { cidr: '::/0', except: ['fc00::/7', 'fe80::/10', '::1/128', '64:ff9b::/96', '64:ff9b:1::/48'] },
         ]);
         const dns = policy.spec.egress[0];
         expect(dns.to[0].namespaceSelector.matchLabels).to.deep.equal({ 'kubernetes.io/metadata.name': 'kube-system' });
