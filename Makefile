@@ -12,7 +12,7 @@ help:
 	@echo "make test-report - run the tests (or FILES) and write the time report to test-report.json"
 	@echo "make bench  - run the benchmarks and print their figures"
 	@echo "make chaos  - run the fault suite at full size and print its figures"
-	@echo "make soak   - run a steady mixed load and print each process's memory"
+	@echo "make soak   - bursts of load and idle gaps on compressed timers: memory, LISTs per kind while idle, warning lines"
 	@echo "make chart-check - helm lint + helm template, compared with deploy/base and dry-run applied (needs helm)"
 
 # Install npm packages when the lock file changed since the last install;
@@ -104,7 +104,9 @@ bench: deps bench-tools
 	npx tsx lib/bench/upload-vs-rclone.ts
 	npx tsx lib/bench/webhook-signing.ts
 
-# Issue 16 item 6: a steady mixed load for SOAK_SECONDS (default 600) and the memory of each process after warm-up and at the end.
+# Issues 16 and 34: bursts of load and idle gaps for SOAK_SECONDS (default 1800) with the operator's timers compressed;
+# prints each process's memory, the LISTs per kind while idle and the warning lines (test/soak/soak.ts). A reduced run
+# of about two minutes is in make test (test/soak/idle-soak.test.ts).
 .PHONY: soak
 soak: deps
 	npx tsx test/soak/soak.ts

@@ -81,11 +81,11 @@ export interface BenchCluster {
   kc: k8s.KubeConfig;
 }
 
-/** The local cluster in its own process, with the CRDs of `crds` (files in crds/) established; `args` go to its CLI. */
-export async function startCluster(work: string, crds: string[], { args = [], nodeArgs = [] }: Omit<StartOptions, 'env'> = {}): Promise<BenchCluster> {
+/** The local cluster in its own process, with the CRDs of `crds` (files in crds/) established; `args` go to its CLI, `env` to its environment. */
+export async function startCluster(work: string, crds: string[], { args = [], nodeArgs = [], env = {} }: StartOptions = {}): Promise<BenchCluster> {
   const kubeconfig = join(work, 'kubeconfig');
   const proc = await start(join(root, 'local-cluster/src/cli.ts'), /local cluster at (\S+)/, join(work, 'local-cluster.log'), {
-    args: ['--kubeconfig', kubeconfig, '--work-dir', join(work, 'cluster'), ...args], env: { LOG_LEVEL: 'warn' }, nodeArgs,
+    args: ['--kubeconfig', kubeconfig, '--work-dir', join(work, 'cluster'), ...args], env: { LOG_LEVEL: 'warn', ...env }, nodeArgs,
   });
   const kc = new k8s.KubeConfig();
   kc.loadFromFile(kubeconfig);
