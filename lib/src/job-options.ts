@@ -6,12 +6,14 @@
 // - a POST /jobs body: parseJobRequest validates it first, before anything
 //   touches Postgres or the cluster, so every client mistake becomes one 400
 //   whose message names the field;
-// - a MediaJob applied with kubectl: the CRD's schema validated it; the
-//   operator normalises it before it records the job or starts a runner;
+// - a MediaJob applied with kubectl: the CRD's schema validated it, and the
+//   operator checks it again as the CRD would (mediajob/spec-check.ts: the
+//   apiserver's CRD may lack its rules) before it normalises it, records the
+//   job or starts a runner;
 // - the runner's MEDIAJOB_SPEC, already normalised by the gateway or the
-//   operator: the runner validates the fields it acts on (runner-image
-//   config.ts) and normalises again, which changes nothing but fills what a
-//   hand-written spec leaves out.
+//   operator: the runner checks the options it acts on the same way
+//   (runner-image config.ts) and normalises again, which changes nothing but
+//   fills what a hand-written spec leaves out.
 // The defaults that need no other field are specOptionsSchema's (types.ts,
 // equal to the CRD's); those that depend on other fields and the rule-4
 // corrections are here. What comes out is the form the MediaJob spec carries:

@@ -162,11 +162,12 @@ const CATEGORY_BY_PHRASE: readonly (readonly [phrase: string, category: string])
   ['Media is DRM-protected', 'drm_protected'],
   ['The media is longer than this API key allows', 'duration_limit_exceeded'],
   ['The file is larger than this API key allows', 'filesize_limit_exceeded'],
+  ['The job\'s spec is invalid', 'invalid_spec'],
 ];
 
 /** Reasons that name their category whatever the phrase (the operator's own failures, spec "Job failure reasons"). */
 const CATEGORY_REASONS = new Set([
-  'timeout', 'storage_unreachable', 'duration_limit_exceeded', 'filesize_limit_exceeded', 'invalid_owner', 'name_taken', 'drm_audio_only',
+  'timeout', 'storage_unreachable', 'duration_limit_exceeded', 'filesize_limit_exceeded', 'invalid_spec', 'invalid_owner', 'name_taken', 'drm_audio_only',
 ]);
 
 /**

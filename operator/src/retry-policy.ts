@@ -60,6 +60,7 @@ export const RETRY_POLICY: Readonly<Record<FailureCause, RetryKind>> = {
   duration_limit_exceeded: 'no',
   filesize_limit_exceeded: 'no',
   // Decided by someone, or about the request: never a runner's to retry.
+  invalid_spec: 'no',
   cancelled: 'no',
   invalid_owner: 'no',
   runner_name_taken: 'no',

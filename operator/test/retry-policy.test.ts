@@ -37,7 +37,7 @@ describe('retry policy: the table', () => {
 
   it('never retries content, DRM, limits, deterministic failures, timeouts, cancellations or validation', () => {
     const never: FailureCause[] = [
-      ...CONTENT_CATEGORIES, ...LIMIT_CATEGORIES, 'processing_failed', 'output_unverified', 'timeout', 'unknown', 'cancelled', 'invalid_owner', 'runner_name_taken',
+      ...CONTENT_CATEGORIES, ...LIMIT_CATEGORIES, 'processing_failed', 'output_unverified', 'invalid_spec', 'timeout', 'unknown', 'cancelled', 'invalid_owner', 'runner_name_taken',
     ];
     for (const c of never) expect(RETRY_POLICY[c], c).to.equal('no');
     expect(Object.entries(RETRY_POLICY).filter(([, k]) => k === 'no').map(([c]) => c)).to.have.members(never);

@@ -13,13 +13,13 @@
 // beside the phrase, and the operator's retry policy reads it.
 import { boundedLines, ytDlpReason, type YtDlpReason } from '@mediajobs/lib/media-info/ytdlp-messages';
 import {
-  LIMIT_CATEGORIES, TECHNICAL_CATEGORIES, type ErrorCategory, type LimitCategory, type TechnicalCategory,
+  LIMIT_CATEGORIES, REQUEST_CATEGORIES, TECHNICAL_CATEGORIES, type ErrorCategory, type LimitCategory, type RequestCategory, type TechnicalCategory,
 } from '@mediajobs/lib/mediajob/error-categories';
 import type { ErrorType, RunnerReport } from '@mediajobs/lib/mediajob/types';
 
 export {
-  CONTENT_CATEGORIES, LIMIT_CATEGORIES, TECHNICAL_CATEGORIES,
-  type ContentCategory, type ErrorCategory, type LimitCategory, type TechnicalCategory,
+  CONTENT_CATEGORIES, LIMIT_CATEGORIES, REQUEST_CATEGORIES, TECHNICAL_CATEGORIES,
+  type ContentCategory, type ErrorCategory, type LimitCategory, type RequestCategory, type TechnicalCategory,
 } from '@mediajobs/lib/mediajob/error-categories';
 
 /** The fixed, sanitised phrase for each category. */
@@ -44,6 +44,7 @@ export const MESSAGES: Record<ErrorCategory, string> = {
   drm_protected: 'Media is DRM-protected',
   duration_limit_exceeded: 'The media is longer than this API key allows',
   filesize_limit_exceeded: 'The file is larger than this API key allows',
+  invalid_spec: 'The job\'s spec is invalid',
 };
 
 /** Failure reasons (spec "Job failure reasons") set beside the error. */
@@ -51,6 +52,7 @@ export const REASONS: Partial<Record<ErrorCategory, string>> = {
   storage_unreachable: 'storage_unreachable',
   duration_limit_exceeded: 'duration_limit_exceeded',
   filesize_limit_exceeded: 'filesize_limit_exceeded',
+  invalid_spec: 'invalid_spec',
 };
 
 export interface Classification {
@@ -66,7 +68,7 @@ export function classification(category: ErrorCategory, opts: { audioOnlySource?
   if (category === 'drm_protected' && opts.audioOnlySource) {
     return { category, outcome: 'skipped', error: MESSAGES[category], reason: 'drm_audio_only' };
   }
-  const fails = [...TECHNICAL_CATEGORIES, ...LIMIT_CATEGORIES].includes(category as TechnicalCategory | LimitCategory);
+  const fails = [...TECHNICAL_CATEGORIES, ...LIMIT_CATEGORIES, ...REQUEST_CATEGORIES].includes(category as TechnicalCategory | LimitCategory | RequestCategory);
   return {
     category,
     outcome: fails ? 'failed' : 'warning',
@@ -85,6 +87,14 @@ export function overLimit(category: LimitCategory, figures: Readonly<Record<stri
   const c = classification(category);
   const text = Object.entries(figures).map(([name, n]) => `${name}: ${n}`).join(', ');
   return { ...c, error: `${c.error} (${text})` };
+}
+
+/**
+ * A spec the CRD's rules refuse (lib/src/mediajob/spec-check.ts): the
+ * problems as the message, each naming its field, never its value.
+ */
+export function invalidSpec(message: string): Classification {
+  return { ...classification('invalid_spec'), error: message };
 }
 
 type Rule = readonly [ErrorCategory, RegExp];

@@ -13,6 +13,8 @@ describe('runner: error categories in the metrics', () => {
     }
     expect(errorCategory({ status: 'Completed' })).to.equal('none');
     expect(errorCategory({ status: 'Failed', error: 'Processing timed out', reason: 'timeout' })).to.equal('timeout');
+    // A spec's problems name its fields, not a phrase: the reason says it.
+    expect(errorCategory({ status: 'Failed', error: 'spec.clipEnd: must be greater than clipStart', reason: 'invalid_spec' })).to.equal('invalid_spec');
     expect(errorCategory({ status: 'Failed', error: 'anything a hand-written status says' })).to.equal('other');
   });
 });

@@ -18,6 +18,7 @@
 // are also those of the zod schemas in types.ts, which the TypeScript types
 // come from; lib/test/crds.test.ts compares the two field by field. What only
 // the CRD has: descriptions, string patterns and lengths, formats, list types.
+import { parseClipTime } from '../job-options.js';
 import {
   AUDIO_BITRATES, AUDIO_CODECS, BATCH_KINDS, BATCH_STATUSES, CONDITION_STATUSES, DESTINATION_TYPES,
   ATTEMPT_OUTCOMES, DEFAULT_VIDEO_QUALITY, ERROR_TYPES, FORMATS, GROUP, JOB_STATUSES, JOB_STEPS, MAX_DURATION_SECONDS, MAX_RESOLUTIONS,
@@ -138,10 +139,30 @@ const DNS_SUBDOMAIN = String.raw`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 const CONDITION_TYPE = String.raw`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$`;
 const CONDITION_REASON = String.raw`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`;
 
+/**
+ * What each pattern asks, in words: the problem of a value that breaks it,
+ * for spec-check.ts to name with the field (the pattern itself says little
+ * to a manifest's author, and the value is never echoed).
+ */
+export const PATTERN_PROBLEMS: Readonly<Record<string, string>> = {
+  [HTTP_URL]: 'must be an http or https URL',
+  [FILENAME]: 'must not contain "..", "/", "\\" or a NUL byte',
+  [NO_DOUBLE_DOT]: 'must not contain ".." or a NUL byte',
+  [NO_LEADING_SLASH]: 'must not start with "/" or "\\"',
+  [NOT_BLANK]: 'must not be empty or whitespace-only',
+  [CLIP_TIME]: 'must be a time as HH:MM:SS, MM:SS or seconds (e.g. 01:02:03, 2:30, 90, 12.5)',
+  [DNS_SUBDOMAIN]: 'must be a DNS subdomain name: lower-case letters, digits, "-" and "."',
+  [CONDITION_TYPE]: 'must be a condition type: letters, digits, "-", "_" and ".", with an optional DNS prefix',
+  [CONDITION_REASON]: 'must be a CamelCase reason: a letter, then letters, digits, "_", "," or ":"',
+};
+
 // ---------------------------------------------------------------------------
 // CEL rules. Only standard CEL and the strings extension's split are used,
 // which every Kubernetes since 1.28 (fieldPath, messageExpression) and the
 // local cluster evaluate alike.
+
+const CLIP_ORDER = 'clipEnd must be greater than clipStart';
+const INLINE_DRIVE = 'drive is available as a saved destination only, never inline';
 
 /** A CLIP_TIME string as seconds (a double): [[HH:]MM:]SS[.fraction]. */
 function clipSeconds(field: string): string {
@@ -155,7 +176,7 @@ function clipSeconds(field: string): string {
 function clipRule(): ValidationRule {
   return {
     rule: `!has(self.clipEnd) || ${clipSeconds('self.clipEnd')} > (has(self.clipStart) ? ${clipSeconds('self.clipStart')} : 0.0)`,
-    message: 'clipEnd must be greater than clipStart',
+    message: CLIP_ORDER,
     messageExpression: "has(self.clipStart) ? 'clipEnd must be greater than clipStart' : 'clipEnd must be greater than 0'",
     fieldPath: '.clipEnd',
   };
@@ -164,10 +185,45 @@ function clipRule(): ValidationRule {
 function inlineDriveRule(): ValidationRule {
   return {
     rule: "!has(self.type) || self.type != 'inline' || !has(self.provider) || self.provider != 'drive'",
-    message: 'drive is available as a saved destination only, never inline',
+    message: INLINE_DRIVE,
     fieldPath: '.provider',
   };
 }
+
+/** A rule's verdict in TypeScript: the field it is about (relative, as a rule's fieldPath) and the problem. */
+export interface RuleProblem {
+  at: string;
+  problem: string;
+}
+
+/**
+ * The CRDs' rules on one object, in TypeScript, keyed by the rule's
+ * message: what spec-check.ts checks of a spec the apiserver did not (its
+ * CRD lacked the rules). Each twin reads `self` as the rule does, its
+ * fields' types already checked; lib/test/spec-check.test.ts fails on a
+ * rule without one. Rules on a change (oldSelf) have none: they judge an
+ * update, not what is stored.
+ */
+export const RULE_TWINS: Readonly<Record<string, (self: Record<string, unknown>) => RuleProblem | undefined>> = {
+  // The clip rule with the gateway's reading of the times (job-options.ts
+  // parseClipTime: minutes and seconds below 60), which is the runner's: a
+  // time only the CRD's shape admits (2:75) would reach a runner that
+  // cannot read it.
+  [CLIP_ORDER]: (self) => {
+    const seconds = (field: 'clipStart' | 'clipEnd') => (typeof self[field] === 'string' ? parseClipTime(self[field]) : undefined);
+    for (const field of ['clipStart', 'clipEnd'] as const) {
+      if (self[field] !== undefined && seconds(field) === undefined) {
+        return { at: `.${field}`, problem: 'must be a time as HH:MM:SS, MM:SS or seconds, with minutes and seconds below 60' };
+      }
+    }
+    const end = seconds('clipEnd');
+    if (end === undefined) return undefined;
+    const start = seconds('clipStart');
+    if (end > (start ?? 0)) return undefined;
+    return { at: '.clipEnd', problem: start === undefined ? 'must be greater than 0' : 'must be greater than clipStart' };
+  },
+  [INLINE_DRIVE]: (self) => (self.type === 'inline' && self.provider === 'drive' ? { at: '.provider', problem: INLINE_DRIVE } : undefined),
+};
 
 /**
  * A MediaJob runs the request it was admitted with: once the operator created

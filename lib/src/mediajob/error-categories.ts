@@ -39,11 +39,21 @@ export const CONTENT_CATEGORIES = [
  */
 export const LIMIT_CATEGORIES = ['duration_limit_exceeded', 'filesize_limit_exceeded'] as const;
 
-export const ERROR_CATEGORIES = [...TECHNICAL_CATEGORIES, ...CONTENT_CATEGORIES, ...LIMIT_CATEGORIES] as const;
+/**
+ * The request itself: a spec the CRD's rules refuse (a field, or fields
+ * that contradict each other), which reached the operator or the runner
+ * because the apiserver did not apply those rules (./spec-check.ts). The
+ * job fails (errorType error, the category as its reason) before anything
+ * runs, and no attempt is ever tried again: the same spec fails the same way.
+ */
+export const REQUEST_CATEGORIES = ['invalid_spec'] as const;
+
+export const ERROR_CATEGORIES = [...TECHNICAL_CATEGORIES, ...CONTENT_CATEGORIES, ...LIMIT_CATEGORIES, ...REQUEST_CATEGORIES] as const;
 
 export type TechnicalCategory = (typeof TECHNICAL_CATEGORIES)[number];
 export type ContentCategory = (typeof CONTENT_CATEGORIES)[number];
 export type LimitCategory = (typeof LIMIT_CATEGORIES)[number];
+export type RequestCategory = (typeof REQUEST_CATEGORIES)[number];
 export type ErrorCategory = (typeof ERROR_CATEGORIES)[number];
 
 export function isErrorCategory(s: string | undefined): s is ErrorCategory {
