@@ -1,7 +1,7 @@
 // GET /files/<key>: downloads from managed local storage through URLs
 // signed by lib's LocalStorageProvider, with Range support, and 403 for
 // expired or forged signatures.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -111,6 +111,61 @@ describe('api-gateway: managed file downloads', function () {
     const r = await gw.request('GET', `/files/${encodeKeyPath(key)}?expires=${exp}&sig=${signFileUrl(key, exp, SECRET)}`, { key: null });
     expect(r.status).to.equal(404);
     expect(r.body).to.deep.equal({ error: 'File not found' });
+  });
+
+  it('answers conditional requests from the file it opened: 304, 412, and a stale If-Range gets the whole file', async () => {
+    const url = await storage.presign('videos/a.mp4', 86_400);
+    const first = await get(url);
+    const etag = first.headers.get('etag')!;
+    const modified = first.headers.get('last-modified')!;
+    expect(etag).to.match(/^W\/"[0-9a-f]+-[0-9a-f]+"$/);
+    // fetch sends Cache-Control: no-cache with a conditional header unless told otherwise, and no-cache is never a 304.
+    const revalidate = { 'cache-control': 'max-age=0' };
+    expect((await get(url, { ...revalidate, 'if-none-match': etag })).status).to.equal(304);
+    expect((await get(url, { ...revalidate, 'if-modified-since': modified })).status).to.equal(304);
+    expect((await get(url, { 'if-none-match': etag })).status).to.equal(200);
+    expect((await get(url, { 'if-match': '"other"' })).status).to.equal(412);
+    expect((await get(url, { 'if-unmodified-since': 'Thu, 01 Jan 1970 00:00:00 GMT' })).status).to.equal(412);
+    const fresh = await get(url, { range: 'bytes=0-9', 'if-range': etag });
+    expect([fresh.status, (await fresh.arrayBuffer()).byteLength]).to.deep.equal([206, 10]);
+    const stale = await get(url, { range: 'bytes=0-9', 'if-range': '"changed"' });
+    expect([stale.status, (await stale.arrayBuffer()).byteLength]).to.deep.equal([200, 1000]);
+    const several = await get(url, { range: 'bytes=0-1,5-6' });
+    expect([several.status, (await several.arrayBuffer()).byteLength]).to.deep.equal([200, 1000]);
+  });
+
+  describe('a symlink a runner planted in the storage directory is never followed', () => {
+    let outside: string;
+    before(async () => {
+      outside = mkdtempSync(join(tmpdir(), 'mj-outside-'));
+      writeFileSync(join(outside, 'secret.txt'), 'not for download');
+      await storage.upload('videos/checked.mp4', Readable.from([Buffer.from('a stored file')]));
+      symlinkSync(join(outside, 'secret.txt'), join(dir, 'videos/out.mp4'));
+      symlinkSync(outside, join(dir, 'videos/outdir'));
+      // Inside: to a stored file whose own path passes every check, and a directory linked to a stored one.
+      symlinkSync(join(dir, 'videos/checked.mp4'), join(dir, 'videos/in.mp4'));
+      symlinkSync('checked.mp4', join(dir, 'videos/relative.mp4'));
+      symlinkSync(join(dir, 'videos'), join(dir, 'alias'));
+    });
+    after(() => rmSync(outside, { recursive: true, force: true }));
+
+    for (const [what, key] of [
+      ['a link out of the directory', 'videos/out.mp4'],
+      ['a path through a directory linked out of it', 'videos/outdir/secret.txt'],
+      ['a link to another stored file', 'videos/in.mp4'],
+      ['a relative link to another stored file', 'videos/relative.mp4'],
+      ['a path through a directory linked to a stored one', 'alias/checked.mp4'],
+    ] as const) {
+      it(`${what}: 404, with a valid signature`, async () => {
+        const r = await get(await storage.presign(key, 86_400), {});
+        expect(r.status).to.equal(404);
+        expect(await r.json()).to.deep.equal({ error: 'File not found' });
+      });
+    }
+
+    it('the stored file itself is served', async () => {
+      expect(await (await get(await storage.presign('videos/checked.mp4', 86_400))).text()).to.equal('a stored file');
+    });
   });
 
   it('logs the path but never the signature', async () => {

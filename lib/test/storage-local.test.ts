@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import { readdirSync, writeSync } from 'node:fs';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -14,7 +14,7 @@ import {
   createManagedStorage,
   createProvider,
   decodeKeyPath,
-  resolveFile,
+  openFile,
   signFileUrl,
   verifySignedFileUrl,
 } from '../src/storage/index.js';
@@ -32,12 +32,22 @@ async function caught(p: Promise<unknown> | (() => unknown)): Promise<StorageErr
   expect.fail('expected a StorageError');
 }
 
-/** What the gateway's /files route does with a presigned URL: decode, verify, resolve. */
+/** The stored file of `key` as the gateway reads it: through the descriptor openFile checked. */
+async function readStored(dir: string, key: string): Promise<Buffer> {
+  const { handle } = await openFile(dir, key);
+  try {
+    return await handle.readFile();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** What the gateway's /files route does with a presigned URL: decode, verify, open. */
 async function serve(dir: string, url: string, secret = SECRET, nowMs = Date.now()): Promise<Buffer | 'forbidden'> {
   const u = new URL(url);
   const key = decodeKeyPath(u.pathname.replace(/^\/files\//, ''));
   if (!verifySignedFileUrl(key, u.searchParams.get('expires') ?? '', u.searchParams.get('sig') ?? '', secret, nowMs)) return 'forbidden';
-  return readFile((await resolveFile(dir, key)).path);
+  return readStored(dir, key);
 }
 
 describe('storage: managed local provider', () => {
@@ -55,7 +65,7 @@ describe('storage: managed local provider', () => {
   /** The file under `key`, found as the gateway finds it; undefined when there is none. */
   async function stored(key: string): Promise<Buffer | undefined> {
     try {
-      return await readFile((await resolveFile(dir, key)).path);
+      return await readStored(dir, key);
     } catch (err) {
       if (err instanceof StorageError && err.code === 'not_found') return undefined;
       throw err;
@@ -172,7 +182,7 @@ describe('storage: managed local provider', () => {
       const up = await caught(p.upload(key, Readable.from([Buffer.from('x')])));
       expect(up.code, key).to.equal('invalid_config');
       expect((await caught(p.presign(key, 60))).code, key).to.equal('invalid_config');
-      expect((await caught(resolveFile(dir, key))).code, key).to.equal('invalid_config');
+      expect((await caught(openFile(dir, key))).code, key).to.equal('invalid_config');
       expect((await caught(p.delete(key))).code, key).to.equal('invalid_config');
     }
     // Encoded traversal through the gateway's decoder is caught as well.
@@ -181,29 +191,51 @@ describe('storage: managed local provider', () => {
     expect((await caught(() => decodeKeyPath('videos/%E0%A4%A.mp4'))).code).to.equal('invalid_config');
   });
 
-  it('resolveFile does not follow a symlink out of the storage directory', async () => {
+  it('openFile follows no symlink: not out of the storage directory, not to another stored file, not through a linked directory', async () => {
     const outside = await mkdtemp(path.join(os.tmpdir(), 'mediajobs-outside-'));
     try {
       await writeFile(path.join(outside, 'secret.txt'), 'secret');
-      await mkdir(path.join(dir, 'videos'), { recursive: true });
+      await p.upload('videos/real.mp4', Readable.from([Buffer.from('stored')]));
       await symlink(path.join(outside, 'secret.txt'), path.join(dir, 'videos/link.mp4'));
       await symlink(outside, path.join(dir, 'videos/linkdir'));
-      expect((await caught(resolveFile(dir, 'videos/link.mp4'))).code).to.equal('not_found');
-      expect((await caught(resolveFile(dir, 'videos/linkdir/secret.txt'))).code).to.equal('not_found');
+      // Inside the directory: a link to a stored file, and a directory linked to a stored one.
+      await symlink(path.join(dir, 'videos/real.mp4'), path.join(dir, 'videos/inside.mp4'));
+      await symlink('real.mp4', path.join(dir, 'videos/relative.mp4'));
+      await symlink(path.join(dir, 'videos'), path.join(dir, 'alias'));
+      for (const key of ['videos/link.mp4', 'videos/linkdir/secret.txt', 'videos/inside.mp4', 'videos/relative.mp4', 'alias/real.mp4']) {
+        expect((await caught(openFile(dir, key))).code, key).to.equal('not_found');
+      }
+      expect(await readStored(dir, 'videos/real.mp4')).to.deep.equal(Buffer.from('stored'));
       // a directory is not a file
-      expect((await caught(resolveFile(dir, 'videos'))).code).to.equal('not_found');
-      expect((await caught(resolveFile(dir, 'videos/missing.mp4'))).code).to.equal('not_found');
+      expect((await caught(openFile(dir, 'videos'))).code).to.equal('not_found');
+      expect((await caught(openFile(dir, 'videos/missing.mp4'))).code).to.equal('not_found');
+      expect((await caught(openFile(dir, 'videos/real.mp4/x'))).code).to.equal('not_found');
     } finally {
       await rm(outside, { recursive: true, force: true });
     }
   });
 
-  it('resolveFile returns the path, size and mtime of a stored file', async () => {
+  it('openFile serves a storage directory that is itself reached through a link (MANAGED_STORAGE_DIR)', async () => {
     await p.upload('videos/r.mp4', Readable.from([Buffer.from('12345')]));
-    const f = await resolveFile(dir, 'videos/r.mp4');
-    expect(f.size).to.equal(5);
-    expect(path.isAbsolute(f.path)).to.equal(true);
-    expect(f.mtimeMs).to.be.greaterThan(0);
+    const alias = `${dir}-alias`;
+    await symlink(dir, alias);
+    try {
+      expect(await readStored(alias, 'videos/r.mp4')).to.deep.equal(Buffer.from('12345'));
+    } finally {
+      await rm(alias, { force: true });
+    }
+  });
+
+  it('openFile returns an open descriptor, the size and mtime of a stored file', async () => {
+    await p.upload('videos/r.mp4', Readable.from([Buffer.from('12345')]));
+    const f = await openFile(dir, 'videos/r.mp4');
+    try {
+      expect(f.size).to.equal(5);
+      expect(f.mtime.getTime()).to.be.greaterThan(0);
+      expect((await f.handle.readFile()).toString()).to.equal('12345');
+    } finally {
+      await f.handle.close();
+    }
   });
 
   it("a source failing with ENOENT is the source's error, not not_found, and leaves neither the file nor a temp file", async () => {
@@ -215,7 +247,7 @@ describe('storage: managed local provider', () => {
     // The source's ENOENT is not the storage's: not not_found.
     expect(err.code).to.equal('failed');
     expect(err.reason).to.equal('source_error');
-    expect((await caught(resolveFile(dir, 'videos/broken.mp4'))).code).to.equal('not_found');
+    expect((await caught(openFile(dir, 'videos/broken.mp4'))).code).to.equal('not_found');
     expect(await readdir(path.join(dir, '.tmp'))).to.deep.equal([]);
   });
 

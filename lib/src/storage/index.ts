@@ -20,8 +20,8 @@ import { UploadGrantBroker, UploadGrantKeys, type GrantJobLookup } from './uploa
 import type { S3StorageProvider } from './s3.js';
 
 export * from './types.js';
-export { LocalStorageProvider, decodeKeyPath, encodeKeyPath, resolveFile, signFileUrl, verifySignedFileUrl } from './managed-local.js';
-export type { LocalStorageOptions, ResolvedFile } from './managed-local.js';
+export { LocalStorageProvider, decodeKeyPath, encodeKeyPath, openFile, signFileUrl, verifySignedFileUrl } from './managed-local.js';
+export type { LocalStorageOptions, OpenedFile } from './managed-local.js';
 export {
   DRIVE_DOWNLOAD_PATH,
   DRIVE_REASON_TEXT,

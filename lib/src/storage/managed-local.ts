@@ -2,11 +2,12 @@
 // directory; the gateway serves them at /files/<key> to whoever holds an
 // HMAC-signed, expiring URL, which is what a presigned S3 GET gives in
 // production. This module owns both halves of that URL contract (signing
-// here, verification and safe path resolution for the gateway's route) so
+// here, verification and the safe opening of a stored file for the
+// gateway's route) so
 // they cannot drift apart.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { constants as fsConstants, createWriteStream } from 'node:fs';
-import { access, link, mkdir, open, realpath, rename, stat, unlink } from 'node:fs/promises';
+import { constants as fsConstants, createWriteStream, type BigIntStats } from 'node:fs';
+import { access, link, lstat, mkdir, open, readlink, realpath, rename, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { FileHandle } from 'node:fs/promises';
@@ -106,37 +107,69 @@ export function verifySignedFileUrl(
   return timingSafeEqual(expected, Buffer.from(sig, 'hex'));
 }
 
-export interface ResolvedFile {
-  /** Absolute, symlink-free path of the file. */
-  path: string;
+/** A stored file opened for the gateway's /files route: read it through `handle` (and close it), never by its path again. */
+export interface OpenedFile {
+  /** Open read-only; the caller closes it (a read stream made from it with autoClose does). */
+  handle: FileHandle;
   size: number;
-  mtimeMs: number;
+  mtime: Date;
 }
 
 /**
- * Resolve a key to a file under `dir` for the gateway's /files route. Throws
- * StorageError `invalid_config` for an invalid key and `not_found` when no
- * regular file is there. Symlinks are resolved and must stay under `dir`, so
- * even a link planted in the storage directory cannot expose other files.
+ * Read-only, without following a link at the last component (ELOOP), and
+ * without blocking should a FIFO have been put there (a regular file reads
+ * as usual with O_NONBLOCK).
  */
-export async function resolveFile(dir: string, key: string): Promise<ResolvedFile> {
+const OPEN_STORED = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK;
+
+/** Errors of a path that names no stored file: missing, a file where a directory was expected, a link where none may be. */
+const NOT_THERE = new Set(['ENOENT', 'ENOTDIR', 'ELOOP']);
+
+/**
+ * Open the file of `key` under `dir` for the gateway's /files route. Throws
+ * StorageError `invalid_config` for an invalid key and `not_found` when no
+ * regular file is there. The storage directory is written by runners, so a
+ * link in it is never followed, wherever it points (outside, or to another
+ * stored file): the path must resolve to itself, the last component is
+ * opened with O_NOFOLLOW, and the file opened must be the one at that path
+ * (openedAt), so a directory swapped for a link between the check and the
+ * open is caught too. The caller reads the descriptor it was given, never
+ * the path.
+ */
+export async function openFile(dir: string, key: string): Promise<OpenedFile> {
   assertValidKey(key);
   const notFound = () => new StorageError('not_found', 'NoSuchKey', 'managed: file not found', { provider: 'managed' });
-  let root: string;
-  let real: string;
+  const refused = (doing: string) => (err: unknown): never => {
+    if (NOT_THERE.has((err as NodeJS.ErrnoException).code ?? '')) throw notFound();
+    throw fsError(err, 'managed', doing);
+  };
+  const root = await realpath(dir).catch(refused('resolve'));
+  const candidate = path.join(root, ...key.split('/'));
+  // No link anywhere on the way: the path resolves to itself.
+  const real = await realpath(candidate).catch(refused('resolve'));
+  if (real !== candidate || !isInside(root, real)) throw notFound();
+  const handle = await open(candidate, OPEN_STORED).catch(refused('open'));
   try {
-    root = await realpath(dir);
-    real = await realpath(path.resolve(root, key));
+    const st = await handle.stat({ bigint: true });
+    if (!st.isFile() || !(await openedAt(handle, candidate, st))) throw notFound();
+    return { handle, size: Number(st.size), mtime: st.mtime };
   } catch (err) {
-    const e = fsError(err, 'managed', 'resolve');
-    throw e.code === 'not_found' ? notFound() : e;
+    await handle.close().catch(() => undefined);
+    throw err instanceof StorageError ? err : fsError(err, 'managed', 'stat');
   }
-  if (!isInside(root, real)) throw notFound();
-  const st = await stat(real).catch((err: unknown) => {
-    throw fsError(err, 'managed', 'stat');
-  });
-  if (!st.isFile()) throw notFound();
-  return { path: real, size: st.size, mtimeMs: st.mtimeMs };
+}
+
+/**
+ * Whether the open file is the one at `p`. Linux names an open file's own
+ * path in /proc/self/fd, which no link on the way can fake (a file reached
+ * through a directory swapped for a link shows its real place); elsewhere
+ * its device and inode are compared with an lstat of `p`.
+ */
+async function openedAt(handle: FileHandle, p: string, st: BigIntStats): Promise<boolean> {
+  const named = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => undefined);
+  if (named !== undefined) return named === p;
+  const at = await lstat(p, { bigint: true }).catch(() => undefined);
+  return at !== undefined && at.isFile() && at.dev === st.dev && at.ino === st.ino;
 }
 
 function isInside(root: string, p: string): boolean {
