@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { commonSchema, envInt, loadConfig, outboundSchema, storageEndpointsSchema, withOutboundAllowance } from '@mediajobs/lib/config';
 import { MAX_FILENAME_LENGTH, MAX_FOLDER_LENGTH, normaliseSpecOptions } from '@mediajobs/lib/job-options';
+import { invalidSpecMessage, jobOptionProblems } from '@mediajobs/lib/mediajob/spec-check';
 import { specOptionsSchema, type NormalisedMediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { DEFAULT_EGRESS_PORTS, parsePortRanges } from './egress-proxy.js';
 
@@ -62,14 +63,14 @@ export function loadRunnerEnv(env: NodeJS.ProcessEnv = process.env): RunnerEnv {
   return withOutboundAllowance(loadConfig(runnerEnvSchema, env));
 }
 
-const httpUrl = z.string().url().refine((u) => /^https?:$/i.test(new URL(u).protocol), 'must be an http(s) URL');
+// zod runs the refinement after a failed url() check too: it must not throw on what is no URL.
+const httpUrl = z.string().url().refine((u) => URL.canParse(u) && /^https?:$/i.test(new URL(u).protocol), 'must be an http(s) URL');
 
 /**
- * The runner's own guard over the fields it acts on: the options' types,
- * enums and bounds (lib's specOptionsSchema, the CRD's), http(s) sources
- * only, so a spec can never make yt-dlp read local files, and names that fit
- * the gateway's limits. The gateway and the CRD have checked the spec
- * already; this is for a spec that reached the runner some other way.
+ * The runner's own guard over the fields it acts on, after the CRD's checks
+ * of the options (lib's jobOptionProblems): http(s) sources as WHATWG reads
+ * them, so a spec can never make yt-dlp read local files, and names that
+ * fit the gateway's limits.
  */
 const specSchema = specOptionsSchema.extend({
   url: httpUrl,
@@ -78,14 +79,29 @@ const specSchema = specOptionsSchema.extend({
   jobId: z.string().optional(),
 }).loose();
 
+/** MEDIAJOB_SPEC cannot be read at all (not JSON): the operator's bug, an internal error. */
 export class SpecError extends Error {
-  override readonly name = 'SpecError';
+  override readonly name: string = 'SpecError';
 }
 
 /**
- * Parse MEDIAJOB_SPEC; throws SpecError naming the field (never echoing the
- * value). The options come back normalised by lib's one normalisation, so
- * nothing downstream (plan.ts) applies a default of its own.
+ * A spec the runner cannot run as asked (the CRD's rules refuse it): the job
+ * fails invalid_spec, never run with an option left out. `message` names
+ * each field and its problem, never a value.
+ */
+export class InvalidSpec extends SpecError {
+  override readonly name = 'InvalidSpec';
+}
+
+/**
+ * Parse MEDIAJOB_SPEC: the options checked as the CRD checks them (types,
+ * enums, bounds, patterns, clipEnd after clipStart, clip times the runner
+ * can read: lib/src/mediajob/spec-check.ts), then by the runner's own guard.
+ * The gateway or the operator has checked them already; this is for a spec
+ * that reached the runner some other way, and no option is ever dropped:
+ * throws InvalidSpec naming the fields. The options come back normalised by
+ * lib's one normalisation, so nothing downstream (plan.ts) applies a
+ * default of its own.
  */
 export function parseSpec(json: string): NormalisedMediaJobSpec {
   let raw: unknown;
@@ -94,10 +110,12 @@ export function parseSpec(json: string): NormalisedMediaJobSpec {
   } catch {
     throw new SpecError('MEDIAJOB_SPEC is not valid JSON');
   }
+  const problems = jobOptionProblems(raw);
+  if (problems.length) throw new InvalidSpec(invalidSpecMessage(problems));
   const result = specSchema.safeParse(raw);
   if (!result.success) {
-    const fields = [...new Set(result.error.issues.map((i) => i.path.join('.') || '(spec)'))];
-    throw new SpecError(`MEDIAJOB_SPEC: invalid ${fields.join(', ')}`);
+    const fields = [...new Set(result.error.issues.map((i) => ['spec', ...i.path.map(String)].join('.')))];
+    throw new InvalidSpec(invalidSpecMessage(fields.map((f) => `${f}: is not valid`)));
   }
   // The gateway or the operator wrote the spec: its bitrate is no client's choice (SpecAuthor).
   return { ...result.data, ...normaliseSpecOptions(result.data, 'service') } as NormalisedMediaJobSpec;

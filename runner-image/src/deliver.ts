@@ -16,7 +16,7 @@ import { classification, classifyFfmpeg, classifyUpload, type Classification } f
 import { uploadJobFile, type ResolvedDestination, type UploadJobFile, type UploadOutcome } from './destination.js';
 import { audioStream, mediaEnd, mux, muxToFd, muxToStream, PIPE_OUTPUT, planMux, withOutputCap, type MuxInput, type MuxPlan } from './ffmpeg.js';
 import { capBytes, durationOverLimit, filesizeOverLimit, overFilesizeLimit } from './key-limits.js';
-import type { Clip, Container } from './plan.js';
+import { clipOf, type Clip, type Container } from './plan.js';
 import { toolDetail, type JobSteps } from './steps.js';
 import { expectedOf, inspectFile, inspectStream, wrongDelivery, type Expected, type Inspection } from './verify.js';
 
@@ -25,7 +25,10 @@ const fdatasync = promisify(fdatasyncCallback);
 export interface DeliveryContext {
   spec: NormalisedMediaJobSpec;
   container: Container;
+  /** The clip the mux cuts (plan.ts clipOf of the spec; none for a live recording). */
   clip?: Clip;
+  /** A live recording: not clipped, whatever the spec asks. */
+  live?: boolean;
   /** The key's duration limit on what is delivered; absent for a live recording, which is capped instead. */
   maxSeconds?: number;
   tools: { ffmpeg: string; ffprobe: string; threads?: number };
@@ -81,7 +84,9 @@ export async function deliver(ctx: DeliveryContext, inputs: MuxInput[], reading:
   }
   const plan = withOutputCap(planned, ctx.spec.limits?.maxFilesizeBytes);
   logger.info({ video: plan.codecs.video, audio: plan.codecs.audio, clip, streaming: plan.streaming, reading }, 'muxing');
-  const pass: Pass = { ctx, plan, expected: expectedOf(plan, container), reading, failed, onProgress: reading ? steps.withinStep('Downloading') : steps.withinStep('Muxing') };
+  // The check's span is the request's (the spec's clip), not the plan's.
+  const asked = { ...(ctx.live ? {} : { clip: clipOf(ctx.spec) }), ...(end !== undefined ? { mediaSeconds: end } : {}) };
+  const pass: Pass = { ctx, plan, expected: expectedOf(plan, container, asked), reading, failed, onProgress: reading ? steps.withinStep('Downloading') : steps.withinStep('Muxing') };
   return plan.streaming ? deliverStreamed(pass) : deliverFile(pass, output);
 }
 

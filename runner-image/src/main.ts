@@ -10,8 +10,8 @@ import { createLogger, errFields } from '@mediajobs/lib/logger';
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { RUNNER_EXIT, type NormalisedMediaJobSpec, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { cpuBudget, killProcessTree, liveChildren, liveSignalled } from './child.js';
-import { classification } from './classify.js';
-import { loadRunnerEnv, parseSpec, SpecError, type RunnerEnv } from './config.js';
+import { classification, invalidSpec } from './classify.js';
+import { InvalidSpec, loadRunnerEnv, parseSpec, SpecError, type RunnerEnv } from './config.js';
 import { cancellable, resolveDestination, type CancellableProvider, type ResolvedDestination } from './destination.js';
 import { runJob, type Tools } from './pipeline.js';
 import { StatusReporter, writeTerminationMessage } from './report.js';
@@ -97,15 +97,31 @@ function internalError(): RunnerReport {
   return { outcome: c.outcome, error: c.error, errorType: c.errorType, category: c.category };
 }
 
-/** The runner's settings and the job's spec; undefined, with the termination message written, when either is broken. */
-function loadJob(): { env: RunnerEnv; spec: NormalisedMediaJobSpec } | undefined {
+/** The report of a spec the runner cannot run as asked: Failed, invalid_spec, the problems as the error; never retried. */
+function invalidSpecReport(err: InvalidSpec): RunnerReport {
+  const c = invalidSpec(err.message);
+  return { outcome: c.outcome, error: c.error, errorType: c.errorType, category: c.category, reason: c.reason };
+}
+
+/**
+ * The runner's settings and the job's spec, or the report of a spec that
+ * is invalid (reported like any failure: the job is the user's to fix);
+ * undefined, with the termination message written, when the settings or
+ * an unreadable spec are broken (the operator's bug).
+ */
+function loadJob(): { env: RunnerEnv; spec: NormalisedMediaJobSpec } | { env: RunnerEnv; invalid: RunnerReport } | undefined {
+  let env: RunnerEnv | undefined;
   try {
-    const env = loadRunnerEnv();
+    env = loadRunnerEnv();
     return { env, spec: parseSpec(env.MEDIAJOB_SPEC) };
   } catch (err) {
+    if (env && err instanceof InvalidSpec) {
+      logger.warn({ problems: err.message }, 'invalid job spec');
+      return { env, invalid: invalidSpecReport(err) };
+    }
     // A broken pod spec is the operator's bug, not the media's: Failed, technical.
     logger.error({ err: err instanceof ConfigError || err instanceof SpecError ? err.message : errFields(err) }, 'invalid runner configuration');
-    writeTerminationMessage(terminationLogPath(undefined), internalError(), logger);
+    writeTerminationMessage(terminationLogPath(env), internalError(), logger);
     return undefined;
   }
 }
@@ -198,8 +214,9 @@ async function main(): Promise<number> {
   process.on('SIGINT', onSignal);
   const job = loadJob();
   if (!job) return RUNNER_EXIT.failed;
+  const reporter = statusReporter(job.env);
+  if ('invalid' in job) return finalReport(job.env, reporter, job.invalid);
   const { env, spec } = job;
-  const reporter = statusReporter(env);
   const jobId = env.MEDIAJOB_JOB_ID ?? spec.jobId ?? env.MEDIAJOB_NAME;
   if (!jobId) logger.error('no job id: MEDIAJOB_JOB_ID is required');
   const report = jobId ? await runInWorkDir(env, spec, jobId, reporter) : internalError();

@@ -126,7 +126,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   const formatIds = choice ? choice.formats.map((f) => f.format_id) : selectedFormatIds(info);
   if (!formatIds.length) return steps.fail(classification('unavailable'), { why: 'no format selected' });
   const delivery: DeliveryContext = {
-    spec, container, ...(clip ? { clip } : {}), ...(maxSeconds !== undefined ? { maxSeconds } : {}), tools, destination: ctx.destination, dlDir, outDir, steps, logger, ...(signal ? { signal } : {}),
+    spec, container, ...(clip ? { clip } : {}), live, ...(maxSeconds !== undefined ? { maxSeconds } : {}), tools, destination: ctx.destination, dlDir, outDir, steps, logger, ...(signal ? { signal } : {}),
     target: { ext: container.ext, contentType: container.contentType, jobId: ctx.jobId, filename: spec.filename, folder: spec.folder },
   };
 

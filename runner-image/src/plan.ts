@@ -552,17 +552,24 @@ export interface Clip {
 }
 
 /**
- * The clip a spec asks for, or undefined for the whole media. The gateway
- * validated the times already (formats, end > start); a time the runner
- * cannot read is ignored rather than guessed.
+ * The clip a spec asks for, or undefined for the whole media. The spec was
+ * checked before (config.ts parseSpec: times the runner reads, the end
+ * after the start), so a clip is never dropped: a time that cannot be read
+ * here throws, rather than deliver the whole media for a clip.
  */
 export function clipOf(spec: Pick<MediaJobOptions, 'clipStart' | 'clipEnd'>): Clip | undefined {
-  const start = spec.clipStart !== undefined ? parseClipTime(spec.clipStart) : undefined;
-  const end = spec.clipEnd !== undefined ? parseClipTime(spec.clipEnd) : undefined;
-  const clip: Clip = { start: start ?? 0, ...(end !== undefined ? { end } : {}) };
-  if (clip.start === 0 && clip.end === undefined) return undefined;
-  if (clip.end !== undefined && clip.end <= clip.start) return undefined;
-  return clip;
+  const read = (field: 'clipStart' | 'clipEnd') => {
+    const text = spec[field];
+    if (text === undefined) return undefined;
+    const seconds = parseClipTime(text);
+    if (seconds === undefined) throw new Error(`spec.${field} is not a time the runner can read`);
+    return seconds;
+  };
+  const start = read('clipStart') ?? 0;
+  const end = read('clipEnd');
+  if (end !== undefined && end <= start) throw new Error('spec.clipEnd is not after clipStart');
+  if (start === 0 && end === undefined) return undefined;
+  return { start, ...(end !== undefined ? { end } : {}) };
 }
 
 /* ------------------------------------------------------------------ */

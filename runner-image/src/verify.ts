@@ -2,12 +2,13 @@
 // it may be reported Completed: the container, the streams and their codecs,
 // each stream's span against the expected duration, and the bytes stored.
 // The check reads the finished bytes themselves (the file on disk, or a copy
-// of the stream as it went into the upload), never the mux plan.
+// of the stream as it went into the upload), never the mux plan, and the
+// span asked for comes from the request (a clip's length), not the plan.
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { runProcess } from './child.js';
 import { probedNumber, type MuxPlan } from './ffmpeg.js';
-import type { Container } from './plan.js';
+import type { Clip, Container } from './plan.js';
 
 /** What ffprobe found in a delivered file. */
 export interface Observed {
@@ -43,10 +44,35 @@ export interface Expected {
   streams?: Partial<Record<'video' | 'audio', { seconds?: number; lateBy?: number }>>;
 }
 
-/** What the plan says the output holds: its streams' codecs and, from the sources' own streams, their spans. */
-export function expectedOf(plan: MuxPlan, container: Container): Expected {
-  const start = plan.startSeconds ?? 0;
-  const end = plan.durationSeconds !== undefined ? start + plan.durationSeconds : undefined;
+/**
+ * What the request asks of the output's span, read from the spec and the
+ * inputs, never from the mux plan: the clip the spec asks for (none for a
+ * live recording, which is not clipped) and how long the media is, as the
+ * inputs say (undefined when they do not).
+ */
+export interface Asked {
+  clip?: Clip;
+  mediaSeconds?: number;
+}
+
+/** Seconds the request asks to be delivered: a clip's length (to the media's end), else the whole media. */
+export function askedSeconds(asked: Asked): number | undefined {
+  const { clip, mediaSeconds } = asked;
+  if (!clip) return mediaSeconds;
+  const end = mediaSeconds === undefined ? clip.end : Math.min(clip.end ?? mediaSeconds, mediaSeconds);
+  return end === undefined ? undefined : Math.max(0, end - clip.start);
+}
+
+/**
+ * What the output must hold: the streams' codecs the plan made, and the
+ * span the request asks for (a clip asked is the clip's length, whatever the
+ * plan cut), each stream's measured from the sources' own streams. So a
+ * plan that lost the clip delivers the whole media, and fails the check.
+ */
+export function expectedOf(plan: MuxPlan, container: Container, asked: Asked): Expected {
+  const start = asked.clip?.start ?? 0;
+  const duration = askedSeconds(asked);
+  const end = duration !== undefined ? start + duration : undefined;
   const streams: NonNullable<Expected['streams']> = {};
   for (const type of ['video', 'audio'] as const) {
     const m = plan[type];
@@ -63,7 +89,7 @@ export function expectedOf(plan: MuxPlan, container: Container): Expected {
     container,
     ...(plan.video && plan.codecs.video ? { video: plan.codecs.video.codec } : {}),
     ...(plan.audio && plan.codecs.audio ? { audio: plan.codecs.audio.codec } : {}),
-    ...(plan.durationSeconds !== undefined ? { durationSeconds: plan.durationSeconds } : {}),
+    ...(duration !== undefined && duration > 0 ? { durationSeconds: duration } : {}),
     streams,
   };
 }

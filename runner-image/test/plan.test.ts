@@ -358,7 +358,9 @@ describe('runner plan: formats, codecs, clips', () => {
       expect(clipOf({ clipEnd: '01:00:00' })).to.deep.equal({ start: 0, end: 3600 });
       expect(clipOf({})).to.equal(undefined);
       expect(clipOf({ clipStart: '0' })).to.equal(undefined);
-      expect(clipOf({ clipStart: '10', clipEnd: '5' }), 'never cut backwards').to.equal(undefined);
+      // Never dropped: parseSpec refused such a spec (invalid_spec); should one get here, the job fails rather than deliver the whole media.
+      expect(() => clipOf({ clipStart: '10', clipEnd: '5' }), 'never cut backwards').to.throw('spec.clipEnd is not after clipStart');
+      expect(() => clipOf({ clipStart: '1:75' })).to.throw('spec.clipStart is not a time the runner can read');
     });
 
     const video: Probed = { durationSeconds: 6, streams: [{ index: 0, codec_type: 'video', codec_name: 'h264', width: 640, height: 360 }] };

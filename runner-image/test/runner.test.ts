@@ -105,12 +105,12 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
   /** Start the runner for a new MediaJob; resolves when it exits, with what the watch saw. */
   async function runRunner(
     url: string,
-    opts: { extra?: Record<string, unknown>; env?: Record<string, string>; createJob?: boolean; tmpPrefix?: string; whileRunning?: (ctl: { kill(sig: NodeJS.Signals): void; statuses: MediaJobStatus[] }) => Promise<void> } = {},
+    opts: { extra?: Record<string, unknown>; specOnly?: Record<string, unknown>; env?: Record<string, string>; createJob?: boolean; tmpPrefix?: string; whileRunning?: (ctl: { kill(sig: NodeJS.Signals): void; statuses: MediaJobStatus[] }) => Promise<void> } = {},
   ): Promise<RunOutcome> {
     n++;
     const jobId = `${String(n).padStart(8, '0')}-aaaa-4bbb-8ccc-${String(n).padStart(12, '0')}`;
     const name = jobId;
-    const spec = { jobId, owner: { apiKeyId: '6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f' }, url, format: 'mp4', videoCodec: 'copy', audioOnly: false, destination: { type: 'managed' }, ...opts.extra };
+    const spec = { jobId, owner: { apiKeyId: '6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f' }, url, format: 'mp4', videoCodec: 'copy', audioOnly: false, destination: { type: 'managed' }, ...opts.extra, ...opts.specOnly };
     if (opts.createJob !== false) await createMediaJob(name, jobId, url, opts.extra);
 
     const statuses: MediaJobStatus[] = [];
@@ -312,6 +312,21 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     expect(r.exitCode, r.stdout).to.equal(11);
     expect(r.termination).to.include({ outcome: 'warning', errorType: 'warning', error: 'Video is unavailable or has been removed' });
     expect(r.statuses[r.statuses.length - 1]).to.include({ errorType: 'warning' });
+  });
+
+  it('a clip it cannot cut as asked (clipEnd before clipStart) fails invalid_spec, exit 10, naming the field: nothing downloaded, nothing stored', async () => {
+    const before = media.requests;
+    const stored = existsSync(store) ? readdirSync(store, { recursive: true }).length : 0;
+    // The MediaJob as the apiserver took it; the pod's MEDIAJOB_SPEC with the clip the CRD's rules would refuse.
+    const r = await runRunner(media.mp4Url, { specOnly: { clipStart: '00:04', clipEnd: '00:02' } });
+    expect(r.exitCode, r.stdout).to.equal(10);
+    const failure = { outcome: 'failed', errorType: 'error', category: 'invalid_spec', reason: 'invalid_spec', error: 'spec.clipEnd: must be greater than clipStart' };
+    expect(r.termination).to.include(failure);
+    const { outcome: _o, ...reported } = failure;
+    expect(r.statuses[r.statuses.length - 1]).to.include(reported);
+    expect(media.requests).to.equal(before, 'nothing was downloaded');
+    expect(existsSync(store) ? readdirSync(store, { recursive: true }).length : 0, 'nothing stored').to.equal(stored);
+    expect(leftoverWorkDirs(r.tmp)).to.deep.equal([]);
   });
 
   it('a destination that cannot be set up fails with reason storage_unreachable before downloading', async () => {

@@ -3,7 +3,7 @@
 // decisions: plan.test.ts).
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { parseSpec, SpecError } from '../src/config.js';
+import { InvalidSpec, parseSpec, SpecError } from '../src/config.js';
 import { parseJobRequest } from '@mediajobs/lib/job-options';
 import { redactUrls } from '@mediajobs/lib/logger';
 import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
@@ -77,8 +77,9 @@ describe('runner: planning and reporting', () => {
     });
 
     it('refuses non-http sources and names the field, not the value', () => {
-      expect(() => parseSpec(JSON.stringify({ url: 'file:///etc/passwd' }))).to.throw(SpecError, /invalid url/);
-      expect(() => parseSpec('{')).to.throw(SpecError, /not valid JSON/);
+      expect(() => parseSpec(JSON.stringify({ url: 'file:///etc/passwd' }))).to.throw(InvalidSpec, 'spec.url: must be an http or https URL');
+      expect(() => parseSpec(JSON.stringify({ url: 'https:' }))).to.throw(InvalidSpec, 'spec.url: is not valid');
+      expect(() => parseSpec('{')).to.throw(SpecError, /not valid JSON/).and.not.to.be.instanceOf(InvalidSpec);
       try {
         parseSpec(JSON.stringify({ url: 'https://example.com/v', format: 'avi-secret' }));
       } catch (err) {
@@ -103,7 +104,17 @@ describe('runner: planning and reporting', () => {
 
     it('checks every option it acts on against the CRD\'s types and bounds, naming the fields', () => {
       expect(() => parseSpec(JSON.stringify({ url: 'https://example.com/v', maxDuration: 0, downloadSubtitles: 'yes', clipStart: 5 })))
-        .to.throw(SpecError, 'MEDIAJOB_SPEC: invalid downloadSubtitles, clipStart, maxDuration');
+        .to.throw(InvalidSpec, 'spec.downloadSubtitles: must be a boolean (true or false); spec.clipStart: must be a string; spec.maxDuration: must be at least 1');
+      expect(() => parseSpec(JSON.stringify({ url: 'https://example.com/v', videoCodec: 'av1' }))).to.throw(InvalidSpec, 'spec.videoCodec: must be one of copy, h264, h265, vp9');
+    });
+
+    it('never drops a clip: one that ends before it starts, or a time it cannot read, is an invalid spec', () => {
+      const clip = (c: object) => () => parseSpec(JSON.stringify({ url: 'https://example.com/v', ...c }));
+      expect(clip({ clipStart: '00:04', clipEnd: '00:02' })).to.throw(InvalidSpec, 'spec.clipEnd: must be greater than clipStart');
+      expect(clip({ clipEnd: '0' })).to.throw(InvalidSpec, 'spec.clipEnd: must be greater than 0');
+      expect(clip({ clipStart: '1:75' })).to.throw(InvalidSpec, 'spec.clipStart: must be a time as HH:MM:SS, MM:SS or seconds, with minutes and seconds below 60');
+      expect(clip({ clipStart: 'soon' })).to.throw(InvalidSpec, /^spec\.clipStart: must be a time as HH:MM:SS, MM:SS or seconds/);
+      expect(parseSpec(JSON.stringify({ url: 'https://example.com/v', clipStart: '00:02', clipEnd: '00:04' }))).to.include({ clipStart: '00:02', clipEnd: '00:04' });
     });
   });
 

@@ -1,17 +1,25 @@
 // What decides whether a source is read straight from its URL (range
 // support, where an MP4 keeps its index) and the check of a delivered file
-// (verify.ts), on files made by ffmpeg and served by a server no one here
-// wrote (Python's http.server, which answers no range request).
+// (verify.ts) against the request, on files made by ffmpeg and served by a
+// server no one here wrote (Python's http.server, which answers no range
+// request).
 import { expect } from 'chai';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { createReadStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createReadStream, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { promisify } from 'node:util';
-import { containerFor } from '../src/plan.js';
+import { pino } from 'pino';
+import { LocalStorageProvider } from '@mediajobs/lib/storage/index';
+import { parseSpec } from '../src/config.js';
+import { deliver } from '../src/deliver.js';
+import { ffprobe, muxPlan } from '../src/ffmpeg.js';
+import { clipOf, containerFor, type Clip } from '../src/plan.js';
+import { StatusReporter } from '../src/report.js';
 import { readableFromUrl, streamsFrontToBack } from '../src/source-read.js';
-import { inspectFile, inspectStream, mismatch, wrongDelivery, type Expected, type Observed } from '../src/verify.js';
+import { JobSteps } from '../src/steps.js';
+import { expectedOf, inspectFile, inspectStream, mismatch, wrongDelivery, type Expected, type Observed } from '../src/verify.js';
 import { freePort } from '../../test/e2e/support.js';
 import { startMediaServer, type MediaServer } from '../../test/support/media.js';
 
@@ -167,6 +175,57 @@ describe('runner: reading sources directly, and checking what is delivered', fun
         streams: [{ index: 0, type: 'video', codec: 'h264', first: 4, end: 6 }, { index: 1, type: 'audio', codec: 'aac', first: 0, end: 6 }],
       };
       expect(mismatch(expect6s('mp4', 'h264', 'aac'), observed)).to.equal('video starts at 4.000 s');
+    });
+
+    it('compares with the request, not the plan: a clip asked is the clip\'s length, so a whole file never passes for it', async () => {
+      const whole = (await inspectFile('ffprobe', join(dir, 'plain.mkv'), 6))!;
+      const probed = await ffprobe('ffprobe', join(dir, 'plain.mkv'));
+      if (!probed.ok) throw new Error('ffprobe failed');
+      const container = containerFor({ format: 'mkv', audioOnly: false });
+      const spec = { videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23 } as const;
+      // What a runner that dropped the clip planned: the whole media, and a check of the plan would pass it.
+      const lost = muxPlan([{ path: join(dir, 'plain.mkv'), probed: probed.probed, carriesAudio: true }], '/w/out.mkv', container, spec)!;
+      expect(mismatch(expectedOf(lost, container, { mediaSeconds: 6 }), whole), 'the whole media, asked for').to.equal(undefined);
+      const asked = { clip: clipOf({ clipStart: '00:01', clipEnd: '00:03' })!, mediaSeconds: 6 };
+      expect(expectedOf(lost, container, asked).durationSeconds).to.equal(2);
+      expect(wrongDelivery(expectedOf(lost, container, asked), whole, 1000, 1000)).to.match(/^runs 6\.\d+ s, asked for 2\.000 s$/);
+      // A clip to the end: from its start to the media's end.
+      expect(expectedOf(lost, container, { clip: clipOf({ clipStart: '4' })!, mediaSeconds: 6 }).durationSeconds).to.equal(2);
+      expect(mismatch(expectedOf(lost, container, { clip: clipOf({ clipStart: '4' })!, mediaSeconds: 6 }), whole)).to.match(/^runs 6\.\d+ s, asked for 2\.000 s$/);
+    });
+
+    it('a delivery whose mux lost the clip the spec asks for fails output_unverified and stores nothing; the clip itself is delivered', async () => {
+      const source = join(dir, 'faststart.mp4');
+      const probed = await ffprobe('ffprobe', source);
+      if (!probed.ok) throw new Error('ffprobe failed');
+      const logger = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
+      // A file muxed then checked (mkv), and one streamed into local storage's staged file, checked before it is published (mp4).
+      for (const format of ['mkv', 'mp4'] as const) {
+        const spec = parseSpec(JSON.stringify({ url: 'https://media.example/v', format, clipStart: '00:01', clipEnd: '00:03' }));
+        const container = containerFor(spec);
+        const attempt = async (clip: Clip | undefined) => {
+          const work = mkdtempSync(join(dir, 'deliver-'));
+          const store = join(work, 'store');
+          const provider = new LocalStorageProvider({ dir: store, publicBaseUrl: 'http://127.0.0.1:8080', secret: 'verify-test-secret-0123456789' });
+          const steps = new JobSteps(new StatusReporter({ namespace: 'default', name: 'verify', logger, sink: { patch: async () => undefined } }), logger);
+          const delivered = await deliver({
+            spec, container, ...(clip ? { clip } : {}), tools: { ffmpeg: 'ffmpeg', ffprobe: 'ffprobe' },
+            destination: { provider, baseFolder: 'videos' }, dlDir: join(work, 'download'), outDir: mkdtempSync(join(work, 'output-')), steps, logger,
+            target: { ext: container.ext, contentType: container.contentType, jobId: '00000001-aaaa-4bbb-8ccc-000000000001', filename: undefined, folder: undefined },
+          }, [{ path: source, probed: probed.probed, carriesAudio: true }], false);
+          return { store, delivered };
+        };
+        // The mux given no clip (as when a runner dropped one): the whole 6 s, which the request's clip refuses.
+        const lost = await attempt(undefined);
+        expect(lost.delivered.ok, format).to.equal(false);
+        expect(!lost.delivered.ok && lost.delivered.report, format).to.include({ outcome: 'failed', category: 'output_unverified', errorType: 'error' });
+        expect(existsSync(join(lost.store, 'videos')), `${format}: nothing stored`).to.equal(false);
+        const kept = await attempt(clipOf(spec));
+        expect(kept.delivered.ok, `${format}: ${JSON.stringify(!kept.delivered.ok && kept.delivered.report)}`).to.equal(true);
+        const file = join(kept.store, kept.delivered.ok ? kept.delivered.uploaded.result.key : '');
+        const clipped = (await inspectFile('ffprobe', file, 2))!;
+        expect(Math.max(...clipped.streams.map((x) => x.end ?? 0)), format).to.be.closeTo(2, 0.1);
+      }
     });
 
     it('fails an empty file and one stored short, before looking inside', () => {
