@@ -13,6 +13,7 @@ help:
 	@echo "make bench  - run the benchmarks and print their figures"
 	@echo "make chaos  - run the fault suite at full size and print its figures"
 	@echo "make soak   - bursts of load and idle gaps on compressed timers: memory, LISTs per kind while idle, warning lines"
+	@echo "make soak-idle - local mode idle for 45 minutes on real timers, then 20 jobs: LISTs and warnings while idle"
 	@echo "make chart-check - helm lint + helm template, compared with deploy/base and dry-run applied (needs helm)"
 
 # Install npm packages when the lock file changed since the last install;
@@ -107,9 +108,14 @@ bench: deps bench-tools
 # Issues 16 and 34: bursts of load and idle gaps for SOAK_SECONDS (default 1800) with the operator's timers compressed;
 # prints each process's memory, the LISTs per kind while idle and the warning lines (test/soak/soak.ts). A reduced run
 # of about two minutes is in make test (test/soak/idle-soak.test.ts).
-.PHONY: soak
+.PHONY: soak soak-idle
 soak: deps
 	npx tsx test/soak/soak.ts
+
+# Issue 34: local mode left idle for IDLE_SECONDS (default 2700) on real timers, then given 20 jobs; prints the LISTs per
+# kind and the warning lines while idle, and how the jobs ended (test/soak/idle-local-mode.ts).
+soak-idle: deps media-tools
+	npx tsx test/soak/idle-local-mode.ts
 
 # The fault suite at full size (issue 16): operator SIGKILLs, runner kills, an API server restart; a reduced
 # version of each runs in make test (test/chaos/*.test.ts). Sizes: CHAOS_* variables, test/chaos/run.ts.
