@@ -1,0 +1,342 @@
+// The egress proxy: an HTTP proxy on 127.0.0.1 through which child
+// processes that resolve and connect on their own (yt-dlp, ffmpeg) reach the
+// web, so the outbound-address policy (outbound.ts, ADR 0011) decides on the
+// address actually connected to, redirects and manifests included. It
+// forwards plain HTTP requests in absolute form and opens CONNECT tunnels
+// (TLS stays end to end). Two users, one proxy:
+// - the runner, one per job (runner-image/src/egress-proxy.ts, ADR 0014):
+//   refusals answered 403 with a short reason;
+// - the gateway, one per process for the yt-dlp runs of /metadata,
+//   /is-short and playlist expansions (media-info/egress.ts, ADR 0011 "The
+//   gateway's own fetches"): every refusal and every failed connection
+//   answered alike, by closing the client's connection, so a client who
+//   chose the URL cannot tell a refused address from a closed port; a
+//   secret in Proxy-Authorization, whose user name carries the run's
+//   session; and, when the deployment has one (MEDIA_INFO_PROXY), an
+//   upstream proxy every connection goes through.
+// Why a proxy of our own rather than a library: ADR 0014.
+import http from 'node:http';
+import https from 'node:https';
+import net, { type AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import tls from 'node:tls';
+import type { Logger } from './logger.js';
+import type { OutboundDecision, OutboundPolicy } from './outbound.js';
+
+/** Inclusive port ranges a target may have. */
+export type PortRanges = readonly (readonly [number, number])[];
+
+/** The web's ports plus every unprivileged one; 1-1023 (SSH, SMTP, ...) except 80 and 443 are refused. */
+export const DEFAULT_EGRESS_PORTS = '80,443,1024-65535';
+
+/** `80,443,8000-8999`; undefined when an entry is not a port or a range of ports. */
+export function parsePortRanges(text: string): PortRanges | undefined {
+  const ranges: [number, number][] = [];
+  for (const entry of text.split(',').map((e) => e.trim()).filter(Boolean)) {
+    const m = /^(\d{1,5})(?:-(\d{1,5}))?$/.exec(entry);
+    const from = Number(m?.[1]);
+    const to = m?.[2] !== undefined ? Number(m[2]) : from;
+    if (!m || from < 1 || to > 65535 || from > to) return undefined;
+    ranges.push([from, to]);
+  }
+  return ranges.length ? ranges : undefined;
+}
+
+export function portAllowed(ports: PortRanges, port: number): boolean {
+  return ports.some(([from, to]) => port >= from && port <= to);
+}
+
+export interface EgressOptions {
+  policy: OutboundPolicy;
+  ports?: PortRanges;
+  logger?: Logger;
+  /**
+   * How a refusal or a failed connection is answered. `explained` (default,
+   * the runner): 403 with the reason, 502/504 with a phrase. `unreachable`
+   * (the gateway, whose answers end up with the client who chose the URL):
+   * the client's connection is closed without an answer, whatever the cause,
+   * so a refused address, a closed port and a name that does not resolve
+   * look the same. The log says which it was.
+   */
+  refusals?: 'explained' | 'unreachable';
+  /**
+   * Clients must send it as the password of Proxy-Authorization (Basic);
+   * without it, 407. The user name is the client's session (`upstream`).
+   */
+  secret?: string;
+  /**
+   * An http(s) proxy every connection goes through, `{session}` replaced by
+   * the client's proxy user name (MEDIA_INFO_PROXY's rotating sessions).
+   * The upstream resolves the target itself, so a name is checked on what it
+   * resolves to here just before (checkResolved), not at its connect.
+   */
+  upstream?: string;
+}
+
+/** Why a target is refused, in words short enough for a 403 body and a log line. */
+export type Refusal = { status: 400 | 403 | 407 | 502 | 504; reason: string };
+
+export const refusedBy = (d: OutboundDecision): Refusal | undefined =>
+  d.ok ? undefined : { status: 403, reason: `address refused (${d.category})` };
+
+/** An OutboundRefusedError from connectLookup, or a connection error worth a short 502 reason. */
+function connectFailure(err: unknown): Refusal {
+  const e = err as { code?: unknown; category?: unknown };
+  if (e?.code === 'ERR_OUTBOUND_REFUSED') return { status: 403, reason: `address refused (${String(e.category)})` };
+  if (e?.code === 'ENOTFOUND' || e?.code === 'EAI_AGAIN') return { status: 502, reason: 'host not found' };
+  if (e?.code === 'ETIMEDOUT') return { status: 504, reason: 'connection timed out' };
+  return { status: 502, reason: 'connection failed' };
+}
+
+/** A session id as it may stand in an upstream proxy's user name. */
+const SESSION = /^[A-Za-z0-9_-]{1,64}$/;
+const MAX_UPSTREAM_HEAD = 16 * 1024;
+
+/**
+ * The proxy: 127.0.0.1, a port of the system's choosing. Every target is
+ * checked twice: its host and port as written (an IP literal never reaches
+ * a lookup), and at connect time every address its name resolves to
+ * (policy.connectLookup), so a name that answers differently the second
+ * time gains nothing.
+ */
+export class EgressProxy {
+  readonly policy: OutboundPolicy;
+  readonly ports: PortRanges;
+  private readonly logger: Logger | undefined;
+  private readonly refusals: 'explained' | 'unreachable';
+  private readonly secret: string | undefined;
+  private readonly upstream: string | undefined;
+  private readonly server: http.Server;
+  private readonly sockets = new Set<Duplex>();
+  private readonly lookup: net.LookupFunction;
+  private readonly agent: http.Agent;
+  private port = 0;
+
+  private constructor(o: EgressOptions) {
+    this.policy = o.policy;
+    this.ports = o.ports ?? parsePortRanges(DEFAULT_EGRESS_PORTS)!;
+    this.logger = o.logger;
+    this.refusals = o.refusals ?? 'explained';
+    this.secret = o.secret;
+    if (o.upstream !== undefined) {
+      const protocol = URL.canParse(o.upstream.replaceAll('{session}', 'x')) ? new URL(o.upstream.replaceAll('{session}', 'x')).protocol : '';
+      if (protocol !== 'http:' && protocol !== 'https:') throw new Error('egress upstream: only an http or https proxy can be chained');
+      this.upstream = o.upstream;
+    }
+    this.lookup = this.policy.connectLookup();
+    this.agent = new http.Agent({ keepAlive: true, lookup: this.lookup });
+    this.server = http.createServer((req, res) => void this.forward(req, res));
+    this.server.on('connect', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void this.tunnel(req, socket, head));
+    this.server.on('connection', (socket: net.Socket) => this.track(socket));
+  }
+
+  static async start(o: EgressOptions): Promise<EgressProxy> {
+    const proxy = new EgressProxy(o);
+    await new Promise<void>((resolve, reject) => {
+      proxy.server.once('error', reject);
+      proxy.server.listen(0, '127.0.0.1', () => resolve());
+    });
+    proxy.port = (proxy.server.address() as AddressInfo).port;
+    return proxy;
+  }
+
+  /** `http://127.0.0.1:<port>`: what yt-dlp's --proxy and ffmpeg's -http_proxy take. */
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** The proxy URL for one client run: its session as the user name and the secret as the password. */
+  urlFor(session: string): string {
+    if (!SESSION.test(session)) throw new Error('egress session: 1-64 of [A-Za-z0-9_-]');
+    return `http://${session}:${encodeURIComponent(this.secret ?? '')}@127.0.0.1:${this.port}`;
+  }
+
+  /** Whether host:port may be contacted as written (names are checked again when they resolve). */
+  checkTarget(hostname: string, port: number): Refusal | undefined {
+    if (!hostname) return { status: 400, reason: 'no target host' };
+    if (!portAllowed(this.ports, port)) return { status: 403, reason: `port ${port} refused` };
+    return refusedBy(this.policy.checkHost(hostname));
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    this.agent.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private track(socket: Duplex): void {
+    this.sockets.add(socket);
+    socket.once('close', () => this.sockets.delete(socket));
+  }
+
+  /** The client's session, or a 407 when the secret is wrong. */
+  private authorize(req: http.IncomingMessage): { session: string } | Refusal {
+    const [scheme, encoded = ''] = String(req.headers['proxy-authorization'] ?? '').split(' ');
+    const [user = '', ...rest] = scheme?.toLowerCase() === 'basic' ? Buffer.from(encoded, 'base64').toString('utf8').split(':') : [];
+    if (this.secret !== undefined && rest.join(':') !== this.secret) return { status: 407, reason: 'proxy authentication required' };
+    return { session: SESSION.test(user) ? user : 'default' };
+  }
+
+  /** Log a refusal; in `unreachable` mode every failure but a 407 is answered alike (by closing). */
+  private silent(r: Refusal, target: string): boolean {
+    this.logger?.warn({ target, status: r.status, reason: r.reason }, 'egress refused');
+    return this.refusals === 'unreachable' && r.status !== 407;
+  }
+
+  private refuse(req: http.IncomingMessage, res: http.ServerResponse, r: Refusal, target: string): void {
+    if (this.silent(r, target) || res.headersSent) return void req.socket.destroy();
+    res.writeHead(r.status, {
+      'content-type': 'text/plain; charset=utf-8', connection: 'close', ...(r.status === 407 && { 'proxy-authenticate': 'Basic realm="egress"' }),
+    }).end(`${r.reason}\n`);
+  }
+
+  /** The checks before a connection: the literal host and port, and with an upstream (which resolves itself) the name's addresses now. */
+  private async precheck(hostname: string, port: number): Promise<Refusal | undefined> {
+    const refused = this.checkTarget(hostname, port);
+    if (refused || !this.upstream) return refused;
+    try {
+      return refusedBy(await this.policy.checkResolved(hostname));
+    } catch (err) {
+      return connectFailure(err);
+    }
+  }
+
+  /** A plain-HTTP forward request: `GET http://host/path HTTP/1.1`. */
+  private async forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const auth = this.authorize(req);
+    if ('status' in auth) return this.refuse(req, res, auth, '(unauthenticated)');
+    let target: URL;
+    try {
+      target = new URL(req.url ?? '');
+    } catch {
+      return this.refuse(req, res, { status: 400, reason: 'not a proxy request' }, '(none)');
+    }
+    if (target.protocol !== 'http:') return this.refuse(req, res, { status: 400, reason: 'only http:// is forwarded; https goes through CONNECT' }, target.origin);
+    const port = Number(target.port || 80);
+    const refused = await this.precheck(target.hostname, port);
+    if (refused) return this.refuse(req, res, refused, target.host);
+    const headers = endToEnd(req.headers);
+    const upstream = this.upstreamUrl(auth.session);
+    const options: http.RequestOptions = upstream
+      ? { host: upstream.hostname, port: upstreamPort(upstream), path: target.href, agent: false, headers: { ...headers, ...proxyAuthorization(upstream) } }
+      : { host: target.hostname.replace(/^\[|\]$/g, ''), port, path: `${target.pathname}${target.search}`, agent: this.agent, headers };
+    const request = upstream?.protocol === 'https:' ? https.request : http.request;
+    const outgoing = request({ ...options, method: req.method }, (up) => {
+      res.writeHead(up.statusCode ?? 502, up.statusMessage, endToEnd(up.headers));
+      up.pipe(res);
+    });
+    outgoing.on('error', (err) => this.refuse(req, res, connectFailure(err), target.host));
+    res.on('close', () => outgoing.destroy());
+    req.pipe(outgoing);
+  }
+
+  /** `CONNECT host:443`: a TCP tunnel (TLS stays end to end, between the client and the site). */
+  private async tunnel(req: http.IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
+    this.track(client);
+    client.on('error', () => client.destroy());
+    const answer = (r: Refusal) => {
+      if (this.silent(r, req.url ?? '')) return void client.destroy();
+      const body = `${r.reason}\n`;
+      const challenge = r.status === 407 ? 'proxy-authenticate: Basic realm="egress"\r\n' : '';
+      client.end(`HTTP/1.1 ${r.status} ${http.STATUS_CODES[r.status]}\r\ncontent-type: text/plain\r\n${challenge}content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    };
+    const auth = this.authorize(req);
+    if ('status' in auth) return answer(auth);
+    const { hostname, port } = authority(req.url ?? '');
+    const refused = port ? await this.precheck(hostname, port) : { status: 400, reason: 'not host:port' } as const;
+    if (refused) return answer(refused);
+    const upstream = this.upstreamUrl(auth.session);
+    let socket: Duplex;
+    try {
+      socket = upstream ? await this.viaUpstream(upstream, req.url!) : await this.connectDirect(hostname, port!);
+    } catch (err) {
+      return answer(connectFailure(err));
+    }
+    if (client.destroyed) return void socket.destroy();
+    this.track(socket);
+    client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    if (head.length) socket.write(head);
+    socket.pipe(client);
+    client.pipe(socket);
+    socket.on('error', () => client.destroy());
+    client.once('close', () => socket.destroy());
+    socket.once('close', () => client.destroy());
+  }
+
+  /** A TCP connection to host:port, every address checked as it resolves. */
+  private connectDirect(host: string, port: number): Promise<net.Socket> {
+    return new Promise((resolve, reject) => {
+      const socket = net.connect({ host, port, lookup: this.lookup });
+      socket.once('error', reject);
+      socket.once('connect', () => {
+        socket.off('error', reject);
+        resolve(socket);
+      });
+    });
+  }
+
+  private upstreamUrl(session: string): URL | undefined {
+    return this.upstream === undefined ? undefined : new URL(this.upstream.replaceAll('{session}', session));
+  }
+
+  /** A tunnel to `target` (host:port) opened by the upstream proxy with its own CONNECT. */
+  private viaUpstream(upstream: URL, target: string): Promise<Duplex> {
+    return new Promise((resolve, reject) => {
+      const options = { host: upstream.hostname.replace(/^\[|\]$/g, ''), port: upstreamPort(upstream) };
+      const socket: net.Socket = upstream.protocol === 'https:' ? tls.connect({ ...options, servername: options.host }) : net.connect(options);
+      const auth = proxyAuthorization(upstream)['proxy-authorization'];
+      let received = Buffer.alloc(0);
+      const fail = (err: Error) => {
+        socket.destroy();
+        reject(err);
+      };
+      socket.once('error', fail);
+      socket.once(upstream.protocol === 'https:' ? 'secureConnect' : 'connect', () => {
+        socket.write(`CONNECT ${target} HTTP/1.1\r\nhost: ${target}\r\n${auth ? `proxy-authorization: ${auth}\r\n` : ''}\r\n`);
+      });
+      const onData = (chunk: Buffer) => {
+        received = Buffer.concat([received, chunk]);
+        const end = received.indexOf('\r\n\r\n');
+        if (end === -1) {
+          if (received.length > MAX_UPSTREAM_HEAD) fail(new Error('upstream proxy answer too long'));
+          return;
+        }
+        socket.off('data', onData);
+        socket.off('error', fail);
+        const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(received.subarray(0, end).toString('latin1'))?.[1]);
+        if (status !== 200) return fail(new Error(`upstream proxy answered ${status || 'nonsense'}`));
+        const rest = received.subarray(end + 4);
+        if (rest.length) socket.unshift(rest);
+        resolve(socket);
+      };
+      socket.on('data', onData);
+    });
+  }
+}
+
+function upstreamPort(url: URL): number {
+  return Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+}
+
+/** The upstream proxy's credentials (its URL's user and password), as a header. */
+function proxyAuthorization(url: URL): Record<string, string> {
+  if (!url.username && !url.password) return {};
+  const credentials = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+  return { 'proxy-authorization': `Basic ${Buffer.from(credentials).toString('base64')}` };
+}
+
+/** `host:port` or `[v6]:port` of a CONNECT request. */
+function authority(text: string): { hostname: string; port?: number } {
+  const m = /^(\[[^\]]+\]|[^:[\]]+):(\d{1,5})$/.exec(text);
+  if (!m) return { hostname: '' };
+  const port = Number(m[2]);
+  return { hostname: m[1]!.replace(/^\[|\]$/g, ''), ...(port >= 1 && port <= 65535 ? { port } : {}) };
+}
+
+/** Hop-by-hop headers (RFC 9110 7.6.1) and the proxy's own stay here; the rest passes. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+
+function endToEnd(headers: http.IncomingHttpHeaders): http.OutgoingHttpHeaders {
+  const named = new Set(String(headers.connection ?? '').toLowerCase().split(',').map((s) => s.trim()));
+  return Object.fromEntries(Object.entries(headers).filter(([k, v]) => v !== undefined && !HOP_BY_HOP.has(k) && !named.has(k)));
+}
