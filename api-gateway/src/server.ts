@@ -9,7 +9,7 @@ import { storageEndpoints } from '@mediajobs/lib/config';
 import { destinationsNamespace } from '@mediajobs/lib/saved-destinations';
 import { BatchSources, batchSourcesOptions } from '@mediajobs/lib/batches/index';
 import { createLogger, type Logger } from '@mediajobs/lib/logger';
-import { MediaInfoExtractor, mediaInfoOptions } from '@mediajobs/lib/media-info/index';
+import { MediaInfoExtractor, mediaInfoOptions, startLookupEgress, type RunningLookupEgress } from '@mediajobs/lib/media-info/index';
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { grantJobState } from '@mediajobs/lib/db/jobs';
@@ -17,6 +17,7 @@ import { createManagedStorage, createUploadGrantBroker } from '@mediajobs/lib/st
 import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
 import type pg from 'pg';
 import { createApp } from './app.js';
+import { SECURITY_HEADERS, SECURITY_HEADER_LINES } from './security-headers.js';
 import { BillingReader, stripeClient } from '@mediajobs/lib/billing';
 import { ApiKeyCache, KeyLookupBudget, cachedKeyLookup } from './auth.js';
 import type { GatewayConfig } from './config.js';
@@ -66,6 +67,9 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
 
   let shuttingDown = false;
   const outbound = new OutboundPolicy({ allowed: config.OUTBOUND_ALLOWED_CIDRS });
+  // Every yt-dlp run (/metadata, /is-short, playlists) fetches through it, under `outbound` (ADR 0011).
+  const egress = await startLookupEgress({ policy: outbound, logger, ...(config.MEDIA_INFO_PROXY !== undefined && { upstream: config.MEDIA_INFO_PROXY }) });
+  const lookups = { ...mediaInfoOptions(config), egress };
   const rateLimit = budgetFromConfig(config, logger);
   const stripe = stripeClient(config);
   const metrics = config.METRICS_ENABLED ? new GatewayMetrics(opts.metricsRegistry ?? newRegistry()) : undefined;
@@ -87,9 +91,9 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     ...(opts.readiness && { readiness: opts.readiness }),
     rateLimit,
     ...(stripe && { billing: new BillingReader(stripe, config) }),
-    mediaInfo: new MediaInfoExtractor(mediaInfoOptions(config)),
+    mediaInfo: new MediaInfoExtractor(lookups),
     outbound,
-    batchSources: new BatchSources(batchSourcesOptions(config, mediaInfoOptions(config), outbound)),
+    batchSources: new BatchSources(batchSourcesOptions(config, lookups, outbound)),
     ...(uploadGrants && { uploadGrants }),
     chatWebhookPrefix: config.CHAT_WEBHOOK_PREFIX,
     storage: {
@@ -111,15 +115,16 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.PORT, config.HOST, () => resolve());
-  }).catch((err: unknown) => {
+  }).catch(async (err: unknown) => {
     rateLimit.close();
+    await egress.close();
     throw err;
   });
   const { port } = server.address() as AddressInfo;
   const url = `http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${port}`;
   logger.info({ url, namespace: config.MEDIAJOBS_NAMESPACE, managedStorage: config.MANAGED_STORAGE }, 'api-gateway listening');
 
-  return { server, pool, url, close: gracefulClose(server, { pool, rateLimit }, logger, config.SHUTDOWN_TIMEOUT_MS, () => (shuttingDown = true)) };
+  return { server, pool, url, close: gracefulClose(server, { pool, rateLimit, egress }, logger, config.SHUTDOWN_TIMEOUT_MS, () => (shuttingDown = true)) };
 }
 
 export interface ServerTimeouts {
@@ -155,7 +160,7 @@ export function httpServer(app: RequestListener, t: ServerTimeouts): Server {
   }, app);
   // An Expect other than 100-continue: Node's own 417 has no body; the gateway's errors are all JSON.
   server.on('checkExpectation', (_req, res: ServerResponse) => {
-    res.writeHead(417, { 'Content-Type': 'application/json', Connection: 'close' }).end(JSON.stringify({ error: 'Unsupported Expect header' }));
+    res.writeHead(417, { ...SECURITY_HEADERS, 'Content-Type': 'application/json', Connection: 'close' }).end(JSON.stringify({ error: 'Unsupported Expect header' }));
   });
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     // Mid-answer (a pipelined request after one being answered): a status line now would corrupt that answer.
@@ -166,17 +171,19 @@ export function httpServer(app: RequestListener, t: ServerTimeouts): Server {
     }
     const [status, reason, message] = clientErrorAnswer(err.code);
     const body = JSON.stringify({ error: message });
-    socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${SECURITY_HEADER_LINES}Connection: close\r\n\r\n${body}`);
   });
   return server;
 }
 
 /**
  * Stop accepting, let in-flight requests finish (up to `timeoutMs`), then
- * close the pool and the rate counter; calling it again returns the same promise.
+ * close the rate counter, the lookups' egress and the pool; calling it again
+ * returns the same promise.
  */
 function gracefulClose(
-  server: Server, { pool, rateLimit }: { pool: pg.Pool; rateLimit: RateBudget }, logger: Logger, timeoutMs: number, markShuttingDown: () => void,
+  server: Server, { pool, rateLimit, egress }: { pool: pg.Pool; rateLimit: RateBudget; egress: RunningLookupEgress }, logger: Logger, timeoutMs: number,
+  markShuttingDown: () => void,
 ): () => Promise<void> {
   let closing: Promise<void> | undefined;
   return () => {
@@ -193,6 +200,7 @@ function gracefulClose(
       clearInterval(sweep);
       clearTimeout(force);
       rateLimit.close();
+      await egress.close();
       await pool.end();
       logger.info('api-gateway stopped');
     })();

@@ -204,6 +204,7 @@ describe('media-info: classification of yt-dlp info', () => {
       ['MEDIA_INFO_LIGHT_TIMEOUT_MS', '7000', 'above the spec bound'],
       ['MEDIA_INFO_FULL_TIMEOUT_MS', '25000', 'above the spec bound'],
       ['MEDIA_INFO_PROXY', 'ftp://proxy.example', 'not a proxy scheme'],
+      ['MEDIA_INFO_PROXY', 'socks5://proxy.example:1080', 'a socks proxy, which the gateway\'s egress cannot chain'],
       ['MEDIA_INFO_URL_MAP', '["x"]', 'not an object'],
       ['MEDIA_INFO_URL_MAP', '{"https://a.example/": 5}', 'a non-URL value'],
       ['MEDIA_INFO_URL_MAP', '{bad json', 'not JSON'],

@@ -5,7 +5,9 @@
 // seeing limit + 1 entries proves it is too large (413, never truncated).
 //
 // The run honours /metadata's extractor settings (lib/src/media-info): the
-// command and extra arguments, the proxy with a fresh `{session}`, the full
+// command and extra arguments, the gateway's egress (media-info/egress.ts:
+// every fetch under the outbound policy, redirects included) or the proxy
+// with a fresh `{session}`, the full
 // lookup's wall-clock bound (MEDIA_INFO_FULL_TIMEOUT_MS) with SIGKILL at the
 // deadline, and MEDIA_INFO_URL_MAP keyed by the canonical
 // https://www.youtube.com/playlist?list=<ID> URL, so tests can hand yt-dlp a
@@ -18,7 +20,7 @@
 // video]") stay in: they are the playlist's, and their jobs end with the
 // platform's reason.
 import { randomBytes } from 'node:crypto';
-import { DEFAULT_MEDIA_INFO_OPTIONS, type MediaInfoOptions } from '../media-info/extractor.js';
+import { DEFAULT_MEDIA_INFO_OPTIONS, proxyArgs, type MediaInfoOptions } from '../media-info/extractor.js';
 import { classifyFailedRun, FAILURES, logDetail } from '../media-info/failures.js';
 import { canonicalWatchUrl, parseHttpUrl, parsePlatformVideoUrl, VIDEO_ID } from '../media-info/platform-url.js';
 import { runBounded, type BoundedRun } from '../media-info/run.js';
@@ -118,14 +120,12 @@ export class PlaylistExpander {
   /** The yt-dlp argv for a canonical playlist URL; `session` fills the proxy's `{session}`. */
   argv(canonicalUrl: string, session: string): string[] {
     const socketTimeout = Math.max(1, Math.floor(this.options.fullTimeoutMs / 2000));
-    const proxy = this.options.proxy?.replaceAll('{session}', session);
     return [
       ...this.options.command,
       ...ARGS,
       '--playlist-end', String(this.maxEntries + 1),
       '--socket-timeout', String(socketTimeout),
-      ...(proxy ? ['--proxy', proxy] : []),
-      ...this.options.extraArgs,
+      ...proxyArgs(this.options, session),
       '--', this.options.urlMap.get(canonicalUrl) ?? canonicalUrl,
     ];
   }
@@ -136,6 +136,7 @@ export class PlaylistExpander {
       timeoutMs: this.options.fullTimeoutMs,
       maxStdoutBytes: MAX_INFO_BYTES,
       ...(signal && { signal }),
+      ...(this.options.egress && { env: this.options.egress.env() }),
     });
     return entriesOfPlaylist(infoOfRun(run), this.maxEntries);
   }

@@ -3,7 +3,9 @@ import { z } from 'zod';
 import { envInt } from '../config.js';
 import { DEFAULT_MEDIA_INFO_OPTIONS, FULL_TIMEOUT_MS, LIGHT_TIMEOUT_MS, type MediaInfoOptions } from './extractor.js';
 
-const PROXY_PROTOCOLS = new Set(['http:', 'https:', 'socks4:', 'socks4a:', 'socks5:', 'socks5h:']);
+// http(s) only: the gateway puts it behind its egress proxy, which reaches it with CONNECT and absolute-form
+// requests (media-info/egress.ts) and cannot speak socks to one.
+const PROXY_PROTOCOLS = new Set(['http:', 'https:']);
 
 const words = (s: string) => s.split(/\s+/).filter(Boolean);
 
@@ -43,8 +45,9 @@ export const mediaInfoSchema = z.object({
   /** Hard bound of the full fallback run; the spec's 20 s is also the maximum. */
   MEDIA_INFO_FULL_TIMEOUT_MS: envInt(100, FULL_TIMEOUT_MS).default(FULL_TIMEOUT_MS),
   /**
-   * Proxy URL for yt-dlp; every `{session}` becomes a new random id per run,
-   * e.g. `http://user-session-{session}:password@pool.example:8000`.
+   * An http(s) proxy yt-dlp's fetches go through; every `{session}` becomes a
+   * new random id per run, e.g. `http://user-session-{session}:password@pool.example:8000`.
+   * The gateway's egress proxy connects through it (egress.ts).
    */
   MEDIA_INFO_PROXY: z
     .string()
@@ -54,7 +57,7 @@ export const mediaInfoSchema = z.object({
       } catch {
         return false;
       }
-    }, 'must be an http, https or socks proxy URL')
+    }, 'must be an http or https proxy URL (socks cannot be chained behind the outbound policy)')
     .optional(),
   /** Concurrent lookups per replica (each is one yt-dlp process at a time). */
   MEDIA_INFO_MAX_CONCURRENT: envInt(1, 1000).default(DEFAULT_MEDIA_INFO_OPTIONS.maxConcurrent),

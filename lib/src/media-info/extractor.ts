@@ -17,6 +17,7 @@
 // error, and a private or removed video yields its reason as a warning.
 import { randomBytes } from 'node:crypto';
 import { worthFallback, classifyFailedRun, logDetail, type FailureCategory } from './failures.js';
+import type { LookupEgress } from './egress.js';
 import type { YtDlpInfo } from './info.js';
 import { runBounded, type BoundedRun } from './run.js';
 
@@ -39,6 +40,13 @@ export interface MediaInfoOptions {
    * configured.
    */
   urlMap: ReadonlyMap<string, string>;
+  /**
+   * The gateway's egress (egress.ts): every run's --proxy, given last so no
+   * MEDIA_INFO_YTDLP_ARGS can replace it, and the runs' environment; `proxy`
+   * is then the egress's upstream, not yt-dlp's. The gateway always sets it
+   * (server.ts); absent, yt-dlp connects on its own (tests of other parts).
+   */
+  egress?: LookupEgress;
   /** Lookups at once per replica; more are refused with `busy` (503). */
   maxConcurrent: number;
   /** Lookups at once per API key on a replica; more are refused with `key_busy` (429), so one key cannot hold every slot. */
@@ -117,14 +125,12 @@ export class MediaInfoExtractor {
     // Half the hard bound: a single stalled connection ends as yt-dlp's own
     // (classifiable) timeout error, well before the kill.
     const socketTimeout = Math.max(1, Math.floor(this.boundMs(stage) / 2000));
-    const proxy = this.options.proxy?.replaceAll('{session}', session);
     return [
       ...this.options.command,
       ...COMMON_ARGS,
       '--socket-timeout', String(socketTimeout),
       ...STAGE_ARGS[stage],
-      ...(proxy ? ['--proxy', proxy] : []),
-      ...this.options.extraArgs,
+      ...proxyArgs(this.options, session),
       '--', this.options.urlMap.get(url) ?? url,
     ];
   }
@@ -148,6 +154,7 @@ export class MediaInfoExtractor {
           timeoutMs: this.boundMs(stage),
           signal,
           maxStdoutBytes: MAX_INFO_BYTES,
+          ...(this.options.egress && { env: this.options.egress.env() }),
         });
         if (run.aborted) return { ok: false, aborted: true, attempts };
         const verdict = judge(run, assess);
@@ -177,6 +184,18 @@ export class MediaInfoExtractor {
   get running(): number {
     return this.inFlight;
   }
+}
+
+/**
+ * The proxy and extra arguments of a run, in that order: with the egress,
+ * its --proxy comes after MEDIA_INFO_YTDLP_ARGS (yt-dlp keeps the last); the
+ * deployment's MEDIA_INFO_PROXY is then the egress's upstream. Without it,
+ * MEDIA_INFO_PROXY with `session` in place of every `{session}`.
+ */
+export function proxyArgs(options: Pick<MediaInfoOptions, 'proxy' | 'egress' | 'extraArgs'>, session: string): string[] {
+  if (options.egress) return [...options.extraArgs, '--proxy', options.egress.proxyUrl(session)];
+  const proxy = options.proxy?.replaceAll('{session}', session);
+  return [...(proxy ? ['--proxy', proxy] : []), ...options.extraArgs];
 }
 
 /** What one finished run says. */

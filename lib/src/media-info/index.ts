@@ -2,6 +2,7 @@
 // runs (lightweight, then full), and the pure rules over yt-dlp's info JSON.
 export * from './assess.js';
 export * from './config.js';
+export * from './egress.js';
 export * from './extractor.js';
 export * from './failures.js';
 export * from './info.js';

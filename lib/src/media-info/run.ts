@@ -31,6 +31,8 @@ export interface BoundedRunOptions {
   timeoutMs: number;
   signal?: AbortSignal;
   maxStdoutBytes?: number;
+  /** The process's environment; default this process's. */
+  env?: NodeJS.ProcessEnv;
 }
 
 const STDERR_TAIL_BYTES = 64 * 1024;
@@ -43,7 +45,7 @@ export function runBounded(argv: readonly string[], opts: BoundedRunOptions): Pr
   if (opts.signal?.aborted) return Promise.resolve({ ...base, aborted: true, ms: 0 });
 
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: tmpdir(), detached: true });
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: tmpdir(), detached: true, ...(opts.env && { env: opts.env }) });
     const maxStdout = opts.maxStdoutBytes ?? 32 * 1024 * 1024;
     const out: Buffer[] = [];
     let outBytes = 0;
