@@ -81,6 +81,7 @@ describe('api-gateway: its own fetches pass the outbound policy at connect time'
       '/to-closed': `http://127.0.0.2:${closed}/clip.mp4`,
       '/to-ftp': `ftp://127.0.0.2:${internal.port}/clip.mp4`,
       '/feed': `http://127.0.0.2:${internal.port}/feed.xml`,
+      '/moved': '/clip.mp4',
     };
     site = await listen('127.0.0.1', (req, res) => {
       const url = new URL(req.url ?? '/', 'http://x');
@@ -88,6 +89,7 @@ describe('api-gateway: its own fetches pass the outbound policy at connect time'
         res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8' });
         return void res.end(JSON.stringify({ resultCount: 1, results: [lookupResult(SHOW_ID, `http://127.0.0.1:${site.port}/feed`)] }));
       }
+      if (url.pathname === '/clip.mp4') return void res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': mp4.length }).end(mp4);
       const location = redirects[url.pathname];
       if (location) return void res.writeHead(302, { location }).end();
       res.writeHead(404).end();
@@ -128,6 +130,14 @@ describe('api-gateway: its own fetches pass the outbound policy at connect time'
   }
 
   const UNREADABLE = { status: 502, body: { error: 'Failed to extract metadata', details: 'Temporary network error, please retry' } };
+
+  it('/metadata: an allowed URL, and a redirect within allowed addresses, are read through the egress', async () => {
+    for (const path of ['/clip.mp4', '/moved']) {
+      const answer = await post('/metadata', { url: `http://127.0.0.1:${site.port}${path}` });
+      expect(answer.status, path).to.equal(200);
+      expect(answer.body, path).to.deep.include({ title: 'clip', extractor: 'generic' });
+    }
+  });
 
   it('/metadata: a redirect to a refused address is not followed; the internal server accepts no connection', async () => {
     const before = site.accepted;
