@@ -66,9 +66,12 @@ export class KeepAliveHttpLibrary implements k8s.PromiseHttpLibrary {
 export interface KubeClientOptions {
   /** Keep-alive sockets to the API server. */
   maxSockets?: number;
-  /** Abort a call with no response for this long. */
+  /** Abort a call with no response for this long; default KUBE_REQUEST_TIMEOUT_MS. */
   timeoutMs?: number;
 }
+
+/** How long a call to the API server may go without a response before it is abandoned. */
+export const KUBE_REQUEST_TIMEOUT_MS = 30_000;
 
 type ApiConstructor<T> = new (config: k8s.Configuration) => T;
 
@@ -85,7 +88,7 @@ export function makeKubeClient<T>(kc: k8s.KubeConfig, Api: ApiConstructor<T>, tr
 }
 
 export function keepAliveTransport(opts: KubeClientOptions = {}): KeepAliveHttpLibrary {
-  return new KeepAliveHttpLibrary(opts.maxSockets ?? 64, opts.timeoutMs ?? 30_000);
+  return new KeepAliveHttpLibrary(opts.maxSockets ?? 64, opts.timeoutMs ?? KUBE_REQUEST_TIMEOUT_MS);
 }
 
 /**

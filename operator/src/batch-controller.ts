@@ -99,6 +99,11 @@ export class MediaBatchController {
     return this.batches.stop();
   }
 
+  /** The informers whose cache does not follow the API server now (the operator's readiness, probes.ts). */
+  informersNotFollowing(): string[] {
+    return this.batches.following() ? [] : ['mediabatches'];
+  }
+
   /** Begin reconciling (on becoming leader): pass over every MediaBatch. */
   activate(): void {
     this.active = true;

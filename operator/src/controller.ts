@@ -199,6 +199,11 @@ export class MediaJobController {
     await Promise.all([this.mediajobs.stop(), this.jobs.stop(), this.pods.stop()]);
   }
 
+  /** The informers whose cache does not follow the API server now (the operator's readiness, probes.ts). */
+  informersNotFollowing(): string[] {
+    return Object.entries({ mediajobs: this.mediajobs, jobs: this.jobs, pods: this.pods }).filter(([, i]) => !i.following()).map(([name]) => name);
+  }
+
   /**
    * Begin reconciling (on becoming leader): rebuild the slot counts (in all, per key, per organization) from the caches,
    * then pass over everything. A job holds a slot when its current attempt's Job exists or its status names it; one

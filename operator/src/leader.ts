@@ -24,6 +24,7 @@ export class LeaderElector {
   private timer: NodeJS.Timeout | undefined;
   private leading = false;
   private lastRenew = 0;
+  private turnedAt = 0;
   private stopped = false;
 
   constructor(private readonly api: k8s.CoordinationV1Api, private readonly log: Logger, private readonly o: LeaderOptions) {}
@@ -32,8 +33,19 @@ export class LeaderElector {
     return this.leading;
   }
 
+  /**
+   * When the loop last finished a turn (an attempt to acquire or renew,
+   * successful or not, and the leadership change it led to), or started;
+   * 0 before start(). The operator's liveness: a loop that stops turning
+   * is stuck (the probes, probes.ts).
+   */
+  get lastTurn(): number {
+    return this.turnedAt;
+  }
+
   start(): void {
     this.stopped = false;
+    this.turnedAt = Date.now();
     void this.loop();
   }
 
@@ -64,6 +76,7 @@ export class LeaderElector {
     if (acquired && !this.leading) await this.setLeading(true);
     const deadline = this.lastRenew + this.o.renewDeadlineSeconds * 1000;
     if (!acquired && this.leading && Date.now() >= deadline) await this.setLeading(false);
+    this.turnedAt = Date.now();
     if (this.stopped) return;
     // A leader whose renewal failed tries again sooner, and looks again at
     // its deadline exactly, so it steps down on time even between renewals.

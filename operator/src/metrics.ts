@@ -75,7 +75,7 @@ export class OperatorMetrics {
         if (v !== undefined) this.set(v);
       },
     });
-    // Every replica says, leading or not, so max() over them is 1 exactly while one leads (the alert MediaJobsNoOperatorLeader).
+    // Every replica says, leading or not, so max() over them is 1 exactly while one leads (the alert MediajobsNoOperatorLeader).
     gauge('operator_leader', 'Whether this operator replica leads (holds the Lease, or runs without leader election): 1, else 0', () => (this.leading?.() ? 1 : 0));
     gauge('admission_pending_jobs', 'MediaJobs waiting for a runner slot (Kueue: pending_workloads)', () => admission()?.waiting);
     gauge('admission_running_jobs', 'MediaJobs holding a runner slot', () => admission()?.running);

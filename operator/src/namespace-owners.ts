@@ -50,6 +50,11 @@ export class NamespaceOwners {
     await this.namespaces?.stop();
   }
 
+  /** The informers whose cache does not follow the API server now (the operator's readiness, probes.ts). */
+  informersNotFollowing(): string[] {
+    return this.namespaces && this.namespaces.followingSince() === undefined ? ['namespaces'] : [];
+  }
+
   /**
    * The resource with the owner it acts for: the one its spec names in the
    * service's namespace; elsewhere its namespace's bound key, which a spec

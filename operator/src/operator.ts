@@ -1,9 +1,12 @@
 // The operator process: informers always warm, and the controllers (MediaJob
 // and MediaBatch), outbox delivery and the materializer (accepted rows →
 // their custom resources) running only while this replica holds the Lease.
+// Every replica answers the probes (/healthz, /readyz: probes.ts) and says
+// whether it leads (mediajobs_operator_leader) on its metrics listener.
 import { hostname } from 'node:os';
 import pg from 'pg';
 import { stripeClient } from '@mediajobs/lib/billing';
+import { KUBE_REQUEST_TIMEOUT_MS } from '@mediajobs/lib/kube-client';
 import { createLogger, errFields, type Logger } from '@mediajobs/lib/logger';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { MediaBatchController } from './batch-controller.js';
@@ -18,12 +21,17 @@ import { OutboxDispatcher } from './outbox.js';
 import { Materializer } from './materializer.js';
 import { newRegistry, type Registry } from '@mediajobs/lib/metrics';
 import { OperatorMetrics, serveMetrics } from './metrics.js';
+import { liveness, readiness, stalledAfterMs, type ProbeState } from './probes.js';
 import { reachesBeyond, watchScope } from './watch-scope.js';
 
 export interface OperatorHandle {
   controller: MediaJobController;
   batches: MediaBatchController;
   isLeader(): boolean;
+  /** Undefined when this replica is ready (GET /readyz: probes.ts), else what is missing. Local mode's gateway asks it too. */
+  readiness(): string | undefined;
+  /** Undefined when this replica is live (GET /healthz), else why not. */
+  liveness(): string | undefined;
   metrics: OperatorMetrics;
   /** The METRICS_PORT listener's address; unset without one. */
   metricsUrl?: string;
@@ -48,9 +56,23 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   pool.on('error', (err) => log.warn({ err: errFields(err) }, 'idle Postgres connection failed'));
   const metrics = new OperatorMetrics(deps.metricsRegistry ?? newRegistry());
   metrics.trackPool(pool);
+  // What the probes read; filled in as the parts below start.
+  let leading = false;
+  let synced = false;
+  let stopping = false;
+  let elector: LeaderElector | undefined;
+  let notFollowing = (): string[] => [];
+  const stalledAfter = stalledAfterMs({ durationSeconds: cfg.LEASE_DURATION_SECONDS, renewSeconds: cfg.LEASE_RENEW_SECONDS }, KUBE_REQUEST_TIMEOUT_MS);
+  const probeState = (): ProbeState => ({
+    now: Date.now(), stopping, synced, notFollowing: synced ? notFollowing() : [],
+    ...(cfg.LEADER_ELECTION && { election: { lastTurn: elector?.lastTurn ?? 0, stalledAfterMs: stalledAfter } }),
+  });
+  const probes = { live: () => liveness(probeState()), ready: () => readiness(probeState()) };
+  metrics.watchLeadership(() => leading);
   // First, so a taken port stops the start before anything runs. Every
-  // replica serves its metrics, leading or not: a standby's informers and pool are worth watching too.
-  const listener = cfg.METRICS_PORT === undefined ? undefined : await serveMetrics(metrics.registry, cfg.METRICS_HOST, cfg.METRICS_PORT).catch(async (err: unknown) => {
+  // replica serves its metrics and probes, leading or not, from before its
+  // caches sync: a standby's informers and pool are worth watching too.
+  const listener = cfg.METRICS_PORT === undefined ? undefined : await serveMetrics(metrics.registry, cfg.METRICS_HOST, cfg.METRICS_PORT, probes).catch(async (err: unknown) => {
     if (ownPool) await pool.end();
     throw err;
   });
@@ -82,7 +104,8 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   });
 
   await Promise.all([owners.start(), controller.startInformers(), batches.startInformers()]);
-  let leading = false;
+  notFollowing = () => [...controller.informersNotFollowing(), ...batches.informersNotFollowing(), ...owners.informersNotFollowing()];
+  synced = true;
   const lead = async () => {
     leading = true;
     controller.activate();
@@ -98,7 +121,6 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
     await outbox.stop();
   };
 
-  let elector: LeaderElector | undefined;
   if (cfg.LEADER_ELECTION) {
     elector = new LeaderElector(kube.coordination, log, {
       namespace: cfg.MEDIAJOBS_NAMESPACE,
@@ -120,9 +142,12 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
     controller,
     batches,
     isLeader: () => leading,
+    readiness: probes.ready,
+    liveness: probes.live,
     metrics,
     ...(listener && { metricsUrl: listener.url }),
     async stop() {
+      stopping = true;
       if (listener) await new Promise((resolve) => listener.server.close(resolve));
       if (elector) await elector.stop();
       else await unlead();

@@ -55,6 +55,11 @@ export class ScopedInformer<T extends k8s.KubernetesObject> {
     return this.informerOf(namespace)?.followingSince();
   }
 
+  /** Whether every informer of the scope follows the API server now (ResilientInformer.followingSince is set). */
+  following(): boolean {
+    return [...this.informers.values()].every((i) => i.followingSince() !== undefined);
+  }
+
   private informerOf(namespace: string | undefined): ResilientInformer<T> | undefined {
     return this.informers.get(namespace) ?? this.informers.get(undefined);
   }
