@@ -156,6 +156,14 @@ describe('deploy/: what the rendered objects hold', () => {
         }
       });
 
+      it('the operator has /readyz and /healthz probes on its metrics port, served by every replica', () => {
+        const op = named(objs, 'Deployment', 'mediajobs-operator').spec.template.spec.containers[0];
+        expect(op.ports).to.deep.include({ name: 'metrics', containerPort: 9090, protocol: 'TCP' });
+        expect(op.env).to.deep.include({ name: 'METRICS_PORT', value: '9090' });
+        expect(op.readinessProbe).to.deep.equal({ httpGet: { path: '/readyz', port: 'metrics' }, periodSeconds: 5, failureThreshold: 3 });
+        expect(op.livenessProbe).to.deep.equal({ httpGet: { path: '/healthz', port: 'metrics' }, initialDelaySeconds: 10, periodSeconds: 10, failureThreshold: 3 });
+      });
+
       it('runner pods reach the internet, DNS and the gateway, but no private, link-local, metadata, "this network" or NAT64 address', () => {
         const policy = named(objs, 'NetworkPolicy', 'mediajobs-runner');
         expect(policy.spec.podSelector.matchLabels).to.deep.equal({ 'app.kubernetes.io/name': 'mediajobs-runner' });
@@ -175,6 +183,16 @@ describe('deploy/: what the rendered objects hold', () => {
       });
     });
   }
+
+  it('the Deployments\' probes are the chart\'s (helm cannot render here; make chart-check compares everything)', () => {
+    const base = render('deploy/base');
+    for (const [template, name] of [['gateway-deployment.yaml', 'mediajobs-gateway'], ['operator-deployment.yaml', 'mediajobs-operator']] as const) {
+      const probes = (c: Obj) => ({ readinessProbe: c.readinessProbe, livenessProbe: c.livenessProbe });
+      const chart = chartStatic(template).find((o) => o.kind === 'Deployment')!.spec.template.spec.containers[0];
+      expect(probes(chart), template).to.deep.equal(probes(named(base, 'Deployment', name).spec.template.spec.containers[0]));
+      expect(chart.readinessProbe, template).to.be.an('object');
+    }
+  });
 
   it('the Roles are the chart\'s, rule for rule (least privilege kept in one place)', () => {
     const base = byKind(render('deploy/base'), 'Role');
