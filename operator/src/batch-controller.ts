@@ -10,10 +10,13 @@
 // in lib/src/db/batches.ts (run when an episode's job row ends); running the
 // episodes is the MediaJob controller's.
 //
-// A failure no retry mends (an owner that is not an active key, a URL that is
-// no show or playlist) is thrown as a PermanentError and recorded in one
-// place, recordFailure(): Accepted=False with the reason, once per spec
-// generation, so the batch is not fetched again until its spec changes.
+// A failure no retry mends (a spec the CRD's rules refuse, an owner that is
+// not an active key, a URL that is no show or playlist) is thrown as a
+// PermanentError and recorded in one place, recordFailure(): Accepted=False
+// with the reason, once per spec generation, so the batch is not fetched
+// again until its spec changes. The spec is checked first of all
+// (lib/src/mediajob/spec-check.ts), since the apiserver may not have: a CRD
+// installed without its rules, an object stored before a rule existed.
 import type * as k8s from '@kubernetes/client-node';
 import type pg from 'pg';
 import { BatchSources, batchSourcesOptions } from '@mediajobs/lib/batches/index';
@@ -22,6 +25,7 @@ import { isNotFound, MERGE_PATCH } from '@mediajobs/lib/kube-client';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { mediaInfoOptions } from '@mediajobs/lib/media-info/config';
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
+import { INVALID_SPEC, invalidSpecMessage, mediaBatchSpecProblems } from '@mediajobs/lib/mediajob/spec-check';
 import { DONE, PermanentError, type ReconcileResult } from '@mediajobs/lib/reconcile';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import { WorkQueue } from '@mediajobs/lib/work-queue';
@@ -57,6 +61,18 @@ export interface BatchControllerDeps {
 const BATCH_CONCURRENCY = 4;
 
 const keyOf = (ns: string | undefined, name: string | undefined) => `${ns}/${name}`;
+
+/**
+ * A spec the CRD's rules refuse, which reached the operator because the
+ * apiserver did not apply them, is rejected (invalid_spec, the fields
+ * named) before anything is recorded or fetched. Checked until the batch is
+ * accepted: its recording is all that reads its options and episodes.
+ */
+function checkSpec(mb: MediaBatch): void {
+  if (mb.status?.conditions?.some((c) => c.type === 'Accepted' && c.status === 'True')) return;
+  const problems = mediaBatchSpecProblems(mb.spec);
+  if (problems.length) throw new PermanentError(INVALID_SPEC, invalidSpecMessage(problems));
+}
 
 export class MediaBatchController {
   readonly queue: WorkQueue;
@@ -139,6 +155,7 @@ export class MediaBatchController {
   async reconcile(key: string): Promise<ReconcileResult> {
     const found = this.current(key);
     if (!found || rejectedForGeneration(found)) return DONE;
+    checkSpec(found);
     const mb = this.d.owners.resolve(found);
     const row = await this.row(mb);
     // The row is the truth of a gateway batch (POST /batch/{id}/start moves

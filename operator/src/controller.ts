@@ -5,10 +5,13 @@
 // Jobs), children.ts (credentials Secret and runner Job), pod-index.ts,
 // job-record.ts (Postgres and webhooks), ttl.ts (deleting finished jobs).
 //
-// A failure no retry can mend (an unresolvable destination, an owner key
-// that does not exist, a runner name taken) is thrown as a PermanentError
-// and recorded in one place, recordFailure(): the MediaJob ends Failed
-// with the error's reason, like any finished job (docs/adr/0010).
+// A failure no retry can mend (a spec the CRD's rules refuse, an
+// unresolvable destination, an owner key that does not exist, a runner name
+// taken) is thrown as a PermanentError and recorded in one place,
+// recordFailure(): the MediaJob ends Failed with the error's reason, like
+// any finished job (docs/adr/0010). The spec is checked first of all
+// (lib/src/mediajob/spec-check.ts), since the apiserver may not have: a CRD
+// installed without its rules, an object stored before a rule existed.
 //
 // Retries (docs/adr/0018, retry-policy.ts): an attempt that failed of a
 // cause another attempt can fix is recorded in status.attempts and the job
@@ -30,7 +33,9 @@ import { cancelJob, cancelledAmong, findFinishedJob, type FinishedJob } from '@m
 import { isCancelStatus, type CancelNotice, type CancelStatus } from '@mediajobs/lib/job-cancellation';
 import { isNotFound, MERGE_PATCH, waitIfThrottled } from '@mediajobs/lib/kube-client';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
-import { DONE, TemporaryError, type PermanentError, type ReconcileResult } from '@mediajobs/lib/reconcile';
+import { isErrorCategory } from '@mediajobs/lib/mediajob/error-categories';
+import { INVALID_SPEC, invalidSpecMessage, mediaJobSpecProblems } from '@mediajobs/lib/mediajob/spec-check';
+import { DONE, PermanentError, TemporaryError, type ReconcileResult } from '@mediajobs/lib/reconcile';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import { WorkQueue } from '@mediajobs/lib/work-queue';
 import {
@@ -280,6 +285,8 @@ export class MediaJobController {
     const found = this.current(key);
     if (!found) return DONE;
     if (found.metadata.deletionTimestamp) return this.deleted(key, found);
+    const invalid = await this.checkSpec(key, found);
+    if (invalid) return invalid;
     // A finished job keeps what it was: a binding changed since does not fail it again.
     if (isTerminal(found.status?.status) && !this.d.owners.settled(found)) return this.finish(key, found, found.status!);
     const mj = this.d.owners.resolve(found);
@@ -313,6 +320,24 @@ export class MediaJobController {
     if (isTerminal(written.status)) return this.finish(key, mj, written);
     if (written.retryAt) return this.awaitRetry(key, mj, Math.max(0, Date.parse(written.retryAt) - Date.now()));
     return DONE;
+  }
+
+  /**
+   * A spec the CRD's rules refuse, which reached the operator because the
+   * apiserver did not apply them: the job fails invalid_spec, naming the
+   * fields, before anything is recorded, admitted or run, and its row (a
+   * job the gateway accepted has one) fails with it. Checked until the job
+   * is admitted (status.jobName): the CRD freezes an admitted job's spec, and
+   * a later attempt's runner checks the options again. A finished job keeps
+   * what it was (undefined: the spec is fine, go on).
+   */
+  private async checkSpec(key: string, mj: MediaJob): Promise<ReconcileResult | undefined> {
+    if (mj.status?.jobName) return undefined;
+    const problems = mediaJobSpecProblems(mj.spec);
+    if (!problems.length) return undefined;
+    if (isTerminal(mj.status?.status)) return this.finish(key, mj, mj.status!);
+    await this.record.attachExisting(key, mj);
+    throw new PermanentError(INVALID_SPEC, invalidSpecMessage(problems));
   }
 
   /**
@@ -394,7 +419,9 @@ export class MediaJobController {
     const jobId = jobIdOf(mj);
     const cur = mj.status;
     const recorded = cur?.status === 'Failed' && cur.reason === err.reason && cur.finishTime ? { finishTime: cur.finishTime } : {};
-    const failed = failedBeforeRunning(mj, { jobId, reason: err.reason, error: err.message, ...recorded }, new Date());
+    // A reason that is an error category (invalid_spec, storage_unreachable) is the failure's category too, as a runner reports it.
+    const category = isErrorCategory(err.reason) ? { category: err.reason } : {};
+    const failed = failedBeforeRunning(mj, { jobId, reason: err.reason, error: err.message, ...category, ...recorded }, new Date());
     if (!('finishTime' in recorded)) this.d.log.warn({ jobId, reason: err.reason, err: errFields(err.cause ?? err) }, 'job failed; retrying cannot help');
     return this.finish(key, mj, await this.writeStatus(key, mj, failed));
   }

@@ -13,7 +13,7 @@ import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { PermanentError } from '@mediajobs/lib/reconcile';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import { jobIdOf, type JobStatus, type MediaJob, type MediaJobResult, type MediaJobStatus, type Owned } from '@mediajobs/lib/mediajob/types';
-import { findFinishedManifest, findJob, insertFromManifest, mirrorStatus, type FinishedJob, type JobRow } from '@mediajobs/lib/db/jobs';
+import { findFinishedManifest, findJob, insertFromManifest, mirrorStatus, type FinishedJob, type JobRow, type MirroredColumns } from '@mediajobs/lib/db/jobs';
 import { isCancelStatus } from '@mediajobs/lib/job-cancellation';
 import { JobDestinations, type DownloadUrls } from './destinations.js';
 import type { OperatorMetrics } from './metrics.js';
@@ -105,26 +105,48 @@ export class JobRecord {
     const row = await findJob(this.d.pool, jobId);
     if (row && !recordedFor(row, mj)) throw new PermanentError(JOB_ID_TAKEN.reason, JOB_ID_TAKEN.message);
     if (row) {
-      // What the row holds is mirrored already: the first pass over a job the gateway just accepted
-      // (Pending, Queued, 0) writes nothing, and neither does one after an operator restart.
-      this.synced.set(key, mirrorFingerprint(jobId, {
-        status: row.status as JobStatus, step: row.step as MediaJobStatus['step'], progress: row.progress,
-        error: row.error ?? undefined, reason: row.reason ?? undefined, storageKey: row.s3_key,
-      }));
-    } else {
-      const fingerprint = manifestFingerprint(mj);
-      if (!mj.status?.status) {
-        const earlier = await findFinishedManifest(this.d.pool, mj.metadata.namespace!, mj.metadata.name!, fingerprint);
-        if (earlier) return earlier;
-      }
-      const webhook = mj.spec.webhookUrl ? this.d.box.sealable(mj.spec.webhookUrl) : null;
-      if (!(await insertFromManifest(this.d.pool, jobId, withDefaults(mj), webhook, fingerprint))) {
-        throw new PermanentError(INVALID_OWNER.reason, INVALID_OWNER.message);
-      }
-      this.d.metrics?.jobAccepted();
+      this.remember(key, jobId, row);
+      return undefined;
     }
+    const fingerprint = manifestFingerprint(mj);
+    if (!mj.status?.status) {
+      const earlier = await findFinishedManifest(this.d.pool, mj.metadata.namespace!, mj.metadata.name!, fingerprint);
+      if (earlier) return earlier;
+    }
+    const webhook = mj.spec.webhookUrl ? this.d.box.sealable(mj.spec.webhookUrl) : null;
+    if (!(await insertFromManifest(this.d.pool, jobId, withDefaults(mj), webhook, fingerprint))) {
+      throw new PermanentError(INVALID_OWNER.reason, INVALID_OWNER.message);
+    }
+    this.d.metrics?.jobAccepted();
     this.recorded.set(key, jobId);
     return undefined;
+  }
+
+  /**
+   * The row this MediaJob already has (a job the gateway accepted), made
+   * the one sync() writes, without recording one: for a job that fails
+   * before it is recorded (an invalid spec), so its row ends with it. A
+   * row kept for another MediaJob is left alone, as is a manifest's that
+   * has none (nothing is recorded of it).
+   */
+  async attachExisting(key: string, mj: MediaJob): Promise<void> {
+    const jobId = jobIdOf(mj);
+    if (this.recorded.get(key) === jobId) return;
+    const row = await findJob(this.d.pool, jobId);
+    if (row && recordedFor(row, mj)) this.remember(key, jobId, row);
+  }
+
+  /**
+   * The row is this MediaJob's, and what it holds is mirrored already: the
+   * first pass over a job the gateway just accepted (Pending, Queued, 0)
+   * writes nothing, and neither does one after an operator restart.
+   */
+  private remember(key: string, jobId: string, row: JobRow & MirroredColumns): void {
+    this.synced.set(key, mirrorFingerprint(jobId, {
+      status: row.status as JobStatus, step: row.step as MediaJobStatus['step'], progress: row.progress,
+      error: row.error ?? undefined, reason: row.reason ?? undefined, storageKey: row.s3_key,
+    }));
+    this.recorded.set(key, jobId);
   }
 
   /**

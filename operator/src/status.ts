@@ -254,17 +254,21 @@ function awaitingRetry(o: Observed, failed: MediaJobStatus, attempt: MediaJobAtt
 }
 
 /**
- * A job that ends before any runner ran it (its destination cannot be
- * resolved, its owner key does not exist): Failed, with its conditions like
- * any other finished job. `finishTime` defaults to now.
+ * A job that ends before any runner ran it (its spec is invalid, its
+ * destination cannot be resolved, its owner key does not exist): Failed,
+ * with its conditions like any other finished job (Succeeded=False with the
+ * error as its message). `finishTime` defaults to now; `category`, when
+ * given, is the failure's error category (else an earlier attempt's goes).
  */
-export function failedBeforeRunning(mj: MediaJob, why: { jobId: string; reason: string; error: string; finishTime?: string }, now: Date): MediaJobStatus {
+export function failedBeforeRunning(
+  mj: MediaJob, why: { jobId: string; reason: string; error: string; category?: string; finishTime?: string }, now: Date,
+): MediaJobStatus {
   const nowStr = timeOf(now)!;
   // A job that waited for another attempt waits no more.
   const { retryAt: _w, category: _c, ...before } = mj.status ?? {};
   const s: MediaJobStatus = {
     ...before, jobId: why.jobId, status: 'Failed', step: mj.status?.step ?? 'Queued', errorType: 'error',
-    reason: why.reason, error: why.error, finishTime: why.finishTime ?? nowStr,
+    reason: why.reason, error: why.error, ...(why.category && { category: why.category }), finishTime: why.finishTime ?? nowStr,
   };
   s.conditions = conditionsFor(s, { mj, admitted: false, jobName: '' }, mj.status?.conditions ?? [], nowStr);
   return s;
