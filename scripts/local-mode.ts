@@ -17,9 +17,10 @@ import { SecretBox } from '@mediajobs/lib/secret-box';
 import { LocalCluster } from '@mediajobs/local-cluster';
 import { loadGatewayConfig } from '../api-gateway/src/config.js';
 import { createApiKey } from '../api-gateway/src/db/api-keys.js';
+import { migrate } from '../api-gateway/src/db/migrate.js';
 import { startGateway } from '../api-gateway/src/server.js';
 import { loadOperatorConfig } from '../operator/src/config.js';
-import { startOperator } from '../operator/src/operator.js';
+import { startOperator, type OperatorHandle } from '../operator/src/operator.js';
 import { managedStorageAccess } from '../operator/src/managed-storage.js';
 import { tsxCommand } from '../test/support/tsx.js';
 import { explainFailure, firstLine, portFree, portTakenMessage, requireFreePort, requireTools, StartupError } from './local-failures.js';
@@ -165,6 +166,35 @@ async function lastClusterPort(): Promise<number> {
   return ours && (await portFree('127.0.0.1', port)) ? port : 0;
 }
 
+/**
+ * The dev API key (MEDIAJOBS_DEV_API_KEY, else the one kept in secrets.json,
+ * else a new one, kept there), recorded in the database: the migrations
+ * first, as the gateway would apply them, so the key can be stored before
+ * the gateway starts.
+ */
+async function ensureDevKey(databaseUrl: string, secrets: LocalSecrets): Promise<string> {
+  const devKey = process.env.MEDIAJOBS_DEV_API_KEY ?? secrets.devApiKey ?? `mj_dev_${randomBytes(24).toString('base64url')}`;
+  if (!process.env.MEDIAJOBS_DEV_API_KEY && !secrets.devApiKey) {
+    writeFileSync(join(LOCAL, 'secrets.json'), JSON.stringify({ ...secrets, devApiKey: devKey }, null, 2), { mode: 0o600 });
+  }
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  try {
+    await migrate(pool);
+    await createApiKey(pool, { name: 'local-dev', key: devKey });
+  } finally {
+    await pool.end();
+  }
+  return devKey;
+}
+
+/** What the gateway's /readyz waits for in local mode: the operator started, leading, and itself ready (its caches following). */
+function operatorReadiness(operator: OperatorHandle | undefined): string | undefined {
+  if (!operator) return 'Operator not started';
+  if (!operator.isLeader()) return 'Operator not leading';
+  const missing = operator.readiness();
+  return missing === undefined ? undefined : `Operator not ready: ${missing}`;
+}
+
 type Stop = () => Promise<void>;
 
 /** What has started so far, in order; stopped in reverse. */
@@ -227,10 +257,19 @@ async function start(): Promise<void> {
     // (OUTBOUND_ALLOWED_CIDRS, if set, adds to this; link-local and metadata stay refused).
     OUTBOUND_ALLOW_PRIVATE: process.env.OUTBOUND_ALLOW_PRIVATE ?? 'true',
   };
+  // The dev key exists before the gateway listens: a script that starts
+  // posting as soon as the port answers never meets a key still to come.
+  const devKey = await ensureDevKey(databaseUrl, secrets);
+  checkpoint();
+
   // One process, one registry: the gateway's /metrics serves the operator's metrics too.
   const metricsRegistry = newRegistry();
-  const gateway = await startGateway(loadGatewayConfig(env), { logger: createLogger('api-gateway', env.LOG_LEVEL ?? 'info'), metricsRegistry })
-    .catch(portTaken('the gateway', port, 'PORT'));
+  // The gateway is ready (GET /readyz) once the operator leads with its caches
+  // following too: before that, an accepted job would wait for no one.
+  const local: { operator?: OperatorHandle } = {};
+  const gateway = await startGateway(loadGatewayConfig(env), {
+    logger: createLogger('api-gateway', env.LOG_LEVEL ?? 'info'), metricsRegistry, readiness: () => operatorReadiness(local.operator),
+  }).catch(portTaken('the gateway', port, 'PORT'));
   stops.push(() => gateway.close());
   checkpoint();
   const operatorConfig = loadOperatorConfig(env);
@@ -238,18 +277,7 @@ async function start(): Promise<void> {
   checkpoint();
   const operator = await startOperator(operatorConfig, { storage, log: createLogger('operator', env.LOG_LEVEL ?? 'info'), metricsRegistry });
   stops.push(() => operator.stop());
-  checkpoint();
-
-  const devKey = process.env.MEDIAJOBS_DEV_API_KEY ?? secrets.devApiKey ?? `mj_dev_${randomBytes(24).toString('base64url')}`;
-  if (!process.env.MEDIAJOBS_DEV_API_KEY && !secrets.devApiKey) {
-    writeFileSync(join(LOCAL, 'secrets.json'), JSON.stringify({ ...secrets, devApiKey: devKey }, null, 2), { mode: 0o600 });
-  }
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-  try {
-    await createApiKey(pool, { name: 'local-dev', key: devKey });
-  } finally {
-    await pool.end();
-  }
+  local.operator = operator;
   checkpoint();
 
   process.stdout.write([
