@@ -1,7 +1,7 @@
 // The monitoring bundle (deploy/monitoring) against what the services serve:
 // every mediajobs_ metric that the Grafana dashboard, the PrometheusRule
 // alerts and the runbook name is listed (a `# TYPE` line) by a real
-// gateway's /metrics or a real operator's METRICS_PORT listener, so a
+// gateway's or a real operator's METRICS_PORT listener, so a
 // renamed or dropped metric cannot leave a panel blank or an alert silent.
 // Every alert has a severity, a `for`, its annotations, and a runbook_url
 // whose section exists in docs/runbook.md.
@@ -179,7 +179,7 @@ describe('monitoring bundle (deploy/monitoring)', function () {
         DATABASE_URL: gw.db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: SecretBox.generateSpec('t1'),
         LEADER_ELECTION: 'false', METRICS_PORT: '0', METRICS_HOST: '127.0.0.1',
       }), { log: pino({ level: 'silent' }), storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
-      for (const url of [`${gw.url}/metrics`, `${op.metricsUrl!}/metrics`]) {
+      for (const url of [`${gw.metricsUrl!}/metrics`, `${op.metricsUrl!}/metrics`]) {
         for (const [, name, type] of (await scrape(url)).text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) types.set(name!, type!);
       }
     });

@@ -41,6 +41,8 @@ interface Run extends Figures {
 
 interface Served {
   url: string;
+  /** Its metrics listener (METRICS_PORT). */
+  metricsUrl: string;
   proc: ChildProcess;
 }
 
@@ -84,7 +86,7 @@ async function main(): Promise<void> {
     }
 
     // The scrape once the metrics gateway has accepted 10,000 jobs at least.
-    const metricsUrl = `${gateways.on.url}/metrics`;
+    const metricsUrl = `${gateways.on.metricsUrl}/metrics`;
     const accepted = async () => (await scrape(metricsUrl)).value('mediajobs_jobs_accepted_total');
     while (await accepted() < JOBS_BEFORE_SCRAPE) {
       const missing = JOBS_BEFORE_SCRAPE - (await accepted());

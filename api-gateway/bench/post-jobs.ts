@@ -71,8 +71,8 @@ function medianRun(runs: PostRun[]): PostRun {
  * starts once a request is parsed: what is left of the client's p99 above
  * it is queueing outside the gateway's handlers (socket buffers, CPU). Undefined without metrics.
  */
-async function gatewayOwnFigures(gwUrl: string): Promise<{ statements: number; jobsPerStatement: number; within50ms: number } | undefined> {
-  const m = await scrape(`${gwUrl}/metrics`).catch(() => undefined);
+async function gatewayOwnFigures(metricsUrl: string): Promise<{ statements: number; jobsPerStatement: number; within50ms: number } | undefined> {
+  const m = await scrape(`${metricsUrl}/metrics`).catch(() => undefined);
   const statements = m?.value('mediajobs_job_insert_statement_jobs_count') ?? 0;
   if (!m || statements === 0) return undefined;
   const post = (le: string) => m.value('mediajobs_http_request_duration_seconds_bucket', { le, route: '/jobs', method: 'POST' });
@@ -111,7 +111,7 @@ async function main(): Promise<void> {
       for (const which of order) runs[which].push(await postLoad(servers[which], DURATION));
     }
     await stop(bare);
-    const own = await gatewayOwnFigures(gwUrl);
+    const own = await gatewayOwnFigures(gw.metricsUrl);
     const base = medianRun(runs.bare);
     const gateway = medianRun(runs.gateway);
     // Requests the load generator gave up on at the deadline may still be finishing.

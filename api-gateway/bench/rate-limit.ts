@@ -50,6 +50,8 @@ interface Run extends Figures {
 
 interface Served {
   url: string;
+  /** Its metrics listener (METRICS_PORT). */
+  metricsUrl: string;
   proc: ChildProcess;
   log: string;
   /** What else serves its requests besides Postgres: the local cluster, and redis-server for the Redis counter. */
@@ -72,7 +74,7 @@ async function loadRun(gw: Served, load: Load, apiKey: string, jobIds: string[],
 
 /** The check times a gateway counted so far (its /metrics): how many, and their p50 and p99 in µs. */
 async function checkTimes(gw: Served): Promise<{ checks: number; p50Us: number; p99Us: number }> {
-  const m = await scrape(`${gw.url}/metrics`);
+  const m = await scrape(`${gw.metricsUrl}/metrics`);
   const name = 'mediajobs_rate_limit_check_duration_seconds';
   const us = (q: number) => Math.round(histogramQuantile(m, name, q) * 1e6);
   return { checks: m.value(`${name}_count`), p50Us: us(0.5), p99Us: us(0.99) };
@@ -89,7 +91,7 @@ async function main(): Promise<void> {
     const gateway = async (counter: Counter, log: string): Promise<Served> => {
       const gw = await startGateway(counter === 'redis' ? { ...env, REDIS_URL: redis.url } : env, work, [], log);
       const helpers = counter === 'redis' ? () => [cluster.proc.pid!, redis.pid()!] : () => [cluster.proc.pid!];
-      return { url: gw.url, proc: gw.proc, log: join(work, log), helpers };
+      return { url: gw.url, metricsUrl: gw.metricsUrl, proc: gw.proc, log: join(work, log), helpers };
     };
     const gateways = { 'in-process': await gateway('in-process', 'gateway-in-process.log'), redis: await gateway('redis', 'gateway-redis.log') };
 

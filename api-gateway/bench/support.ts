@@ -118,16 +118,22 @@ export function serviceEnv(dbUrl: string, kubeconfig: string, work: string): Nod
   };
 }
 
-/** The gateway in its own process on a free loopback port, logging to `work`/`logName`; resolves once it is ready. */
+/**
+ * The gateway in its own process on a free loopback port, its metrics on
+ * another (`metricsUrl`, GET <metricsUrl>/metrics), logging to
+ * `work`/`logName`; resolves once it is ready.
+ */
 export async function startGateway(
   env: NodeJS.ProcessEnv, work: string, nodeArgs: string[] = [], logName = 'gateway.log',
-): Promise<{ proc: ChildProcess; url: string }> {
+): Promise<{ proc: ChildProcess; url: string; metricsUrl: string }> {
   const port = await freePort();
+  const metricsPort = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const proc = await start(join(root, 'api-gateway/src/main.ts'), async () => (await fetch(`${url}/readyz`)).ok, join(work, logName), {
-    env: { ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: GATEWAY_LOG_LEVEL }, nodeArgs,
+    env: { METRICS_PORT: String(metricsPort), METRICS_HOST: '127.0.0.1', ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: GATEWAY_LOG_LEVEL },
+    nodeArgs,
   });
-  return { proc, url };
+  return { proc, url, metricsUrl: `http://127.0.0.1:${metricsPort}` };
 }
 
 export interface Scratch {

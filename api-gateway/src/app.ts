@@ -14,6 +14,7 @@ import { ApiKeyCache, KeyLookupBudget, MISSING_KEY, cachedKeyLookup, requireApiK
 import { migrationsApplied } from './db/migrate.js';
 import { HttpError, errorResponder, notFound } from './http-errors.js';
 import { requestLogger } from './request-log.js';
+import { securityHeaders } from './security-headers.js';
 import { openApiRouter } from './openapi/serve.js';
 import { inProcessBudget, rateLimit, type RateBudget } from './rate-limit.js';
 import { MarketplaceUsers } from './marketplace.js';
@@ -89,7 +90,7 @@ export interface AppDeps {
   batchSources?: BatchSources;
   /** POST /user/chat's CHAT_WEBHOOK_PREFIX; default the chat service's. */
   chatWebhookPrefix?: string;
-  /** Prometheus metrics (metrics.ts), served at GET /metrics; absent (METRICS_ENABLED=false): none kept, no /metrics. */
+  /** Prometheus metrics (metrics.ts), counted here and served by their own listener (serveMetrics, METRICS_PORT), never by this app; absent: none kept. */
   metrics?: GatewayMetrics;
 }
 
@@ -120,6 +121,7 @@ export function createApp(deps: AppDeps): express.Express {
   const shuttingDown = deps.isShuttingDown ?? (() => false);
   const metrics = deps.metrics;
 
+  app.use(securityHeaders());
   if (metrics) app.use(metrics.middleware(AUTHENTICATED.map(([prefix]) => prefix)));
   app.use(requestLogger(log));
   app.use((_req, res, next) => {
@@ -143,9 +145,6 @@ export function createApp(deps: AppDeps): express.Express {
     if (missing !== undefined) throw new HttpError(503, missing);
     res.json({ status: 'ready' });
   });
-  // Open like /healthz: the figures name no job, key or URL; keep it off the public ingress (docs/metrics.md).
-  if (metrics) app.get('/metrics', metrics.handler());
-
   // The API description: open, before the key and rate-limit prefixes (none of which covers it).
   app.use(openApiRouter());
 

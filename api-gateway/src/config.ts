@@ -84,7 +84,14 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
    * right for one gateway (local mode) only.
    */
   REDIS_URL: redisUrl.optional(),
-  /** Prometheus metrics at GET /metrics (docs/metrics.md); false: none kept, and no /metrics. */
+  /**
+   * The gateway's Prometheus listener: GET /metrics (docs/metrics.md) on
+   * METRICS_HOST:METRICS_PORT, never on the API's port. Unset: no listener
+   * and no metrics kept. The chart sets 9090; 0 picks a free port (tests).
+   */
+  METRICS_PORT: envInt(0, 65535).optional(),
+  METRICS_HOST: z.string().min(1).default('0.0.0.0'),
+  /** false: no metrics kept and no listener, whatever METRICS_PORT says (the metrics benchmark's "off"). */
   METRICS_ENABLED: envBoolean.default(true),
 });
 

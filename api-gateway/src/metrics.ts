@@ -2,12 +2,16 @@
 // route template, method and status with their latency, jobs accepted,
 // cancellations through the API, rate-limit checks and refusals, and its
 // Postgres pool. Registered in the registry the gateway is given (in local
-// mode the operator's metrics are in it too), served at GET /metrics.
+// mode the operator's metrics are in it too), served at GET /metrics by a
+// listener of their own (METRICS_PORT, serveMetrics), never on the API's port.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type pg from 'pg';
 import {
   Counter, Histogram, PREFIX, SHORT_SECONDS, jobsAccepted, jobsFinished, sendMetrics, trackPool, type JobSource, type Registry,
 } from '@mediajobs/lib/metrics';
+import { SECURITY_HEADERS } from './security-headers.js';
 
 /** Methods counted by name; any other is `other`, so a client cannot make up label values. */
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
@@ -71,13 +75,6 @@ export class GatewayMetrics {
     };
   }
 
-  /** GET /metrics: this registry's exposition text. */
-  handler(): RequestHandler {
-    return async (_req, res) => {
-      await sendMetrics(this.registry, res);
-    };
-  }
-
   trackPool(pool: pg.Pool): void {
     trackPool(this.registry, 'gateway', pool);
   }
@@ -114,4 +111,30 @@ function routeOf(req: Request, prefixes: readonly string[]): string {
   const url = req.originalUrl.split('?', 1)[0]!.toLowerCase();
   const prefix = prefixes.find((p) => url === p || url.startsWith(`${p}/`));
   return prefix ? `${prefix}/*` : UNMATCHED;
+}
+
+/**
+ * The metrics listener (METRICS_PORT): GET /metrics and nothing else, on a
+ * port of its own, so the API's port (the one an ingress and the runners'
+ * upload grants reach) never serves it, and a NetworkPolicy or a Service can
+ * keep it for Prometheus. Resolves once it listens.
+ */
+export async function serveMetrics(registry: Registry, host: string, port: number): Promise<{ server: Server; url: string }> {
+  const server = createServer((req, res) => {
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) res.setHeader(name, value);
+    if ((req.method === 'GET' || req.method === 'HEAD') && req.url?.split('?')[0] === '/metrics') {
+      sendMetrics(registry, res).catch(() => {
+        if (!res.headersSent) res.writeHead(500);
+        res.end();
+      });
+      return;
+    }
+    res.writeHead(404, { 'Content-Type': 'application/json' }).end(JSON.stringify({ error: 'Not found' }));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  const { port: bound } = server.address() as AddressInfo;
+  return { server, url: `http://${host === '0.0.0.0' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host}:${bound}` };
 }

@@ -26,13 +26,15 @@ import { createPool } from './db/pool.js';
 import { budgetFromConfig, type RateBudget } from './rate-limit.js';
 import { MarketplaceUsers } from './marketplace.js';
 import { KubeSecretVault } from './destinations/vault.js';
-import { GatewayMetrics } from './metrics.js';
+import { GatewayMetrics, serveMetrics } from './metrics.js';
 import { newRegistry, type Registry } from '@mediajobs/lib/metrics';
 
 export interface RunningGateway {
   server: Server;
   pool: pg.Pool;
   url: string;
+  /** The metrics listener's base URL (GET <metricsUrl>/metrics); unset without METRICS_PORT. */
+  metricsUrl?: string;
   /** Stop accepting, let in-flight requests finish (up to the timeout), close the pool. */
   close(): Promise<void>;
 }
@@ -40,8 +42,9 @@ export interface RunningGateway {
 export interface StartOptions {
   logger?: Logger;
   /**
-   * Where the metrics go (with METRICS_ENABLED); default a registry of the
-   * gateway's own. Local mode passes the operator's too, so /metrics serves both.
+   * Where the metrics go (with METRICS_PORT); default a registry of the
+   * gateway's own. Local mode passes the operator's too, so its one metrics
+   * listener serves both.
    */
   metricsRegistry?: Registry;
   /** What else /readyz needs (AppDeps.readiness); local mode: its operator leads. */
@@ -72,7 +75,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   const lookups = { ...mediaInfoOptions(config), egress };
   const rateLimit = budgetFromConfig(config, logger);
   const stripe = stripeClient(config);
-  const metrics = config.METRICS_ENABLED ? new GatewayMetrics(opts.metricsRegistry ?? newRegistry()) : undefined;
+  const metrics = config.METRICS_ENABLED && config.METRICS_PORT !== undefined ? new GatewayMetrics(opts.metricsRegistry ?? newRegistry()) : undefined;
   metrics?.trackPool(pool);
   const app = createApp({
     ...(metrics && { metrics }),
@@ -112,19 +115,38 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
     keepAliveTimeoutMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
   });
+  // The metrics listener first: a port taken there (the error's `port` says which) has less to undo.
+  const metricsListener = metrics && await serveMetrics(metrics.registry, config.METRICS_HOST, config.METRICS_PORT!).catch(async (err: unknown) => {
+    rateLimit.close();
+    await egress.close();
+    throw err;
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.PORT, config.HOST, () => resolve());
   }).catch(async (err: unknown) => {
     rateLimit.close();
     await egress.close();
+    if (metricsListener) await closeListener(metricsListener.server);
     throw err;
   });
   const { port } = server.address() as AddressInfo;
   const url = `http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${port}`;
-  logger.info({ url, namespace: config.MEDIAJOBS_NAMESPACE, managedStorage: config.MANAGED_STORAGE }, 'api-gateway listening');
+  logger.info({
+    url, namespace: config.MEDIAJOBS_NAMESPACE, managedStorage: config.MANAGED_STORAGE, ...(metricsListener && { metrics: `${metricsListener.url}/metrics` }),
+  }, 'api-gateway listening');
 
-  return { server, pool, url, close: gracefulClose(server, { pool, rateLimit, egress }, logger, config.SHUTDOWN_TIMEOUT_MS, () => (shuttingDown = true)) };
+  return {
+    server, pool, url, ...(metricsListener && { metricsUrl: metricsListener.url }),
+    close: gracefulClose(server, { pool, rateLimit, egress, metricsServer: metricsListener?.server }, logger, config.SHUTDOWN_TIMEOUT_MS, () => (shuttingDown = true)),
+  };
+}
+
+/** Close a listener and the connections it still has (a scraper's keep-alive). */
+function closeListener(listener: Server): Promise<void> {
+  const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
+  listener.closeAllConnections();
+  return closed;
 }
 
 export interface ServerTimeouts {
@@ -178,12 +200,13 @@ export function httpServer(app: RequestListener, t: ServerTimeouts): Server {
 
 /**
  * Stop accepting, let in-flight requests finish (up to `timeoutMs`), then
- * close the rate counter, the lookups' egress and the pool; calling it again
- * returns the same promise.
+ * close the metrics listener, the rate counter, the lookups' egress and the
+ * pool; calling it again returns the same promise.
  */
 function gracefulClose(
-  server: Server, { pool, rateLimit, egress }: { pool: pg.Pool; rateLimit: RateBudget; egress: RunningLookupEgress }, logger: Logger, timeoutMs: number,
-  markShuttingDown: () => void,
+  server: Server,
+  { pool, rateLimit, egress, metricsServer }: { pool: pg.Pool; rateLimit: RateBudget; egress: RunningLookupEgress; metricsServer?: Server | undefined },
+  logger: Logger, timeoutMs: number, markShuttingDown: () => void,
 ): () => Promise<void> {
   let closing: Promise<void> | undefined;
   return () => {
@@ -199,6 +222,8 @@ function gracefulClose(
       await closed;
       clearInterval(sweep);
       clearTimeout(force);
+      // Scraped until the last request is answered: its counts are in the last scrape.
+      if (metricsServer) await closeListener(metricsServer);
       rateLimit.close();
       await egress.close();
       await pool.end();

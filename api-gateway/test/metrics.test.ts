@@ -1,10 +1,13 @@
-// The gateway's /metrics as Prometheus scrapes it: requests counted by route
-// template (never the URL), method and status, with their latency; jobs
-// accepted by how they came; API cancellations; rate-limit refusals; the
-// Postgres pool. Label values come from fixed sets only.
+// The gateway's /metrics as Prometheus scrapes it, on the metrics listener's
+// own port: requests counted by route template (never the URL), method and
+// status, with their latency; jobs accepted by how they came; API
+// cancellations; rate-limit refusals; the Postgres pool. Label values come
+// from fixed sets only. The API's port has no /metrics.
 import { expect } from 'chai';
 import { newRegistry } from '@mediajobs/lib/metrics';
 import { scrape, type Scrape } from '../../test/support/metrics.js';
+import { ConfigError } from '@mediajobs/lib/config';
+import { loadGatewayConfig } from '../src/config.js';
 import { GatewayMetrics } from '../src/metrics.js';
 import { inProcessBudget } from '../src/rate-limit.js';
 import { startTestGateway, type TestGateway } from './support.js';
@@ -18,7 +21,7 @@ describe('api-gateway: metrics', () => {
     // A limit of 8 per second: a burst of 10 is refused in part.
     gw = await startTestGateway({ metrics: new GatewayMetrics(newRegistry()), rateLimit: inProcessBudget(8) });
     key = (await gw.newKey('metrics')).key;
-    start = await scrape(`${gw.url}/metrics`);
+    start = await scrape(`${gw.metricsUrl!}/metrics`);
   });
 
   after(async () => {
@@ -46,7 +49,7 @@ describe('api-gateway: metrics', () => {
     expect((await gw.request('GET', '/jobs', { key: null })).status).to.equal(401);
     expect((await gw.request('GET', '/no/such/path', { key: null })).status).to.equal(404);
 
-    const m = await scrape(`${gw.url}/metrics`);
+    const m = await scrape(`${gw.metricsUrl!}/metrics`);
     const requests = (route: string, method: string, status: string) => moved(m, 'mediajobs_http_requests_total', { route, method, status });
     expect(requests('/jobs', 'POST', '201')).to.equal(3);
     expect(requests('/jobs', 'POST', '400')).to.equal(1);
@@ -71,11 +74,11 @@ describe('api-gateway: metrics', () => {
 
   it('observes every POST /jobs insert statement with the jobs it wrote: a burst is written in as many or fewer', async () => {
     await pause();
-    const before = await scrape(`${gw.url}/metrics`);
+    const before = await scrape(`${gw.metricsUrl!}/metrics`);
     const burst = await Promise.all(Array.from({ length: 8 }, (_, i) =>
       gw.request('POST', '/jobs', { key, body: { url: `https://media.example/watch?v=burst${i}` } })));
     expect(burst.map((r) => r.status)).to.deep.equal(Array(8).fill(201));
-    const after = await scrape(`${gw.url}/metrics`);
+    const after = await scrape(`${gw.metricsUrl!}/metrics`);
     const grew = (name: string) => after.value(name) - before.value(name);
     expect(grew('mediajobs_job_insert_statement_jobs_sum'), 'every job of the burst, once').to.equal(8);
     expect(grew('mediajobs_job_insert_statement_jobs_count')).to.be.within(1, 8);
@@ -88,7 +91,7 @@ describe('api-gateway: metrics', () => {
     expect(refused).to.be.greaterThan(0);
     expect((await fetch(`${gw.url}/healthz`, { method: 'PROPFIND' })).status).to.equal(404);
 
-    const m = await scrape(`${gw.url}/metrics`);
+    const m = await scrape(`${gw.metricsUrl!}/metrics`);
     expect(moved(m, 'mediajobs_rate_limit_rejections_total', { counter: 'in-process', verdict: 'limited' })).to.equal(refused);
     expect(moved(m, 'mediajobs_http_requests_total', { route: '/jobs/*', method: 'GET', status: '429' })).to.equal(refused);
     expect(moved(m, 'mediajobs_rate_limit_check_duration_seconds_count', { counter: 'in-process' })).to.be.at.least(10);
@@ -97,7 +100,7 @@ describe('api-gateway: metrics', () => {
   });
 
   it('shows the Postgres pool and Node process metrics, every name prefixed mediajobs_', async () => {
-    const m = await scrape(`${gw.url}/metrics`);
+    const m = await scrape(`${gw.metricsUrl!}/metrics`);
     expect(m.value('mediajobs_pg_pool_max_clients', { pool: 'gateway' })).to.equal(10);
     expect(m.find('mediajobs_pg_pool_clients', { pool: 'gateway' }).map((s) => s.labels.state).sort()).to.deep.equal(['idle', 'in_use']);
     expect(m.find('mediajobs_pg_pool_waiting_requests', { pool: 'gateway' })).to.have.length(1);
@@ -107,6 +110,29 @@ describe('api-gateway: metrics', () => {
     // Left out for its cost (docs/metrics.md, Cost): a GC observer on every collection.
     expect(m.samples.filter((s) => s.name.startsWith('mediajobs_nodejs_gc_'))).to.deep.equal([]);
     for (const s of m.samples) expect(s.name).to.match(/^mediajobs_/);
+  });
+
+  it('serves /metrics on the metrics port only: the API port answers 404, and the metrics port nothing else', async () => {
+    const api = await gw.request('GET', '/metrics', { key: null });
+    expect([api.status, api.body]).to.deep.equal([404, { error: 'Not found' }]);
+    expect((await gw.request('HEAD', '/metrics', { key: null })).status).to.equal(404);
+    expect(gw.metricsUrl).to.be.a('string').and.not.equal(gw.url);
+    const served = await fetch(`${gw.metricsUrl!}/metrics`);
+    expect(served.status).to.equal(200);
+    expect(served.headers.get('content-type')).to.match(/^text\/plain/);
+    expect(await served.text()).to.include('mediajobs_http_requests_total');
+    for (const path of ['/', '/jobs', '/healthz', '/metrics/x']) {
+      const other = await fetch(`${gw.metricsUrl!}${path}`);
+      expect([path, other.status, await other.json()]).to.deep.equal([path, 404, { error: 'Not found' }]);
+    }
+  });
+
+  it('METRICS_PORT is a port, named when it is not one; unset: no listener', () => {
+    const base = { DATABASE_URL: 'postgres://x@127.0.0.1/db', SECRET_KEYS: 'k:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=' };
+    const defaults = loadGatewayConfig(base);
+    expect([defaults.METRICS_PORT, defaults.METRICS_HOST]).to.deep.equal([undefined, '0.0.0.0']);
+    expect(loadGatewayConfig({ ...base, METRICS_PORT: '9090' }).METRICS_PORT).to.equal(9090);
+    expect(() => loadGatewayConfig({ ...base, METRICS_PORT: '70000' })).to.throw(ConfigError, /METRICS_PORT/);
   });
 
   it('has no /metrics, and keeps nothing, without metrics', async () => {

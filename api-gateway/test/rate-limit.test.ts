@@ -234,14 +234,14 @@ describe('api-gateway: rate limit', function () {
   describe('settings', () => {
     const env = (dir: string, more: Record<string, string>) => ({
       DATABASE_URL: gw.db.url, SECRET_KEYS: SecretBox.generateSpec('t'), FILE_URL_SECRET: 'file-url-secret-0123456789',
-      MANAGED_STORAGE_DIR: dir, PORT: '0', HOST: '127.0.0.1', RATE_LIMIT_PER_SECOND: String(LIMIT), ...more,
+      MANAGED_STORAGE_DIR: dir, PORT: '0', HOST: '127.0.0.1', METRICS_PORT: '0', METRICS_HOST: '127.0.0.1', RATE_LIMIT_PER_SECOND: String(LIMIT), ...more,
     });
 
     for (const [counter, redisUrl, says] of [
       ['Redis', () => redis.url, 'rate limit counted in Redis, shared by every gateway replica'],
       ['this process', () => undefined, 'rate limit counted in this process (REDIS_URL unset): right for one gateway only'],
     ] as const) {
-      it(`RATE_LIMIT_PER_SECOND and ${counter} as REDIS_URL says, named at start; checks and refusals in /metrics`, async () => {
+      it(`RATE_LIMIT_PER_SECOND and ${counter} as REDIS_URL says, named at start; checks and refusals in /metrics (METRICS_PORT)`, async () => {
         const dir = mkdtempSync(join(tmpdir(), 'mj-rate-'));
         const logs = captureLogger();
         const url = redisUrl();
@@ -256,7 +256,9 @@ describe('api-gateway: rate limit', function () {
           const answers = await burst(g.url, key, LIMIT);
           expect(served(answers)).to.equal(LIMIT - 1);
           expectRefusals(answers, 1);
-          const m = await scrape(`${g.url}/metrics`);
+          const m = await scrape(`${g.metricsUrl!}/metrics`);
+          expect((await fetch(`${g.url}/metrics`)).status, 'not on the API port').to.equal(404);
+          expect(logs.text()).to.include(`"metrics":"${g.metricsUrl!}/metrics"`);
           const kind = url ? 'redis' : 'in-process';
           expect(m.value('mediajobs_rate_limit_check_duration_seconds_count', { counter: kind })).to.equal(LIMIT + 1);
           expect(m.value('mediajobs_rate_limit_rejections_total', { counter: kind, verdict: 'limited' })).to.equal(1);

@@ -19,6 +19,7 @@ import { migrate } from '../src/db/migrate.js';
 import { DEFAULT_SERVER_TIMEOUTS } from '../src/config.js';
 import { createPool } from '../src/db/pool.js';
 import { httpServer, type ServerTimeouts } from '../src/server.js';
+import { serveMetrics } from '../src/metrics.js';
 import { markCreated, mediaBatchesToCreate, mediaJobsToCreate } from '@mediajobs/lib/db/materialize';
 
 // One scratch-database helper for the whole repository; the gateway's tests apply migrations themselves.
@@ -80,6 +81,8 @@ export interface TestGateway {
   db: TestDatabase;
   pool: pg.Pool;
   url: string;
+  /** With `metrics`: the metrics listener's base URL (GET <metricsUrl>/metrics), as startGateway's METRICS_PORT serves it. */
+  metricsUrl?: string;
   server: Server;
   keyCache: ApiKeyCache;
   logs: ReturnType<typeof captureLogger>;
@@ -115,9 +118,10 @@ export async function startTestGateway(
   const server = httpServer(app, { ...DEFAULT_SERVER_TIMEOUTS, ...serverTimeouts });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const metricsListener = deps.metrics && await serveMetrics(deps.metrics.registry, '127.0.0.1', 0);
   let defaultKey: string | undefined;
   const gw: TestGateway = {
-    db, pool, url, server, keyCache, logs,
+    db, pool, url, server, keyCache, logs, ...(metricsListener && { metricsUrl: metricsListener.url }),
     async newKey(name = 'test') {
       const k = await createApiKey(pool, { name });
       return { id: k.id, key: k.key };
@@ -144,6 +148,10 @@ export async function startTestGateway(
     async stop() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      if (metricsListener) {
+        metricsListener.server.closeAllConnections();
+        await new Promise<void>((resolve) => metricsListener.server.close(() => resolve()));
+      }
       // pool.end() resolves once its clients are told to close, not once their
       // backends are gone; the DROP ... WITH (FORCE) below can then kill one
       // mid-goodbye, and the pool re-emits that as an 'error' nobody listens to.

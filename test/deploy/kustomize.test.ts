@@ -164,6 +164,25 @@ describe('deploy/: what the rendered objects hold', () => {
         expect(op.livenessProbe).to.deep.equal({ httpGet: { path: '/healthz', port: 'metrics' }, initialDelaySeconds: 10, periodSeconds: 10, failureThreshold: 3 });
       });
 
+      it('the gateway serves /metrics on a port of its own (9090), behind a Service of its own; the API Service and the runners reach only the API port', () => {
+        const deployment = named(objs, 'Deployment', 'mediajobs-gateway');
+        const gw = deployment.spec.template.spec.containers[0];
+        expect(gw.ports).to.deep.equal([
+          { name: 'http', containerPort: 8080, protocol: 'TCP' }, { name: 'metrics', containerPort: 9090, protocol: 'TCP' },
+        ]);
+        expect(gw.env).to.deep.include({ name: 'METRICS_PORT', value: '9090' });
+        expect(gw.env).to.deep.include({ name: 'PORT', value: '8080' });
+        const metrics = named(objs, 'Service', 'mediajobs-gateway-metrics');
+        expect(metrics.spec.selector).to.deep.equal(deployment.spec.selector.matchLabels);
+        expect(metrics.spec.ports).to.deep.equal([{ name: 'metrics', port: 9090, targetPort: 'metrics', protocol: 'TCP' }]);
+        expect(named(objs, 'Service', 'mediajobs-gateway').spec.ports.map((p: Obj) => p.targetPort)).to.deep.equal(['http']);
+        // The runners' one rule towards the gateway's pods names the API port: never 9090.
+        const runner = named(objs, 'NetworkPolicy', 'mediajobs-runner');
+        const toGateway = runner.spec.egress.filter((r: Obj) => r.to.some((p: Obj) => p.podSelector?.matchLabels?.['app.kubernetes.io/component'] === 'gateway'));
+        expect(toGateway.map((r: Obj) => r.ports)).to.deep.equal([[{ protocol: 'TCP', port: 8080 }]]);
+        expect(JSON.stringify(runner.spec.egress)).to.not.include('9090');
+      });
+
       it('runner pods reach the internet, DNS and the gateway, but no private, link-local, metadata, "this network" or NAT64 address', () => {
         const policy = named(objs, 'NetworkPolicy', 'mediajobs-runner');
         expect(policy.spec.podSelector.matchLabels).to.deep.equal({ 'app.kubernetes.io/name': 'mediajobs-runner' });
@@ -192,6 +211,16 @@ describe('deploy/: what the rendered objects hold', () => {
       expect(probes(chart), template).to.deep.equal(probes(named(base, 'Deployment', name).spec.template.spec.containers[0]));
       expect(chart.readinessProbe, template).to.be.an('object');
     }
+  });
+
+  it('the gateway\'s metrics port and Service are the chart\'s (helm cannot render here; make chart-check compares everything)', () => {
+    const base = render('deploy/base');
+    const chartGateway = chartStatic('gateway-deployment.yaml').find((o) => o.kind === 'Deployment')!.spec.template.spec.containers[0];
+    const baseGateway = named(base, 'Deployment', 'mediajobs-gateway').spec.template.spec.containers[0];
+    expect(chartGateway.ports.find((p: Obj) => p.name === 'metrics')).to.deep.equal(baseGateway.ports.find((p: Obj) => p.name === 'metrics'));
+    expect(chartGateway.env.find((e: Obj) => e.name === 'METRICS_PORT')).to.deep.equal({ name: 'METRICS_PORT', value: '9090' });
+    const chartService = chartStatic('gateway-metrics-service.yaml').find((o) => o.kind === 'Service')!;
+    expect(chartService.spec.ports).to.deep.equal(named(base, 'Service', 'mediajobs-gateway-metrics').spec.ports);
   });
 
   it('the Roles are the chart\'s, rule for rule (least privilege kept in one place)', () => {

@@ -3,8 +3,8 @@
 // real operator, runner and local cluster, with one runner slot so that
 // jobs wait for admission; after them, /metrics says what happened. The
 // gateway and the operator share one registry as in local mode, so the
-// gateway's /metrics serves both sets, and the operator's own listener
-// (METRICS_PORT) serves the same. The runners' phase durations reach the
+// gateway's metrics listener (METRICS_PORT, never the API's port) serves
+// both sets, and the operator's own listener serves the same. The runners' phase durations reach the
 // operator's histogram: download, mux and upload of the completed job, the
 // download of every attempt that failed. Every label is from a bounded
 // set: no job id, key or URL appears anywhere in the text.
@@ -28,7 +28,7 @@ describe('end to end: metrics', function () {
     media = await startMediaServer();
     receiver = await startReceiver();
     svc = await startService({ operatorEnv: { MAX_RUNNING_JOBS: '1', METRICS_PORT: '0', METRICS_HOST: '127.0.0.1' }, metricsRegistry: newRegistry() });
-    before0 = await scrape(`${svc.gateway.url}/metrics`);
+    before0 = await scrape(`${svc.gateway.metricsUrl!}/metrics`);
   });
 
   after(async () => {
@@ -66,7 +66,7 @@ describe('end to end: metrics', function () {
     await eventually(() => receiver.hooks.find((h) => h.body.type === 'job_completed'), 15_000);
 
     const m = await eventually(async () => {
-      const s = await scrape(`${svc.gateway.url}/metrics`);
+      const s = await scrape(`${svc.gateway.metricsUrl!}/metrics`);
       return moved(s, 'mediajobs_outbox_deliveries_total', { channel: 'webhook', result: 'delivered' }) >= 2 ? s : undefined;
     }, 15_000, 200);
     expect(moved(m, 'mediajobs_jobs_accepted_total', { source: 'api' })).to.equal(4);
@@ -101,7 +101,7 @@ describe('end to end: metrics', function () {
     expect(moved(m, 'mediajobs_admission_wait_time_seconds_count')).to.equal(3 + failedAttempts);
     expect(m.value('mediajobs_admission_max_running_jobs')).to.equal(1);
     await eventually(async () => {
-      const now = await scrape(`${svc.gateway.url}/metrics`);
+      const now = await scrape(`${svc.gateway.metricsUrl!}/metrics`);
       return now.value('mediajobs_admission_pending_jobs') === 0 && now.value('mediajobs_admission_running_jobs') === 0;
     }, 15_000, 200);
 
@@ -119,13 +119,14 @@ describe('end to end: metrics', function () {
   });
 
   it('names no job, key or URL in any label, and the operator\'s own listener serves the same metrics', async () => {
-    const m = await scrape(`${svc.gateway.url}/metrics`);
+    const m = await scrape(`${svc.gateway.metricsUrl!}/metrics`);
     for (const secret of [...ids, svc.apiKey, svc.apiKeyId, media.baseUrl, '127.0.0.1']) {
       expect(m.text, secret).to.not.include(secret);
     }
     const allowed = new Set(['route', 'method', 'status', 'source', 'error_category', 'counter', 'verdict', 'name', 'pool', 'state', 'channel',
       'result', 'informer', 'trigger', 'phase', 'le', 'quantile', 'type', 'kind', 'space', 'version', 'major', 'minor', 'patch']);
     for (const label of m.labelNames('mediajobs_')) expect(allowed, `label ${label}`).to.include(label);
+    expect((await fetch(`${svc.gateway.url}/metrics`)).status, 'not on the API port').to.equal(404);
     expect(svc.operator.metricsUrl).to.be.a('string');
     const own = await scrape(`${svc.operator.metricsUrl!}/metrics`);
     expect(own.value('mediajobs_jobs_finished_total')).to.equal(m.value('mediajobs_jobs_finished_total'));

@@ -87,7 +87,8 @@ export interface ServiceOptions {
   logDestination?: DestinationStream;
   /**
    * One metrics registry for the gateway and the operator, as local mode
-   * has: the gateway's /metrics serves both. Not with restartOperator (a
+   * has: the gateway's metrics listener serves both (with METRICS_PORT in
+   * the env; without it the gateway keeps none). Not with restartOperator (a
    * second operator would define its metrics again in it).
    */
   metricsRegistry?: Registry;

@@ -274,11 +274,6 @@ export function operations(): Operation[] {
       errors: { 503: ['Shutting down', 'Database unreachable', 'Database migrations not applied', 'Operator not started', 'Operator not leading'] },
     },
     {
-      method: 'get', path: '/metrics', operationId: 'metrics', tag: 'Service', access: 'open',
-      summary: 'Prometheus metrics (docs/metrics.md); absent with METRICS_ENABLED=false',
-      ok: { 200: { description: 'Prometheus text exposition format 0.0.4', content: { 'text/plain': { schema: { type: 'string' } } } } },
-    },
-    {
       method: 'get', path: '/openapi.json', operationId: 'openapi', tag: 'Service', access: 'open', summary: 'This document',
       ok: { 200: { description: 'OpenAPI 3.1 document', content: { 'application/json': { schema: { type: 'object' } } } } },
     },

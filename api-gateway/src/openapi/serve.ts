@@ -1,21 +1,28 @@
 // GET /openapi.json and the reference page GET /docs: Swagger UI from the
-// swagger-ui-dist package (its files under /docs/assets/), so the page works
-// without reaching any CDN. Both open: the description of the API is no
-// secret, and neither touches a key, the database or the rate limit.
+// swagger-ui-dist package, so the page works without reaching any CDN. Both
+// open: the description of the API is no secret, and neither touches a key,
+// the database or the rate limit. Of the package only the two files the
+// page loads are served (an allow-list, not the package's directory: it also
+// holds a demo index.html pointing at an example API, oauth2-redirect.html
+// and source maps), with the page's initializer as a file of its own, so the
+// page's Content-Security-Policy allows no inline script and no other origin.
 import { createRequire } from 'node:module';
-import { dirname } from 'node:path';
-import { Router, static as serveStatic } from 'express';
+import { dirname, join } from 'node:path';
+import { Router, type Request, type Response, type NextFunction } from 'express';
 import { openApiDocument } from './document.js';
 
 const ASSETS = '/docs/assets';
 /** The package's directory of built files (what its untyped absolutePath() answers). */
 const SWAGGER_UI_DIR = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
 
-/**
- * The page. Asset URLs are root-relative (this origin only); the initializer
- * is inline so no file of the package (its swagger-initializer.js points at
- * an example API) is needed.
- */
+/** Our initializer: this origin's document, and no validator badge (the package's default fetches validator.swagger.io). */
+const INIT = "window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true, validatorUrl: null });\n";
+
+/** The page's assets, by name under /docs/assets/: the package's two files, and the initializer. */
+const PACKAGE_FILES = new Set(['swagger-ui.css', 'swagger-ui-bundle.js']);
+const INIT_FILE = 'docs.js';
+
+/** The page. Asset URLs are root-relative (this origin only); no inline script or style. */
 const PAGE = `<!doctype html>
 <html lang="en">
 <head>
@@ -26,12 +33,35 @@ const PAGE = `<!doctype html>
 <body>
 <div id="swagger-ui"></div>
 <script src="${ASSETS}/swagger-ui-bundle.js"></script>
-<script>
-window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true });
-</script>
+<script src="${ASSETS}/${INIT_FILE}"></script>
 </body>
 </html>
 `;
+
+/**
+ * The page's policy: scripts, styles and fonts from this origin only, the
+ * document and "Try it out" requests to this origin, images from this
+ * origin or inline data (Swagger UI's icons are data: URLs in its CSS),
+ * nothing framed, no frame around it, no form or base URL elsewhere.
+ */
+export const DOCS_CSP = [
+  "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:", "font-src 'self'", "connect-src 'self'",
+  "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",
+].join('; ');
+
+/** GET and HEAD of the allow-listed assets; anything else under /docs/assets falls through to the 404. */
+function assets(req: Request, res: Response, next: NextFunction): void {
+  const name = req.path.slice(1);
+  if (req.method !== 'GET' && req.method !== 'HEAD') return next();
+  if (name === INIT_FILE) {
+    res.type('js').send(INIT);
+    return;
+  }
+  if (!PACKAGE_FILES.has(name)) return next();
+  res.sendFile(join(SWAGGER_UI_DIR, name), (err?: Error) => {
+    if (err && !res.headersSent) next(err);
+  });
+}
 
 export function openApiRouter(): Router {
   const router = Router();
@@ -41,8 +71,9 @@ export function openApiRouter(): Router {
     res.type('application/json').send(body);
   });
   router.get('/docs', (_req, res) => {
+    res.setHeader('Content-Security-Policy', DOCS_CSP);
     res.type('html').send(PAGE);
   });
-  router.use(ASSETS, serveStatic(SWAGGER_UI_DIR, { index: false, fallthrough: true }));
+  router.use(ASSETS, assets);
   return router;
 }
