@@ -6,11 +6,11 @@ import { BatchSources, DEFAULT_MAX_PLAYLIST_SIZE, DEFAULT_PODCAST_LOOKUP_ENDPOIN
 import { materializePoke } from '@mediajobs/lib/db/materialize';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor } from '@mediajobs/lib/media-info/index';
-import { DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '@mediajobs/lib/outbound';
+import { DEFAULT_OUTBOUND_POLICY, networkMatcher, type OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type { UploadGrantBroker } from '@mediajobs/lib/storage/upload-grants';
 import type pg from 'pg';
-import { ApiKeyCache, KeyLookupBudget, MISSING_KEY, cachedKeyLookup, requireApiKey } from './auth.js';
+import { ApiKeyCache, KeyLookupBudget, MISSING_KEY, cachedKeyLookup, requireApiKey, sharedKeyLookup, type SharedKeyLookup } from './auth.js';
 import { migrationsApplied } from './db/migrate.js';
 import { HttpError, errorResponder, notFound } from './http-errors.js';
 import { requestLogger } from './request-log.js';
@@ -53,6 +53,14 @@ export interface AppDeps {
   keyCache?: ApiKeyCache;
   /** Key lookups (cache misses) per client address and second; default 50 (AUTH_LOOKUPS_PER_ADDRESS_PER_SECOND). */
   keyLookups?: KeyLookupBudget;
+  /** Past a client's budget: the lookup every client shares, one statement at a time; default over `pool`. */
+  sharedKeyLookup?: SharedKeyLookup;
+  /**
+   * TRUSTED_PROXY_CIDRS (parseNetworks' form): a request whose peer is in
+   * them is the client its X-Forwarded-For names (req.ip), read from the
+   * right while the hop is trusted; default none: the peer is the client.
+   */
+  trustedProxies?: readonly string[];
   /** Marketplace keys' end users (marketplace.ts); default: header x-marketplace-user, a 10 s cache. */
   marketplaceUsers?: MarketplaceUsers;
   /** True once SIGTERM arrived: /readyz fails and connections are not kept alive. */
@@ -114,6 +122,9 @@ const AUTHENTICATED: readonly (readonly [prefix: string, missingKey: string])[] 
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  // Who the client is (req.ip, the key lookup budget's address): the peer, unless the peer is a trusted proxy.
+  const trusted = networkMatcher(deps.trustedProxies ?? []);
+  app.set('trust proxy', (address: string) => trusted(address));
   // API responses are small and never cached; a per-response ETag hash is wasted work.
   app.set('etag', false);
   const log = deps.logger;
@@ -154,7 +165,7 @@ export function createApp(deps: AppDeps): express.Express {
   const limit = rateLimit(deps.rateLimit ?? inProcessBudget(), metrics && ((counter, seconds, verdict) => metrics.rateCheck(counter, seconds, verdict)));
   // Counted against the account before a marketplace request becomes its end user's.
   const endUser = (deps.marketplaceUsers ?? new MarketplaceUsers(deps.pool)).middleware();
-  const keyLookups = deps.keyLookups ?? new KeyLookupBudget();
+  const keyLookups = { budget: deps.keyLookups ?? new KeyLookupBudget(), shared: deps.sharedKeyLookup ?? sharedKeyLookup(deps.pool) };
   for (const [prefix, missingKey] of AUTHENTICATED) {
     app.use(prefix, requireApiKey(keyCache, missingKey, keyLookups), limit, endUser);
   }

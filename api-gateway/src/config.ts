@@ -9,6 +9,7 @@ import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
 import { destinationsNamespaceSchema } from '@mediajobs/lib/saved-destinations';
 import { DEFAULT_MARKETPLACE_USER_HEADER } from './marketplace.js';
 import { billingSchema } from '@mediajobs/lib/billing';
+import { parseNetworks } from '@mediajobs/lib/outbound';
 import { DEFAULT_RATE_LIMIT_PER_SECOND } from './rate-limit.js';
 import { DEFAULT_KEY_LOOKUPS_PER_ADDRESS } from './auth.js';
 import { DEFAULT_PROBE_MAX_BYTES } from './destinations/probe.js';
@@ -39,8 +40,33 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
   /** How long a looked-up API key is trusted in memory: a revoked key keeps working this long at most. */
   AUTH_CACHE_TTL_MS: envInt(0, 300_000).default(10_000),
   AUTH_CACHE_MAX_ENTRIES: envInt(1).default(10_000),
-  /** Keys not in the cache looked up per client address and second; more get 429 before any query (auth.ts KeyLookupBudget). */
+  /**
+   * Keys not in the cache looked up on their own per client address and
+   * second; more wait for the lookup all clients share, and get 429 if they
+   * turn out unknown (auth.ts KeyLookupBudget, SharedKeyLookup).
+   */
   AUTH_LOOKUPS_PER_ADDRESS_PER_SECOND: envInt(1).default(DEFAULT_KEY_LOOKUPS_PER_ADDRESS),
+  /**
+   * The proxies in front of the gateway (an ingress controller's pods, a
+   * load balancer's addresses), comma-separated CIDRs: a request from one is
+   * the client its X-Forwarded-For names, read from the right while each hop
+   * is in here (express's `trust proxy`). Empty: every request is its
+   * connection's peer, and X-Forwarded-For is ignored. A network of every
+   * address is refused: any client could then say who it is.
+   */
+  TRUSTED_PROXY_CIDRS: z.string().default('').transform((text, ctx) => {
+    const parsed = parseNetworks(text);
+    if (!parsed.ok) {
+      ctx.addIssue({ code: 'custom', message: parsed.error });
+      return z.NEVER;
+    }
+    const everyone = parsed.networks.findIndex((n) => n.endsWith('/0'));
+    if (everyone !== -1) {
+      ctx.addIssue({ code: 'custom', message: `entry ${everyone + 1} trusts every address, so any client could name itself; list the proxies' own networks` });
+      return z.NEVER;
+    }
+    return parsed.networks;
+  }),
   /**
    * Slow clients (slowloris): a request's line and headers must arrive within
    * HTTP_HEADERS_TIMEOUT_MS and the whole request, body included, within

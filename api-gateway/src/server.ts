@@ -89,6 +89,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
       : {}),
     keyCache: new ApiKeyCache(cachedKeyLookup(pool), config.AUTH_CACHE_TTL_MS, config.AUTH_CACHE_MAX_ENTRIES),
     keyLookups: new KeyLookupBudget(config.AUTH_LOOKUPS_PER_ADDRESS_PER_SECOND),
+    trustedProxies: config.TRUSTED_PROXY_CIDRS,
     marketplaceUsers: new MarketplaceUsers(pool, config.MARKETPLACE_USER_HEADER, config.AUTH_CACHE_TTL_MS, config.AUTH_CACHE_MAX_ENTRIES),
     isShuttingDown: () => shuttingDown,
     ...(opts.readiness && { readiness: opts.readiness }),

@@ -137,11 +137,12 @@ const systemResolver: Resolver = (hostname) => dns.lookup(hostname, { all: true,
 export type AllowedNetworksResult = { ok: true; networks: string[] } | { ok: false; error: string };
 
 /**
- * OUTBOUND_ALLOWED_CIDRS: comma-separated networks (`127.0.0.0/8`, `::1/128`,
- * a bare address is one host). A network inside link-local is an error: it
- * would never be honoured. Messages name the entry by position, never echo it.
+ * Comma-separated networks (`127.0.0.0/8`, `::1/128`, a bare address is one
+ * host), as OUTBOUND_ALLOWED_CIDRS and the gateway's TRUSTED_PROXY_CIDRS
+ * write them, each as `address/prefix`. Messages name the entry by
+ * position, never echo it.
  */
-export function parseAllowedNetworks(text: string): AllowedNetworksResult {
+export function parseNetworks(text: string): AllowedNetworksResult {
   const networks: string[] = [];
   const entries = text.split(',').map((e) => e.trim()).filter(Boolean);
   for (const [i, entry] of entries.entries()) {
@@ -152,12 +153,44 @@ export function parseAllowedNetworks(text: string): AllowedNetworksResult {
     if (!family || extra !== undefined || !(prefix >= 0 && prefix <= max)) {
       return { ok: false, error: `entry ${i + 1} is not an IPv4 or IPv6 network (address/prefix)` };
     }
-    if (insideNever(address, prefix, family)) {
-      return { ok: false, error: `entry ${i + 1} is link-local or a cloud metadata address, which can never be allowed` };
-    }
     networks.push(`${address.toLowerCase()}/${prefix}`);
   }
   return { ok: true, networks };
+}
+
+/**
+ * OUTBOUND_ALLOWED_CIDRS: the networks of parseNetworks; one inside
+ * link-local is an error: it would never be honoured.
+ */
+export function parseAllowedNetworks(text: string): AllowedNetworksResult {
+  const parsed = parseNetworks(text);
+  if (!parsed.ok) return parsed;
+  for (const [i, network] of parsed.networks.entries()) {
+    const [address, prefix] = network.split('/') as [string, string];
+    if (insideNever(address, Number(prefix), familyOf(address)!)) {
+      return { ok: false, error: `entry ${i + 1} is link-local or a cloud metadata address, which can never be allowed` };
+    }
+  }
+  return parsed;
+}
+
+/**
+ * Whether an address is in one of `networks` (parseNetworks' form): for
+ * lists of the service's own peers, such as the proxies the gateway trusts.
+ * A dual-stack socket's IPv4 peer (::ffff:10.0.0.5) matches its IPv4
+ * network; an unparsable address matches nothing.
+ */
+export function networkMatcher(networks: readonly string[]): (address: string) => boolean {
+  const list = new BlockList();
+  for (const network of networks) {
+    const [address, prefix] = network.split('/') as [string, string];
+    list.addSubnet(address, Number(prefix), familyOf(address)!);
+  }
+  return (ip) => {
+    const address = bare(ip);
+    const family = familyOf(address);
+    return family !== undefined && list.check(address, family);
+  };
 }
 
 export class OutboundRefusedError extends Error {

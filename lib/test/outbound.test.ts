@@ -7,7 +7,8 @@ import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { loadConfig, outboundSchema, ConfigError, withOutboundAllowance } from '../src/config.js';
 import {
-  DEFAULT_OUTBOUND_POLICY, OutboundPolicy, OutboundRefusedError, PRIVATE_NETWORKS, parseAllowedNetworks, urlFieldError, type Resolver,
+  DEFAULT_OUTBOUND_POLICY, OutboundPolicy, OutboundRefusedError, PRIVATE_NETWORKS, networkMatcher, parseAllowedNetworks, parseNetworks, urlFieldError,
+  type Resolver,
 } from '../src/outbound.js';
 
 /** What each URL's host is, for the policy without an allowance. */
@@ -220,6 +221,20 @@ describe('outbound-address policy', () => {
     it('accepts networks that only contain link-local (which stays refused)', () => {
       expect(parseAllowedNetworks('0.0.0.0/0,::/0,169.0.0.0/8')).to.deep.equal({ ok: true, networks: ['0.0.0.0/0', '::/0', '169.0.0.0/8'] });
       expect(() => new OutboundPolicy({ allowed: ['169.254.169.254/32'] })).to.throw(/can never be allowed/);
+    });
+  });
+
+  describe('parseNetworks and networkMatcher (lists of the service\'s own peers: the gateway\'s trusted proxies)', () => {
+    it('parses networks without the outbound refusals: link-local is a network like any other here', () => {
+      expect(parseNetworks(' 10.42.0.0/16 ,FD00::/8,169.254.1.1')).to.deep.equal({ ok: true, networks: ['10.42.0.0/16', 'fd00::/8', '169.254.1.1/32'] });
+      expect(parseNetworks('10.0.0.0/8,proxy.internal')).to.deep.equal({ ok: false, error: 'entry 2 is not an IPv4 or IPv6 network (address/prefix)' });
+    });
+
+    it('matches an address in a network, a dual-stack socket\'s mapped IPv4 peer too, and nothing unparsable', () => {
+      const trusted = networkMatcher(['10.42.0.0/16', 'fd00:42::/64', '127.0.0.2/32']);
+      for (const yes of ['10.42.3.4', '::ffff:10.42.3.4', 'fd00:42::7', '[fd00:42::7]', '127.0.0.2']) expect(trusted(yes), yes).to.equal(true);
+      for (const no of ['10.43.0.1', '127.0.0.1', '::ffff:127.0.0.1', 'fd00:43::1', '', 'proxy.internal']) expect(trusted(no), no).to.equal(false);
+      expect(networkMatcher([])('10.42.3.4')).to.equal(false);
     });
   });
 

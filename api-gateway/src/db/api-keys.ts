@@ -66,23 +66,15 @@ export function generateApiKey(): string {
 
 const num = (v: string | number | null): number | null => (v === null ? null : Number(v));
 
-/**
- * The key a hash belongs to. End users' rows never match: their key_hash is
- * not a sha256 hex (migration 0011), and the kind is checked besides.
- */
-export async function findApiKeyByHash(pool: pg.Pool, keyHash: string): Promise<ApiKeyRecord | undefined> {
-  const r = await pool.query({
-    name: 'mj-api-key-by-hash',
-    text: `SELECT id, name, organization_id, revoked_at IS NOT NULL AS revoked, kind, storage_limit_bytes, max_resolution,
-                  max_duration_seconds, max_filesize_bytes, billing_customer
-             FROM api_keys WHERE key_hash = $1 AND kind <> 'end_user'`,
-    values: [keyHash],
-  });
-  const row = r.rows[0] as {
-    id: string; name: string; organization_id: string | null; revoked: boolean; kind: KeyKind; storage_limit_bytes: string | null;
-    max_resolution: string | null; max_duration_seconds: number | null; max_filesize_bytes: string | null; billing_customer: string | null;
-  } | undefined;
-  if (!row) return undefined;
+type ApiKeyRow = {
+  id: string; name: string; organization_id: string | null; revoked: boolean; kind: KeyKind; storage_limit_bytes: string | null;
+  max_resolution: string | null; max_duration_seconds: number | null; max_filesize_bytes: string | null; billing_customer: string | null;
+};
+
+const KEY_COLUMNS = `id, name, organization_id, revoked_at IS NOT NULL AS revoked, kind, storage_limit_bytes, max_resolution,
+                  max_duration_seconds, max_filesize_bytes, billing_customer`;
+
+function keyRecord(row: ApiKeyRow): ApiKeyRecord {
   return {
     id: row.id,
     name: row.name,
@@ -95,6 +87,32 @@ export async function findApiKeyByHash(pool: pg.Pool, keyHash: string): Promise<
     maxFilesizeBytes: num(row.max_filesize_bytes),
     billingCustomer: row.billing_customer,
   };
+}
+
+/**
+ * The key a hash belongs to. End users' rows never match: their key_hash is
+ * not a sha256 hex (migration 0011), and the kind is checked besides.
+ */
+export async function findApiKeyByHash(pool: pg.Pool, keyHash: string): Promise<ApiKeyRecord | undefined> {
+  const r = await pool.query<ApiKeyRow>({
+    name: 'mj-api-key-by-hash',
+    text: `SELECT ${KEY_COLUMNS}
+             FROM api_keys WHERE key_hash = $1 AND kind <> 'end_user'`,
+    values: [keyHash],
+  });
+  const row = r.rows[0];
+  return row && keyRecord(row);
+}
+
+/** The keys of several hashes in one statement (auth.ts SharedKeyLookup), by hash; a hash of no key is absent. */
+export async function findApiKeysByHashes(pool: pg.Pool, keyHashes: readonly string[]): Promise<Map<string, ApiKeyRecord>> {
+  const r = await pool.query<ApiKeyRow & { key_hash: string }>({
+    name: 'mj-api-keys-by-hashes',
+    text: `SELECT key_hash, ${KEY_COLUMNS}
+             FROM api_keys WHERE key_hash = ANY($1::text[]) AND kind <> 'end_user'`,
+    values: [keyHashes],
+  });
+  return new Map(r.rows.map((row) => [row.key_hash, keyRecord(row)]));
 }
 
 export async function createOrganization(pool: pg.Pool, name: string): Promise<{ id: string }> {
