@@ -12,9 +12,14 @@ import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
 import { findApiKeysByHashes, hashApiKey } from '../src/db/api-keys.js';
 import { ApiKeyCache, KeyLookupBudget, SharedKeyLookup, cachedKeyLookup, type KeyLookup } from '../src/auth.js';
-import { loadGatewayConfig } from '../src/config.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SecretBox } from '@mediajobs/lib/secret-box';
 import { ConfigError } from '@mediajobs/lib/config';
-import { startTestGateway, type TestGateway } from './support.js';
+import { loadGatewayConfig } from '../src/config.js';
+import { startGateway } from '../src/server.js';
+import { captureLogger, startTestGateway, type TestGateway } from './support.js';
 
 /** Counts around the shared lookup on the real pool: statements, the keys they asked for, and how many ran at once. */
 function countedShared(pool: () => TestGateway['pool']) {
@@ -212,6 +217,23 @@ describe('api-gateway: the client address of the key lookup budget (TRUSTED_PROX
     expect(await flood(30, '127.0.0.2', (i) => `10.9.${i}.1, 203.0.113.8`)).to.deep.equal({ 401: 20, 429: 10 });
     // The flooding client itself: a new working key of its own is served too.
     expect(await getJobs(gw.url, (await gw.newKey('flooder')).key, '127.0.0.2', '203.0.113.7')).to.equal(200);
+  });
+
+  it('as the gateway runs (startGateway): TRUSTED_PROXY_CIDRS from the environment decides whose budget a request spends', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mj-proxies-'));
+    const running = await startGateway(loadGatewayConfig({
+      DATABASE_URL: gw.db.url, SECRET_KEYS: SecretBox.generateSpec('g'), PORT: '0', HOST: '127.0.0.1', MANAGED_STORAGE_DIR: dir,
+      FILE_URL_SECRET: randomBytes(16).toString('hex'), TRUSTED_PROXY_CIDRS: '127.0.0.2/32', AUTH_LOOKUPS_PER_ADDRESS_PER_SECOND: '5',
+    }), { logger: captureLogger().logger });
+    try {
+      // In one burst: 30 keys of one client and 5 of another, both through the proxy; each has a budget of 5.
+      const statuses = await Promise.all(Array.from({ length: 35 }, (_, i) => getJobs(running.url, randomKey(), '127.0.0.2', i < 30 ? '203.0.113.7' : '198.51.100.9')));
+      expect(statuses.slice(30), 'the second client\'s keys, on its own budget').to.deep.equal([401, 401, 401, 401, 401]);
+      expect(statuses.slice(0, 30).filter((s) => s === 429), 'the first client, past its budget').to.have.length.greaterThan(0);
+    } finally {
+      await running.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('from a peer that is not a trusted proxy, X-Forwarded-For is ignored: every request is the peer\'s', async () => {
