@@ -28,9 +28,10 @@ import { startLocalPostgres } from './local-postgres.js';
 import { applyCrds } from './apply-crds.js';
 import { LOCAL_PG_DEFAULT_PORT } from '@mediajobs/lib/local-database';
 import { newRegistry } from '@mediajobs/lib/metrics';
+import { localStateDir } from '@mediajobs/lib/local-state';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
-const LOCAL = resolve(process.env.MEDIAJOBS_LOCAL_DIR ?? join(ROOT, '.local'));
+const LOCAL = localStateDir(ROOT);
 const RUNNER_IMAGE = 'mediajobs/runner:dev';
 const log = createLogger('local-mode', process.env.LOG_LEVEL ?? 'info');
 
@@ -217,8 +218,11 @@ async function start(): Promise<void> {
   requireTools(['yt-dlp', 'ffmpeg', 'ffprobe']);
   const host = process.env.HOST ?? '127.0.0.1';
   const port = portSetting('PORT', 8080);
+  // The one metrics listener of local mode (the gateway's, serving the operator's metrics too); never the API's port.
+  const metricsPort = portSetting('METRICS_PORT', 9464);
   const clusterPort = portSetting('LOCAL_CLUSTER_PORT', 0);
   await requireFreePort(host, port, 'the gateway', 'PORT');
+  if (metricsPort) await requireFreePort(host, metricsPort, 'the metrics listener', 'METRICS_PORT');
   if (clusterPort) await requireFreePort('127.0.0.1', clusterPort, 'the local cluster', 'LOCAL_CLUSTER_PORT');
   mkdirSync(LOCAL, { recursive: true });
   claimStateDir();
@@ -249,6 +253,8 @@ async function start(): Promise<void> {
     PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${port}`,
     PORT: String(port),
     HOST: host,
+    METRICS_PORT: String(metricsPort),
+    METRICS_HOST: host,
     RUNNER_IMAGE,
     // One operator, in this process, alone on this state (claimStateDir): a
     // lease left by a killed run would only hold jobs back until it expired.
@@ -262,17 +268,22 @@ async function start(): Promise<void> {
   const devKey = await ensureDevKey(databaseUrl, secrets);
   checkpoint();
 
-  // One process, one registry: the gateway's /metrics serves the operator's metrics too.
+  // One process, one registry, one listener: the gateway's metrics listener (METRICS_PORT) serves the operator's metrics too.
   const metricsRegistry = newRegistry();
   // The gateway is ready (GET /readyz) once the operator leads with its caches
   // following too: before that, an accepted job would wait for no one.
   const local: { operator?: OperatorHandle } = {};
   const gateway = await startGateway(loadGatewayConfig(env), {
     logger: createLogger('api-gateway', env.LOG_LEVEL ?? 'info'), metricsRegistry, readiness: () => operatorReadiness(local.operator),
-  }).catch(portTaken('the gateway', port, 'PORT'));
+  }).catch((err: unknown) => {
+    // startGateway listens on METRICS_PORT first; the error's port says which of the two was taken.
+    if ((err as { port?: number }).port === metricsPort && metricsPort !== port) return portTaken('the metrics listener', metricsPort, 'METRICS_PORT')(err);
+    return portTaken('the gateway', port, 'PORT')(err);
+  });
   stops.push(() => gateway.close());
   checkpoint();
-  const operatorConfig = loadOperatorConfig(env);
+  // No listener of the operator's own: its metrics are in the gateway's registry, served on METRICS_PORT already.
+  const operatorConfig = loadOperatorConfig({ ...env, METRICS_PORT: undefined });
   const storage = await managedStorageAccess(operatorConfig);
   checkpoint();
   const operator = await startOperator(operatorConfig, { storage, log: createLogger('operator', env.LOG_LEVEL ?? 'info'), metricsRegistry });
@@ -285,6 +296,7 @@ async function start(): Promise<void> {
     'mediajobs is running locally',
     `  base URL:    ${gateway.url}`,
     `  dev API key: ${devKey}`,
+    ...(gateway.metricsUrl ? [`  metrics:     ${gateway.metricsUrl}/metrics   (the gateway's and the operator's; not on the base URL)`] : []),
     `  kubeconfig:  ${cluster.kubeconfigPath}   (export KUBECONFIG=${cluster.kubeconfigPath}; kubectl get mj)`,
     '  Ctrl-C stops everything; state is kept in ' + LOCAL,
     '',
