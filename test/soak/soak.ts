@@ -50,6 +50,9 @@ runBench(async () => {
   }
   row('warning lines: whole run / while idle (per hour)', `${r.warnings.length} / ${r.idleWarnings.length} (${perMinute(r.warnings.length, r.seconds / 60)} / h)`, '0 while idle');
   for (const w of r.idleWarnings.slice(0, 10)) process.stdout.write(`    idle: ${w}\n`);
+  const byMessage = new Map<string, number>();
+  for (const w of r.warnings) byMessage.set(w, (byMessage.get(w) ?? 0) + 1);
+  for (const [w, n] of [...byMessage].sort((a, b) => b[1] - a[1]).slice(0, 10)) process.stdout.write(`    ${n} × ${w}\n`);
   row('errors (unexpected answers)', Object.keys(r.errors).length ? JSON.stringify(r.errors) : '0', '0');
   row('jobs that ended otherwise than their script', Object.keys(r.wrongEnd).length ? JSON.stringify(r.wrongEnd) : '0', '0');
 });
