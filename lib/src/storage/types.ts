@@ -401,6 +401,64 @@ export function objectKey(input: ObjectKeyInput): string {
   return key;
 }
 
+/** Who may have written a key (mayHaveWritten): a job, as its runner names its files. */
+export interface KeyAuthor {
+  /** The job id: the name when `filename` gives none, and its first 8 characters the taken-key suffix. */
+  jobId: string;
+  filename?: string | null;
+  folder?: string | null;
+  /**
+   * The destination's key layout (destinationKeyLayout). Absent when it is
+   * not known where the check is made: then any leading folders are taken
+   * as the layout, and only the job's own part of the key is checked.
+   */
+  layout?: { folderPrefix?: string | null; baseFolder?: string | null };
+}
+
+/** Subtitle extensions a sidecar's key may carry a language tag before (runner-image/src/sidecars.ts). */
+const TAGGED_SIDECAR_EXTS: ReadonlySet<string> = new Set(['vtt', 'srt', 'ttml', 'ass']);
+
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * Whether `key` is one the job's runner may have written: objectKey() of
+ * the job's filename (or its id) and folder under the destination's layout,
+ * with any extension; or that with the taken-key suffix `-<jobId 8>` (and
+ * the time-stamped `-<jobId 8>-<base36>` a retried attempt's taken key
+ * gets: runner-image/src/destination.ts uploadJobFile); or a sidecar beside
+ * either (the media's key without its extension, `-<jobId 8>` when taken,
+ * `.<language>` for a subtitle, its extension: sidecars.ts). What a runner
+ * reports (status.storedFiles, status.result's keys) is a claim: the
+ * operator deletes, signs or records only a key this says yes to. Another
+ * job of the same filename and folder names its first key alike: that the
+ * rule cannot tell apart (the suffix of a taken key it can).
+ */
+export function mayHaveWritten(job: KeyAuthor, key: string): boolean {
+  if (typeof key !== 'string' || typeof job.jobId !== 'string' || job.jobId.length < 8) return false;
+  try {
+    assertValidKey(key);
+  } catch {
+    return false;
+  }
+  let own: string;
+  try {
+    const input = { folder: job.folder, name: job.filename, fallback: job.jobId, ext: 'x' };
+    own = job.layout
+      ? objectKey({ ...input, folderPrefix: job.layout.folderPrefix, baseFolder: job.layout.baseFolder })
+      : objectKey({ ...input, baseFolder: 'videos' }).slice('videos/'.length);
+  } catch {
+    return false;
+  }
+  const stem = escapeRegExp(own.slice(0, -'.x'.length));
+  const id8 = escapeRegExp(sanitizeSegment(job.jobId.slice(0, 8), 32));
+  // Leading folders of an unknown layout: at least the base folder (assertValidKey has refused '', '.', '..' and dot-led segments).
+  const lead = job.layout ? '^' : '^(?:[^/]+/)+';
+  const m = new RegExp(`${lead}${stem}(?:-${id8}(?:-[0-9a-z]{1,12})?)?(?:-${id8})?(?:\\.([A-Za-z0-9-]{1,20}))?\\.([a-z0-9]{1,10})$`, 'u').exec(key);
+  if (!m) return false;
+  // A language tag only before a subtitle's extension.
+  return m[1] === undefined || TAGGED_SIDECAR_EXTS.has(m[2]!);
+}
+
 /**
  * Check a key handed to a provider (keys normally come from objectKey, but
  * the local provider and the gateway's /files route also see keys from URLs).
