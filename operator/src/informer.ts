@@ -70,8 +70,6 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
   private lastActivity = Date.now();
   private stopped = true;
   private relistDue: RelistTrigger | undefined;
-  /** The first list has not succeeded yet. */
-  private unlisted = true;
   private failures = 0;
   private timers: NodeJS.Timeout[] = [];
   private loop: Promise<void> | undefined;
@@ -83,15 +81,10 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
     this.watcher = new k8s.Watch(o.kc);
   }
 
-  /**
-   * Lists once, then watches in the background. A first list that fails
-   * (the API server away, a CRD not installed yet) is tried again there,
-   * with backoff: the informer starts empty and says it does not follow
-   * (followingSince), and a kind that cannot be listed holds up no other.
-   */
+  /** Lists (retrying with backoff until it succeeds or stop() is called), then watches in the background. */
   async start(): Promise<void> {
     this.stopped = false;
-    this.unlisted = !(await this.listOnce(undefined));
+    while (!this.stopped && !(await this.listOnce(undefined))) await this.backoff();
     if (this.stopped) return;
     this.loop = this.run();
     const resync = setInterval(() => this.o.onResync?.(), this.o.resyncMs);
@@ -133,13 +126,13 @@ export class ResilientInformer<T extends k8s.KubernetesObject> {
 
   private async run(): Promise<void> {
     while (!this.stopped) {
-      if (this.unlisted || this.relistDue) {
-        if (!(await this.listOnce(this.unlisted ? undefined : this.relistDue))) {
+      const trigger = this.relistDue;
+      if (trigger) {
+        if (!(await this.listOnce(trigger))) {
           await this.backoff();
           continue;
         }
-        if (!this.unlisted) this.o.onResync?.();
-        this.unlisted = false;
+        this.o.onResync?.();
       }
       const end = await this.watch();
       if (this.stopped) return;

@@ -197,7 +197,7 @@ describe('runner children of a MediaJob against a throttling API server (the loc
   let tc: TestCluster;
   before(async () => {
     tc = await startTestCluster();
-    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url))]);
+    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url)), '-f', fileURLToPath(new URL('../../crds/mediabatch.yaml', import.meta.url))]);
   });
   after(async () => {
     await tc?.stop();

@@ -26,7 +26,7 @@ describe('EventRecorder on the local cluster', function () {
 
   before(async () => {
     tc = await startTestCluster();
-    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url))]);
+    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url)), '-f', fileURLToPath(new URL('../../crds/mediabatch.yaml', import.meta.url))]);
     const kc = new k8s.KubeConfig();
     kc.loadFromFile(tc.cluster.kubeconfigPath);
     core = kc.makeApiClient(k8s.CoreV1Api);

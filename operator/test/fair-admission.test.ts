@@ -76,7 +76,7 @@ describe('fair admission on the local cluster', function () {
 
   before(async () => {
     tc = await startTestCluster({ imageCommands: { 'mediajobs/runner:scripted': tsxCommand(RUNNER) } });
-    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url))]);
+    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url)), '-f', fileURLToPath(new URL('../../crds/mediabatch.yaml', import.meta.url))]);
     db = await createTestDatabase();
     [keyA, keyB, keyC] = [await insertApiKey(db.pool, 'a'), await insertApiKey(db.pool, 'b'), await insertApiKey(db.pool, 'c')];
     kc = new k8s.KubeConfig();

@@ -72,7 +72,7 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
 
   before(async () => {
     tc = await startTestCluster();
-    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url))]);
+    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url)), '-f', fileURLToPath(new URL('../../crds/mediabatch.yaml', import.meta.url))]);
     const kc = kubeConfigFor(tc.cluster);
     core = kc.makeApiClient(k8s.CoreV1Api);
     custom = kc.makeApiClient(k8s.CustomObjectsApi);

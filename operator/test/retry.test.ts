@@ -105,7 +105,7 @@ describe('operator: retry policy on the local cluster', function () {
 
   before(async () => {
     tc = await startTestCluster({ imageCommands: { 'mediajobs/runner:scripted': tsxCommand(RUNNER) } });
-    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url))]);
+    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url)), '-f', fileURLToPath(new URL('../../crds/mediabatch.yaml', import.meta.url))]);
     db = await createTestDatabase();
     apiKeyId = await insertApiKey(db.pool);
     storageDir = mkdtempSync(join(tmpdir(), 'mj-retry-storage-'));
