@@ -53,13 +53,14 @@ import { MANAGED_BY, currentJobName } from './job-builder.js';
 import type { RetrySettings } from './retry-policy.js';
 import { JobRecord, type ManagedStorageAccess } from './job-record.js';
 import type { OperatorMetrics } from './metrics.js';
+import type { KeyAuthor } from '@mediajobs/lib/storage/types';
 import type { Kube } from './kube.js';
 import type { NamespaceOwners } from './namespace-owners.js';
 import { PodIndex } from './pod-index.js';
 import {
   WAIT_FOR_POD, deriveStatus, failedBeforeRunning, isTerminal, restoredStatus, rowEndedStatus, statusChanged, statusPatch,
 } from './status.js';
-import { orphanedFiles, removeFiles, resultKeys, type RemovalDeps } from './stored-files.js';
+import { keyAuthorOf, orphanedFiles, refusedClaims, removeFiles, resultKeys, type RemovalDeps } from './stored-files.js';
 import {
   Announced, admitted, hasWaited, mediaJobRef, mediaJobTransition, runnerJobCreated, type Announcement,
 } from './transition-events.js';
@@ -67,6 +68,9 @@ import { deleteAfterTtl, finishedTtlSeconds } from './ttl.js';
 import { customResourceWatch, resourcePath, ScopedInformer, watches, watchScope, type WatchScope } from './watch-scope.js';
 
 export type { ManagedStorageAccess };
+
+/** The category (and reason) of a job whose runner reported a file it may not have written. */
+const OUTPUT_UNVERIFIED = 'output_unverified';
 
 export interface ControllerDeps {
   kube: Kube;
@@ -121,6 +125,8 @@ export class MediaJobController {
    * again. Dropped when the MediaJob goes.
    */
   private readonly phasesObserved = new Map<string, number>();
+  /** Keys each MediaJob's runner claimed and was refused, recorded once each (claimRefused). Dropped when the MediaJob goes. */
+  private readonly claimsRefused = new Map<string, Set<string>>();
   private readonly retry: RetrySettings;
   private active = false;
 
@@ -132,7 +138,9 @@ export class MediaJobController {
       kube, cfg, destinations: this.destinations, log,
       onJobCreated: (mj, job) => this.announce(keyOf(mj.metadata.namespace, mj.metadata.name), mj, [runnerJobCreated(job.metadata!.name!)]),
     });
-    this.removal = { core: kube.core, cfg, log };
+    this.removal = {
+      core: kube.core, cfg, log, authorOf: (mj) => this.authorOf(mj), onRefused: (mj, keys, where) => this.claimRefused(mj, keys, where),
+    };
     this.record = new JobRecord({
       pool: d.pool, box: d.box, storage: d.storage, destinations: this.destinations, log, ...(d.metrics && { metrics: d.metrics }),
     });
@@ -402,6 +410,7 @@ export class MediaJobController {
     this.record.forget(key);
     this.announced.forget(key);
     this.phasesObserved.delete(key);
+    this.claimsRefused.delete(key);
     this.cancelled.delete(key);
     return DONE;
   }
@@ -437,6 +446,7 @@ export class MediaJobController {
     this.record.forget(key);
     this.announced.forget(key);
     this.phasesObserved.delete(key);
+    this.claimsRefused.delete(key);
     this.cancelled.delete(key);
     return undefined;
   }
@@ -448,7 +458,8 @@ export class MediaJobController {
    * otherwise first wins too: the MediaJob gets the row's outcome (and
    * keeps the files it names), not the pass's. Returns the status written.
    */
-  private async writeStatus(key: string, mj: MediaJob, desired: MediaJobStatus): Promise<MediaJobStatus> {
+  private async writeStatus(key: string, mj: MediaJob, reported: MediaJobStatus): Promise<MediaJobStatus> {
+    const desired = this.checkClaims(mj, reported);
     const row = await this.record.sync(key, mj, desired);
     if (isCancelStatus(row)) {
       await this.removeLateFiles(mj, desired.result);
@@ -458,6 +469,53 @@ export class MediaJobController {
     const written = ended ? rowEndedStatus(mj, ended, new Date()) : desired;
     await this.patchStatus(mj, written);
     return written;
+  }
+
+  /**
+   * What a runner reports is a claim (issue 35 item 1): a result naming a
+   * file its job may not have written (stored-files.ts refusedClaims) is
+   * never recorded or signed. The job fails output_unverified instead,
+   * without the result and the stored files: those it may have written are
+   * removed as any failed attempt's (patchStatus), the others left alone.
+   */
+  private checkClaims(mj: MediaJob, desired: MediaJobStatus): MediaJobStatus {
+    const keys = resultKeys(desired.result);
+    const refused = keys.length ? refusedClaims(this.authorOf(mj), keys) : [];
+    if (!refused.length) return desired;
+    this.claimRefused(mj, refused, 'status.result');
+    const failed = failedBeforeRunning(mj, {
+      jobId: jobIdOf(mj), reason: OUTPUT_UNVERIFIED, error: 'the runner reported a file it did not store', category: OUTPUT_UNVERIFIED,
+    }, new Date());
+    const { result: _r, storedFiles: _s, progress: _p, ...rest } = failed;
+    return rest;
+  }
+
+  /**
+   * The job as the author of its keys: its owner settled (a bound
+   * namespace's key), on managed storage the prefix of the document its
+   * runner was given.
+   */
+  private authorOf(mj: MediaJob): KeyAuthor {
+    const owned = this.d.owners.settled(mj);
+    return keyAuthorOf(owned ?? mj, () => {
+      if (!owned) return undefined;
+      const prefix = this.d.storage.destination(jobIdOf(owned), owned.spec.owner.apiKeyId).folder_prefix;
+      return typeof prefix === 'string' && prefix ? prefix : undefined;
+    });
+  }
+
+  /** A runner's claim refused: a Warning Event and the counter, once per key and MediaJob (a key is refused again by each pass that sees it). */
+  private claimRefused(mj: MediaJob, keys: string[], where: string): void {
+    const key = keyOf(mj.metadata.namespace, mj.metadata.name);
+    const seen = this.claimsRefused.get(key) ?? new Set<string>();
+    const fresh = keys.filter((k) => !seen.has(k));
+    if (!fresh.length) return;
+    for (const k of fresh) seen.add(k);
+    this.claimsRefused.set(key, seen);
+    this.d.log.warn({ jobId: jobIdOf(mj), where, refused: fresh.length }, 'the runner reported a file it did not store: not acted on');
+    this.d.metrics?.runnerClaimRefused();
+    this.d.events.event(mediaJobRef(mj), 'Warning', 'FileClaimRefused',
+      `The runner reported ${fresh.length === 1 ? 'a file' : `${fresh.length} files`} it did not store (${where}): not deleted, signed or recorded`);
   }
 
   /**
@@ -531,7 +589,10 @@ export class MediaJobController {
   }
 
   /** A finished MediaJob: free its slot, drop its credentials, and delete it after the TTL. */
-  private async finish(key: string, mj: MediaJob, s: MediaJobStatus): Promise<ReconcileResult> {
+  private async finish(key: string, mj: MediaJob, ended: MediaJobStatus): Promise<ReconcileResult> {
+    // An end written straight into the status (a runner's token may patch it) is a claim like any report.
+    const checked = isCancelStatus(ended.status) || ended.restoredTime ? ended : this.checkClaims(mj, ended);
+    const s = checked === ended ? ended : await this.writeStatus(key, mj, checked);
     this.admission.release(key);
     this.cancelled.delete(key);
     if (isCancelStatus(s.status)) {

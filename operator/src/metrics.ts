@@ -48,6 +48,7 @@ export class OperatorMetrics {
   private readonly deliveries: Counter<'channel' | 'result'>;
   private readonly deliveryTime: Histogram<'channel'>;
   private readonly materialized: Counter<'kind' | 'result'>;
+  private readonly claimsRefused: Counter;
   private admission: (() => AdmissionCounts) | undefined;
   private leading: (() => boolean) | undefined;
   private maxRunning = 0;
@@ -63,6 +64,9 @@ export class OperatorMetrics {
     this.materialized = new Counter({
       name: `${PREFIX}materialized_total`, help: 'Custom resources of accepted rows the materializer created or found, and its throttled or failed creates',
       labelNames: ['kind', 'result'] as const, registers,
+    });
+    this.claimsRefused = new Counter({
+      name: `${PREFIX}runner_claims_refused_total`, help: 'Runner reports naming a file the job may not have written (status.storedFiles, status.result), refused', registers,
     });
     this.started = new Counter({
       name: `${PREFIX}jobs_started_total`, help: 'Jobs whose runner started (Pending to Processing or straight to an end after running)', registers,
@@ -162,6 +166,11 @@ export class OperatorMetrics {
   }
 
   /** Rows this operator cancelled (spec.cancel, a delete), once each. */
+  /** A runner's report named a file its job may not have written: refused (stored-files.ts refusedClaims). */
+  runnerClaimRefused(): void {
+    this.claimsRefused.inc();
+  }
+
   jobCancelled(status: 'Cancelled' | 'CancelledByAdmin'): void {
     this.finished.inc({ status, error_category: 'none' });
   }

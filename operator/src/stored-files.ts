@@ -19,6 +19,7 @@ import { ReadBudget, type ReadBudgetOptions } from '@mediajobs/lib/read-budget';
 import { jobIdOf, type MediaJob, type MediaJobResult, type MediaJobStatus } from '@mediajobs/lib/mediajob/types';
 import { DESTINATION_DATA_KEY } from '@mediajobs/lib/saved-destinations';
 import { createProvider, type StorageProvider } from '@mediajobs/lib/storage/index';
+import { managedKeyPrefix, mayHaveWritten, type KeyAuthor } from '@mediajobs/lib/storage/types';
 import type { OperatorConfig } from './config.js';
 import { isControlledBy } from './children.js';
 import { credentialsSecretName } from './job-builder.js';
@@ -40,6 +41,40 @@ export function orphanedFiles(cur: MediaJobStatus | undefined, desired: MediaJob
 }
 
 /**
+ * The job as the author of its keys (lib mayHaveWritten): its id, filename
+ * and folder, and on managed storage the layout its runner was given: the
+ * folder_prefix of its managed-storage document (`managedPrefix`, by
+ * default the prefix of its API key, managed-storage.ts runnerDocuments).
+ * A user's destination's layout is in its Secret, not read here: only the
+ * job's own part of the key is checked there (the folders before it are
+ * the user's).
+ */
+export function keyAuthorOf(mj: MediaJob, managedPrefix: (mj: MediaJob) => string | undefined = defaultManagedPrefix): KeyAuthor {
+  const managed = (mj.spec.destination?.type ?? 'managed') === 'managed';
+  const prefix = managed ? managedPrefix(mj) : undefined;
+  return {
+    jobId: jobIdOf(mj), filename: mj.spec.filename, folder: mj.spec.folder,
+    ...(managed && { layout: { ...(prefix !== undefined && { folderPrefix: prefix }), baseFolder: 'videos' } }),
+  };
+}
+
+function defaultManagedPrefix(mj: MediaJob): string | undefined {
+  const apiKeyId = (mj.spec.owner as { apiKeyId?: string } | undefined)?.apiKeyId;
+  return apiKeyId === undefined ? undefined : managedKeyPrefix(apiKeyId);
+}
+
+/**
+ * The keys of `keys` the job's runner may not have written (mayHaveWritten):
+ * a report naming one is a false claim, never acted on (issue 35 item 1).
+ */
+export function refusedClaims(author: KeyAuthor, keys: Iterable<string>): string[] {
+  return [...new Set(keys)].filter((k) => !mayHaveWritten(author, k));
+}
+
+/** What a runner claimed and was refused, for the caller to record (a Warning Event, the counter). */
+export type OnRefusedClaims = (mj: MediaJob, keys: string[], where: string) => void;
+
+/**
  * What removing a job's files may read from the job's own destination, an
  * address its user chose: a delete is answered with a few hundred bytes,
  * and the reconcile that awaits it must not hang on a backend that
@@ -52,6 +87,10 @@ export interface RemovalDeps {
   cfg: OperatorConfig;
   log: Logger;
   budget?: ReadBudgetOptions;
+  /** Told of keys left alone because the job's runner may not have written them. */
+  onRefused?: OnRefusedClaims;
+  /** The job as the author of its keys, as its runner was given its layout (keyAuthorOf by default). */
+  authorOf?: (mj: MediaJob) => KeyAuthor;
 }
 
 /**
@@ -61,9 +100,17 @@ export interface RemovalDeps {
  * they were. Failures are logged, never thrown: the job's outcome stands
  * either way, and a file left is the lesser harm.
  */
-export async function removeFiles(d: RemovalDeps, mj: MediaJob, keys: string[], why: string): Promise<void> {
-  if (!keys.length) return;
+export async function removeFiles(d: RemovalDeps, mj: MediaJob, claimed: string[], why: string): Promise<void> {
+  if (!claimed.length) return;
   const jobId = jobIdOf(mj);
+  // A key the runner reported but may not have written is another's file: never deleted, the rest still are.
+  const refused = refusedClaims((d.authorOf ?? keyAuthorOf)(mj), claimed);
+  if (refused.length) {
+    d.log.warn({ jobId, refused: refused.length, why }, 'the runner reported files it may not have written: left in place');
+    d.onRefused?.(mj, refused, 'its report');
+  }
+  const keys = claimed.filter((k) => !refused.includes(k));
+  if (!keys.length) return;
   // The user's endpoint is contacted under the outbound-address policy, as at its probe: checked as each socket opens.
   const budget = new ReadBudget({ ...(d.budget ?? REMOVAL_BUDGET), policy: new OutboundPolicy({ allowed: d.cfg.OUTBOUND_ALLOWED_CIDRS }) });
   let provider: StorageProvider | undefined;

@@ -5,6 +5,8 @@
 // scripted://hang (runs until it is stopped). Parameters:
 // - category=<error category>: the category a fail or warning reports
 //   (none without it, as a runner from before categories);
+// - storageKey=<key>: the key a completion reports (`videos/<job id>.mp4`
+//   without it), as a runner that lies about what it stored would;
 // - times=<n>: only the first n attempts (MEDIAJOB_ATTEMPT, set by the
 //   operator) do the scripted thing; later ones complete at once.
 // Every report carries fixed phaseSeconds (PHASE_SECONDS), whatever the
@@ -56,7 +58,7 @@ if (outcome === 'warning') {
 await report({ step: 'Uploading', progress: 66 });
 const r: RunnerReport = {
   outcome: 'completed', step: 'Finished', progress: 100,
-  result: { storageKey: `videos/${process.env.MEDIAJOB_JOB_ID}.mp4`, fileSize: 1234, actualQuality: '240p', title: 'Scripted' },
+  result: { storageKey: url.searchParams.get('storageKey') ?? `videos/${process.env.MEDIAJOB_JOB_ID}.mp4`, fileSize: 1234, actualQuality: '240p', title: 'Scripted' },
   phaseSeconds: PHASE_SECONDS.completed,
 };
 await report(r);
