@@ -5,9 +5,13 @@
 // whether it leads (mediajobs_operator_leader) on its metrics listener.
 import { hostname } from 'node:os';
 import pg from 'pg';
+import { BatchSources, batchSourcesOptions } from '@mediajobs/lib/batches/index';
 import { stripeClient } from '@mediajobs/lib/billing';
 import { KUBE_REQUEST_TIMEOUT_MS } from '@mediajobs/lib/kube-client';
 import { createLogger, errFields, type Logger } from '@mediajobs/lib/logger';
+import { mediaInfoOptions } from '@mediajobs/lib/media-info/config';
+import { startLookupEgress } from '@mediajobs/lib/media-info/egress';
+import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { MediaBatchController } from './batch-controller.js';
 import { renewDeadlineSeconds, type OperatorConfig } from './config.js';
@@ -76,6 +80,17 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
     if (ownPool) await pool.end();
     throw err;
   });
+  // The playlist expansions of kubectl-applied MediaBatches run yt-dlp as the gateway's do: through an
+  // egress proxy that applies the outbound policy as each connection opens (ADR 0011), closed on stop.
+  const egress = await startLookupEgress({
+    policy: new OutboundPolicy({ allowed: cfg.OUTBOUND_ALLOWED_CIDRS }), logger: log,
+    ...(cfg.MEDIA_INFO_PROXY !== undefined && { upstream: cfg.MEDIA_INFO_PROXY }),
+  }).catch(async (err: unknown) => {
+    if (listener) await new Promise((resolve) => listener.server.close(resolve));
+    if (ownPool) await pool.end();
+    throw err;
+  });
+  const sources = new BatchSources(batchSourcesOptions(cfg, { ...mediaInfoOptions(cfg), egress }, new OutboundPolicy({ allowed: cfg.OUTBOUND_ALLOWED_CIDRS })));
   const kube = makeKube(cfg.KUBECONFIG);
   const identity = cfg.POD_NAME ?? `${hostname()}-${process.pid}`;
   const events = new EventRecorder(kube.core, log, { component: REPORTING_CONTROLLER, instance: identity });
@@ -85,7 +100,7 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
     settings: { kc: kube.kc, resyncMs: cfg.RESYNC_SECONDS * 1000, watchdogMs: cfg.WATCHDOG_SECONDS * 1000, relistMs: cfg.RELIST_SECONDS * 1000, log, metrics },
   } : undefined);
   const controller = new MediaJobController({ kube, pool, box, storage: deps.storage, log, cfg, events, owners, metrics });
-  const batches = new MediaBatchController({ kube, pool, box, log, cfg, events, owners, metrics });
+  const batches = new MediaBatchController({ kube, pool, box, log, cfg, events, owners, metrics, sources });
   const stripe = stripeClient(cfg);
   const outbox = new OutboxDispatcher(pool, box, log, {
     timeoutMs: cfg.WEBHOOK_TIMEOUT_MS, attempts: cfg.WEBHOOK_ATTEMPTS, backoffMs: cfg.WEBHOOK_BACKOFF_MS,
@@ -154,6 +169,7 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
       await Promise.all([controller.stop(), batches.stop()]);
       await Promise.all([owners.stop(), controller.stopInformers(), batches.stopInformers()]);
       await events.flush();
+      await egress.close();
       if (ownPool) await pool.end();
     },
   };
