@@ -173,6 +173,31 @@ describe('operator: resilient informer', () => {
     }
   });
 
+  it('under the local cluster\'s watch faults (drops, resets, cut events, 410s, slow lists) ends with every change, listing only for the 410s', async () => {
+    const ns = await namespace();
+    tc.cluster.resetWatchFaultCounts();
+    tc.cluster.setWatchFaults({ drop: 2, reset: 2, midEventReset: 2, expire: 0.3, expireAs: 'mixed', listDelayMs: 50, listDelayMaxMs: 200, bookmarkMs: 100, seed: 34 });
+    try {
+      const { inf, seen } = await informer(ns, { watchdogMs: 2_000 });
+      for (let i = 0; i < 40; i++) {
+        await create(ns, `f-${i}`);
+        if (i % 4 === 3) await core.deleteNamespacedConfigMap({ name: `f-${i - 1}`, namespace: ns });
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      const expected = Array.from({ length: 40 }, (_, i) => `f-${i}`).filter((_, i) => i % 4 !== 2).sort();
+      await eventually(async () => JSON.stringify(inf.list(ns).map((c) => c.metadata!.name).sort()) === JSON.stringify(expected), 20_000);
+      const faults = tc.cluster.watchFaultCounts;
+      expect(faults.drops + faults.resets + faults.midEventResets, 'watches broken by the fault mode').to.be.at.least(3);
+      // One LIST at start, and one per 410 (or per five failed watches in a row, which the seed does not produce).
+      expect(seen.lists).to.be.at.most(1 + faults.expiries + Math.floor((faults.resets + faults.midEventResets) / 5));
+      // Deletions announced name only deleted objects (one made and deleted inside a 410's gap is never seen at all).
+      const deleted = Array.from({ length: 10 }, (_, k) => `delete f-${4 * k + 2}`);
+      expect(seen.events.filter((e) => e.startsWith('delete'))).to.satisfy((ds: string[]) => ds.every((d) => deleted.includes(d)));
+    } finally {
+      tc.cluster.setWatchFaults(undefined);
+    }
+  });
+
   it('relists once per period, so a change its watch never delivered reaches the cache, deletions too', async () => {
     const ns = await namespace();
     // Lists `ns` but watches the empty `quiet` namespace: a watch that looks healthy and never
