@@ -221,11 +221,12 @@ async function start(): Promise<void> {
   // The one metrics listener of local mode (the gateway's, serving the operator's metrics too); never the API's port.
   const metricsPort = portSetting('METRICS_PORT', 9464);
   const clusterPort = portSetting('LOCAL_CLUSTER_PORT', 0);
+  // Another local mode on this state is the likelier cause of a taken port: said first.
+  mkdirSync(LOCAL, { recursive: true });
+  claimStateDir();
   await requireFreePort(host, port, 'the gateway', 'PORT');
   if (metricsPort) await requireFreePort(host, metricsPort, 'the metrics listener', 'METRICS_PORT');
   if (clusterPort) await requireFreePort('127.0.0.1', clusterPort, 'the local cluster', 'LOCAL_CLUSTER_PORT');
-  mkdirSync(LOCAL, { recursive: true });
-  claimStateDir();
   const secrets = localSecrets();
   const storageDir = join(LOCAL, 'storage');
   mkdirSync(storageDir, { recursive: true });

@@ -66,7 +66,7 @@ describe('local mode (make run): /readyz says ready only when a request with the
       delete env[k];
     }
     Object.assign(env, {
-      HOME: home, MEDIAJOBS_LOCAL_DIR: localDir, PORT: String(port), EMBEDDED_PG_PORT: String(await freePort()), LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+      HOME: home, MEDIAJOBS_LOCAL_DIR: localDir, PORT: String(port), EMBEDDED_PG_PORT: String(await freePort()), METRICS_PORT: String(await freePort()), LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
     });
     const base = `http://127.0.0.1:${port}`;
     const closed = `http://127.0.0.1:${await freePort()}/talk.mp4`;

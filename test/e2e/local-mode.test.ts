@@ -84,6 +84,7 @@ async function makeSite(devKey: string, opts: { privateCheckout?: boolean } = {}
     MEDIAJOBS_DEV_API_KEY: devKey,
     PORT: String(port),
     EMBEDDED_PG_PORT: String(await freePort()),
+    METRICS_PORT: String(await freePort()),
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
     ...(opts.privateCheckout ? {} : { MEDIAJOBS_LOCAL_DIR: localDir }),
   });
@@ -305,8 +306,9 @@ describe('local mode (make run)', function () {
     expect(await waitExit(first, 30_000), first.output()).to.deep.equal({ code: 130, signal: null });
     await expectNoPostgres(site, first);
     const down = await admin('list-keys').then(() => undefined, (err: { code?: number; stderr?: string }) => err);
-    expect(down?.code).to.equal(1);
-    expect(down?.stderr).to.include("local mode's database is not running").and.to.include('make run');
+    // Refused, not guessed (exit 2, as for every "no database to use"): the checkout's own Postgres is stopped.
+    expect(down?.code).to.equal(2);
+    expect(down?.stderr).to.include('is not running').and.to.include('make run');
     // Stopped in order: Postgres last, so nothing lost its database while stopping.
     const troubled = first.output().split('\n').filter((l) => /stop failed|terminating connection|unhandled|uncaught/i.test(l));
     expect(troubled, 'lines of a disorderly stop').to.deep.equal([]);

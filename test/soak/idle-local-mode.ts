@@ -31,6 +31,7 @@ runBench(async () => {
   const env: NodeJS.ProcessEnv = { ...process.env, MEDIAJOBS_LOCAL_DIR: join(dir, 'local'), PORT: String(port), OUTBOUND_ALLOW_PRIVATE: 'true', LOG_FORMAT: 'json' };
   for (const k of ['DATABASE_URL', 'KUBECONFIG', 'LOCAL_CLUSTER_PORT', 'LOCAL_CLUSTER_WATCH_FAULTS']) delete env[k];
   env.EMBEDDED_PG_PORT = String(await freePort());
+  env.METRICS_PORT = String(await freePort());
   const [cmd, ...args] = tsxCommand(join(root, 'scripts/local-mode.ts'));
   const proc = spawn(cmd!, args, { cwd: root, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
