@@ -5,8 +5,9 @@
 // scripted://hang (runs until it is stopped). Parameters:
 // - category=<error category>: the category a fail or warning reports
 //   (none without it, as a runner from before categories);
-// - storageKey=<key>: the key a completion reports (`videos/<job id>.mp4`
-//   without it), as a runner that lies about what it stored would;
+// - storageKey=<key>: the key a completion reports (without it, the key a
+//   runner names the job's file with: objectKey of its folder and filename,
+//   `videos/<job id>.mp4` with neither), as a runner that lies would;
 // - times=<n>: only the first n attempts (MEDIAJOB_ATTEMPT, set by the
 //   operator) do the scripted thing; later ones complete at once.
 // Every report carries fixed phaseSeconds (PHASE_SECONDS), whatever the
@@ -14,6 +15,7 @@
 import { writeFileSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 import { GROUP, MEDIAJOB_PLURAL, RUNNER_EXIT, VERSION, type MediaJobSpec, type RunnerReport } from '@mediajobs/lib/mediajob/types';
+import { objectKey } from '@mediajobs/lib/storage/types';
 import { PHASE_SECONDS } from './scripted-phases.js';
 
 const spec = JSON.parse(process.env.MEDIAJOB_SPEC!) as MediaJobSpec;
@@ -58,7 +60,8 @@ if (outcome === 'warning') {
 await report({ step: 'Uploading', progress: 66 });
 const r: RunnerReport = {
   outcome: 'completed', step: 'Finished', progress: 100,
-  result: { storageKey: url.searchParams.get('storageKey') ?? `videos/${process.env.MEDIAJOB_JOB_ID}.mp4`, fileSize: 1234, actualQuality: '240p', title: 'Scripted' },
+  // The key a runner names its file with (its folder and filename; `videos/<job id>.mp4` without them).
+  result: { storageKey: url.searchParams.get('storageKey') ?? objectKey({ folder: spec.folder, name: spec.filename, fallback: process.env.MEDIAJOB_JOB_ID!, ext: 'mp4' }), fileSize: 1234, actualQuality: '240p', title: 'Scripted' },
   phaseSeconds: PHASE_SECONDS.completed,
 };
 await report(r);
