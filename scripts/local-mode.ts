@@ -67,14 +67,20 @@ function parseJson(text: string): unknown {
  * would take the first one's Postgres for one a crash left, and stop it.
  */
 function claimStateDir(): void {
+  refuseIfClaimed();
+  const path = join(LOCAL, 'local-mode.pid');
+  writeFileSync(path, `${process.pid}\n`);
+  // First in, so released last, after Postgres has stopped.
+  stops.push(async () => rmSync(path, { force: true }));
+}
+
+/** A local mode already running on this state stops this one, before anything is made (not even the folder). */
+function refuseIfClaimed(): void {
   const path = join(LOCAL, 'local-mode.pid');
   const other = existsSync(path) ? Number(readFileSync(path, 'utf8')) : 0;
   if (other && other !== process.pid && isLocalMode(other)) {
     throw new StartupError(`local mode is already running on ${LOCAL} (pid ${other}): stop it first, or set MEDIAJOBS_LOCAL_DIR to another folder`);
   }
-  writeFileSync(path, `${process.pid}\n`);
-  // First in, so released last, after Postgres has stopped.
-  stops.push(async () => rmSync(path, { force: true }));
 }
 
 /** Whether `pid` is a running local mode (not a process that got its pid after a crash). */
@@ -222,11 +228,12 @@ async function start(): Promise<void> {
   const metricsPort = portSetting('METRICS_PORT', 9464);
   const clusterPort = portSetting('LOCAL_CLUSTER_PORT', 0);
   // Another local mode on this state is the likelier cause of a taken port: said first.
-  mkdirSync(LOCAL, { recursive: true });
-  claimStateDir();
+  refuseIfClaimed();
   await requireFreePort(host, port, 'the gateway', 'PORT');
   if (metricsPort) await requireFreePort(host, metricsPort, 'the metrics listener', 'METRICS_PORT');
   if (clusterPort) await requireFreePort('127.0.0.1', clusterPort, 'the local cluster', 'LOCAL_CLUSTER_PORT');
+  mkdirSync(LOCAL, { recursive: true });
+  claimStateDir();
   const secrets = localSecrets();
   const storageDir = join(LOCAL, 'storage');
   mkdirSync(storageDir, { recursive: true });
