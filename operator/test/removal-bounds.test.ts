@@ -12,7 +12,7 @@ import * as k8s from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { pino } from 'pino';
 import { buildMediaJob } from '@mediajobs/lib/mediajob/build';
-import { GROUP, MEDIAJOB_PLURAL, VERSION, type MediaJob, type MediaJobOptions } from '@mediajobs/lib/mediajob/types';
+import { GROUP, MEDIAJOB_PLURAL, VERSION, jobIdOf, type MediaJob, type MediaJobOptions } from '@mediajobs/lib/mediajob/types';
 import { DESTINATION_DATA_KEY } from '@mediajobs/lib/saved-destinations';
 import { kubeConfigFor, startTestCluster, type TestCluster } from '../../local-cluster/test/support.js';
 import { HostileBackend, MiB } from '../../test/support/hostile-backend.js';
@@ -67,7 +67,8 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
     return mj;
   }
 
-  const result = { storageKey: 'videos/a.mp4', subtitleKey: 'videos/a.en.vtt' };
+  /** The job's own keys (the operator deletes only keys the job may have written: mayHaveWritten). */
+  const result = (mj: MediaJob) => ({ storageKey: `videos/${jobIdOf(mj)}.mp4`, subtitleKey: `videos/${jobIdOf(mj)}.en.vtt` });
   const failures = () => lines.filter((l) => l.msg === 'could not remove files nobody will be told of');
 
   before(async () => {
@@ -87,7 +88,7 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
     const mj = await jobOnHostileStorage();
     backend.reset('huge');
     lines.length = 0;
-    await removeFiles({ core, cfg: cfg(), log }, mj, resultKeys(result), 'a completion that lost to a cancellation');
+    await removeFiles({ core, cfg: cfg(), log }, mj, resultKeys(result(mj)), 'a completion that lost to a cancellation');
     // From the backend's first request: loading the S3 SDK is no part of it (seconds on a loaded machine).
     expect(Date.now() - backend.firstRequestAt!).to.be.below(4_000);
     await backend.allClosed(backend.firstRequestAt!, 2_000);
@@ -100,7 +101,7 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
     const mj = await jobOnHostileStorage();
     backend.reset('trickle', 503);
     lines.length = 0;
-    await removeFiles({ core, cfg: cfg(), log, budget: { maxBytes: 256 * 1024, deadlineMs: 1_000 } }, mj, resultKeys(result), 'a completion that lost to a cancellation');
+    await removeFiles({ core, cfg: cfg(), log, budget: { maxBytes: 256 * 1024, deadlineMs: 1_000 } }, mj, resultKeys(result(mj)), 'a completion that lost to a cancellation');
     const started = backend.firstRequestAt!;
     expect(Date.now() - started).to.be.within(900, 3_000);
     expect(await backend.allClosed(started, 1_500)).to.be.within(900, 3_000);
@@ -111,7 +112,7 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
     const mj = await jobOnHostileStorage();
     backend.reset('huge');
     lines.length = 0;
-    await removeFiles({ core, cfg: cfg(''), log }, mj, resultKeys(result), 'a completion that lost to a cancellation');
+    await removeFiles({ core, cfg: cfg(''), log }, mj, resultKeys(result(mj)), 'a completion that lost to a cancellation');
     expect(backend.firstRequestAt).to.equal(undefined);
     expect(failures()).to.have.length(1);
     expect(failures()[0]).to.include({ refused: 'loopback' });
