@@ -12,10 +12,12 @@
 //   operator) do the scripted thing; later ones complete at once.
 // Every report carries fixed phaseSeconds (PHASE_SECONDS), whatever the
 // time taken, so tests can assert the operator's histogram exactly.
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { GROUP, MEDIAJOB_PLURAL, RUNNER_EXIT, VERSION, type MediaJobSpec, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { objectKey } from '@mediajobs/lib/storage/types';
+import { destinationKeyLayout, type Destination } from '@mediajobs/lib/storage/index';
 import { PHASE_SECONDS } from './scripted-phases.js';
 
 const spec = JSON.parse(process.env.MEDIAJOB_SPEC!) as MediaJobSpec;
@@ -61,8 +63,18 @@ await report({ step: 'Uploading', progress: 66 });
 const r: RunnerReport = {
   outcome: 'completed', step: 'Finished', progress: 100,
   // The key a runner names its file with (its folder and filename; `videos/<job id>.mp4` without them).
-  result: { storageKey: url.searchParams.get('storageKey') ?? objectKey({ folder: spec.folder, name: spec.filename, fallback: process.env.MEDIAJOB_JOB_ID!, ext: 'mp4' }), fileSize: 1234, actualQuality: '240p', title: 'Scripted' },
+  result: { storageKey: url.searchParams.get('storageKey') ?? objectKey({ ...keyLayout(), folder: spec.folder, name: spec.filename, fallback: process.env.MEDIAJOB_JOB_ID!, ext: 'mp4' }), fileSize: 1234, actualQuality: '240p', title: 'Scripted' },
   phaseSeconds: PHASE_SECONDS.completed,
 };
 await report(r);
 finish(r, RUNNER_EXIT.completed);
+
+/** The key layout of the destination the operator gave this pod (its folder_prefix on managed storage), as the runner reads it; none without one. */
+function keyLayout(): { folderPrefix?: string; baseFolder?: string } {
+  try {
+    const dir = process.env.MEDIAJOBS_CREDENTIALS_DIR ?? '/var/run/mediajobs/credentials';
+    return destinationKeyLayout(JSON.parse(readFileSync(join(dir, 'destination.json'), 'utf8')) as Destination);
+  } catch {
+    return {};
+  }
+}
