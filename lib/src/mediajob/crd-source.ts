@@ -25,7 +25,7 @@ import {
   MAX_VIDEO_QUALITY, MEDIABATCH_CONDITION_TYPES, MEDIABATCH_PLURAL, MEDIAJOB_CONDITION_TYPES, MEDIAJOB_PLURAL, QUALITY_PRESETS, STORAGE_PROVIDERS, VERSION,
   VIDEO_CODECS,
   type BatchEpisode, type BatchOptions, type Condition, type Destination, type MediaBatchSpec, type MediaBatchStatus,
-  type EpisodeMetadata, type JobLimits, type MediaJobAttempt, type MediaJobResult, type RunnerPhaseSeconds, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
+  DEFENCE_KINDS, type EpisodeMetadata, type JobLimits, type MediaJobAttempt, type MediaJobResult, type RunnerPhaseSeconds, type RunnerTools, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
 } from './types.js';
 
 /** The subset of OpenAPI v3 the CRDs use; `description` is required so no node can go undocumented. */
@@ -645,7 +645,7 @@ function mediaJobStatus(): SchemaNode {
   const conditionTypes = list2(MEDIAJOB_CONDITION_TYPES);
   return obj<MediaJobStatus>(
     'Observed state, written only through the status subresource: by the operator (status, times, conditions) and '
-    + 'the runner (step, progress, expectedBytes, result, error, phaseSeconds, storedFiles).',
+    + 'the runner (step, progress, expectedBytes, result, error, phaseSeconds, storedFiles, defence, tools).',
     {
       jobId: str('The job id the API knows this job by: spec.jobId, or metadata.uid for manifests.'),
       status: oneOf(
@@ -681,6 +681,23 @@ function mediaJobStatus(): SchemaNode {
         + 'retry policy reads (docs/adr/0018-retry-policy.md).',
       ),
       phaseSeconds: runnerPhaseSeconds('Seconds the runner spent in each step, from its final report (the last attempt\'s).'),
+      defence: obj<{ kind: string; retryAfterSeconds?: number; proxyId?: string; cookieId?: string }>(
+        'The defence the platform answered the last attempt with, when its failure was one (runner-image/README.md '
+        + '"Defences"); the operator answers it (another proxy session, a cookie marked unhealthy, a backoff, a re-probe) '
+        + 'and counts it against the platform\'s circuit breaker.',
+        {
+          kind: str(`What the platform did: ${list2(DEFENCE_KINDS)}.`),
+          retryAfterSeconds: int('The platform\'s Retry-After in seconds, when it sent one.', { format: 'int32', minimum: 0 }),
+          proxyId: str('The id of the ProxyPool proxy the attempt went through.'),
+          cookieId: str('The id (the Secret\'s key) of the cookie file the attempt used.'),
+        },
+        ['kind'],
+      ),
+      tools: obj<RunnerTools>(
+        'The yt-dlp and ffmpeg versions the last attempt ran, reported by the runner at its start '
+        + '(mediajobs_runner_tool_info).',
+        { ytdlp: str('yt-dlp\'s version (a date, e.g. 2026.08.19).'), ffmpeg: str('ffmpeg\'s version, e.g. 5.1.9-0+deb12u1.') },
+      ),
       storedFiles: {
         description: 'The files the current attempt\'s runner stored and has not deleted, object key to bytes, each written '
           + 'the moment its upload completed. When the attempt ends, the operator deletes every one its result does not '

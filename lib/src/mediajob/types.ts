@@ -209,6 +209,32 @@ export const runnerPhaseSecondsSchema = z.object({
   upload: z.number().min(0).optional(),
 });
 
+/**
+ * What a platform did to stop an attempt (runner-image/README.md "Defences"):
+ * the runner's classification of its failure, which the operator answers
+ * (a new proxy session, a cookie marked unhealthy, a backoff, a re-probe)
+ * and feeds the platform's circuit breaker with. The category stays the
+ * error category (bot_detection, rate_limited, download_failed).
+ */
+export const DEFENCE_KINDS = ['bot_check', 'sign_in', 'rate_limited', 'captcha', 'forbidden', 'expired_url'] as const;
+export type DefenceKind = (typeof DEFENCE_KINDS)[number];
+
+/** status.defence; kind is a string in the schema, so a newer runner's kind never makes the apiserver refuse its report. */
+export const runnerDefenceSchema = z.object({
+  kind: z.string(),
+  /** The platform's Retry-After, when it said one (HTTP 429 read by the egress proxy on a forward request). */
+  retryAfterSeconds: z.number().int().min(0).optional(),
+  /** The attempt's proxy (RUNNER_PROXY_ID) and cookie file (RUNNER_COOKIE_ID), ids only. */
+  proxyId: z.string().optional(),
+  cookieId: z.string().optional(),
+});
+
+/** status.tools: the versions of the tools the attempt ran (mediajobs_runner_tool_info). */
+export const runnerToolsSchema = z.object({
+  ytdlp: z.string().optional(),
+  ffmpeg: z.string().optional(),
+});
+
 /** How one runner attempt of a MediaJob ended (status.attempts[]). */
 export const ATTEMPT_OUTCOMES = ['Completed', 'Failed', 'Warning', 'Skipped'] as const;
 
@@ -255,6 +281,10 @@ export const mediaJobStatusSchema = z.object({
   category: z.string().optional(),
   /** The runner's final report of the seconds it spent in each phase (this attempt's). */
   phaseSeconds: runnerPhaseSecondsSchema.optional(),
+  /** The defence the platform answered this attempt with, when its failure was one (the runner's report). */
+  defence: runnerDefenceSchema.optional(),
+  /** The yt-dlp and ffmpeg versions of this attempt, reported by the runner at its start. */
+  tools: runnerToolsSchema.optional(),
   /**
    * The files the current attempt's runner stored and has not deleted, key →
    * bytes, each written by the runner the moment its upload completes.
@@ -336,6 +366,8 @@ export type Condition = z.output<typeof conditionSchema>;
 export type MediaJobStatus = z.output<typeof mediaJobStatusSchema>;
 export type MediaJobAttempt = z.output<typeof mediaJobAttemptSchema>;
 export type RunnerPhaseSeconds = z.output<typeof runnerPhaseSecondsSchema>;
+export type RunnerDefence = Omit<z.output<typeof runnerDefenceSchema>, 'kind'> & { kind: DefenceKind };
+export type RunnerTools = z.output<typeof runnerToolsSchema>;
 export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
 export type BatchOptions = z.output<typeof batchOptionsSchema>;
 export type BatchEpisode = z.output<typeof batchEpisodeSchema>;
@@ -386,6 +418,10 @@ export interface RunnerReport {
   outcome?: 'completed' | 'failed' | 'warning' | 'skipped';
   /** Seconds spent in each step it entered, failed attempts included (mediajobs_runner_phase_seconds). */
   phaseSeconds?: RunnerPhaseSeconds;
+  /** The platform's defence, when the failure was one (runner-image/README.md "Defences"). */
+  defence?: RunnerDefence;
+  /** The yt-dlp and ffmpeg versions the attempt ran. */
+  tools?: RunnerTools;
 }
 
 /** Runner exit codes (see docs/design/spine.md). */
