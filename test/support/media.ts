@@ -198,7 +198,7 @@ const CONTENT_TYPES: Record<string, string> = {
 };
 
 /** Parse a single `bytes=a-b` range; undefined when absent, 'invalid' when unsatisfiable. */
-function parseRange(header: string | undefined, size: number): { start: number; end: number } | 'invalid' | undefined {
+export function parseRange(header: string | undefined, size: number): { start: number; end: number } | 'invalid' | undefined {
   if (!header) return undefined;
   const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
   if (!m || (m[1] === '' && m[2] === '')) return 'invalid';
