@@ -38,7 +38,7 @@ function collect(doc: unknown, key: string, path = ''): string[] {
 describe('CRDs installed by local mode (scripts/apply-crds.ts)', function () {
   this.timeout(60_000);
   let tc: TestCluster;
-  const files = ['mediabatch.yaml', 'mediajob.yaml'];
+  const files = ['mediabatch.yaml', 'mediajob.yaml', 'mediaplatform.yaml', 'proxypool.yaml'];
   const fileDoc = (f: string) => parseYaml(readFileSync(join(CRDS_DIR, f), 'utf8')) as Json;
   const stored = async (name: string) => kubeRequest(kubeConfigFor(tc.cluster), 'GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`);
 
@@ -50,7 +50,7 @@ describe('CRDs installed by local mode (scripts/apply-crds.ts)', function () {
   it('are stored exactly as crds/*.yaml says, on a first install and on a restart\'s second one', async () => {
     for (const round of ['first', 'again']) {
       const names = await applyCrds(kubeConfigFor(tc.cluster));
-      expect(names, round).to.deep.equal(['mediabatches.mediajobs.io', 'mediajobs.mediajobs.io']);
+      expect(names, round).to.deep.equal(['mediabatches.mediajobs.io', 'mediajobs.mediajobs.io', 'mediaplatforms.mediajobs.io', 'proxypools.mediajobs.io']);
       for (const f of files) {
         const want = fileDoc(f);
         const got = await stored((want.metadata as Json).name as string);

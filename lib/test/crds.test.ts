@@ -52,6 +52,7 @@ describe('CRDs: source of truth and generated YAML', () => {
     expect(generatedFiles().map((f) => f.path)).to.have.members([
       'crds/mediajob.yaml', 'crds/mediabatch.yaml', 'charts/mediajobs/crds/mediajob.yaml', 'charts/mediajobs/crds/mediabatch.yaml',
       'deploy/base/crds/mediajob.yaml', 'deploy/base/crds/mediabatch.yaml',
+      ...['proxypool.yaml', 'mediaplatform.yaml'].flatMap((f) => [`crds/${f}`, `charts/mediajobs/crds/${f}`, `deploy/base/crds/${f}`]),
     ]);
   });
 

@@ -48,6 +48,8 @@ export interface SchemaNode {
   maxProperties?: number;
   required?: string[];
   items?: SchemaNode;
+  minItems?: number;
+  maxItems?: number;
   'x-kubernetes-list-type'?: 'atomic' | 'set' | 'map';
   'x-kubernetes-list-map-keys'?: string[];
   'x-kubernetes-validations'?: ValidationRule[];
@@ -75,7 +77,7 @@ export interface CustomResourceDefinition {
   metadata: { name: string; labels: Record<string, string> };
   spec: {
     group: string;
-    scope: 'Namespaced';
+    scope: 'Namespaced' | 'Cluster';
     names: { plural: string; singular: string; kind: string; listKind: string; shortNames: string[]; categories: string[] };
     versions: {
       name: string;

@@ -10,6 +10,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { stringify } from 'yaml';
 import { mediaBatchCrd, mediaJobCrd, type CustomResourceDefinition } from './crd-source.js';
+import { mediaPlatformCrd, proxyPoolCrd } from '../platforms/crd-source.js';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 
@@ -27,7 +28,9 @@ export interface GeneratedFile {
 }
 
 export function generatedFiles(): GeneratedFile[] {
-  const files: [string, CustomResourceDefinition][] = [['mediajob.yaml', mediaJobCrd()], ['mediabatch.yaml', mediaBatchCrd()]];
+  const files: [string, CustomResourceDefinition][] = [
+    ['mediajob.yaml', mediaJobCrd()], ['mediabatch.yaml', mediaBatchCrd()], ['proxypool.yaml', proxyPoolCrd()], ['mediaplatform.yaml', mediaPlatformCrd()],
+  ];
   return files.flatMap(([name, crd]) => {
     const text = renderCrd(crd);
     return [{ path: `crds/${name}`, text }, { path: `charts/mediajobs/crds/${name}`, text }, { path: `deploy/base/crds/${name}`, text }];
