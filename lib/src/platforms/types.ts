@@ -6,13 +6,12 @@
 // fields for the apiserver; the operator parses what it reads with these
 // schemas too, since a CRD may be installed without its rules.
 import { z } from 'zod';
+import { DEFENCE_KINDS } from '../mediajob/types.js';
+
+export { DEFENCE_KINDS, type DefenceKind } from '../mediajob/types.js';
 
 export const PROXYPOOL_PLURAL = 'proxypools';
 export const MEDIAPLATFORM_PLURAL = 'mediaplatforms';
-
-/** What a platform answered that the runner recognised as a defence (runner-image/README.md has the table). */
-export const DEFENCE_KINDS = ['bot_check', 'sign_in', 'rate_limited', 'captcha', 'forbidden', 'expired_url'] as const;
-export type DefenceKind = (typeof DEFENCE_KINDS)[number];
 
 export const BREAKER_STATES = ['Closed', 'Open', 'HalfOpen'] as const;
 export type BreakerState = (typeof BREAKER_STATES)[number];
@@ -152,14 +151,6 @@ export const mediaPlatformStatusSchema = z.object({
   conditions: z.array(conditionSchema).optional(),
 });
 
-/** What the runner reports of a defence it met (status.defence of a MediaJob). */
-export const defenceSchema = z.object({
-  kind: z.enum(DEFENCE_KINDS),
-  retryAfterSeconds: z.number().int().min(0).optional(),
-  proxyId: z.string().optional(),
-  cookieId: z.string().optional(),
-});
-
 export type ProxySpec = z.output<typeof proxySchema>;
 export type ProxyPoolSpec = z.output<typeof proxyPoolSpecSchema>;
 export type ProxyStatus = z.output<typeof proxyStatusSchema>;
@@ -168,7 +159,6 @@ export type MediaPlatformSpec = z.output<typeof mediaPlatformSpecSchema>;
 export type MediaPlatformStatus = z.output<typeof mediaPlatformStatusSchema>;
 export type BreakerSpec = z.output<typeof breakerSpecSchema>;
 export type CookieStatus = z.output<typeof cookieStatusSchema>;
-export type Defence = z.output<typeof defenceSchema>;
 export type PlatformCondition = z.output<typeof conditionSchema>;
 
 interface ClusterMeta {
