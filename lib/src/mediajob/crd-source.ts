@@ -620,6 +620,19 @@ function runnerPhaseSeconds(what: string): SchemaNode {
   );
 }
 
+function defenceNode(description: string): SchemaNode {
+  return obj<{ kind: string; retryAfterSeconds?: number; proxyId?: string; cookieId?: string }>(
+    description,
+    {
+      kind: str(`What the platform did: ${list2(DEFENCE_KINDS)}.`),
+      retryAfterSeconds: int('The platform\'s Retry-After in seconds, when it sent one.', { format: 'int32', minimum: 0 }),
+      proxyId: str('The id of the ProxyPool proxy the attempt went through.'),
+      cookieId: str('The id (the Secret\'s key) of the cookie file the attempt used.'),
+    },
+    ['kind'],
+  );
+}
+
 function mediaJobAttempt(): SchemaNode {
   return obj<MediaJobAttempt>(
     'One runner attempt that ended. A technical failure another attempt can fix is tried again with a backoff '
@@ -638,6 +651,7 @@ function mediaJobAttempt(): SchemaNode {
       error: str('The sanitised error message of the attempt.'),
       retryAfterSeconds: int('Set when another attempt followed: the wait before it, in seconds.', { format: 'int32', minimum: 0 }),
       phaseSeconds: runnerPhaseSeconds('Seconds the attempt\'s runner spent in each step (from its final report).'),
+      defence: defenceNode('The defence the platform answered this attempt with (its status.defence), when its failure was one.'),
     },
     ['attempt', 'jobName', 'outcome'],
   );
@@ -683,17 +697,10 @@ function mediaJobStatus(): SchemaNode {
         + 'retry policy reads (docs/adr/0018-retry-policy.md).',
       ),
       phaseSeconds: runnerPhaseSeconds('Seconds the runner spent in each step, from its final report (the last attempt\'s).'),
-      defence: obj<{ kind: string; retryAfterSeconds?: number; proxyId?: string; cookieId?: string }>(
+      defence: defenceNode(
         'The defence the platform answered the last attempt with, when its failure was one (runner-image/README.md '
         + '"Defences"); the operator answers it (another proxy session, a cookie marked unhealthy, a backoff, a re-probe) '
         + 'and counts it against the platform\'s circuit breaker.',
-        {
-          kind: str(`What the platform did: ${list2(DEFENCE_KINDS)}.`),
-          retryAfterSeconds: int('The platform\'s Retry-After in seconds, when it sent one.', { format: 'int32', minimum: 0 }),
-          proxyId: str('The id of the ProxyPool proxy the attempt went through.'),
-          cookieId: str('The id (the Secret\'s key) of the cookie file the attempt used.'),
-        },
-        ['kind'],
       ),
       tools: obj<RunnerTools>(
         'The yt-dlp and ffmpeg versions the last attempt ran, reported by the runner at its start '

@@ -255,6 +255,8 @@ export const mediaJobAttemptSchema = z.object({
   retryAfterSeconds: z.number().int().min(0).optional(),
   /** What the attempt's runner reported of its phases (its final report): what the operator observes once per attempt. */
   phaseSeconds: runnerPhaseSecondsSchema.optional(),
+  /** The platform's defence the attempt met (its status.defence): what the operator answered and counted once. */
+  defence: runnerDefenceSchema.optional(),
 });
 
 export const mediaJobStatusSchema = z.object({
