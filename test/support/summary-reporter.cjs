@@ -4,8 +4,9 @@
 //
 // Where the time went: the 15 slowest files (each file's test time plus the
 // time of the hooks that ran for it, its suites' before/after/each hooks and
-// the root afterEach of the loopback guard; measured from the runner's
-// events) and the 15 slowest tests (the test alone, without its hooks).
+// the root afterEach of the loopback guard; each runnable's own duration,
+// so the same in parallel mode) and the 15 slowest tests (the test alone,
+// without its hooks).
 // With TEST_REPORT_JSON=<path> the same, with every file, is also written
 // there as JSON (`make test-report`). Nothing of this for a --dry-run.
 'use strict';
@@ -13,12 +14,14 @@ const { writeFileSync, renameSync } = require('node:fs');
 const { relative } = require('node:path');
 const Mocha = require('mocha');
 const {
-  EVENT_RUN_END, EVENT_TEST_BEGIN, EVENT_TEST_END, EVENT_TEST_FAIL, EVENT_HOOK_BEGIN, EVENT_HOOK_END,
+  EVENT_RUN_END, EVENT_TEST_END, EVENT_TEST_FAIL, EVENT_HOOK_END,
 } = Mocha.Runner.constants;
 
 const SHOWN = 15;
 /** Root hooks that run before any test (a file's top-level before()): no file to count them to. */
 const ROOT = '(root hooks)';
+/** A runnable's identity across mocha's events (in parallel mode each event brings a copy). */
+const key = (runnable) => `${runnable.file ?? ''}\0${runnable.fullTitle()}`;
 
 class SummaryReporter extends Mocha.reporters.Spec {
   constructor(runner, options = {}) {
@@ -41,19 +44,20 @@ class SummaryReporter extends Mocha.reporters.Spec {
       if (!e) files.set(file, (e = { testMs: 0, hookMs: 0, tests: 0 }));
       return e;
     };
-    // Mocha's own `duration` is not set for a runnable that timed out, the slow
-    // ones, so each is timed here from its events. A test's begin and end
-    // events enclose its beforeEach hooks (its afterEach hooks come after the
-    // end), whose time is the file's hook time, not the test's.
-    let test = null; // { runnable, t0, hookMs } of the test begun and not ended
-    const hooks = new Map(); // hook -> performance.now() at its start
-    runner.on(EVENT_TEST_BEGIN, (runnable) => {
-      test = { runnable, t0: performance.now(), hookMs: 0 };
+    // Each runnable's own `duration`, which mocha measures where it runs: in
+    // parallel mode (.mocharc.cjs) a worker's events arrive here together when
+    // its file ends, so a clock read here would measure nothing. A runnable
+    // that timed out has no duration; it ran for its timeout, which its
+    // failure carries. A test's duration is the test alone, without its hooks.
+    const timedOut = new Map(); // fullTitle -> the timeout a failed runnable exceeded
+    const msOf = (runnable) => runnable.duration ?? timedOut.get(key(runnable)) ?? 0;
+    runner.on(EVENT_TEST_FAIL, (runnable, err) => {
+      if (typeof err?.timeout === 'number' && runnable.duration === undefined) timedOut.set(key(runnable), err.timeout);
+      // A failed hook ends with a failure, not a hook end.
+      if (runnable.type === 'hook') hookDone(runnable);
     });
     runner.on(EVENT_TEST_END, (runnable) => {
-      if (test?.runnable !== runnable) return;
-      const ms = Math.max(0, performance.now() - test.t0 - test.hookMs);
-      test = null;
+      const ms = msOf(runnable);
       const file = fileOf(runnable);
       lastFile = file;
       const e = entry(file);
@@ -62,19 +66,9 @@ class SummaryReporter extends Mocha.reporters.Spec {
       tests.push({ file, title: runnable.fullTitle(), ms, state: runnable.state ?? 'unknown' });
     });
     const hookDone = (hook) => {
-      const t0 = hooks.get(hook);
-      if (t0 === undefined) return;
-      hooks.delete(hook);
-      const ms = performance.now() - t0;
-      entry(fileOf(hook)).hookMs += ms;
-      if (test) test.hookMs += ms;
+      entry(fileOf(hook)).hookMs += msOf(hook);
     };
-    runner.on(EVENT_HOOK_BEGIN, (hook) => hooks.set(hook, performance.now()));
     runner.on(EVENT_HOOK_END, hookDone);
-    // A failed hook ends with a failure, not a hook end.
-    runner.on(EVENT_TEST_FAIL, (runnable) => {
-      if (runnable.type === 'hook') hookDone(runnable);
-    });
 
     runner.once(EVENT_RUN_END, () => {
       const s = runner.stats;
