@@ -18,6 +18,7 @@ import { Readable } from 'node:stream';
 import { cancelJob, grantJobState } from '@mediajobs/lib/db/jobs';
 import { createLogger } from '@mediajobs/lib/logger';
 import { SecretBox } from '@mediajobs/lib/secret-box';
+import { PgGrantLedger } from '@mediajobs/lib/storage/grant-ledger';
 import { S3StorageProvider } from '@mediajobs/lib/storage/s3';
 import { managedKeyPrefix } from '@mediajobs/lib/storage/types';
 import { CLEANUP_SECONDS, UPLOAD_GRANT_PATH, UploadGrantBroker, UploadGrantKeys } from '@mediajobs/lib/storage/upload-grants';
@@ -90,7 +91,7 @@ describe('managed S3: a job cancelled mid-upload leaves nothing in the bucket', 
       name: 'managed', endpoint: front.endpoint, bucket: BUCKET, region: 'us-east-1',
       accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, forcePathStyle: true,
     });
-    const broker = new UploadGrantBroker({ store: bucket, keys: new UploadGrantKeys(secretKeys), jobs: (jobId: string) => grantJobState(db.pool, jobId), now: () => Date.now() + clockAheadMs });
+    const broker = new UploadGrantBroker({ store: bucket, keys: new UploadGrantKeys(secretKeys), jobs: (jobId: string) => grantJobState(db.pool, jobId), ledger: new PgGrantLedger(db.pool), now: () => Date.now() + clockAheadMs });
     const app = express();
     app.use(uploadGrantsRouter({ broker, logger: createLogger('api-gateway', 'silent') }));
     server = createServer(app);

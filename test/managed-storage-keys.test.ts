@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { createLogger } from '@mediajobs/lib/logger';
 import { SecretBox } from '@mediajobs/lib/secret-box';
+import { PgGrantLedger } from '@mediajobs/lib/storage/grant-ledger';
 import { createManagedStorage, createUploadGrantBroker, type StorageProvider } from '@mediajobs/lib/storage/index';
 import { DOWNLOAD_URL_TTL_SECONDS, managedKeyPrefix } from '@mediajobs/lib/storage/types';
 import { UPLOAD_GRANT_PATH } from '@mediajobs/lib/storage/upload-grants';
@@ -180,7 +181,7 @@ describe('managed storage: every API key has its own part of it', function () {
       };
       const signer = await createManagedStorage(settings);
       // The gateway's wiring (server.ts): the broker over managed storage's settings and the jobs table.
-      const broker = await createUploadGrantBroker(settings, (jobId: string) => grantJobState(db.pool, jobId));
+      const broker = await createUploadGrantBroker(settings, (jobId: string) => grantJobState(db.pool, jobId), new PgGrantLedger(db.pool));
       const app = express();
       app.use(uploadGrantsRouter({ broker: broker!, logger: createLogger('api-gateway', 'silent') }));
       grants = await listen(app);

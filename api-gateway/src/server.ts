@@ -13,6 +13,7 @@ import { MediaInfoExtractor, mediaInfoOptions, startLookupEgress, type RunningLo
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { grantJobState } from '@mediajobs/lib/db/jobs';
+import { PgGrantLedger } from '@mediajobs/lib/storage/grant-ledger';
 import { createManagedStorage, createUploadGrantBroker } from '@mediajobs/lib/storage/index';
 import { DOWNLOAD_URL_TTL_SECONDS } from '@mediajobs/lib/storage/types';
 import type pg from 'pg';
@@ -66,7 +67,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   }
 
   // Runners on managed S3 upload through grants answered here (ADR 0012); none for local storage.
-  const uploadGrants = await createUploadGrantBroker(config, (jobId) => grantJobState(pool, jobId));
+  const uploadGrants = await createUploadGrantBroker(config, (jobId) => grantJobState(pool, jobId), new PgGrantLedger(pool));
 
   let shuttingDown = false;
   const outbound = new OutboundPolicy({ allowed: config.OUTBOUND_ALLOWED_CIDRS });

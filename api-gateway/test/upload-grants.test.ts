@@ -15,8 +15,10 @@ import { createLogger } from '@mediajobs/lib/logger';
 import { SecretBox } from '@mediajobs/lib/secret-box';
 import { createProvider, createUploadGrantBroker, type StorageProvider } from '@mediajobs/lib/storage/index';
 import { S3StorageProvider } from '@mediajobs/lib/storage/s3';
+import { PgGrantLedger } from '@mediajobs/lib/storage/grant-ledger';
 import { JOB_METADATA, UPLOAD_GRANT_PATH, UploadGrantBroker, UploadGrantKeys, type GrantJob } from '@mediajobs/lib/storage/upload-grants';
 import { uploadGrantsRouter } from '../src/routes/upload-grants.js';
+import { createTestDatabase, type TestDatabase } from '../../test/support/postgres.js';
 import { startS3rver, type RunningS3rver } from '../../test/support/s3rver.js';
 import { MiB, caught, expectSanitised, generated, readPresigned, sha256 } from '../../lib/test/storage-support.js';
 
@@ -71,11 +73,15 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
   let s3: RunningS3rver;
   let bucket: S3StorageProvider;
   let gw: Gateway;
+  let db: TestDatabase;
+  let ledger: PgGrantLedger;
   const keys = new UploadGrantKeys(SecretBox.generateSpec('g1'));
   const RUNNING: GrantJob = { status: 'Processing', finishedAt: null };
   /** The jobs table as the broker sees it: a job without an entry has no row. */
   const jobs = new Map<string, GrantJob>([[JOB, RUNNING], [OTHER, RUNNING]]);
-  const inAnHour = () => Math.floor(Date.now() / 1000) + HOUR;
+  // Each token its own expiry: a grant (one attempt) is bounded to three objects, and two tokens minted alike are one grant.
+  let minted = 0;
+  const inAnHour = () => Math.floor(Date.now() / 1000) + HOUR + minted++;
 
   /** The runner's provider, built from the document the operator puts in its Secret. */
   const runner = (jobId = JOB, token = keys.mint(jobId, inAnHour()), url = gw.url): Promise<StorageProvider> =>
@@ -91,17 +97,20 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
   };
 
   before(async () => {
+    db = await createTestDatabase('mediajobs_grants');
+    ledger = new PgGrantLedger(db.pool);
     s3 = await startS3rver({ buckets: [BUCKET] });
     bucket = new S3StorageProvider({
       name: 'managed', endpoint: s3.endpoint, bucket: BUCKET, region: 'us-east-1',
       accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, forcePathStyle: true,
     });
-    gw = await gateway(new UploadGrantBroker({ store: bucket, keys, jobs: async (id) => jobs.get(id) }));
+    gw = await gateway(new UploadGrantBroker({ store: bucket, keys, jobs: async (id) => jobs.get(id), ledger }));
   });
   after(async () => {
     await gw?.close();
     bucket?.destroy();
     await s3?.stop();
+    await db?.drop();
   });
   beforeEach(() => {
     gw.ops.length = 0;
@@ -116,7 +125,7 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
     expect(await p.upload('videos/multi.mp4', stream, { size, contentType: 'video/mp4' })).to.deep.equal({ key: 'videos/multi.mp4', size });
 
     expect(sha256((await read('videos/multi.mp4')) ?? Buffer.alloc(0))).to.equal(expected);
-    expect(await bucket.headObject('videos/multi.mp4')).to.deep.equal({ metadata: { [JOB_METADATA]: JOB } });
+    expect(await bucket.headObject('videos/multi.mp4')).to.deep.equal({ metadata: { [JOB_METADATA]: JOB }, size });
     expect(gw.ops[0]).to.equal('begin');
     expect(gw.ops.slice(1, -1)).to.deep.equal(['part', 'part', 'part']);
     expect(gw.ops.at(-1)).to.equal('complete');
@@ -163,7 +172,7 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
     const token = keys.mint(JOB, inAnHour());
     const begun = await post('begin', token, { key: 'videos/raced.mp4' });
     const upload = begun.body!.upload as string;
-    const part = await post('part', token, { key: 'videos/raced.mp4', upload, partNumber: 1 });
+    const part = await post('part', token, { key: 'videos/raced.mp4', upload, partNumber: 1, size: 4 });
     const put = await fetch(part.body!.url as string, { method: 'PUT', body: 'late' });
     await bucket.upload('videos/raced.mp4', Readable.from([Buffer.from('meanwhile')]));
     expect(await post('complete', token, { key: 'videos/raced.mp4', upload, parts: [{ number: 1, etag: put.headers.get('etag') }] })).to.deep.include({
@@ -226,7 +235,7 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
     const begun = await post('begin', token, { key: 'videos/cancelled.mp4' });
     jobs.set(cancelled, { status: 'Cancelled', finishedAt: Date.now() });
     const upload = begun.body!.upload as string;
-    expect((await post('part', token, { key: 'videos/cancelled.mp4', upload, partNumber: 1 })).status).to.equal(403);
+    expect((await post('part', token, { key: 'videos/cancelled.mp4', upload, partNumber: 1, size: 1 })).status).to.equal(403);
     expect((await post('complete', token, { key: 'videos/cancelled.mp4', upload, parts: [{ number: 1, etag: '"e"' }] })).status).to.equal(403);
     // s3rver answers AbortMultipartUpload with 405: the grant let it through to the bucket.
     expect(await post('abort', token, { key: 'videos/cancelled.mp4', upload })).to.deep.include({ status: 502, body: { error: 'Managed storage failed', code: 'failed', reason: 'MethodNotAllowed' } });
@@ -250,12 +259,12 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
     const upload = begun.body!.upload as string;
     const theirs = keys.mint(OTHER, inAnHour());
     const refusal = { status: 403, body: { error: 'The upload was not begun by this job', code: 'auth', reason: 'upload_not_granted' } };
-    expect(await post('part', theirs, { key: 'videos/begun.mp4', upload, partNumber: 1 })).to.deep.include(refusal);
+    expect(await post('part', theirs, { key: 'videos/begun.mp4', upload, partNumber: 1, size: 1 })).to.deep.include(refusal);
     expect(await post('complete', theirs, { key: 'videos/begun.mp4', upload, parts: [{ number: 1, etag: '"x"' }] })).to.deep.include(refusal);
     expect(await post('abort', theirs, { key: 'videos/begun.mp4', upload })).to.deep.include(refusal);
     // Nor is the upload id good for another key of this same job.
-    expect(await post('part', token, { key: 'videos/other.mp4', upload, partNumber: 1 })).to.deep.include(refusal);
-    const part = await post('part', token, { key: 'videos/begun.mp4', upload, partNumber: 1 });
+    expect(await post('part', token, { key: 'videos/other.mp4', upload, partNumber: 1, size: 1 })).to.deep.include(refusal);
+    const part = await post('part', token, { key: 'videos/begun.mp4', upload, partNumber: 1, size: 1 });
     expect(part.status).to.equal(200);
     expect(new URL(part.body!.url as string).searchParams.get('X-Amz-Expires')).to.equal('900');
   });
@@ -304,7 +313,7 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
       name: 'managed', endpoint: closed.url, bucket: BUCKET, region: 'us-east-1',
       accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, forcePathStyle: true, maxAttempts: 1,
     });
-    const down = await gateway(new UploadGrantBroker({ store: unreachable, keys, jobs: async () => RUNNING }));
+    const down = await gateway(new UploadGrantBroker({ store: unreachable, keys, jobs: async () => RUNNING, ledger }));
     try {
       const token = keys.mint(JOB, inAnHour());
       const err = await caught((await runner(JOB, token, down.url)).upload('videos/x.mp4', Readable.from([Buffer.from('x')])));
@@ -326,8 +335,8 @@ describe('api-gateway: upload grants to managed storage on S3 (s3rver)', functio
       MANAGED_S3_ENDPOINT: s3.endpoint, MANAGED_S3_BUCKET: BUCKET, MANAGED_S3_REGION: 'us-east-1', MANAGED_S3_FORCE_PATH_STYLE: true,
       MANAGED_S3_ACCESS_KEY: s3.accessKeyId, MANAGED_S3_SECRET_KEY: s3.secretAccessKey, SECRET_KEYS: SecretBox.generateSpec('gw'),
     };
-    expect(await createUploadGrantBroker({ ...settings, MANAGED_STORAGE: 'local' }, async () => ({ status: 'Processing', finishedAt: null }))).to.equal(undefined);
-    const broker = await createUploadGrantBroker(settings, async (id) => (id === JOB ? { status: 'Processing', finishedAt: null } : undefined));
+    expect(await createUploadGrantBroker({ ...settings, MANAGED_STORAGE: 'local' }, async () => ({ status: 'Processing', finishedAt: null }), ledger)).to.equal(undefined);
+    const broker = await createUploadGrantBroker(settings, async (id) => (id === JOB ? { status: 'Processing', finishedAt: null } : undefined), ledger);
     const built = await gateway(broker!);
     try {
       // The operator mints with the same SECRET_KEYS.

@@ -680,14 +680,24 @@ export async function findFinishedManifest(pool: pg.Pool, namespace: string, nam
   return r.rows[0];
 }
 
-/** A job's status and end (ms since the epoch, null while it runs): what its upload grant may still do (ADR 0012). */
-export async function grantJobState(pool: pg.Pool, id: string): Promise<{ status: JobStatus; finishedAt: number | null } | undefined> {
-  const { rows: [row] } = await pool.query<{ status: JobStatus; finished_at: number | null }>({
+/**
+ * A job's status and end (ms since the epoch, null while it runs): what its
+ * upload grant may still do (ADR 0012); its file-size limit and storage
+ * reservation: the grant's byte cap (upload-grants.ts grantByteCap).
+ */
+export async function grantJobState(pool: pg.Pool, id: string): Promise<{
+  status: JobStatus; finishedAt: number | null; maxFilesizeBytes: number | null; reservedBytes: number;
+} | undefined> {
+  const { rows: [row] } = await pool.query<{ status: JobStatus; finished_at: number | null; max_filesize: number | null; reserved_bytes: number }>({
     name: 'mj-grant-job',
-    text: 'SELECT status, floor(extract(epoch FROM finished_at) * 1000)::float8 AS finished_at FROM jobs WHERE id = $1',
+    text: `SELECT status, floor(extract(epoch FROM finished_at) * 1000)::float8 AS finished_at,
+                  CASE WHEN jsonb_typeof(options->'limits'->'maxFilesizeBytes') = 'number'
+                       THEN (options->'limits'->>'maxFilesizeBytes')::float8 END AS max_filesize,
+                  reserved_bytes::float8 AS reserved_bytes
+             FROM jobs WHERE id = $1`,
     values: [id],
   });
-  return row && { status: row.status, finishedAt: row.finished_at };
+  return row && { status: row.status, finishedAt: row.finished_at, maxFilesizeBytes: row.max_filesize, reservedBytes: row.reserved_bytes };
 }
 
 // ---- The status mirror ----

@@ -151,7 +151,8 @@ export class GrantedUploadProvider implements StorageProvider {
   private async sendPart(key: string, upload: string, partNumber: number, part: Buffer): Promise<string> {
     return this.retrying(true, async () => {
       // Not repeated by itself: this whole attempt is.
-      const answer = await this.call('part', { key, upload, partNumber }, false);
+      // The URL signs the part's length: the gateway counts it against the grant's byte cap.
+      const answer = await this.call('part', { key, upload, partNumber, size: part.length }, false);
       if (typeof answer?.url !== 'string') throw this.error('failed', 'invalid_answer');
       // A view of the part, not a copy (fetch takes Uint8Array over ArrayBuffer; a Buffer is one).
       const bytes = new Uint8Array(part.buffer as ArrayBuffer, part.byteOffset, part.length);

@@ -16,7 +16,7 @@ import { ConfigError, loadConfig, managedStorageSchema } from '../config.js';
 import type { DriveDownloadUrlOptions } from './drive-links.js';
 import { LocalStorageProvider } from './managed-local.js';
 import { MANAGED_KEY_PREFIX, StorageError, type StorageProvider } from './types.js';
-import { UploadGrantBroker, UploadGrantKeys, type GrantJobLookup } from './upload-grants.js';
+import { UploadGrantBroker, UploadGrantKeys, type GrantJobLookup, type GrantLedger } from './upload-grants.js';
 import type { S3StorageProvider } from './s3.js';
 
 export * from './types.js';
@@ -74,15 +74,16 @@ async function managedStorage(config: ManagedStorageConfig, signs: boolean): Pro
 /**
  * The gateway's side of runners' upload grants (docs/adr/0012): a broker
  * over managed storage on S3, with its credentials, and grant keys from
- * SECRET_KEYS. Undefined for local managed storage, which runners write
- * themselves.
+ * SECRET_KEYS, and its ledger (grant-ledger.ts on the gateway's Postgres).
+ * Undefined for local managed storage, which runners write themselves.
  */
 export async function createUploadGrantBroker(
   config: ManagedStorageConfig & { SECRET_KEYS: string },
   jobs: GrantJobLookup,
+  ledger: GrantLedger,
 ): Promise<UploadGrantBroker | undefined> {
   if (config.MANAGED_STORAGE !== 's3') return undefined;
-  return new UploadGrantBroker({ store: await managedS3(config), keys: new UploadGrantKeys(config.SECRET_KEYS), jobs });
+  return new UploadGrantBroker({ store: await managedS3(config), keys: new UploadGrantKeys(config.SECRET_KEYS), jobs, ledger });
 }
 
 async function managedS3(config: ManagedStorageConfig): Promise<S3StorageProvider> {

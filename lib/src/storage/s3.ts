@@ -346,12 +346,12 @@ export class S3StorageProvider implements StorageProvider {
    * sends the parts itself, to URLs signed here one part at a time.
    */
 
-  /** The object's user metadata (x-amz-meta-*), or undefined when nothing is stored at `key`. Other failures throw mapped. */
-  async headObject(key: string): Promise<{ metadata: Record<string, string> } | undefined> {
+  /** The object's user metadata (x-amz-meta-*) and size, or undefined when nothing is stored at `key`. Other failures throw mapped. */
+  async headObject(key: string): Promise<{ metadata: Record<string, string>; size: number } | undefined> {
     assertValidKey(key);
     try {
       const head = await this.#client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
-      return { metadata: head.Metadata ?? {} };
+      return { metadata: head.Metadata ?? {}, size: head.ContentLength ?? 0 };
     } catch (err) {
       const mapped = mapS3Error(err, this.name);
       if (mapped.code === 'not_found') return undefined;
@@ -374,8 +374,13 @@ export class S3StorageProvider implements StorageProvider {
     return UploadId;
   }
 
-  /** A URL the holder PUTs one part's bytes to, for `expiresSeconds`; the answer's ETag header is the part's. */
-  async presignUploadPart(key: string, uploadId: string, partNumber: number, expiresSeconds: number): Promise<string> {
+  /**
+   * A URL the holder PUTs one part's bytes to, for `expiresSeconds`; the
+   * answer's ETag header is the part's. `contentLength` is one of the signed
+   * headers (X-Amz-SignedHeaders names content-length), so S3 refuses a body
+   * of any other length (SignatureDoesNotMatch).
+   */
+  async presignUploadPart(key: string, uploadId: string, partNumber: number, expiresSeconds: number, contentLength: number): Promise<string> {
     assertValidKey(key);
     assertExpiry(expiresSeconds, this.name, MAX_PRESIGN_SECONDS);
     if (!Number.isInteger(partNumber) || partNumber < 1 || partNumber > MAX_PARTS) {
@@ -384,8 +389,8 @@ export class S3StorageProvider implements StorageProvider {
     try {
       return await getSignedUrl(
         this.#client,
-        new UploadPartCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumber: partNumber }),
-        { expiresIn: expiresSeconds },
+        new UploadPartCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumber: partNumber, ContentLength: contentLength }),
+        { expiresIn: expiresSeconds, signableHeaders: new Set(['content-length']) },
       );
     } catch (err) {
       throw mapS3Error(err, this.name);

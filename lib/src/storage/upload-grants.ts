@@ -11,7 +11,7 @@
 // No provider SDK is imported here (the operator mints tokens; the runner
 // reads the paths): the bucket is reached through GrantStore, which
 // S3StorageProvider implements.
-import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { TERMINAL_STATUSES, type JobStatus } from '../mediajob/types.js';
 import { SecretBox } from '../secret-box.js';
@@ -39,6 +39,24 @@ export const PART_URL_SECONDS = 900;
  * status report when the cancel notice was lost.
  */
 export const CLEANUP_SECONDS = 600;
+
+/** Objects one grant (one runner attempt) may begin: the media file and its two sidecars, subtitles and thumbnail. */
+export const GRANT_MAX_OBJECTS = 3;
+
+/**
+ * Room for the sidecars above the media's cap: a thumbnail and a subtitle
+ * file are well under a MiB each; this leaves a wide margin.
+ */
+export const GRANT_SIDECAR_BYTES = 32 * 1024 * 1024;
+
+/** The reservation a job row takes at insert (migration 0010), for a job whose row says none. */
+export const DEFAULT_RESERVED_BYTES = 512 * 1024 * 1024;
+
+/** URLs one part may be signed for: the runner sends a part again after a failure (3 tries), with room to spare. */
+export const GRANT_PART_SIGNINGS = 8;
+
+/** S3's largest part (5 GiB): a part URL signs its length, which must be one S3 takes. */
+export const MAX_PART_BYTES = 5 * 1024 ** 3;
 
 /** HKDF label of the grant key: a key of its own, never SECRET_KEYS' AES key itself. */
 const GRANT_KEY_LABEL = 'mediajobs upload grant';
@@ -190,18 +208,77 @@ const TOKEN_ANSWERS: Record<Exclude<TokenCheck, { ok: true }>['why'], GrantError
 
 /** The bucket calls the broker makes (S3StorageProvider's brokered-upload methods). Errors are StorageErrors. */
 export interface GrantStore {
-  headObject(key: string): Promise<{ metadata: Record<string, string> } | undefined>;
+  headObject(key: string): Promise<{ metadata: Record<string, string>; size: number } | undefined>;
   createMultipartUpload(key: string, opts: { contentType?: string; metadata: Record<string, string> }): Promise<string>;
-  presignUploadPart(key: string, uploadId: string, partNumber: number, expiresSeconds: number): Promise<string>;
+  /** The URL signs `contentLength`: S3 refuses a body of another length. */
+  presignUploadPart(key: string, uploadId: string, partNumber: number, expiresSeconds: number, contentLength: number): Promise<string>;
   completeMultipartUpload(key: string, uploadId: string, parts: CompletedPart[]): Promise<void>;
   abortMultipartUpload(key: string, uploadId: string): Promise<void>;
   delete(key: string): Promise<void>;
 }
 
-/** A grant's job as its row says: the status, and when it ended (ms since the epoch; null while it runs, or unknown). */
+/**
+ * A grant's job as its row says: the status, and when it ended (ms since
+ * the epoch; null while it runs, or unknown); for its byte cap
+ * (grantByteCap), its file-size limit (options.limits.maxFilesizeBytes) and
+ * its storage reservation (jobs.reserved_bytes), when the row has them.
+ */
 export interface GrantJob {
   status: JobStatus | string;
   finishedAt: number | null;
+  maxFilesizeBytes?: number | null;
+  reservedBytes?: number | null;
+}
+
+/**
+ * The bytes one grant may have part URLs signed for and store: the job's
+ * file-size limit, else its storage reservation (what its runner expects
+ * to deliver, at least 1 MiB, or the 512 MiB taken at insert), plus room
+ * for the sidecars. A live recording of unknown size is bounded by the
+ * reservation too (docs/adr/0012, "Bounds").
+ */
+export function grantByteCap(job: GrantJob): number {
+  const media = job.maxFilesizeBytes ?? job.reservedBytes ?? DEFAULT_RESERVED_BYTES;
+  return media + GRANT_SIDECAR_BYTES;
+}
+
+/** One grant: its job, and its own id (the token's SHA-256, never the token). */
+export interface GrantRef {
+  grantId: string;
+  jobId: string;
+}
+
+/** What the ledger refuses: another object, more bytes, more parts (or a part signed too often), an upload it does not know. */
+export type LedgerRefusal = 'objects' | 'bytes' | 'parts' | 'upload';
+
+/** An object as the ledger knows it: the job whose grant last completed it, and its size as stored. */
+export interface StoredObject {
+  jobId: string;
+  size: number;
+}
+
+/**
+ * The broker's record of what each grant did (grant-ledger.ts is it on
+ * Postgres): bounds a grant, and tells the operator which job stored a key
+ * and how big it is.
+ */
+export interface GrantLedger {
+  /** Record an object begun, unless the grant has `maxObjects` already: its row id, or the refusal. */
+  reserveObject(g: GrantRef, key: string, maxObjects: number): Promise<number | LedgerRefusal>;
+  /** The reserved object's upload id, once the bucket gave one. */
+  begun(id: number, uploadId: string): Promise<void>;
+  /** A reservation whose upload the bucket never began. */
+  release(id: number): Promise<void>;
+  /** Record a part URL signed for `bytes`, unless it takes the grant past a cap. */
+  signPart(g: GrantRef, uploadId: string, number: number, bytes: number, caps: { bytes: number; parts: number; signings: number }): Promise<LedgerRefusal | undefined>;
+  /** Bytes the grant's completed objects hold, as stored. */
+  storedBytes(g: GrantRef): Promise<number>;
+  completed(g: GrantRef, uploadId: string, size: number): Promise<void>;
+  ended(g: GrantRef, uploadId: string, state: 'aborted' | 'deleted'): Promise<void>;
+  /** The job's object at `key` was deleted through its grant. */
+  deleted(jobId: string, key: string): Promise<void>;
+  /** For each key the ledger has an object at, who stored it and its size. */
+  storedBy(keys: readonly string[]): Promise<Map<string, StoredObject>>;
 }
 
 /** The broker's view of the jobs table: undefined for a job without a row. */
@@ -229,6 +306,8 @@ export interface UploadGrantBrokerOptions {
   keys: UploadGrantKeys;
   /** The grant's job (grantAnswers decides with it). */
   jobs: GrantJobLookup;
+  /** What each grant did: its bounds, and the operator's record of who stored what. */
+  ledger: GrantLedger;
   /**
    * Managed storage's base folder as every granted key has it, after the
    * token's key prefix when it names one (destinationKeyLayout). Default `videos/`.
@@ -247,7 +326,7 @@ const upload = z.string().min(1).max(4096);
 const BODIES = {
   check: z.object({}),
   begin: z.object({ key, contentType: z.string().max(255).regex(/^[\x21-\x7e][\x20-\x7e]*$/).optional() }),
-  part: z.object({ key, upload, partNumber: z.number().int().min(1).max(S3_PARTS.maxParts) }),
+  part: z.object({ key, upload, partNumber: z.number().int().min(1).max(S3_PARTS.maxParts), size: z.number().int().min(0).max(MAX_PART_BYTES) }),
   complete: z.object({
     key, upload,
     parts: z.array(z.object({ number: z.number().int().min(1).max(S3_PARTS.maxParts), etag: z.string().min(1).max(256) })).min(1).max(S3_PARTS.maxParts),
@@ -285,12 +364,12 @@ export class UploadGrantBroker {
     if (!grantAnswers(op as GrantOp, job, now, this.#o.cleanupSeconds * 1000)) throw refused(403, 'job_not_running', 'The job is not running');
     const req = parsed.data as Record<string, unknown>;
     if (typeof req.key === 'string') this.#checkKey(req.key, checked.prefix);
-    const grant = { jobId: checked.jobId, kid: checked.kid };
+    const grant: Grant = { jobId: checked.jobId, kid: checked.kid, grantId: grantIdOf(token!) };
     switch (op as GrantOp) {
       case 'check': return undefined;
       case 'begin': return this.#begin(grant, req as z.infer<typeof BODIES.begin>);
-      case 'part': return this.#part(grant, req as z.infer<typeof BODIES.part>);
-      case 'complete': return this.#complete(grant, req as z.infer<typeof BODIES.complete>);
+      case 'part': return this.#part(grant, job!, req as z.infer<typeof BODIES.part>);
+      case 'complete': return this.#complete(grant, job!, req as z.infer<typeof BODIES.complete>);
       case 'abort': return this.#abort(grant, req as z.infer<typeof BODIES.abort>);
       case 'delete': return this.#delete(grant, req as z.infer<typeof BODIES.delete>);
     }
@@ -321,32 +400,62 @@ export class UploadGrantBroker {
     return id;
   }
 
+  /** A taken key is refused before anything is counted (the runner tries another name); then the object counts, begun or not. */
   async #begin(grant: Grant, req: z.infer<typeof BODIES.begin>): Promise<Record<string, unknown>> {
     await this.#refuseExisting(req.key);
-    const id = await this.#o.store.createMultipartUpload(req.key, {
-      ...(req.contentType ? { contentType: req.contentType } : {}),
-      metadata: { [JOB_METADATA]: grant.jobId },
-    });
+    const reserved = await this.#o.ledger.reserveObject(grant, req.key, GRANT_MAX_OBJECTS);
+    if (typeof reserved !== 'number') throw OVER_CAP[reserved]();
+    let id: string;
+    try {
+      id = await this.#o.store.createMultipartUpload(req.key, {
+        ...(req.contentType ? { contentType: req.contentType } : {}),
+        metadata: { [JOB_METADATA]: grant.jobId },
+      });
+    } catch (err) {
+      await this.#o.ledger.release(reserved);
+      throw err;
+    }
+    await this.#o.ledger.begun(reserved, id);
     return { upload: this.#o.keys.sealUpload(grant.kid, grant.jobId, req.key, id) };
   }
 
-  async #part(grant: Grant, req: z.infer<typeof BODIES.part>): Promise<Record<string, unknown>> {
+  /** A part's URL signs the length the runner declared; the ledger counts it against the grant's caps first. */
+  async #part(grant: Grant, job: GrantJob, req: z.infer<typeof BODIES.part>): Promise<Record<string, unknown>> {
     const id = this.#uploadId(grant, req.key, req.upload);
-    return { url: await this.#o.store.presignUploadPart(req.key, id, req.partNumber, this.#o.partUrlSeconds) };
+    const caps = { bytes: grantByteCap(job), parts: S3_PARTS.maxParts, signings: GRANT_PART_SIGNINGS };
+    const refusal = await this.#o.ledger.signPart(grant, id, req.partNumber, req.size, caps);
+    if (refusal) throw OVER_CAP[refusal]();
+    return { url: await this.#o.store.presignUploadPart(req.key, id, req.partNumber, this.#o.partUrlSeconds, req.size) };
   }
 
-  async #complete(grant: Grant, req: z.infer<typeof BODIES.complete>): Promise<undefined> {
+  /**
+   * Complete, then read the object's size as stored: a bucket that does not
+   * check a signed length (s3rver checks no V4 signature) may hold more than
+   * was signed, so an object past the grant's byte cap is deleted again and
+   * refused. What is recorded is the stored size, never the runner's word.
+   */
+  async #complete(grant: Grant, job: GrantJob, req: z.infer<typeof BODIES.complete>): Promise<undefined> {
     const id = this.#uploadId(grant, req.key, req.upload);
     const numbers = req.parts.map((p) => p.number);
     if (numbers.some((n, i) => i > 0 && n <= numbers[i - 1]!)) throw new GrantError(400, 'invalid_config', 'invalid_request', 'Invalid upload grant request');
     // Again: an object stored under the key since begin (another job's) is kept, never replaced.
     await this.#refuseExisting(req.key);
     await this.#o.store.completeMultipartUpload(req.key, id, req.parts);
+    const stored = await this.#o.store.headObject(req.key);
+    if (!stored) throw new StorageError('failed', 'not_stored', 'managed: the completed object is not there', { provider: 'managed' });
+    if ((await this.#o.ledger.storedBytes(grant)) + stored.size > grantByteCap(job)) {
+      await this.#o.store.delete(req.key);
+      await this.#o.ledger.ended(grant, id, 'deleted');
+      throw OVER_CAP.bytes();
+    }
+    await this.#o.ledger.completed(grant, id, stored.size);
     return undefined;
   }
 
   async #abort(grant: Grant, req: z.infer<typeof BODIES.abort>): Promise<undefined> {
-    await this.#o.store.abortMultipartUpload(req.key, this.#uploadId(grant, req.key, req.upload));
+    const id = this.#uploadId(grant, req.key, req.upload);
+    await this.#o.store.abortMultipartUpload(req.key, id);
+    await this.#o.ledger.ended(grant, id, 'aborted');
     return undefined;
   }
 
@@ -355,11 +464,28 @@ export class UploadGrantBroker {
     if (!found) return undefined; // already gone: delete is idempotent
     if (found.metadata[JOB_METADATA] !== grant.jobId) throw refused(403, 'not_this_jobs_object', 'The object was not stored by this job');
     await this.#o.store.delete(req.key);
+    await this.#o.ledger.deleted(grant.jobId, req.key);
     return undefined;
   }
 }
 
-interface Grant {
-  jobId: string;
+interface Grant extends GrantRef {
   kid: string;
 }
+
+/** A grant's id in the ledger: the token's SHA-256, so the ledger holds nothing that opens anything. */
+export function grantIdOf(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
+/**
+ * A grant past a cap: a refusal the runner raises as StorageError `failed`
+ * (its job fails upload_failed), not a crash and not a reason to try the
+ * upload again under another name.
+ */
+const OVER_CAP: Record<LedgerRefusal, () => GrantError> = {
+  objects: () => new GrantError(403, 'failed', 'grant_objects_exceeded', `The upload grant allows ${GRANT_MAX_OBJECTS} objects: the media and its two sidecars`),
+  bytes: () => new GrantError(413, 'failed', 'grant_bytes_exceeded', 'The upload grant\'s byte limit is reached'),
+  parts: () => new GrantError(413, 'failed', 'grant_parts_exceeded', 'The upload grant\'s part limit is reached'),
+  upload: () => refused(403, 'upload_not_granted', 'The upload was not begun by this job'),
+};
