@@ -133,7 +133,9 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   // Formats on plain HTTP(S) are read by ffmpeg straight from their URLs: one
   // pass that downloads, muxes and uploads (ADR 0007). Anything else, and a
   // pass that fails on its source, is downloaded with yt-dlp first.
-  const read = !live && choice ? await readableInputs(choice, tools, signal) : undefined;
+  // A clip of a seekable MP4 fetches only its index and its bytes (clip-window.ts), into the job's scratch directory.
+  const clipRead = clip ? { clip, dir: path.join(ctx.workDir, 'clip-window') } : undefined;
+  const read = !live && choice ? await readableInputs(choice, tools, signal, clipRead) : undefined;
   const direct = read?.inputs;
   if (direct) early?.cancel();
   // What it will deliver, for the key's storage reservation; a recording's size is anyone's guess.

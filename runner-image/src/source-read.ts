@@ -3,9 +3,11 @@
 // every byte to disk and ffmpeg reading it back. Only for what ffmpeg fetches
 // exactly as yt-dlp's own HTTP downloader would: one plain HTTP(S) file per
 // format, with the headers the extractor gave it, certificates checked.
+import { mkdir } from 'node:fs/promises';
+import { fetchClipWindow } from './clip-window.js';
 import { egressFetch } from './egress-proxy.js';
 import { ffprobe, httpInputArgs, type MuxInput } from './ffmpeg.js';
-import type { FormatChoice, YtDlpFormat } from './plan.js';
+import type { Clip, FormatChoice, YtDlpFormat } from './plan.js';
 
 export interface SourceReadTools {
   ffprobe: string;
@@ -170,22 +172,40 @@ export interface ReadableInputs {
   bytes: ReadonlyMap<string, number>;
 }
 
+/** A clip to read: each seekable MP4 among the formats is fetched as its index and the clip's bytes into `dir` (clip-window.ts). */
+export interface ClipRead {
+  clip: Clip;
+  dir: string;
+}
+
 /**
  * The chosen formats as mux inputs read from their URLs (each probed there
  * by ffprobe, in parallel); no inputs when any of them is not for reading
- * directly or cannot be probed, and the caller downloads with yt-dlp.
+ * directly or cannot be probed, and the caller downloads with yt-dlp. For a
+ * clip, a seekable MP4 becomes its window (a local file holding the index
+ * and the clip's bytes, every request with an end) where that works.
  */
-export async function readableInputs(choice: FormatChoice, tools: SourceReadTools, signal?: AbortSignal): Promise<ReadableInputs> {
+export async function readableInputs(choice: FormatChoice, tools: SourceReadTools, signal?: AbortSignal, clipRead?: ClipRead): Promise<ReadableInputs> {
   if (!transportIsDefault(tools.ytdlpArgs ?? []) || !choice.formats.length || !choice.formats.every(readsDirectly)) return { bytes: new Map() };
   // Checked before the probe: ffprobe itself would read a whole unseekable MP4 to find its index.
   const heads = await Promise.all(choice.formats.map((f) => readableFromUrl(f, tools.socketTimeoutSeconds, signal)));
   const bytes = new Map(choice.formats.flatMap((f, i) => (heads[i]!.bytes !== undefined ? [[f.format_id, heads[i]!.bytes!] as const] : [])));
   if (!heads.every((h) => h.readable)) return { bytes };
+  if (clipRead) await mkdir(clipRead.dir, { recursive: true });
   const inputs = await Promise.all(choice.formats.map(async (f, i): Promise<MuxInput | undefined> => {
+    const head = heads[i]!;
+    const carriesAudio = f.format_id === choice.audioFrom;
+    const window = clipRead && head.readable === 'seekable' && head.bytes !== undefined
+      ? await fetchClipWindow(f, head.bytes, clipRead.clip, clipRead.dir, tools, signal)
+      : undefined;
+    if (window) {
+      const p = await ffprobe(tools.ffprobe, window.path, signal);
+      if (p.ok) return { path: window.path, probed: p.probed, carriesAudio, seekable: true };
+    }
     const inputArgs = sourceInputArgs(f, tools.socketTimeoutSeconds);
     const p = await ffprobe(tools.ffprobe, f.url!, signal, inputArgs);
     if (!p.ok) return undefined;
-    return { path: f.url!, inputArgs, probed: p.probed, carriesAudio: f.format_id === choice.audioFrom, seekable: heads[i]!.readable === 'seekable' };
+    return { path: f.url!, inputArgs, probed: p.probed, carriesAudio, seekable: head.readable === 'seekable' };
   }));
   return inputs.every((i) => i !== undefined) ? { inputs: inputs as MuxInput[], bytes } : { bytes };
 }

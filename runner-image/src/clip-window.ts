@@ -1,0 +1,259 @@
+// A clip of an MP4 read from its URL fetches its index and the clip's bytes,
+// each with a closed range, and nothing else (issue 37 item 7).
+//
+// Left to ffmpeg, a clip of a URL costs open-ended requests (`bytes=0-` for
+// the index, `bytes=N-` for each seek) by the probe, the keyframe search and
+// the mux. A server streams each one until the client's close reaches it:
+// on a fast link megabytes per request pushed into socket buffers (two pairs
+// of them through the egress proxy), and through a proxy that reads ahead
+// for its downstream, up to the rest of the file per request. So here the
+// runner reads the top-level boxes and the `moov` itself, writes them at
+// their offsets into a sparse local file as long as the source, asks ffprobe
+// over that file where the clip's packets lie (the index says; the holes
+// are never decoded), fetches exactly those bytes into the same file, and
+// the mux reads the file. Every request has an end, so what a server or any
+// proxy in between can send is bounded by what was asked.
+//
+// Only for ISO BMFF (MP4, MOV, M4A) on a server that answers ranges, and
+// only when the clip's bytes are a small part of the file; everything else
+// is read from the URL as before (source-read.ts).
+import { open, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+import { runProcess } from './child.js';
+import { egressFetch } from './egress-proxy.js';
+import { inputGuard } from './ffmpeg.js';
+import type { Clip, YtDlpFormat } from './plan.js';
+
+/** The largest index fetched: a moov of several hours of media is a few tens of MB. */
+const MAX_INDEX_BYTES = 64 * 1024 * 1024;
+/** Top-level boxes walked to find the index (ftyp, free, mdat, moov... a handful in practice). */
+const MAX_BOXES = 64;
+/** What the first read of the head takes: ftyp, and for a faststart file often the whole moov. */
+const HEAD_BYTES = 64 * 1024;
+/**
+ * Packets kept past the clip's end, seconds: the mux reads a few packets
+ * past the end before it stops, and a packet read outside the window would
+ * be a hole (zeros). With this margin every packet the output carries is
+ * inside it.
+ */
+const MARGIN_SECONDS = 2;
+/** A window larger than this share of the file saves too little to be worth a local copy: ffmpeg reads the URL. */
+const MAX_WINDOW_SHARE = 0.5;
+
+/** Byte ranges, end exclusive. */
+export interface ByteSpan {
+  start: number;
+  end: number;
+}
+
+export interface BoxHeader {
+  type: string;
+  offset: number;
+  /** Header and body; to the end of the file for a box of size 0. */
+  size: number;
+  headerSize: number;
+}
+
+/** The top-level box header at `at` in `buf` (which starts at file offset `base`); undefined when `buf` does not hold it all. */
+export function boxAt(buf: Buffer, base: number, at: number, fileBytes: number): BoxHeader | undefined {
+  const i = at - base;
+  if (i < 0 || i + 8 > buf.length) return undefined;
+  let size = buf.readUInt32BE(i);
+  const type = buf.toString('latin1', i + 4, i + 8);
+  let headerSize = 8;
+  if (size === 1) {
+    if (i + 16 > buf.length) return undefined;
+    size = Number(buf.readBigUInt64BE(i + 8));
+    headerSize = 16;
+  } else if (size === 0) size = fileBytes - at;
+  return { type, offset: at, size, headerSize };
+}
+
+/**
+ * The byte span the mux of `clip` reads, from the packets ffprobe listed
+ * after seeking to the clip's start (`stream,pts,dts,size,pos,flags` per
+ * line, ffprobe's csv order). Its seek is the mux's (-ss): every stream to
+ * the video keyframe at or before the start, as the index marks them. So the
+ * span runs from the first packet listed to the last one before the clip's
+ * end plus a margin (the mux reads a few packets past the end before it
+ * stops). Undefined when the list does not start with the video at or
+ * before the clip's start, or a line is unusable.
+ */
+export function clipSpan(csv: string, clip: Clip, videoIndex: number | undefined, startSeconds = 0): ByteSpan | undefined {
+  const packets = csv.split('\n').map((l) => l.trim()).filter(Boolean).map((l) => {
+    const [stream, pts, dts, size, pos] = l.split(',');
+    return { stream: Number(stream), t: Math.min(num(pts), num(dts)) - startSeconds, pos: Number(pos), size: Number(size) };
+  });
+  if (!packets.length || packets.some((p) => !Number.isSafeInteger(p.pos) || p.pos < 0 || !Number.isSafeInteger(p.size) || !Number.isFinite(p.t))) return undefined;
+  const keyframe = videoIndex === undefined ? undefined : packets.find((p) => p.stream === videoIndex);
+  if (videoIndex !== undefined && (!keyframe || keyframe.t > clip.start + 1e-3)) return undefined;
+  const until = clip.end ?? Infinity;
+  const kept = packets.filter((p) => p.t <= until + MARGIN_SECONDS);
+  if (!kept.length) return undefined;
+  return { start: Math.min(...kept.map((p) => p.pos)), end: Math.max(...kept.map((p) => p.pos + p.size)) };
+}
+
+const num = (s: string | undefined) => (s === undefined || s === '' || s === 'N/A' ? NaN : Number(s));
+
+export interface WindowTools {
+  ffprobe: string;
+  socketTimeoutSeconds: number;
+}
+
+/** A clip's window: the local file the mux reads instead of the URL, and what was fetched for it. */
+export interface ClipWindow {
+  path: string;
+  /** Bytes fetched from the source: index, box headers and the clip's span. */
+  fetchedBytes: number;
+}
+
+/**
+ * Fetch what `clip` needs of the MP4 at `f.url` (`fileBytes` long) into a
+ * sparse file under `dir`. Undefined when this source is not for it (not
+ * ISO BMFF, no index found, a range not answered as asked, the clip's bytes
+ * a large share of the file): the caller reads the URL as before. Throws
+ * only when aborted.
+ */
+export async function fetchClipWindow(
+  f: YtDlpFormat, fileBytes: number, clip: Clip, dir: string, tools: WindowTools, signal?: AbortSignal,
+): Promise<ClipWindow | undefined> {
+  const file = path.join(dir, `window-${f.format_id.replace(/[^A-Za-z0-9_-]/g, '_')}.mp4`);
+  const fh = await open(file, 'w+');
+  let fetched = 0;
+  const fetchInto = async (span: ByteSpan, keep = false): Promise<Buffer | undefined> => {
+    const got = await fetchRange(f, span, fh, keep, tools.socketTimeoutSeconds, signal);
+    if (got) fetched += got.bytes;
+    return got && (got.data ?? Buffer.alloc(0));
+  };
+  try {
+    await fh.truncate(fileBytes);
+    const index = await fetchIndex(fileBytes, fetchInto);
+    if (!index) return undefined;
+    const probed = await probeIndex(tools.ffprobe, file, clip, signal);
+    if (!probed || probed.end - probed.start > MAX_WINDOW_SHARE * fileBytes) return undefined;
+    if (!(await fetchInto(probed))) return undefined;
+    return { path: file, fetchedBytes: fetched };
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * Walk the top-level boxes from the head, fetching each header the head
+ * does not hold, until the `moov`; fetch it whole. Undefined when the file
+ * is not ISO BMFF or the index cannot be had within the bounds.
+ */
+async function fetchIndex(fileBytes: number, fetchInto: (s: ByteSpan, keep?: boolean) => Promise<Buffer | undefined>): Promise<true | undefined> {
+  const head = await fetchInto({ start: 0, end: Math.min(HEAD_BYTES, fileBytes) }, true);
+  if (!head) return undefined;
+  const first = boxAt(head, 0, 0, fileBytes);
+  if (!first || !ISO_BMFF_FIRST_BOXES.has(first.type)) return undefined;
+  let at = 0;
+  for (let n = 0; n < MAX_BOXES && at + 8 <= fileBytes; n++) {
+    let box = boxAt(head, 0, at, fileBytes);
+    if (!box) {
+      const header = await fetchInto({ start: at, end: Math.min(at + 16, fileBytes) }, true);
+      box = header && boxAt(header, at, at, fileBytes);
+    }
+    if (!box || box.size < box.headerSize) return undefined;
+    if (box.type === 'moov') {
+      if (box.size > MAX_INDEX_BYTES || at + box.size > fileBytes) return undefined;
+      if (at + box.size > head.length && !(await fetchInto({ start: Math.max(at, head.length), end: at + box.size }))) return undefined;
+      // ffmpeg's mov demuxer reads on to the next box header (the mdat's) after a moov in front.
+      const next = at + box.size;
+      if (next + 16 <= fileBytes && next + 16 > head.length && !(await fetchInto({ start: Math.max(next, head.length), end: next + 16 }))) return undefined;
+      return true;
+    }
+    at += box.size;
+  }
+  return undefined;
+}
+
+/** Boxes an ISO BMFF file starts with (as source-read.ts streamsFrontToBack knows them). */
+const ISO_BMFF_FIRST_BOXES = new Set(['ftyp', 'styp', 'moov', 'mdat', 'free', 'skip', 'wide', 'pnot']);
+
+/**
+ * Where the clip's packets lie, from the index alone: ffprobe over the
+ * sparse file seeks as the mux will and lists the packets from there
+ * (their positions and sizes come from the moov; the holes it reads
+ * meanwhile are decoded into nothing that counts, and its complaints about
+ * them are not logged). Not the packets' key flags: over holes the H.264
+ * parser clears them.
+ */
+async function probeIndex(bin: string, file: string, clip: Clip, signal?: AbortSignal): Promise<ByteSpan | undefined> {
+  const guard = inputGuard(file);
+  if (!guard) return undefined;
+  const streams = await runProcess(bin, ['-v', 'quiet', ...guard, '-show_entries', 'stream=index,codec_type:stream_disposition=attached_pic:format=start_time', '-of', 'json', '--', file], {
+    captureStdout: true, signal, maxStdoutBytes: 1024 * 1024,
+  });
+  if (streams.exitCode !== 0) return undefined;
+  let video: number | undefined;
+  let start = 0;
+  try {
+    const j = JSON.parse(streams.stdout) as { streams?: { index: number; codec_type?: string; disposition?: { attached_pic?: number } }[]; format?: { start_time?: string } };
+    video = j.streams?.find((s) => s.codec_type === 'video' && !s.disposition?.attached_pic)?.index;
+    start = Number(j.format?.start_time) || 0;
+  } catch {
+    return undefined;
+  }
+  const packets = await runProcess(bin, [
+    // -read_intervals takes the file's own timestamps; the clip counts from its start time.
+    '-v', 'quiet', ...guard, '-read_intervals', `${(start + clip.start).toFixed(3)}%${clip.end !== undefined ? (start + clip.end + MARGIN_SECONDS + 1).toFixed(3) : ''}`,
+    '-show_entries', 'packet=stream_index,pts_time,dts_time,pos,size,flags', '-of', 'csv=p=0', '--', file,
+  ], { captureStdout: true, signal, maxStdoutBytes: 64 * 1024 * 1024 });
+  if (packets.exitCode !== 0 || packets.stdoutTruncated) return undefined;
+  return clipSpan(packets.stdout, clip, video, start);
+}
+
+/**
+ * GET `span` of the format's URL with a closed range, through the job's
+ * egress, written at its offset into `fh` as it arrives; its bytes (kept in
+ * memory only with `keep`, for the head the boxes are read from), or
+ * undefined when the server does not answer exactly that range in time.
+ * Reads no more than asked even from a server that sends more.
+ */
+async function fetchRange(
+  f: YtDlpFormat, span: ByteSpan, fh: FileHandle, keep: boolean, timeoutSeconds: number, signal?: AbortSignal,
+): Promise<{ bytes: number; data?: Buffer } | undefined> {
+  const want = span.end - span.start;
+  const abort = new AbortController();
+  const stop = AbortSignal.any([abort.signal, ...(signal ? [signal] : [])]);
+  let idle: NodeJS.Timeout | undefined;
+  // A stalled server fails the window (and the clip is read from the URL), as ffmpeg's -rw_timeout would.
+  const watchdog = () => {
+    clearTimeout(idle);
+    idle = setTimeout(() => abort.abort(), timeoutSeconds * 1000);
+  };
+  watchdog();
+  try {
+    const res = await egressFetch(f.url!, { headers: { ...(f.http_headers ?? {}), Range: `bytes=${span.start}-${span.end - 1}` }, signal: stop });
+    const m = /^bytes (\d+)-(\d+)\//.exec(res.headers.get('content-range') ?? '');
+    if (res.status !== 206 || !m || Number(m[1]) !== span.start || Number(m[2]) !== span.end - 1 || !res.body) {
+      await res.body?.cancel().catch(() => undefined);
+      return undefined;
+    }
+    const chunks: Buffer[] = [];
+    let got = 0;
+    const reader = res.body.getReader();
+    try {
+      while (got < want) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        watchdog();
+        const take = Buffer.from(value.buffer, value.byteOffset, Math.min(value.length, want - got));
+        await fh.write(take, 0, take.length, span.start + got);
+        if (keep) chunks.push(Buffer.from(take));
+        got += take.length;
+      }
+    } finally {
+      await reader.cancel().catch(() => undefined);
+    }
+    if (got < want) return undefined;
+    return { bytes: got, ...(keep ? { data: Buffer.concat(chunks) } : {}) };
+  } catch (err) {
+    if (signal?.aborted) throw err;
+    return undefined;
+  } finally {
+    clearTimeout(idle);
+  }
+}
