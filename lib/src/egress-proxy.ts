@@ -14,12 +14,17 @@
 //   secret in Proxy-Authorization, whose user name carries the run's
 //   session; and, when the deployment has one (MEDIA_INFO_PROXY), an
 //   upstream proxy every connection goes through.
+// The runner chains it too: a platform's proxy session (ProxyPool, issue
+// 37), http, https, socks5 or socks5h, for every connection of the attempt.
+// What is checked before a connection through an upstream, and what cannot
+// be: ADR 0014 "Chained to an upstream proxy".
 // Why a proxy of our own rather than a library: ADR 0014.
 import http from 'node:http';
 import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
+import { SocksClient } from 'socks';
 import type { Logger } from './logger.js';
 import type { OutboundDecision, OutboundPolicy } from './outbound.js';
 
@@ -65,13 +70,37 @@ export interface EgressOptions {
    */
   secret?: string;
   /**
-   * An http(s) proxy every connection goes through, `{session}` replaced by
-   * the client's proxy user name (MEDIA_INFO_PROXY's rotating sessions).
-   * The upstream resolves the target itself, so a name is checked on what it
-   * resolves to here just before (checkResolved), not at its connect.
+   * A proxy every connection goes through (http, https, socks5, socks5h),
+   * `{session}` replaced by the client's proxy user name (MEDIA_INFO_PROXY's
+   * rotating sessions; the runner's URL comes rendered). Where the upstream
+   * resolves the target (http, https, socks5h) a name is checked on what it
+   * resolves to here just before (checkResolved), not at its connect; with
+   * socks5 the name is resolved and checked here and the upstream is given
+   * the address.
    */
   upstream?: string;
+  /**
+   * Told of every answer of 400 or more to a forward (plain http) request:
+   * what the runner's defence table reads (HTTP 429 and its Retry-After, a
+   * 403, a challenge page). Tunnels carry TLS: their answers are not seen.
+   */
+  observe?: (answer: EgressAnswer) => void;
 }
+
+/** An error answer a forward request got from the site (or through the upstream). */
+export interface EgressAnswer {
+  url: string;
+  status: number;
+  /** The Retry-After header as sent (delta-seconds or an HTTP date). */
+  retryAfter?: string;
+  /** `cf-mitigated: challenge`: Cloudflare's mark of a challenge page. */
+  challenge: boolean;
+}
+
+/** The reason phrase of the proxy's own 403: yt-dlp prints it ("HTTP Error 403: Refused by egress policy"), so a refusal of ours never reads as the platform's. */
+export const EGRESS_REFUSED_PHRASE = 'Refused by egress policy';
+
+const UPSTREAM_PROTOCOLS = new Set(['http:', 'https:', 'socks5:', 'socks5h:']);
 
 /** Why a target is refused, in words short enough for a 403 body and a log line. */
 export type Refusal = { status: 400 | 403 | 407 | 502 | 504; reason: string };
@@ -79,9 +108,22 @@ export type Refusal = { status: 400 | 403 | 407 | 502 | 504; reason: string };
 export const refusedBy = (d: OutboundDecision): Refusal | undefined =>
   d.ok ? undefined : { status: 403, reason: `address refused (${d.category})` };
 
+/**
+ * A failure of the upstream hop, in a phrase of our own: the upstream's
+ * URL carries its credentials, and neither it nor the upstream's words go
+ * into an answer, an error or a log line.
+ */
+class UpstreamError extends Error {
+  readonly code = 'ERR_UPSTREAM';
+  constructor(readonly reason: string) {
+    super(reason);
+  }
+}
+
 /** An OutboundRefusedError from connectLookup, or a connection error worth a short 502 reason. */
 function connectFailure(err: unknown): Refusal {
   const e = err as { code?: unknown; category?: unknown };
+  if (err instanceof UpstreamError) return { status: 502, reason: err.reason };
   if (e?.code === 'ERR_OUTBOUND_REFUSED') return { status: 403, reason: `address refused (${String(e.category)})` };
   if (e?.code === 'ENOTFOUND' || e?.code === 'EAI_AGAIN') return { status: 502, reason: 'host not found' };
   if (e?.code === 'ETIMEDOUT') return { status: 504, reason: 'connection timed out' };
@@ -106,6 +148,7 @@ export class EgressProxy {
   private readonly refusals: 'explained' | 'unreachable';
   private readonly secret: string | undefined;
   private readonly upstream: string | undefined;
+  private readonly observe: ((answer: EgressAnswer) => void) | undefined;
   private readonly server: http.Server;
   private readonly sockets = new Set<Duplex>();
   private readonly lookup: net.LookupFunction;
@@ -120,9 +163,11 @@ export class EgressProxy {
     this.secret = o.secret;
     if (o.upstream !== undefined) {
       const protocol = URL.canParse(o.upstream.replaceAll('{session}', 'x')) ? new URL(o.upstream.replaceAll('{session}', 'x')).protocol : '';
-      if (protocol !== 'http:' && protocol !== 'https:') throw new Error('egress upstream: only an http or https proxy can be chained');
+      // The message never holds the URL: it carries the upstream's credentials.
+      if (!UPSTREAM_PROTOCOLS.has(protocol)) throw new Error('egress upstream: only an http, https, socks5 or socks5h proxy can be chained');
       this.upstream = o.upstream;
     }
+    this.observe = o.observe;
     this.lookup = this.policy.connectLookup();
     this.agent = new http.Agent({ keepAlive: true, lookup: this.lookup });
     this.server = http.createServer((req, res) => void this.forward(req, res));
@@ -185,15 +230,20 @@ export class EgressProxy {
 
   private refuse(req: http.IncomingMessage, res: http.ServerResponse, r: Refusal, target: string): void {
     if (this.silent(r, target) || res.headersSent) return void req.socket.destroy();
-    res.writeHead(r.status, {
+    res.writeHead(r.status, r.status === 403 ? EGRESS_REFUSED_PHRASE : http.STATUS_CODES[r.status]!, {
       'content-type': 'text/plain; charset=utf-8', connection: 'close', ...(r.status === 407 && { 'proxy-authenticate': 'Basic realm="egress"' }),
     }).end(`${r.reason}\n`);
   }
 
-  /** The checks before a connection: the literal host and port, and with an upstream (which resolves itself) the name's addresses now. */
+  /**
+   * The checks before a connection: the literal host and port, and with an
+   * upstream that resolves names itself (http, https, socks5h) the name's
+   * addresses now. Without an upstream, and through socks5, the addresses
+   * are checked as the connection opens (connectLookup).
+   */
   private async precheck(hostname: string, port: number): Promise<Refusal | undefined> {
     const refused = this.checkTarget(hostname, port);
-    if (refused || !this.upstream) return refused;
+    if (refused || !this.upstream || this.upstream.startsWith('socks5:')) return refused;
     try {
       return refusedBy(await this.policy.checkResolved(hostname));
     } catch (err) {
@@ -217,12 +267,31 @@ export class EgressProxy {
     if (refused) return this.refuse(req, res, refused, target.host);
     const headers = endToEnd(req.headers);
     const upstream = this.upstreamUrl(auth.session);
-    const options: http.RequestOptions = upstream
-      ? { host: upstream.hostname, port: upstreamPort(upstream), path: target.href, agent: false, headers: { ...headers, ...proxyAuthorization(upstream) } }
-      : { host: target.hostname.replace(/^\[|\]$/g, ''), port, path: `${target.pathname}${target.search}`, agent: this.agent, headers };
+    let options: http.RequestOptions;
+    if (upstream && isSocks(upstream)) {
+      // SOCKS carries bytes, not requests: the request goes in origin form over a tunnel to the target.
+      let socket: Duplex;
+      try {
+        socket = await this.viaSocks(upstream, target.hostname.replace(/^\[|\]$/g, ''), port);
+      } catch (err) {
+        return this.refuse(req, res, connectFailure(err), target.host);
+      }
+      options = { path: `${target.pathname}${target.search}`, createConnection: () => socket, headers };
+    } else if (upstream) {
+      options = { host: upstream.hostname, port: upstreamPort(upstream), path: target.href, agent: false, headers: { ...headers, ...proxyAuthorization(upstream) } };
+    } else {
+      options = { host: target.hostname.replace(/^\[|\]$/g, ''), port, path: `${target.pathname}${target.search}`, agent: this.agent, headers };
+    }
     const request = upstream?.protocol === 'https:' ? https.request : http.request;
     const outgoing = request({ ...options, method: req.method }, (up) => {
-      res.writeHead(up.statusCode ?? 502, up.statusMessage, endToEnd(up.headers));
+      const status = up.statusCode ?? 502;
+      // The upstream's own refusal of its credentials: a phrase of ours, not its page (which may echo them).
+      if (status === 407 && upstream && !isSocks(upstream)) {
+        up.resume();
+        return this.refuse(req, res, { status: 502, reason: UPSTREAM_AUTH_REFUSED }, target.host);
+      }
+      if (status >= 400) this.tell(target.href, status, up.headers);
+      res.writeHead(status, up.statusMessage, endToEnd(up.headers));
       up.pipe(res);
     });
     outgoing.on('error', (err) => this.refuse(req, res, connectFailure(err), target.host));
@@ -248,7 +317,8 @@ export class EgressProxy {
     const upstream = this.upstreamUrl(auth.session);
     let socket: Duplex;
     try {
-      socket = upstream ? await this.viaUpstream(upstream, req.url!) : await this.connectDirect(hostname, port!);
+      if (!upstream) socket = await this.connectDirect(hostname, port!);
+      else socket = isSocks(upstream) ? await this.viaSocks(upstream, hostname, port!) : await this.viaUpstream(upstream, req.url!);
     } catch (err) {
       return answer(connectFailure(err));
     }
@@ -273,6 +343,43 @@ export class EgressProxy {
         resolve(socket);
       });
     });
+  }
+
+  private tell(url: string, status: number, headers: http.IncomingHttpHeaders): void {
+    if (!this.observe) return;
+    const retryAfter = headers['retry-after'];
+    this.observe({ url, status, ...(retryAfter ? { retryAfter } : {}), challenge: headers['cf-mitigated'] === 'challenge' });
+  }
+
+  /**
+   * A tunnel to host:port through a SOCKS5 upstream. socks5: the name is
+   * resolved here, every address checked (connectLookup), and the upstream
+   * gets the address; socks5h: the upstream gets the name (checked on its
+   * addresses in precheck) and resolves it itself.
+   */
+  private async viaSocks(upstream: URL, host: string, port: number): Promise<Duplex> {
+    let destination = host;
+    if (upstream.protocol === 'socks5:' && !net.isIP(host)) {
+      destination = await new Promise<string>((resolve, reject) => this.lookup(host, {}, (err, address) => {
+        if (err) reject(err);
+        else resolve(typeof address === 'string' ? address : address[0]!.address);
+      }));
+    }
+    try {
+      const { socket } = await SocksClient.createConnection({
+        command: 'connect',
+        destination: { host: destination, port },
+        proxy: {
+          host: upstream.hostname.replace(/^\[|\]$/g, ''), port: Number(upstream.port || 1080), type: 5,
+          ...(upstream.username || upstream.password ? { userId: decodeURIComponent(upstream.username), password: decodeURIComponent(upstream.password) } : {}),
+        },
+        timeout: UPSTREAM_TIMEOUT_MS,
+      });
+      return socket;
+    } catch (err) {
+      // socks' messages name the failed step, never the URL; ours is shorter still.
+      throw new UpstreamError(/authentication/i.test((err as Error)?.message ?? '') ? UPSTREAM_AUTH_REFUSED : 'upstream proxy refused the connection');
+    }
   }
 
   private upstreamUrl(session: string): URL | undefined {
@@ -304,7 +411,8 @@ export class EgressProxy {
         socket.off('data', onData);
         socket.off('error', fail);
         const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(received.subarray(0, end).toString('latin1'))?.[1]);
-        if (status !== 200) return fail(new Error(`upstream proxy answered ${status || 'nonsense'}`));
+        if (status === 407) return fail(new UpstreamError(UPSTREAM_AUTH_REFUSED));
+        if (status !== 200) return fail(new UpstreamError(`upstream proxy answered ${status || 'nonsense'}`));
         const rest = received.subarray(end + 4);
         if (rest.length) socket.unshift(rest);
         resolve(socket);
@@ -312,6 +420,14 @@ export class EgressProxy {
       socket.on('data', onData);
     });
   }
+}
+
+const UPSTREAM_AUTH_REFUSED = 'upstream proxy refused its credentials';
+/** How long the SOCKS handshake may take. */
+const UPSTREAM_TIMEOUT_MS = 30_000;
+
+function isSocks(url: URL): boolean {
+  return url.protocol === 'socks5:' || url.protocol === 'socks5h:';
 }
 
 function upstreamPort(url: URL): number {

@@ -159,10 +159,10 @@ describe('lib: egress proxy, as the gateway runs it', () => {
       }
     });
 
-    it('refuses a socks upstream at start: it could not be chained', async () => {
+    it('refuses at start an upstream it cannot chain (socks4); http(s) and socks5(h) chain (egress-upstream.test.ts)', async () => {
       let error: unknown;
-      await EgressProxy.start({ policy: POLICY, upstream: 'socks5://127.0.0.1:1080' }).catch((err: unknown) => (error = err));
-      expect(String(error)).to.include('only an http or https proxy can be chained');
+      await EgressProxy.start({ policy: POLICY, upstream: 'socks4://127.0.0.1:1080' }).catch((err: unknown) => (error = err));
+      expect(String(error)).to.include('only an http, https, socks5 or socks5h proxy can be chained');
     });
   });
 });
