@@ -58,6 +58,15 @@ const WAITING: Record<WaitReason, { reason?: string; condition: string; message:
     reason: 'organization_running_limit', condition: 'OrganizationAtRunningLimit',
     message: (n) => `Waiting: its organization's keys run as many jobs as they may at once (${n})`,
   },
+  // The job's MediaPlatform (docs/adr/0027): its maxRunning, startsPerMinute or per-proxy starts; its circuit breaker.
+  platform_limit: {
+    reason: 'platform_limit', condition: 'PlatformAtLimit',
+    message: (n) => `Waiting: its platform runs or starts as many jobs as it may (${n})`,
+  },
+  platform_paused: {
+    reason: 'platform_paused', condition: 'PlatformPaused',
+    message: () => 'Waiting: its platform answered with defences and its circuit breaker is open; jobs start again after its cool-down',
+  },
 };
 
 const WAIT_STATUS_REASONS = new Set([...Object.values(WAITING).flatMap((w) => (w.reason ? [w.reason] : [])), RETRY_SCHEDULED_REASON]);
@@ -182,8 +191,8 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
       const cause = failureCause({
         deadlineExceeded: deadline, category: report?.category ?? cur.category, reported: !!(report || cur.error), pod: o.pod, exitCode,
       });
-      const attempt = attemptRecord(o, next, cause, attemptStart, finishTime, phases);
-      const delay = o.retry ? retryDelaySeconds(cause, attempt.attempt, o.retry) : undefined;
+      const attempt = attemptRecord(o, next, cause, attemptStart, finishTime, phases, report?.defence ?? cur.defence);
+      const delay = o.retry ? retryDelaySeconds(cause, attempt.attempt, o.retry, attempt.defence) : undefined;
       if (delay !== undefined) return awaitingRetry(o, next, { ...attempt, retryAfterSeconds: delay }, Date.parse(finishTime), nowStr);
       next.attempts = withAttempt(cur.attempts, attempt);
     }
@@ -210,6 +219,7 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
 /** The record of the attempt that just ended, as `next` says it ended. */
 function attemptRecord(
   o: Observed, next: MediaJobStatus, category: string | undefined, startTime: string | undefined, finishTime: string, phases: RunnerPhaseSeconds | undefined,
+  defence?: MediaJobStatus['defence'],
 ): MediaJobAttempt {
   return {
     attempt: o.mj.status?.attempt ?? 1,
@@ -221,6 +231,7 @@ function attemptRecord(
     ...(next.reason && { reason: next.reason }),
     ...(next.error && { error: next.error }),
     ...(phases && { phaseSeconds: phases }),
+    ...(defence && { defence }),
   };
 }
 
@@ -242,7 +253,7 @@ function withAttempt(list: MediaJobAttempt[] | undefined, a: MediaJobAttempt): M
 function awaitingRetry(o: Observed, failed: MediaJobStatus, attempt: MediaJobAttempt, finishedAt: number, nowStr: string): MediaJobStatus {
   const cur = o.mj.status ?? {};
   const {
-    error: _e, errorType: _t, category: _c, result: _r, finishTime: _f, phaseSeconds: _p, ...kept
+    error: _e, errorType: _t, category: _c, result: _r, finishTime: _f, phaseSeconds: _p, defence: _d, ...kept
   } = failed;
   const retryAt = timeOf(new Date(finishedAt + attempt.retryAfterSeconds! * 1000))!;
   const next: MediaJobStatus = {
