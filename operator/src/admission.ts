@@ -7,6 +7,12 @@
 // thousands of jobs or hours of live recording cannot starve the others.
 // Owns the admitted and waiting sets only: what a waiting job's status says
 // is status.ts's, creating the Job is children.ts's.
+//
+// A job of a MediaPlatform (docs/adr/0027) first takes a slot of its
+// platform's own Admission (its maxRunning, fair between keys the same
+// way, and a gate: the platform's start rate and circuit breaker, which
+// platforms.ts keeps), then a slot here. A job that waits for its platform
+// is not in line here, so the global slots go to jobs that can run.
 import type { MediaJob, Owned } from '@mediajobs/lib/mediajob/types';
 import { ORGANIZATION_LABEL } from '@mediajobs/lib/mediajob/build';
 
@@ -28,8 +34,19 @@ export interface AdmissionLimits {
   perOrg: number;
 }
 
-/** Why a job waits: every slot is taken, or its key or its organization runs as many jobs as it may. */
-export type WaitReason = 'capacity' | 'key_limit' | 'organization_limit';
+/**
+ * Why a job waits: every slot is taken, its key or its organization runs as many jobs as it may, its platform
+ * runs or starts as many as it may, or its platform's circuit breaker is open.
+ */
+export type WaitReason = 'capacity' | 'key_limit' | 'organization_limit' | 'platform_limit' | 'platform_paused';
+
+/** What else may hold a job back than the slots: a start rate, a circuit breaker (platforms.ts). */
+export interface AdmissionGate {
+  /** Undefined: the next job in turn may start now; else why none may, and the limit that holds them. */
+  closed(): { reason: WaitReason; limit: number } | undefined;
+  /** `key` was given a slot: a start to count, a probe to record. */
+  started(key: string): void;
+}
 
 export type AdmitOutcome = { admitted: true } | { admitted: false; waitingFor: WaitReason; limit: number };
 
@@ -58,23 +75,50 @@ export class Admission {
   private readonly runningPerGroup = new Map<string, number>();
   /** The key the last slot went to; the next turn is the one after it in the ring. */
   private lastServed: string | undefined;
+  /** Per MediaJob key, the platform Admission it holds or waits for a slot of. */
+  private readonly platformOf = new Map<string, Admission>();
+  private readonly limits: AdmissionLimits;
 
   /**
    * `wake` is called for each waiting job a slot was given to (the
    * controller enqueues it); `onAdmitted` with the creation time of every job
    * given a slot (the admission wait-time metric).
    */
+  /**
+   * A platform's Admission has a `gate` and says `platform_limit` where
+   * this one says `capacity`.
+   */
   constructor(
-    private readonly limits: AdmissionLimits, private readonly wake: (key: string) => void, private readonly onAdmitted?: (createdAt: number) => void,
-  ) {}
+    limits: AdmissionLimits, private readonly wake: (key: string) => void, private readonly onAdmitted?: (createdAt: number) => void,
+    private readonly gate?: AdmissionGate, private readonly capacityReason: WaitReason = 'capacity',
+  ) {
+    this.limits = { ...limits };
+  }
+
+  /** A changed running cap (a MediaPlatform's maxRunning edited): a higher one lets the next in. */
+  setMaxRunning(maxRunning: number): void {
+    if (this.limits.maxRunning === maxRunning) return;
+    this.limits.maxRunning = maxRunning;
+    this.fill(undefined);
+  }
+
+  /** Let the next in if the gate opened since (a minute's starts passed, the breaker half-opened). */
+  recheck(): void {
+    this.fill(undefined);
+  }
 
   /** Jobs holding a slot, and jobs waiting for one. */
   counts(): { running: number; waiting: number } {
     return { running: this.admitted.size, waiting: this.waiting.size };
   }
 
-  /** Start over with the jobs known to hold a slot (on becoming leader, from the caches). */
-  reset(holding: Iterable<readonly [string, Owner]>): void {
+  /** Start over with the jobs known to hold a slot (on becoming leader, from the caches), and their platforms'. */
+  reset(holding: Iterable<readonly [string, Owner, Admission?]>): void {
+    const list = [...holding];
+    const platforms = new Set([...this.platformOf.values(), ...list.flatMap(([, , p]) => (p ? [p] : []))]);
+    for (const p of platforms) p.reset(list.filter(([, , q]) => q === p).map(([k, o]) => [k, o] as const));
+    this.platformOf.clear();
+    for (const [key, , p] of list) if (p) this.platformOf.set(key, p);
     this.admitted.clear();
     this.waiting.clear();
     this.lines.clear();
@@ -89,19 +133,38 @@ export class Admission {
     return this.admitted.has(key);
   }
 
-  /** Ask for a slot: admitted now, or in line and why it waits. */
-  admit(key: string, owner: Owner, createdAt: number): AdmitOutcome {
+  /** Ask for a slot (of `platform` first, when the job has one): admitted now, or in line and why it waits. */
+  admit(key: string, owner: Owner, createdAt: number, platform?: Admission): AdmitOutcome {
+    const before = this.platformOf.get(key);
+    if (before !== platform) {
+      before?.release(key);
+      if (platform) this.platformOf.set(key, platform);
+      else this.platformOf.delete(key);
+    }
+    if (platform && !this.admitted.has(key)) {
+      const p = platform.admit(key, owner, createdAt);
+      if (!p.admitted) {
+        // Not in line here while its platform holds it back (it may have been, before its platform appeared).
+        const queued = this.waiting.get(key);
+        if (queued) this.leaveLine(queued);
+        return p;
+      }
+    }
     if (!this.admitted.has(key)) {
       this.enqueue(key, owner, createdAt);
       this.fill(key);
     }
     if (this.admitted.has(key)) return { admitted: true };
-    const waitingFor = this.atCap(owner) ?? 'capacity';
+    const closed = this.gate?.closed();
+    if (closed) return { admitted: false, waitingFor: closed.reason, limit: closed.limit };
+    const waitingFor = this.atCap(owner) ?? this.capacityReason;
     return { admitted: false, waitingFor, limit: this.limitOf(waitingFor) };
   }
 
   /** `key` finished or went away: free its slot and give free slots to the next in turn. */
   release(key: string): void {
+    this.platformOf.get(key)?.release(key);
+    this.platformOf.delete(key);
     const queued = this.waiting.get(key);
     if (queued) this.leaveLine(queued);
     const owner = this.admitted.get(key);
@@ -114,10 +177,12 @@ export class Admission {
   /** Give free slots away, each to the next eligible key's oldest job; `asking` is the job whose pass is running (not woken). */
   private fill(asking: string | undefined): void {
     while (this.admitted.size < this.limits.maxRunning) {
+      if (this.waiting.size === 0 || this.gate?.closed()) return;
       const next = this.nextInTurn();
       if (!next) return;
       this.leaveLine(next);
       this.hold(next.key, next.owner);
+      this.gate?.started(next.key);
       this.onAdmitted?.(next.createdAt);
       this.lastServed = next.owner.apiKeyId;
       if (next.key !== asking) this.wake(next.key);

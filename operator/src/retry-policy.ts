@@ -7,6 +7,7 @@
 // waits and starts the next attempt. Everyone else reads this table.
 import type { V1Pod } from '@kubernetes/client-node';
 import { ERROR_CATEGORIES, type ErrorCategory } from '@mediajobs/lib/mediajob/error-categories';
+import { defenceAnswer } from './platform-decisions.js';
 
 /** What the cluster did to a runner's pod, read from the pod (failureSignal). */
 export const INFRASTRUCTURE_SIGNALS = ['evicted', 'oom_killed', 'node_lost'] as const;
@@ -75,6 +76,12 @@ export interface RetrySettings {
   platformBackoffSeconds: number;
   /** No wait is longer than this. */
   maxBackoffSeconds: number;
+  /**
+   * The job's platform's pool has a Ready proxy other than the failed
+   * attempt's (platforms.ts): a defence of that exit is tried again at once
+   * on another proxy session instead of after the platform backoff.
+   */
+  newSessionReady?: boolean;
 }
 
 export function isFailureCause(s: string | undefined): s is FailureCause {
@@ -85,11 +92,19 @@ export function isFailureCause(s: string | undefined): s is FailureCause {
  * Whether attempt `attempt` (1 for the first), failed of `cause`, is
  * followed by another, and after how many seconds: the cause's first wait,
  * doubled for each attempt before it, capped. Undefined: this failure is
- * the job's.
+ * the job's. A platform's defence the attempt met (docs/adr/0027) changes
+ * the wait, never whether: a re-probe (an expired signed URL) and a defence
+ * of one exit while another proxy is Ready go again at once; a rate limit
+ * waits what the platform's Retry-After said.
  */
-export function retryDelaySeconds(cause: FailureCause, attempt: number, s: RetrySettings): number | undefined {
+export function retryDelaySeconds(
+  cause: FailureCause, attempt: number, s: RetrySettings, defence?: { kind: string; retryAfterSeconds?: number | undefined },
+): number | undefined {
   const kind = RETRY_POLICY[cause];
   if (kind === 'no' || attempt >= s.maxAttempts) return undefined;
+  const answer = defence && defenceAnswer(defence.kind);
+  if (answer?.retry === 'reprobe' || (answer?.retry === 'new_session' && s.newSessionReady)) return 0;
+  if (answer?.retry === 'backoff' && defence?.retryAfterSeconds !== undefined) return Math.min(s.maxBackoffSeconds, defence.retryAfterSeconds);
   const first = kind === 'platform' ? s.platformBackoffSeconds : s.backoffSeconds;
   return Math.min(s.maxBackoffSeconds, first * 2 ** (attempt - 1));
 }
