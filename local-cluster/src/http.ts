@@ -28,12 +28,23 @@ import { isObject } from './object-meta.js';
 import { PODS } from './builtin-types.js';
 import type { WriteThrottle } from './throttle.js';
 import { requestVerb, resourceLabel, type RequestCounter, type RequestLabels } from './request-counts.js';
+import type { GuardResult } from './request-guard.js';
+import { ADMIN_USER } from './credentials.js';
+import { userInfo, type RbacAuthorizer, type UserInfo } from './rbac.js';
+import { SELF_SUBJECT_ACCESS_REVIEWS, readReviewBody, selfSubjectAccessReview } from './access-review.js';
 import {
   APISERVER_COMPONENT, METRICS_CONTENT_TYPE, droppedRequestLabels, metricsText, nonResourceLabels, resourceRequestLabels, storedCounts,
   type RequestFacts,
 } from './metrics.js';
 
 export const MAX_BODY_BYTES = 3 * 1024 * 1024;
+
+/** Who a handler without a guard (in-process tests of the handler) serves: the administrator. */
+const ADMIN = userInfo(ADMIN_USER, true);
+
+async function readReview(req: IncomingMessage): Promise<unknown> {
+  return readReviewBody(await readBodyBytes(req), negotiateBody(req.headers['content-type'], BUILTIN_BODY_TYPES));
+}
 
 export interface LogSource {
   /** Current log text of a pod's container; undefined when it has not started. */
@@ -54,8 +65,10 @@ export interface HttpContext {
   counter?: RequestCounter;
   /** How long to hold back the LIST being answered (the watch fault mode's slow lists); read at each LIST. */
   listDelayMs?: () => number;
-  /** Host check, authentication and anonymous authorization (request-guard.ts): a refusal, or undefined to serve. */
-  guard?: (req: IncomingMessage) => StatusError | undefined;
+  /** Host check, authentication and RBAC authorization (request-guard.ts): who sent the request, or its refusal. */
+  guard?: (req: IncomingMessage) => GuardResult;
+  /** RBAC, for SelfSubjectAccessReviews (`kubectl auth can-i`); without it every review is allowed. */
+  authorizer?: RbacAuthorizer;
   onError?: (err: unknown, req: IncomingMessage) => void;
 }
 
@@ -76,7 +89,7 @@ type Query = URLSearchParams;
 export function createHandler(ctx: HttpContext): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
     // As kube-apiserver's filter chain: authentication and authorization come before APF.
-    const refusal = ctx.guard?.(req);
+    const { refusal, user } = ctx.guard?.(req) ?? { user: ADMIN };
     if (refusal) {
       req.resume();
       sendJson(res, refusal.code, refusal.toStatus());
@@ -92,7 +105,7 @@ export function createHandler(ctx: HttpContext): (req: IncomingMessage, res: Ser
     }
     const answer: Answer = {};
     if (ctx.counter) countWhenAnswered(ctx.counter, res, answer);
-    handle(ctx, req, res, answer).catch((err: unknown) => {
+    handle(ctx, req, res, answer, user).catch((err: unknown) => {
       if (!(err instanceof StatusError)) ctx.onError?.(err, req);
       const status = err instanceof StatusError ? err : internal(err instanceof Error ? err.message : String(err));
       if (res.headersSent) {
@@ -127,7 +140,7 @@ function countWhenAnswered(counter: RequestCounter, res: ServerResponse, answer:
   res.once('close', count);
 }
 
-async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerResponse, answer: Answer = {}): Promise<void> {
+async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerResponse, answer: Answer, user: UserInfo): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://local');
   const segs = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
   const q = url.searchParams;
@@ -136,7 +149,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   const facts: RequestFacts = { method, url, contentType: req.headers['content-type'] };
   const types = ctx.api.types();
   const resourcePath = (segs[0] === 'api' && segs.length > 2) || (segs[0] === 'apis' && segs.length > 3);
-  if (!resourcePath) ctx.counter?.record('get', 'nonresource');
+  if (!resourcePath) ctx.counter?.record('get', 'nonresource', user.name);
 
   if (url.pathname === '/metrics') return serveMetrics(ctx, method, res);
   if (segs.length === 1 && segs[0] === 'version') return sendJson(res, 200, VERSION_INFO);
@@ -170,6 +183,11 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   // handler chain to kube-apiserver's final NotFound handler, which in v1.32 is
   // Go's plain-text http.NotFound (kubectl then says "... (get <resource>)").
   // Later releases answer a JSON Status there (kubernetes/kubernetes#138219).
+  if (url.pathname === SELF_SUBJECT_ACCESS_REVIEWS) {
+    ctx.counter?.record('create', 'selfsubjectaccessreviews.authorization.k8s.io', user.name);
+    if (method !== 'POST') throw methodNotAllowed();
+    return sendJson(res, 201, selfSubjectAccessReview(await readReview(req), user, ctx.authorizer));
+  }
   if (segs[0] === 'apis' && segs.length >= 2 && !types.some((t) => t.group === segs[1])) return sendPageNotFound(res);
   if (segs[0] === 'apis' && segs.length === 2) {
     const g = apiGroup(types, segs[1]!);
@@ -187,7 +205,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   if (!route) throw notFoundPath();
   const { rt, namespace, name, subresource } = route;
   const verb = requestVerb(method, name !== undefined, isTrue(q.get('watch')));
-  if (verb) ctx.counter?.record(verb, resourceLabel(rt, subresource));
+  if (verb) ctx.counter?.record(verb, resourceLabel(rt, subresource), user.name);
   if (hasRoute(rt, namespace, name, subresource, method)) answer.labels = resourceRequestLabels(facts, route);
   if (rt.namespaced && namespace === undefined && name !== undefined) throw notFoundPath();
 

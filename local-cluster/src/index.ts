@@ -14,8 +14,9 @@ import { JobController, TtlController } from './controllers/job-controller.js';
 import { Kubelet } from './controllers/kubelet.js';
 import { ClusterCredentials } from './credentials.js';
 import { createHandler } from './http.js';
-import { writeKubeconfig } from './kubeconfig.js';
-import { StatePersistence } from './persistence.js';
+import { kubeconfigYaml, writeKubeconfig } from './kubeconfig.js';
+import { StatePersistence, privateStateDir } from './persistence.js';
+import { RbacAuthorizer } from './rbac.js';
 import { WriteThrottle } from './throttle.js';
 import { RequestCounter } from './request-counts.js';
 import { WatchHub } from './watch.js';
@@ -47,7 +48,10 @@ export interface LocalClusterOptions {
   workDir?: string;
   /** Image → argv prefix for containers that name no command. */
   imageCommands?: Record<string, string[]>;
-  /** Environment every pod process gets beneath its own (e.g. KUBECONFIG for in-cluster clients). */
+  /**
+   * Environment every pod process gets beneath its own. KUBECONFIG is each
+   * pod's own: its ServiceAccount's token, with that account's RBAC rights.
+   */
   podEnv?: Record<string, string>;
   /** Cap on concurrently running pods (the node's capacity). */
   maxRunningPods?: number;
@@ -123,8 +127,11 @@ export class LocalCluster {
     const nodeName = opts.nodeName ?? 'local-node';
 
     const host = opts.host ?? '127.0.0.1';
+    // The state (every Secret, the token secret, the serving key) is the owner's alone, tightened if an older run left it open.
+    if (opts.stateDir) privateStateDir(opts.stateDir);
     const credentials = ClusterCredentials.forDir(opts.stateDir ?? workDir);
     const tls = servingCert(opts.stateDir ?? workDir, host);
+    if (opts.stateDir) privateStateDir(opts.stateDir);
     const api = new ApiServer();
     let persistence: StatePersistence | undefined;
     if (opts.stateDir) {
@@ -139,11 +146,13 @@ export class LocalCluster {
     api.bootstrap();
 
     const kubeconfigPath = opts.kubeconfigPath ?? join(workDir, 'kubeconfig');
-    // A real pod reaches its API server through in-cluster config; a local process gets the kubeconfig.
-    const podEnv = { KUBECONFIG: kubeconfigPath, ...(opts.podEnv ?? {}) };
+    // A real pod reaches its API server through in-cluster config and its account's token; a local process gets a kubeconfig with that token.
+    const served = { url: '' };
     const kubelet = new Kubelet(api, {
-      workDir: join(workDir, 'pods'), imageCommands: opts.imageCommands, maxRunningPods: opts.maxRunningPods, nodeName, env: podEnv,
-      runAsPodUsers: opts.runAsPodUsers, serviceAccountToken: (ns, sa) => credentials.serviceAccountToken(ns, sa), logger: (msg, extra, level = 'warn') => logger[level](extra ?? {}, msg),
+      workDir: join(workDir, 'pods'), imageCommands: opts.imageCommands, maxRunningPods: opts.maxRunningPods, nodeName, env: opts.podEnv ?? {},
+      runAsPodUsers: opts.runAsPodUsers, serviceAccountToken: (ns, sa) => credentials.serviceAccountToken(ns, sa),
+      podKubeconfig: (ns, sa) => kubeconfigYaml(served.url, credentials.serviceAccountToken(ns, sa), tls.cert, ns),
+      logger: (msg, extra, level = 'warn') => logger[level](extra ?? {}, msg),
     });
     const jobs = new JobController(api, { backoffBaseMs: opts.backoffBaseMs, backoffMaxMs: opts.backoffMaxMs });
     const ttl = new TtlController(api);
@@ -156,9 +165,10 @@ export class LocalCluster {
     if (watches.faults.settings) logger.warn({ watchFaults: watches.faults.settings }, 'watch fault mode on: watches are dropped, reset and expired at random');
     const throttleRef = { current: opts.maxWritesPerSecond ? new WriteThrottle(opts.maxWritesPerSecond) : undefined };
     const counter = new RequestCounter();
+    const authorizer = new RbacAuthorizer(api);
     const server = createServer({ key: tls.key, cert: tls.cert, keepAliveTimeout: 60_000, maxHeaderSize: MAX_HEADER_BYTES }, createHandler({
       api, watches, logs: kubelet, throttle: () => throttleRef.current, counter, listDelayMs: () => watches.faults.listDelayMs(),
-      guard: (req) => guardRequest(req, { credentials, listenHost: host }),
+      guard: (req) => guardRequest(req, { credentials, authorizer, listenHost: host }), authorizer,
       onError: (err, req) => logger.error({ err, method: req.method, url: req.url }, 'request failed'),
     }));
     server.on('clientError', answerMalformedRequest);
@@ -168,6 +178,7 @@ export class LocalCluster {
     });
     const { port } = server.address() as AddressInfo;
     const url = `https://${host}:${port}`;
+    served.url = url;
     writeKubeconfig(kubeconfigPath, url, credentials.adminToken, tls.cert);
 
     jobs.start();
@@ -184,6 +195,21 @@ export class LocalCluster {
    */
   get token(): string {
     return this.credentials.adminToken;
+  }
+
+  /** The bearer token of a ServiceAccount (the one the kubelet gives its pods): authenticated as it, authorized by RBAC. */
+  serviceAccountToken(namespace: string, name: string): string {
+    return this.credentials.serviceAccountToken(namespace, name);
+  }
+
+  /**
+   * Write a kubeconfig (0600) that authenticates as a ServiceAccount, for a
+   * component run outside the cluster with that account's rights only (local
+   * mode's operator and gateway); returns its path.
+   */
+  writeServiceAccountKubeconfig(path: string, namespace: string, name: string): string {
+    writeKubeconfig(path, this.url, this.serviceAccountToken(namespace, name), this.tls.cert, namespace);
+    return path;
   }
 
   /** The PEM certificate the cluster serves, which a raw HTTPS client must trust (the kubeconfig's certificate-authority-data). */
@@ -211,6 +237,16 @@ export class LocalCluster {
    */
   requestCounts(): Record<string, number> {
     return this.counter.snapshot();
+  }
+
+  /**
+   * requestCounts() per authenticated user: "system:serviceaccount:<ns>:<name>",
+   * the administrator ("local-cluster-admin") or "system:anonymous" →
+   * "verb resource" → count. What each component asked of the API, for a
+   * comparison with its Role.
+   */
+  requestCountsByUser(): Record<string, Record<string, number>> {
+    return this.counter.snapshotByUser();
   }
 
   /** Start requestCounts() and /metrics' apiserver_request_total over (the latter as a restart does). */

@@ -20,9 +20,9 @@ export function kubeconfigYaml(server: string, token: string, caCert: string, na
 }
 
 /** Written atomically so a reader never sees half a file. */
-export function writeKubeconfig(path: string, server: string, token: string, caCert: string): void {
+export function writeKubeconfig(path: string, server: string, token: string, caCert: string, namespace?: string): void {
   mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, kubeconfigYaml(server, token, caCert), { mode: 0o600 });
+  writeFileSync(tmp, kubeconfigYaml(server, token, caCert, namespace), { mode: 0o600 });
   renameSync(tmp, path);
 }

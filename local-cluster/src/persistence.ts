@@ -2,7 +2,10 @@
 // and the resourceVersion counter, written atomically shortly after changes
 // and on stop. On load, pods that were running are marked Failed, as after
 // the loss of their node, so their Jobs retry or fail by their own rules.
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+// The snapshot holds every Secret, so the folder is the cluster owner's alone
+// (privateStateDir: 0700, its files 0600, looser modes left by an older
+// version tightened) and each rewrite is made 0600 before it is renamed in.
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Store } from './store.js';
 import { objectKey } from './store.js';
@@ -41,7 +44,7 @@ export class StatePersistence {
   }
 
   start(): void {
-    mkdirSync(this.dir, { recursive: true });
+    privateStateDir(this.dir);
     this.unsubscribe = this.store.subscribe(() => this.schedule());
   }
 
@@ -68,8 +71,24 @@ export class StatePersistence {
     const snap: Snapshot = { version: 1, resourceVersion: this.store.resourceVersion, objects };
     const path = join(this.dir, FILE);
     const tmp = `${path}.tmp`;
-    writeFileSync(tmp, JSON.stringify(snap));
+    // A temporary file a crash left behind keeps its old mode through writeFileSync: made anew instead.
+    rmSync(tmp, { force: true });
+    writeFileSync(tmp, JSON.stringify(snap), { mode: 0o600, flag: 'wx' });
     renameSync(tmp, path);
+  }
+}
+
+/**
+ * Make `dir` (the cluster's state: objects, its token secret, its serving
+ * key) readable by its owner only: the folder 0700 and every file in it
+ * 0600, whatever modes they had. Symbolic links are not followed.
+ */
+export function privateStateDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  chmodSync(dir, 0o700);
+  for (const name of readdirSync(dir)) {
+    const file = join(dir, name);
+    if (lstatSync(file).isFile()) chmodSync(file, 0o600);
   }
 }
 

@@ -3,7 +3,9 @@
 // requestCounts(): by Kubernetes verb and resource as the apiserver's request
 // info names them (verb: create, get, list, watch, update, patch, delete,
 // deletecollection; resource: plural.group plus "/subresource"), counted when
-// a request is routed. Non-resource requests (discovery, /version, /openapi,
+// a request is routed; requestCountsByUser() the same per authenticated user
+// (system:serviceaccount:<ns>:<name>, the administrator, system:anonymous),
+// which is what a least-privilege check compares with each component's Role. Non-resource requests (discovery, /version, /openapi,
 // health, /metrics) are counted under the verb "get" and the resource
 // "nonresource". Requests the write throttle turned away are not counted here
 // (throttledWrites counts them).
@@ -60,11 +62,16 @@ export interface RequestSeries {
 
 export class RequestCounter {
   private readonly counts = new Map<string, number>();
+  private readonly byUser = new Map<string, Map<string, number>>();
   private readonly answered = new Map<string, RequestSeries>();
 
-  record(verb: RequestVerb, resource: string): void {
+  record(verb: RequestVerb, resource: string, user?: string): void {
     const key = `${verb} ${resource}`;
     this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+    if (user === undefined) return;
+    let counts = this.byUser.get(user);
+    if (!counts) this.byUser.set(user, (counts = new Map()));
+    counts.set(key, (counts.get(key) ?? 0) + 1);
   }
 
   /** Count an answered request (its code included) for apiserver_request_total. */
@@ -81,6 +88,12 @@ export class RequestCounter {
     return Object.fromEntries([...this.counts].sort(([a], [b]) => a.localeCompare(b)));
   }
 
+  /** user → "verb resource" → requests served since the last reset, both levels sorted. */
+  snapshotByUser(): Record<string, Record<string, number>> {
+    return Object.fromEntries([...this.byUser].sort(([a], [b]) => a.localeCompare(b))
+      .map(([user, counts]) => [user, Object.fromEntries([...counts].sort(([a], [b]) => a.localeCompare(b)))]));
+  }
+
   /** Every apiserver_request_total series counted since start, the last reset or the last apiserver restart. */
   series(): RequestSeries[] {
     return [...this.answered.values()].map((s) => ({ labels: { ...s.labels }, count: s.count }));
@@ -89,6 +102,7 @@ export class RequestCounter {
   /** Start both counts over. */
   reset(): void {
     this.counts.clear();
+    this.byUser.clear();
     this.answered.clear();
   }
 

@@ -130,6 +130,20 @@ spec:
       await tc.kubectl(['wait', '--for=jsonpath={.status.phase}=Succeeded', 'pod/token-reader', '--timeout=20s']);
       const token = (await tc.kubectl(['logs', 'token-reader'])).stdout;
       expect(token).to.not.equal(tc.cluster.token);
+      // Authenticated (not 401) as the pod's account, which has no rights until a binding gives it some (RBAC).
+      const refused = await tc.kubectl(['get', 'configmaps', `--token=${token}`, '-o', 'name'], { allowFail: true });
+      expect(refused.stderr).to.contain('User "system:serviceaccount:default:default" cannot list resource "configmaps"');
+      await tc.kubectl(['apply', '-f', tc.manifest('read-configmaps.yaml', `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: { name: read-configmaps }
+rules: [{ apiGroups: [""], resources: [configmaps], verbs: [list] }]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: read-configmaps }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: read-configmaps }
+subjects: [{ kind: ServiceAccount, name: default, namespace: default }]
+`)]);
       const asPod = await tc.kubectl(['get', 'configmaps', `--token=${token}`, '-o', 'name'], { allowFail: true });
       expect(asPod.code, asPod.stderr).to.equal(0);
     });

@@ -37,7 +37,7 @@ export interface KubeletOptions {
   nodeName?: string;
   /** Overrides every pod's grace period (seconds) between SIGTERM and SIGKILL. */
   gracePeriodSeconds?: number;
-  /** Environment every container gets below its own env (e.g. KUBECONFIG for in-cluster clients). */
+  /** Environment every container gets below its own env. */
   env?: Record<string, string>;
   /** CrashLoopBackOff of restarted containers (real kubelet: 10 s doubling to 5 min). */
   restartBackoffBaseMs?: number;
@@ -59,6 +59,14 @@ export interface KubeletOptions {
   runAsPodUsers?: boolean;
   /** The token the API server accepts for a ServiceAccount, projected where a pod asks for one (credentials.ts). */
   serviceAccountToken?: (namespace: string, serviceAccount: string) => string;
+  /**
+   * A kubeconfig (YAML) that authenticates as a ServiceAccount: what a pod's
+   * processes get as KUBECONFIG, standing in for the token a real kubelet
+   * mounts at /var/run/secrets/kubernetes.io/serviceaccount, so a pod has
+   * exactly its account's rights. None for a pod that sets
+   * automountServiceAccountToken: false.
+   */
+  podKubeconfig?: (namespace: string, serviceAccount: string) => string;
   logger?: NodeLog;
 }
 
@@ -316,6 +324,8 @@ export class Kubelet {
       lookup,
       imageCommands: this.opts.imageCommands ?? {},
       baseEnv: this.opts.env ?? {},
+      kubeconfig: () => (bound.spec?.automountServiceAccountToken === false ? undefined
+        : this.opts.podKubeconfig?.(bound.metadata.namespace ?? 'default', bound.spec?.serviceAccountName || 'default')),
       restartBackoffBaseMs: this.opts.restartBackoffBaseMs ?? 10_000,
       restartBackoffMaxMs: this.opts.restartBackoffMaxMs ?? 300_000,
       retryBaseMs: this.opts.retryBaseMs ?? 1000,

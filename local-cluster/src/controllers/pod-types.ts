@@ -95,6 +95,7 @@ export interface PodSpec {
   activeDeadlineSeconds?: number;
   nodeName?: string;
   serviceAccountName?: string;
+  automountServiceAccountToken?: boolean;
   hostname?: string;
   securityContext?: PodSecurityContext;
   [key: string]: unknown;

@@ -30,6 +30,8 @@ export interface WorkerSettings {
   imageCommands: Record<string, string[]>;
   /** Extra process environment, below the container's own. */
   baseEnv: Record<string, string>;
+  /** The kubeconfig of the pod's ServiceAccount (KubeletOptions.podKubeconfig); undefined: none. */
+  kubeconfig?: () => string | undefined;
   restartBackoffBaseMs: number;
   restartBackoffMaxMs: number;
   retryBaseMs: number;
@@ -279,10 +281,8 @@ export class PodWorker {
         fs.mkdirSync(this.s.podDir, { recursive: true, mode: this.s.runAsPodUsers ? 0o711 : 0o700 });
         fs.mkdirSync(path.join(this.s.podDir, 'tmp'), { recursive: true });
         // Like a container's own /tmp, writable by any user of the pod.
-        if (this.s.runAsPodUsers) {
-          fs.chmodSync(path.join(this.s.podDir, 'tmp'), 0o1777);
-          this.podKubeconfig = this.readableKubeconfig();
-        }
+        if (this.s.runAsPodUsers) fs.chmodSync(path.join(this.s.podDir, 'tmp'), 0o1777);
+        this.podKubeconfig = this.writeKubeconfig();
         return setUpVolumes(this.pod, path.join(this.s.podDir, 'volumes'), this.s.lookup, this.s.node);
       } catch (err) {
         const message = err instanceof VolumeSetupError ? err.message : `MountVolume.SetUp failed: ${(err as Error).message}`;
@@ -296,17 +296,17 @@ export class PodWorker {
   }
 
   /**
-   * The kubeconfig standing in for the service account token is the
-   * cluster owner's (0600); a real pod's token is mounted 0644, so each pod
-   * gets a copy that any of its users may read.
+   * The pod's ServiceAccount credentials as a kubeconfig in its directory,
+   * 0644 as a real pod's projected token, so that any of its users may read
+   * it; it authenticates as that account and no one else.
    */
-  private readableKubeconfig(): string | undefined {
-    const source = this.s.baseEnv.KUBECONFIG;
-    if (!source || !fs.existsSync(source)) return undefined;
-    const copy = path.join(this.s.podDir, 'kubeconfig');
-    fs.copyFileSync(source, copy);
-    fs.chmodSync(copy, 0o644);
-    return copy;
+  private writeKubeconfig(): string | undefined {
+    const text = this.s.kubeconfig?.();
+    if (text === undefined) return undefined;
+    const file = path.join(this.s.podDir, 'kubeconfig');
+    fs.writeFileSync(file, text);
+    fs.chmodSync(file, 0o644);
+    return file;
   }
 
   /** Run one container until it is done for good; false if the pod cannot go on (init failure). */

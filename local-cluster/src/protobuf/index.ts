@@ -67,12 +67,17 @@ export function decodeProtobufObject(body: Buffer, rt: ResourceType): KubeObject
 
 /** Decodes a protobuf DeleteOptions body (typed clients' Delete) into its JSON form. */
 export function decodeProtobufDeleteOptions(body: Buffer): Record<string, unknown> {
-  const envelope = openEnvelope(body, 'DeleteOptions');
+  return decodeProtobufKind(body, 'DeleteOptions');
+}
+
+/** Decodes a body of a kind served outside the resource registry (DeleteOptions, SelfSubjectAccessReview) into its JSON form. */
+export function decodeProtobufKind(body: Buffer, kind: string): Record<string, unknown> {
+  const envelope = openEnvelope(body, kind);
   try {
-    return decodeMessage(envelope.raw, 'DeleteOptions');
+    return decodeMessage(envelope.raw, kind);
   } catch (e) {
     if (!(e instanceof ProtobufError)) throw e;
-    throw badRequest(`DeleteOptions in version "${versionOf(envelope.apiVersion)}" cannot be handled as a DeleteOptions: ${e.message}`);
+    throw badRequest(`${kind} in version "${versionOf(envelope.apiVersion)}" cannot be handled as a ${kind}: ${e.message}`);
   }
 }
 

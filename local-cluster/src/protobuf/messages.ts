@@ -246,6 +246,13 @@ export const MESSAGES: Readonly<Record<string, string>> = {
   SuccessPolicy: 'rules=1 []SuccessPolicyRule',
   SuccessPolicyRule: 'succeededIndexes=1 s*, succeededCount=2 i32*',
 
+  // ---- authorization/v1 (kubectl auth can-i) ----
+  SelfSubjectAccessReview: 'metadata=1 ObjectMeta, spec=2 SelfSubjectAccessReviewSpec, status=3 SubjectAccessReviewStatus',
+  SelfSubjectAccessReviewSpec: 'resourceAttributes=1 ResourceAttributes, nonResourceAttributes=2 NonResourceAttributes',
+  ResourceAttributes: 'namespace=1 s, verb=2 s, group=3 s, version=4 s, resource=5 s, subresource=6 s, name=7 s',
+  NonResourceAttributes: 'path=1 s, verb=2 s',
+  SubjectAccessReviewStatus: 'allowed=1 b*, denied=4 b, reason=2 s, evaluationError=3 s',
+
   // ---- coordination/v1 ----
   Lease: 'metadata=1 ObjectMeta, spec=2 LeaseSpec',
   LeaseSpec: 'holderIdentity=1 s*, leaseDurationSeconds=2 i32*, acquireTime=3 mt*, renewTime=4 mt*, leaseTransitions=5 i32*, '
