@@ -6,13 +6,13 @@
 // marker yt-dlp's m3u8 parser sets `has_drm` on), one audio-only and one
 // with video.
 import { execFile } from 'node:child_process';
-import { createReadStream, rmSync } from 'node:fs';
-import { mkdir, mkdtemp, stat, writeFile } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { mkdir, stat, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { extname, join, normalize, sep } from 'node:path';
 import { promisify } from 'node:util';
+import { cachedFixture } from './fixture-cache.js';
 
 const run = promisify(execFile);
 
@@ -56,16 +56,14 @@ async function ffmpeg(args: string[]): Promise<void> {
 let generated: Promise<string> | undefined;
 
 function generatePages(): Promise<string> {
-  generated ??= generate().catch((err: unknown) => {
+  generated ??= cachedFixture('pages', import.meta.url, generate).catch((err: unknown) => {
     generated = undefined;
     throw err;
   });
   return generated;
 }
 
-async function generate(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'mediajobs-pages-'));
-  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+async function generate(dir: string): Promise<void> {
   const { width, height, durationSeconds: d } = PAGES;
   const x264 = ['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-g', '25', '-keyint_min', '25', '-sc_threshold', '0'];
   await ffmpeg([
@@ -118,7 +116,6 @@ async function generate(): Promise<string> {
     '#EXTM3U', '#EXT-X-VERSION:5', fairplay,
     `#EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=${width}x${height},CODECS="avc1.42c00d,mp4a.40.2"`, '../hls-subs/video.m3u8', '',
   ].join('\n'));
-  return dir;
 }
 
 const CONTENT_TYPES: Record<string, string> = {

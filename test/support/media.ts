@@ -2,19 +2,20 @@
 // the end-to-end tests exercise the real yt-dlp generic extractor and ffmpeg
 // without any network beyond loopback.
 //
-// Generation runs once per process (a few seconds at most: tiny sizes,
-// ultrafast x264) and every server started afterwards shares the files.
+// Generation runs once per checkout (a few seconds of CPU: tiny sizes,
+// ultrafast x264), kept by content hash (fixture-cache.ts), and every server
+// started afterwards shares the files.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createReadStream, rmSync } from 'node:fs';
-import { mkdir, mkdtemp, open, rm, stat } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { extname, join, normalize, sep } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Transform } from 'node:stream';
 import { promisify } from 'node:util';
+import { cachedFixture } from './fixture-cache.js';
 
 const run = promisify(execFile);
 
@@ -107,9 +108,9 @@ export interface MediaServer {
 
 let generated: Promise<string> | undefined;
 
-/** Generate the media once per process; resolves to the directory holding it. */
+/** The generated media (made at most once per checkout); resolves to the directory holding it, never to be written. */
 export function generateMedia(): Promise<string> {
-  generated ??= generate().catch((err: unknown) => {
+  generated ??= cachedFixture('media', import.meta.url, generate).catch((err: unknown) => {
     generated = undefined;
     throw err;
   });
@@ -120,10 +121,7 @@ async function ffmpeg(args: string[]): Promise<void> {
   await run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-nostdin', '-y', ...args], { maxBuffer: 1 << 20 });
 }
 
-async function generate(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'mediajobs-media-'));
-  // The files live as long as the test process; nothing is left behind in /tmp.
-  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+async function generate(dir: string): Promise<void> {
   const { mp4, hls } = MEDIA;
   // Keyframe every second so HLS segments cut cleanly at 1 s.
   const x264 = ['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-g', '25', '-keyint_min', '25', '-sc_threshold', '0'];
@@ -150,7 +148,6 @@ async function generate(): Promise<string> {
   ]);
 
   await Promise.all([generateLadder(dir, 'horizontal', x264), generateLadder(dir, 'vertical', x264)]);
-  return dir;
 }
 
 /**
@@ -396,12 +393,4 @@ export async function unreachableUrl(path = '/video.mp4'): Promise<string> {
   const { port } = server.address() as AddressInfo;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return `http://127.0.0.1:${port}${path}`;
-}
-
-/** Remove the generated media (tests normally leave it for the process's lifetime). */
-export async function removeGeneratedMedia(): Promise<void> {
-  if (!generated) return;
-  const dir = await generated.catch(() => undefined);
-  generated = undefined;
-  if (dir) await rm(dir, { recursive: true, force: true });
 }

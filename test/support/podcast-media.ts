@@ -3,11 +3,10 @@
 // feed's enclosures point at) and artwork, a JPEG for the show and a PNG for
 // one episode (the runner stores every thumbnail as JPEG).
 import { execFile } from 'node:child_process';
-import { rmSync } from 'node:fs';
-import { mkdir, mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { cachedFixture } from './fixture-cache.js';
 import { startMediaServer, type MediaServer } from './media.js';
 
 const run = promisify(execFile);
@@ -40,9 +39,7 @@ async function ffmpeg(args: string[]): Promise<void> {
 let generated: Promise<string> | undefined;
 
 function generate(): Promise<string> {
-  generated ??= (async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'mediajobs-podcast-'));
-    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  generated ??= cachedFixture('podcast', import.meta.url, async (dir) => {
     await mkdir(join(dir, 'episodes'));
     await mkdir(join(dir, 'art'));
     const d = PODCAST_MEDIA.durationSeconds;
@@ -54,8 +51,7 @@ function generate(): Promise<string> {
       ffmpeg(['-f', 'lavfi', '-i', 'testsrc=size=300x300:rate=1:duration=1', '-frames:v', '1', join(dir, PODCAST_MEDIA.showArt)]),
       ffmpeg(['-f', 'lavfi', '-i', 'testsrc2=size=200x200:rate=1:duration=1', '-frames:v', '1', join(dir, PODCAST_MEDIA.episodeArt)]),
     ]);
-    return dir;
-  })().catch((err: unknown) => {
+  }).catch((err: unknown) => {
     generated = undefined;
     throw err;
   });
