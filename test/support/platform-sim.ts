@@ -66,6 +66,12 @@ export const DIRECT = '127.0.0.1';
 export interface Video {
   id: string;
   title: string;
+  /**
+   * Where og:video points instead of the platform's own signed media: a page
+   * that sends its reader elsewhere (another host, an address the outbound
+   * policy refuses).
+   */
+  mediaUrl?: string;
 }
 
 export interface RateLimit {
@@ -259,7 +265,7 @@ export async function startPlatformSim(opts: PlatformSimOptions = {}): Promise<P
     const expire = Math.floor(Date.now() / 1000) + ttl;
     const nonce = randomBytes(8).toString('hex');
     issued.set(nonce, { identity, expired: false, open: 0 });
-    const media = `${baseUrl}/media/${video.id}.mp4?expire=${expire}&ei=${nonce}&sig=${sign(video.id, expire, nonce)}`;
+    const media = video.mediaUrl ?? `${baseUrl}/media/${video.id}.mp4?expire=${expire}&ei=${nonce}&sig=${sign(video.id, expire, nonce)}`;
     const head = [
       `<meta property="og:title" content="${escapeHtml(video.title)}">`,
       `<meta property="og:type" content="video.other">`,
