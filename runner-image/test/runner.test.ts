@@ -420,7 +420,9 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
 
   it('SIGTERM mid-download stops the transfer, removes the temp dir and exits 143', async () => {
     let sawTransfer = false;
-    const r = await runRunner(media.slowUrl(30), {
+    // The whole URL, its port included: another test file running beside this one (parallel mode) may read a slow URL of its own server.
+    const source = media.slowUrl(30);
+    const r = await runRunner(source, {
       whileRunning: async ({ kill, statuses }) => {
         const deadline = Date.now() + 30_000;
         // Wait until the transfer is in flight: Downloading reported and
@@ -429,7 +431,7 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
         while (Date.now() < deadline) {
           if (statuses.some((s) => s.step === 'Downloading') && media.requests > 0) {
             const { stdout } = await run('ps', ['-eo', 'args']);
-            if (stdout.split('\n').some((l) => /^\S*ffmpeg /.test(l) && l.includes('-progress') && l.includes('/slow/30/video.mp4'))) {
+            if (stdout.split('\n').some((l) => /^\S*ffmpeg /.test(l) && l.includes('-progress') && l.includes(source))) {
               sawTransfer = true;
               break;
             }
@@ -444,7 +446,7 @@ describe('runner: pipeline on real yt-dlp and ffmpeg, reporting to the local clu
     expect(leftoverWorkDirs(r.tmp)).to.deep.equal([]);
     expect(stagedFiles(), 'nothing half-written left in storage').to.deep.equal([]);
     const { stdout } = await run('ps', ['-eo', 'args']);
-    expect(stdout).to.not.contain(`/slow/30/video.mp4`);
+    expect(stdout).to.not.contain(source);
   });
   describe('status reporting in a pod (in-cluster configuration, without client-node)', () => {
     it('is chosen exactly when client-node would choose in-cluster: no $KUBECONFIG, no ~/.kube/config, a ServiceAccount token', () => {
