@@ -60,7 +60,10 @@ import { PodIndex } from './pod-index.js';
 import {
   WAIT_FOR_POD, deriveStatus, failedBeforeRunning, isTerminal, restoredStatus, rowEndedStatus, statusChanged, statusPatch,
 } from './status.js';
-import { keyAuthorOf, orphanedFiles, refusedClaims, removeFiles, resultKeys, type RemovalDeps } from './stored-files.js';
+import { PgGrantLedger } from '@mediajobs/lib/storage/grant-ledger';
+import {
+  keyAuthorOf, ledgerKnows, orphanedFiles, refusedClaims, removeFiles, resultAsStored, resultKeys, type RemovalDeps, type StoredRecord,
+} from './stored-files.js';
 import {
   Announced, admitted, hasWaited, mediaJobRef, mediaJobTransition, runnerJobCreated, type Announcement,
 } from './transition-events.js';
@@ -128,11 +131,14 @@ export class MediaJobController {
   /** Keys each MediaJob's runner claimed and was refused, recorded once each (claimRefused). Dropped when the MediaJob goes. */
   private readonly claimsRefused = new Map<string, Set<string>>();
   private readonly retry: RetrySettings;
+  /** On managed S3, what the upload grants stored (stored-files.ts resultAsStored). */
+  private readonly ledger: StoredRecord | undefined;
   private active = false;
 
   constructor(private readonly d: ControllerDeps) {
     const { kube, cfg, log } = d;
     this.retry = retrySettings(cfg);
+    this.ledger = cfg.MANAGED_STORAGE === 's3' ? new PgGrantLedger(d.pool) : undefined;
     this.destinations = new JobDestinations(kube.core, d.pool, d.box, (jobId, apiKeyId) => d.storage.destination(jobId, apiKeyId), cfg);
     this.children = new RunnerChildren({
       kube, cfg, destinations: this.destinations, log,
@@ -140,6 +146,7 @@ export class MediaJobController {
     });
     this.removal = {
       core: kube.core, cfg, log, authorOf: (mj) => this.authorOf(mj), onRefused: (mj, keys, where) => this.claimRefused(mj, keys, where),
+      ...(this.ledger && { ledger: this.ledger }),
     };
     this.record = new JobRecord({
       pool: d.pool, box: d.box, storage: d.storage, destinations: this.destinations, log, ...(d.metrics && { metrics: d.metrics }),
@@ -459,7 +466,7 @@ export class MediaJobController {
    * keeps the files it names), not the pass's. Returns the status written.
    */
   private async writeStatus(key: string, mj: MediaJob, reported: MediaJobStatus): Promise<MediaJobStatus> {
-    const desired = this.checkClaims(mj, reported);
+    const desired = await this.checkClaims(mj, reported);
     const row = await this.record.sync(key, mj, desired);
     if (isCancelStatus(row)) {
       await this.removeLateFiles(mj, desired.result);
@@ -478,9 +485,15 @@ export class MediaJobController {
    * without the result and the stored files: those it may have written are
    * removed as any failed attempt's (patchStatus), the others left alone.
    */
-  private checkClaims(mj: MediaJob, desired: MediaJobStatus): MediaJobStatus {
+  private async checkClaims(mj: MediaJob, desired: MediaJobStatus): Promise<MediaJobStatus> {
     const keys = resultKeys(desired.result);
-    const refused = keys.length ? refusedClaims(this.authorOf(mj), keys) : [];
+    let refused = keys.length ? refusedClaims(this.authorOf(mj), keys) : [];
+    if (!refused.length && keys.length && this.ledger && ledgerKnows(mj, this.d.cfg)) {
+      // On managed S3 the grant ledger says who stored each key and how big it is: sizes from it, never from the runner.
+      const stored = await resultAsStored(this.ledger, jobIdOf(mj), desired.result!);
+      if (!('refused' in stored)) return stored.result === desired.result ? desired : { ...desired, result: stored.result };
+      refused = stored.refused;
+    }
     if (!refused.length) return desired;
     this.claimRefused(mj, refused, 'status.result');
     const failed = failedBeforeRunning(mj, {
@@ -591,7 +604,7 @@ export class MediaJobController {
   /** A finished MediaJob: free its slot, drop its credentials, and delete it after the TTL. */
   private async finish(key: string, mj: MediaJob, ended: MediaJobStatus): Promise<ReconcileResult> {
     // An end written straight into the status (a runner's token may patch it) is a claim like any report.
-    const checked = isCancelStatus(ended.status) || ended.restoredTime ? ended : this.checkClaims(mj, ended);
+    const checked = isCancelStatus(ended.status) || ended.restoredTime ? ended : await this.checkClaims(mj, ended);
     const s = checked === ended ? ended : await this.writeStatus(key, mj, checked);
     this.admission.release(key);
     this.cancelled.delete(key);

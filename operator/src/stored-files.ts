@@ -20,6 +20,7 @@ import { jobIdOf, type MediaJob, type MediaJobResult, type MediaJobStatus } from
 import { DESTINATION_DATA_KEY } from '@mediajobs/lib/saved-destinations';
 import { createProvider, type StorageProvider } from '@mediajobs/lib/storage/index';
 import { managedKeyPrefix, mayHaveWritten, type KeyAuthor } from '@mediajobs/lib/storage/types';
+import type { GrantLedger } from '@mediajobs/lib/storage/upload-grants';
 import type { OperatorConfig } from './config.js';
 import { isControlledBy } from './children.js';
 import { credentialsSecretName } from './job-builder.js';
@@ -71,6 +72,35 @@ export function refusedClaims(author: KeyAuthor, keys: Iterable<string>): string
   return [...new Set(keys)].filter((k) => !mayHaveWritten(author, k));
 }
 
+/** The upload-grant ledger as the operator reads it: who last stored each key on managed S3, and its size as stored. */
+export type StoredRecord = Pick<GrantLedger, 'storedBy'>;
+
+/** Whether the job's files went through upload grants, so the grant ledger knows them: managed storage on S3. */
+export function ledgerKnows(mj: MediaJob, cfg: Pick<OperatorConfig, 'MANAGED_STORAGE'>): boolean {
+  return cfg.MANAGED_STORAGE === 's3' && (mj.spec.destination?.type ?? 'managed') === 'managed';
+}
+
+/**
+ * A result checked against the grant ledger (issue 35 items 1 and 2): each
+ * of its keys must be one this job's grant was the last to complete (the
+ * broker stores a key only where none is, so the last completion is the
+ * object there now); its sizes are the ledger's, never the runner's:
+ * fileSize the media's, uploadedBytes the media's and its sidecars'. The
+ * same result object back when the runner told the truth.
+ */
+export async function resultAsStored(
+  ledger: StoredRecord, jobId: string, result: MediaJobResult,
+): Promise<{ result: MediaJobResult } | { refused: string[] }> {
+  const keys = resultKeys(result);
+  const stored = await ledger.storedBy(keys);
+  const refused = keys.filter((k) => stored.get(k)?.jobId !== jobId);
+  if (refused.length) return { refused };
+  const fileSize = stored.get(result.storageKey)!.size;
+  const uploadedBytes = keys.reduce((sum, k) => sum + stored.get(k)!.size, 0);
+  if (result.fileSize === fileSize && result.uploadedBytes === uploadedBytes) return { result };
+  return { result: { ...result, fileSize, uploadedBytes } };
+}
+
 /** What a runner claimed and was refused, for the caller to record (a Warning Event, the counter). */
 export type OnRefusedClaims = (mj: MediaJob, keys: string[], where: string) => void;
 
@@ -91,6 +121,8 @@ export interface RemovalDeps {
   onRefused?: OnRefusedClaims;
   /** The job as the author of its keys, as its runner was given its layout (keyAuthorOf by default). */
   authorOf?: (mj: MediaJob) => KeyAuthor;
+  /** On managed S3, the grant ledger: a key this job's grant did not store last is never deleted. */
+  ledger?: StoredRecord;
 }
 
 /**
@@ -105,6 +137,15 @@ export async function removeFiles(d: RemovalDeps, mj: MediaJob, claimed: string[
   const jobId = jobIdOf(mj);
   // A key the runner reported but may not have written is another's file: never deleted, the rest still are.
   const refused = refusedClaims((d.authorOf ?? keyAuthorOf)(mj), claimed);
+  if (d.ledger && ledgerKnows(mj, d.cfg)) {
+    // On managed S3 the ledger says who stored what: a key of this job's layout another grant stored (or none did) is not this job's either.
+    const open = claimed.filter((k) => !refused.includes(k));
+    const stored = await d.ledger.storedBy(open).catch((err: unknown) => {
+      d.log.warn({ jobId, err: errFields(err) }, 'could not read the upload-grant ledger: the files are left in place');
+      return new Map<string, { jobId: string }>();
+    });
+    refused.push(...open.filter((k) => stored.get(k)?.jobId !== jobId));
+  }
   if (refused.length) {
     d.log.warn({ jobId, refused: refused.length, why }, 'the runner reported files it may not have written: left in place');
     d.onRefused?.(mj, refused, 'its report');

@@ -8,16 +8,21 @@
 // - storageKey=<key>: the key a completion reports (without it, the key a
 //   runner names the job's file with: objectKey of its folder and filename,
 //   `videos/<job id>.mp4` with neither), as a runner that lies would;
+// - upload=<bytes>: the completion first stores that many bytes under its
+//   key through the destination the operator gave the pod (an upload grant
+//   on managed S3), as a runner does; the report still says fileSize 1234
+//   (reportedSize=<n> to say another), as a runner that lies would;
 // - times=<n>: only the first n attempts (MEDIAJOB_ATTEMPT, set by the
 //   operator) do the scripted thing; later ones complete at once.
 // Every report carries fixed phaseSeconds (PHASE_SECONDS), whatever the
 // time taken, so tests can assert the operator's histogram exactly.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import * as k8s from '@kubernetes/client-node';
 import { GROUP, MEDIAJOB_PLURAL, RUNNER_EXIT, VERSION, type MediaJobSpec, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { objectKey } from '@mediajobs/lib/storage/types';
-import { destinationKeyLayout, type Destination } from '@mediajobs/lib/storage/index';
+import { createProvider, destinationKeyLayout, type Destination } from '@mediajobs/lib/storage/index';
 import { PHASE_SECONDS } from './scripted-phases.js';
 
 const spec = JSON.parse(process.env.MEDIAJOB_SPEC!) as MediaJobSpec;
@@ -60,10 +65,16 @@ if (outcome === 'warning') {
   finish(r, RUNNER_EXIT.warning);
 }
 await report({ step: 'Uploading', progress: 66 });
+// The key a runner names its file with (its folder and filename; `videos/<job id>.mp4` without them).
+const storageKey = url.searchParams.get('storageKey') ?? objectKey({ ...keyLayout(), folder: spec.folder, name: spec.filename, fallback: process.env.MEDIAJOB_JOB_ID!, ext: 'mp4' });
+const uploadBytes = url.searchParams.get('upload');
+if (scripted && uploadBytes !== null) {
+  const provider = await createProvider(destination() as unknown as Destination);
+  await provider.upload(storageKey, Readable.from([Buffer.alloc(Number(uploadBytes), 7)]), { size: Number(uploadBytes), contentType: 'video/mp4' });
+}
 const r: RunnerReport = {
   outcome: 'completed', step: 'Finished', progress: 100,
-  // The key a runner names its file with (its folder and filename; `videos/<job id>.mp4` without them).
-  result: { storageKey: url.searchParams.get('storageKey') ?? objectKey({ ...keyLayout(), folder: spec.folder, name: spec.filename, fallback: process.env.MEDIAJOB_JOB_ID!, ext: 'mp4' }), fileSize: 1234, actualQuality: '240p', title: 'Scripted' },
+  result: { storageKey, fileSize: Number(url.searchParams.get('reportedSize') ?? 1234), actualQuality: '240p', title: 'Scripted' },
   phaseSeconds: PHASE_SECONDS.completed,
 };
 await report(r);
@@ -72,9 +83,14 @@ finish(r, RUNNER_EXIT.completed);
 /** The key layout of the destination the operator gave this pod (its folder_prefix on managed storage), as the runner reads it; none without one. */
 function keyLayout(): { folderPrefix?: string; baseFolder?: string } {
   try {
-    const dir = process.env.MEDIAJOBS_CREDENTIALS_DIR ?? '/var/run/mediajobs/credentials';
-    return destinationKeyLayout(JSON.parse(readFileSync(join(dir, 'destination.json'), 'utf8')) as Destination);
+    return destinationKeyLayout(destination() as Destination);
   } catch {
     return {};
   }
+}
+
+/** The pod's destination.json, as the runner reads it. */
+function destination(): unknown {
+  const dir = process.env.MEDIAJOBS_CREDENTIALS_DIR ?? '/var/run/mediajobs/credentials';
+  return JSON.parse(readFileSync(join(dir, 'destination.json'), 'utf8'));
 }
