@@ -102,6 +102,7 @@ bench: deps bench-tools
 	npx tsx operator/bench/api-writes.ts
 	npx tsx runner-image/bench/runner-vs-bare.ts
 	npx tsx runner-image/bench/sizing.ts
+	npx tsx runner-image/bench/clip-bytes.ts
 	npx tsx lib/bench/upload-vs-rclone.ts
 	npx tsx lib/bench/webhook-signing.ts
 
