@@ -42,7 +42,7 @@ spec:
                 maxReplicas: { type: integer }
                 ratio: { type: number, x-kubernetes-validations: [{ rule: "self < 1.0" }] }
                 mode: { type: string, x-kubernetes-validations: [{ rule: "self.lowerAscii() == self", message: must be lower case }] }
-                tags: { type: array, items: { type: string } }
+                tags: { type: array, maxItems: 16, items: { type: string, maxLength: 64 } }
               required: [name, maxReplicas]
             status:
               type: object

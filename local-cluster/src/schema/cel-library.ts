@@ -5,13 +5,17 @@
 // references to names that do not exist (the checker's "undeclared
 // reference"), are reported in cel-go's display format. Type checking is
 // not done (see README "Known differences"); evaluation errors are worded as
-// cel-go words them where the two libraries differ.
+// cel-go words them where the two libraries differ. Evaluation counts cost
+// as cel-go's CostTracker does and stops past a limit (cel-cost.ts says
+// what each step costs).
 
 import { celEnv, celFunc, celMethod, CelScalar, isCelError, listType, parse, plan } from '@bufbuild/cel';
-import type { CelInput, CelList, CelValue } from '@bufbuild/cel';
+import type { CelEnv, CelInput, CelList, CelValue } from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
+import { callCost, estimateCost, PER_CALL_LIMIT, type Decl, type Range } from './cel-cost.js';
 
 type Expr = ReturnType<typeof parse>['expr'];
+type Node = NonNullable<Expr>;
 
 // ---------------------------------------------------------------------------
 // Kubernetes library functions (library/lists.go, library/urls.go).
@@ -56,6 +60,138 @@ const KUBERNETES_LIBRARY = [
 
 const ENV = celEnv({ funcs: [...strings, ...KUBERNETES_LIBRARY] });
 
+// ---------------------------------------------------------------------------
+// Cost tracking. @bufbuild/cel has no cost observer, so a compiled program is
+// the expression rewritten to charge what cel-go's tracker charges: every
+// function call through a wrapped resolver (its cost from its arguments),
+// and identifiers, selections, indexes and literals through COST_FN, which
+// returns its first argument and charges its second. '@' names cannot be
+// written in a rule, so COST_FN never meets one.
+
+const COST_FN = '@cost';
+const COST_LIMIT_EXCEEDED = 'operation cancelled: actual cost limit exceeded';
+
+interface Tracker { cost: number; limit: number }
+let tracker: Tracker | undefined;
+
+class CostLimitExceeded extends Error {}
+
+function charge(cost: number): void {
+  if (!tracker) return;
+  tracker.cost += cost;
+  // Thrown outside any function's own try/catch, so no && or || can absorb it.
+  if (tracker.cost > tracker.limit) throw new CostLimitExceeded(COST_LIMIT_EXCEEDED);
+}
+
+interface Callable {
+  call(id: number, target: unknown, args: unknown[]): unknown;
+}
+
+const CHARGE: Callable = {
+  call(_id, _target, args) {
+    charge(Number(args[1]));
+    return args[0];
+  },
+};
+
+const costedGroups = new Map<string, Callable | undefined>();
+
+function costedGroup(name: string): Callable | undefined {
+  if (costedGroups.has(name)) return costedGroups.get(name);
+  const group = ENV.funcs.find(name) as Callable | undefined;
+  const costed: Callable | undefined = group && {
+    call(id, target, args) {
+      const result = group.call(id, target, args);
+      if (tracker) charge(callCost(name, target === undefined ? args : [target, ...args], result));
+      return result;
+    },
+  };
+  costedGroups.set(name, costed);
+  return costed;
+}
+
+const COSTED_ENV = {
+  namespace: ENV.namespace,
+  registry: ENV.registry,
+  variables: ENV.variables,
+  funcs: { find: (name: string) => (name === COST_FN ? CHARGE : costedGroup(name)), [Symbol.iterator]: () => ENV.funcs[Symbol.iterator]() },
+} as unknown as CelEnv;
+
+/** A copy of the expression whose evaluation charges cel-go's runtime cost of each step. */
+function instrument(root: Node): Node {
+  let nextId = maxId(root) + 1;
+  const constant = (n: number): Node => ({ ...root, id: BigInt(nextId++), exprKind: { case: 'constExpr', value: { constantKind: { case: 'int64Value', value: BigInt(n) } } } } as Node);
+  const charged = (e: Node, cost: number): Node =>
+    ({ ...root, id: BigInt(nextId++), exprKind: { case: 'callExpr', value: { function: COST_FN, target: undefined, args: [e, constant(cost)] } } } as Node);
+  const walk = (e: Node | undefined): Node | undefined => {
+    if (!e) return e;
+    const k = e.exprKind;
+    switch (k.case) {
+      case 'identExpr': return charged(e, 1);
+      case 'selectExpr': {
+        if (k.value.testOnly) return charged({ ...e, exprKind: { case: 'selectExpr', value: { ...k.value, operand: walk(k.value.operand) } } } as Node, 1);
+        // A chain of selections on an identifier is one attribute: the identifier and each field cost 1.
+        let depth = 0;
+        let base: Node | undefined = e;
+        while (base?.exprKind.case === 'selectExpr' && !base.exprKind.value.testOnly) {
+          depth++;
+          base = base.exprKind.value.operand;
+        }
+        if (base?.exprKind.case === 'identExpr') return charged(e, depth + 1);
+        return charged(rebuildChain(e, depth, walk(base)), depth);
+      }
+      case 'callExpr': {
+        const c = k.value;
+        const keepTarget = c.target !== undefined && qualifiedFunction(c.target, c.function);
+        const call = { ...e, exprKind: { case: 'callExpr', value: { ...c, target: keepTarget ? c.target : walk(c.target), args: c.args.map((a) => walk(a)!) } } } as Node;
+        // && || and ?: cost nothing themselves; the planner evaluates these two without a function.
+        if (c.function === '@not_strictly_false' || c.function === '_[_]') return charged(call, 1);
+        return call;
+      }
+      case 'listExpr': return charged({ ...e, exprKind: { case: 'listExpr', value: { ...k.value, elements: k.value.elements.map((x) => walk(x)!) } } } as Node, 10);
+      case 'structExpr': {
+        const entries = k.value.entries.map((en) => ({
+          ...en,
+          keyKind: en.keyKind.case === 'mapKey' ? { case: 'mapKey' as const, value: walk(en.keyKind.value)! } : en.keyKind,
+          value: walk(en.value),
+        }));
+        return charged({ ...e, exprKind: { case: 'structExpr', value: { ...k.value, entries } } } as Node, k.value.messageName ? 40 : 30);
+      }
+      case 'comprehensionExpr': {
+        const c = k.value;
+        return { ...e, exprKind: { case: 'comprehensionExpr', value: {
+          ...c, iterRange: walk(c.iterRange), accuInit: walk(c.accuInit), loopCondition: walk(c.loopCondition), loopStep: walk(c.loopStep), result: walk(c.result),
+        } } } as Node;
+      }
+      default: return e;
+    }
+  };
+  return walk(root)!;
+}
+
+/** The chain's `depth` selections, over a new base. */
+function rebuildChain(e: Node, depth: number, base: Node | undefined): Node {
+  if (depth === 0 || e.exprKind.case !== 'selectExpr') return base ?? e;
+  return { ...e, exprKind: { case: 'selectExpr', value: { ...e.exprKind.value, operand: rebuildChain(e.exprKind.value.operand!, depth - 1, base) } } } as Node;
+}
+
+/** A target like `strings` in strings.quote(x) names a function, not a value: the planner must see it unchanged. */
+function qualifiedFunction(target: Node, fn: string): boolean {
+  const parts: string[] = [];
+  let cur: Node | undefined = target;
+  while (cur?.exprKind.case === 'selectExpr') {
+    parts.unshift(cur.exprKind.value.field);
+    cur = cur.exprKind.value.operand;
+  }
+  if (cur?.exprKind.case !== 'identExpr') return false;
+  return ENV.funcs.find([cur.exprKind.value.name, ...parts, fn].join('.')) !== undefined;
+}
+
+function maxId(e: Node | undefined): number {
+  if (!e) return 0;
+  return Math.max(Number(e.id), ...children(e, new Set()).map(([c]) => maxId(c)));
+}
+
 
 // ---------------------------------------------------------------------------
 // Compilation.
@@ -63,9 +199,22 @@ const ENV = celEnv({ funcs: [...strings, ...KUBERNETES_LIBRARY] });
 /** The variables of x-kubernetes-validations rules and messageExpressions. */
 export const RULE_VARIABLES = ['self', 'oldSelf'];
 
+export interface Evaluation {
+  /** The value, or the CEL error as an Error (never thrown). */
+  result: CelValue | Error;
+  /** cel-go's ActualCost: what the steps taken cost, past the limit when it stopped there. */
+  cost: number;
+  /** The evaluation stopped at the cost limit ("operation cancelled: actual cost limit exceeded"). */
+  exceeded: boolean;
+}
+
 export interface CompiledExpression {
-  /** Evaluates with the given variables; a CEL error comes back as an Error, never thrown. */
+  /** Evaluates with the given variables, stopping once it has cost more than `limit` (PerCallLimit unless told). */
+  run(vars: Record<string, CelInput>, limit?: number): Evaluation;
+  /** Evaluates with the given variables under PerCallLimit; a CEL error comes back as an Error, never thrown. */
   evaluate(vars: Record<string, CelInput>): CelValue | Error;
+  /** cel-go's EstimateCost, with `self` and `oldSelf` of the given type. */
+  estimateCost(self: Decl | undefined): Range;
   /** Whether the expression reads the variable (oldSelf makes a transition rule). */
   references(name: string): boolean;
   /** Each chain of field selections on a variable (`self.spec.url`, has() included), where it starts in the source. */
@@ -181,16 +330,25 @@ export function compileExpression(source: string, variables: string[]): Compiled
     errors.sort((a, b) => a.offset - b.offset);
     return { issues: errors.map((e) => displayError(source, e)).join('\n') };
   }
-  const program = plan(ENV, parsed);
+  const program = plan(COSTED_ENV, instrument(parsed.expr!));
+  const run = (vars: Record<string, CelInput>, limit = PER_CALL_LIMIT): Evaluation => {
+    const outer = tracker;
+    const mine: Tracker = { cost: 0, limit };
+    tracker = mine;
+    try {
+      const result = program(vars);
+      if (mine.cost > limit) return { result: new Error(COST_LIMIT_EXCEEDED), cost: mine.cost, exceeded: true };
+      return { result: isCelError(result) ? new Error(celGoWording(result.message)) : result, cost: mine.cost, exceeded: false };
+    } catch (err) {
+      return { result: err instanceof Error ? err : new Error(String(err)), cost: mine.cost, exceeded: mine.cost > limit };
+    } finally {
+      tracker = outer;
+    }
+  };
   return {
-    evaluate(vars) {
-      try {
-        const result = program(vars);
-        return isCelError(result) ? new Error(celGoWording(result.message)) : result;
-      } catch (err) {
-        return err instanceof Error ? err : new Error(String(err));
-      }
-    },
+    run,
+    evaluate: (vars) => run(vars).result,
+    estimateCost: (self) => estimateCost(parsed.expr!, self),
     references: (name) => referenced(parsed.expr, name),
     selections() {
       const out: Selection[] = [];

@@ -2,11 +2,17 @@
 // apiextensions-apiserver's ValidateCustomResourceDefinitionOpenAPISchema:
 // the shape of each entry (rule, message, reason, fieldPath), then, when the
 // schema is otherwise valid, the compilation of every rule and
-// messageExpression. Enforcement on custom resources is cel-validate.ts.
+// messageExpression and its estimated cost against kube-apiserver's
+// per-expression and per-CRD limits. Enforcement on custom resources is
+// cel-validate.ts.
 
 import type { JSONSchemaProps, StatusCause } from '../types.js';
 import { isObject } from '../object-meta.js';
 import { compileExpression, displayError, RULE_VARIABLES, type CompiledExpression, type SourceError } from './cel-library.js';
+import {
+  childCardinalityFactor, costErrorMessage, maxCardinality, multiplyCardinality, schemaDecl,
+  STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT, MAX_COST,
+} from './cel-cost.js';
 import { resolveFieldPath, rulesAt, type ValidationRule } from './cel-validate.js';
 import { fieldErrors as fe, goQuote, GoLiteral } from './validate.js';
 
@@ -99,18 +105,51 @@ function compileAt(source: string, node: JSONSchemaProps, resourceRoot: boolean)
   return issues ? { issues } : compiled;
 }
 
-function ruleCompileErrors(r: ValidationRule, at: string, node: JSONSchemaProps, resourceRoot: boolean, uncorrelatable: string | undefined): StatusCause[] {
+/** What one schema's rules cost together (cel_validation.go TotalCost), with the four most expensive. */
+class TotalCost {
+  total = 0;
+  mostExpensive: { path: string; cost: number }[] = [];
+
+  observe(path: string, cost: number): void {
+    this.total = Math.min(MAX_COST, this.total + cost);
+    if (cost < STATIC_ESTIMATED_CRD_COST_LIMIT / 100) return; // under 1% of the limit: never named
+    this.mostExpensive.push({ path, cost });
+    this.mostExpensive.sort((a, b) => b.cost - a.cost);
+    this.mostExpensive.length = Math.min(this.mostExpensive.length, 4);
+  }
+}
+
+interface CostContext {
+  /** How often the node can occur in one object: the product of maxItems/maxProperties above it; undefined when one is missing. */
+  cardinality: number | undefined;
+  total: TotalCost;
+}
+
+function ruleCompileErrors(r: ValidationRule, at: string, node: JSONSchemaProps, resourceRoot: boolean, uncorrelatable: string | undefined, cost: CostContext): StatusCause[] {
   const compiled = compileAt(r.rule, node, resourceRoot);
   if (!('evaluate' in compiled)) return [fe.invalid(`${at}.rule`, ruleLiteral(r), `compilation failed: ${compiled.issues}`)];
   const kind = evidentKind(r.rule);
   if (kind !== 'bool' && kind !== 'unknown') return [fe.invalid(`${at}.rule`, ruleLiteral(r), 'cel expression must evaluate to a bool')];
   const errs: StatusCause[] = [];
+  const self = schemaDecl(node, resourceRoot);
+  // getExpressionCost: under an unbounded list or map, as often as the smallest value fits in a request.
+  const expressionCost = multiplyCardinality(compiled.estimateCost(self).max, cost.cardinality ?? maxCardinality(self));
+  if (expressionCost > STATIC_ESTIMATED_COST_LIMIT) {
+    errs.push(fe.forbidden(`${at}.rule`, costErrorMessage('estimated rule cost', expressionCost, STATIC_ESTIMATED_COST_LIMIT)));
+  }
+  cost.total.observe(`${at}.rule`, expressionCost);
   if (r.messageExpression) {
     const message = compileAt(r.messageExpression, node, resourceRoot);
     if (!('evaluate' in message)) {
       errs.push(fe.invalid(`${at}.messageExpression`, ruleLiteral(r), `messageExpression compilation failed: ${message.issues}`));
     } else if (!['string', 'unknown'].includes(evidentKind(r.messageExpression))) {
       errs.push(fe.invalid(`${at}.messageExpression`, ruleLiteral(r), 'messageExpression must evaluate to a string'));
+    } else {
+      const messageCost = message.estimateCost(self).max;
+      if (messageCost > STATIC_ESTIMATED_COST_LIMIT) {
+        errs.push(fe.forbidden(`${at}.messageExpression`, costErrorMessage('estimated messageExpression cost', messageCost, STATIC_ESTIMATED_COST_LIMIT)));
+      }
+      cost.total.observe(`${at}.messageExpression`, messageCost);
     }
   }
   if (compiled.references('oldSelf')) {
@@ -125,18 +164,37 @@ function ruleCompileErrors(r: ValidationRule, at: string, node: JSONSchemaProps,
 
 /**
  * The compilation of every rule in the schema (the apiserver's CELErrors),
- * in its walk order. Below a list that is not list-type map, old and new
- * items cannot be matched, so oldSelf is refused there.
+ * in its walk order, each rule's estimated cost against the per-expression
+ * limit, then the schema's total against the per-CRD limit. Below a list
+ * that is not list-type map, old and new items cannot be matched, so oldSelf
+ * is refused there.
  */
-export function celCompileErrors(s: JSONSchemaProps, path: string, resourceRoot = true, uncorrelatable?: string): StatusCause[] {
+export function celCompileErrors(schema: JSONSchemaProps, path: string): StatusCause[] {
+  const total = new TotalCost();
+  const errs = nodeCompileErrors(schema, path, true, undefined, { cardinality: 1, total });
+  if (total.total > STATIC_ESTIMATED_CRD_COST_LIMIT) {
+    for (const expensive of total.mostExpensive) {
+      errs.push(fe.forbidden(expensive.path, 'contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema'));
+    }
+    errs.push(fe.forbidden(path, costErrorMessage('x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema', total.total, STATIC_ESTIMATED_CRD_COST_LIMIT)));
+  }
+  return errs;
+}
+
+function nodeCompileErrors(s: JSONSchemaProps, path: string, resourceRoot: boolean, uncorrelatable: string | undefined, cost: CostContext): StatusCause[] {
   const errs: StatusCause[] = [];
+  const factor = childCardinalityFactor(s);
+  const childCost: CostContext = {
+    total: cost.total,
+    cardinality: cost.cardinality === undefined || factor === undefined ? undefined : multiplyCardinality(cost.cardinality, factor),
+  };
   const below = (sub: JSONSchemaProps, at: string, forbid = uncorrelatable): StatusCause[] =>
-    celCompileErrors(sub, at, sub['x-kubernetes-embedded-resource'] === true, forbid);
+    nodeCompileErrors(sub, at, sub['x-kubernetes-embedded-resource'] === true, forbid, childCost);
   if (isObject(s.additionalProperties)) errs.push(...below(s.additionalProperties as JSONSchemaProps, `${path}.additionalProperties`));
   for (const [key, prop] of Object.entries(s.properties ?? {})) errs.push(...below(prop, `${path}.properties[${key}]`));
   if (s.items) errs.push(...below(s.items, `${path}.items`, uncorrelatable ?? (s['x-kubernetes-list-type'] === 'map' ? undefined : path)));
   rulesAt(s).forEach((r, i) => {
-    if ((r.rule ?? '').trim()) errs.push(...ruleCompileErrors(r, `${path}.x-kubernetes-validations[${i}]`, s, resourceRoot, uncorrelatable));
+    if ((r.rule ?? '').trim()) errs.push(...ruleCompileErrors(r, `${path}.x-kubernetes-validations[${i}]`, s, resourceRoot, uncorrelatable, cost));
   });
   return errs;
 }

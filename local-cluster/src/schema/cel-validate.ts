@@ -6,13 +6,16 @@
 // their keys). Transition rules (those reading oldSelf) are skipped where
 // there is no old value. A failing rule without oldSelf whose value did not
 // change is only a warning (CRDValidationRatcheting, on by default in 1.32).
-// Which rules compile is the CRD's business (cel-rules.ts).
+// Each evaluation stops past PerCallLimit and all of one object's together
+// past RuntimeCELCostBudget, with the apiserver's errors, after which no
+// further rule runs. Which rules compile is the CRD's business (cel-rules.ts).
 
 import type { CelInput } from '@bufbuild/cel';
 import type { JSONSchemaProps, StatusCause } from '../types.js';
 import { deepEqual, isObject } from '../object-meta.js';
 import { compileExpression, RULE_VARIABLES, type CompiledExpression } from './cel-library.js';
-import { fieldErrors } from './validate.js';
+import { PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET } from './cel-cost.js';
+import { fieldErrors, goQuote } from './validate.js';
 
 export interface ValidationRule {
   rule: string;
@@ -112,7 +115,12 @@ interface Place {
   unchanged: boolean;
   resourceRoot: boolean;
   ratchet: boolean;
+  /** What is left of the object's cost budget, shared by every node; negative once validation stopped. */
+  budget: { remaining: number };
 }
+
+const OUT_OF_BUDGET = 'validation failed due to running out of cost budget, no further validation rules will be run';
+const MESSAGE_OUT_OF_BUDGET = 'messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run';
 
 const child = (p: string | null, k: string): string => (p === null ? k : `${p}.${k}`);
 const keyed = (p: string | null, k: string | number): string => `${p ?? '<nil>'}[${k}]`;
@@ -156,39 +164,66 @@ function fieldErrorFor(reason: string | undefined, field: string, type: string, 
   }
 }
 
-/** evalMessageExpression: a usable message, or undefined to fall back to message. */
-function evaluatedMessage(expr: CompiledExpression | undefined, vars: Record<string, CelInput>): string | undefined {
-  if (!expr) return undefined;
-  const out = expr.evaluate(vars);
-  if (typeof out !== 'string') return undefined;
-  const message = out.trim();
-  return message && !message.includes('\n') && message.length <= 5 * 1024 ? message : undefined;
+/**
+ * evalMessageExpression: a usable message, or undefined to fall back to
+ * message; its cost comes out of the budget, and running out of it (or
+ * past PerCallLimit) is an error that stops validation.
+ */
+function evaluatedMessage(expr: CompiledExpression | undefined, source: string, vars: Record<string, CelInput>, budget: Place['budget']): { message?: string; stop?: string } {
+  if (!expr) return {};
+  const run = expr.run(vars, PER_CALL_LIMIT);
+  if (run.cost > budget.remaining) return { stop: MESSAGE_OUT_OF_BUDGET };
+  if (run.exceeded) return { stop: `no further validation rules will be run due to call cost exceeds limit for messageExpression: ${goQuote(source)}` };
+  budget.remaining -= run.cost;
+  if (typeof run.result !== 'string') return {};
+  const message = run.result.trim();
+  return message && !message.includes('\n') && message.length <= 5 * 1024 ? { message } : {};
 }
 
 function nodeRules(s: JSONSchemaProps, value: unknown, old: unknown, at: Place, out: CelOutcome): void {
   if (!compiledAt(s).length) return;
   const type = s.type ?? '';
+  const field = at.path ?? '<nil>';
+  const stop = (detail: string, where = field): void => {
+    out.errors.push(fieldErrors.invalid(where, type, detail));
+    at.budget.remaining = -1;
+  };
+  if (at.budget.remaining <= 0) return stop(OUT_OF_BUDGET);
   const self = toCel(value, s, at.resourceRoot);
   const vars: Record<string, CelInput> = { self };
   if (old !== undefined && old !== null) vars.oldSelf = toCel(old, s, at.resourceRoot);
-  const field = at.path ?? '<nil>';
   for (const c of compiledAt(s)) {
     if (!('evaluate' in c.program)) {
       out.errors.push(fieldErrors.invalid(field, type, `rule compile error: compilation failed: ${c.program.issues}`));
       continue;
     }
     if (c.usesOldSelf && vars.oldSelf === undefined) continue; // transition rules need a value to compare with
-    const result = c.program.evaluate(vars);
+    const run = c.program.run(vars, PER_CALL_LIMIT);
+    if (run.cost > at.budget.remaining) return stop(OUT_OF_BUDGET);
+    at.budget.remaining -= run.cost;
+    if (run.exceeded) {
+      return stop(`'${run.result instanceof Error ? run.result.message : ''}': no further validation rules will be run due to call cost exceeds limit for rule: ${ruleText(c.rule)}`);
+    }
+    const result = run.result;
     if (result === true) continue;
     if (result instanceof Error) {
       out.errors.push(fieldErrors.invalid(field, type, `${result.message} evaluating rule: ${ruleText(c.rule)}`));
       continue;
     }
     const where = c.rule.fieldPath ? resolveFieldPath(c.rule.fieldPath, s) ?? '' : '';
-    const detail = evaluatedMessage(c.message, vars) ?? (trimmed(c.rule.message) || `failed rule: ${trimmed(c.rule.rule)}`);
-    const cause = fieldErrorFor(c.rule.reason, where ? child(at.path, where) : field, type, detail);
-    if (!c.usesOldSelf && at.unchanged) out.warnings.push(`${cause.field}: ${cause.message}`);
-    else out.errors.push(cause);
+    const fieldPath = where ? child(at.path, where) : field;
+    const add = (cause: StatusCause): void => {
+      if (!c.usesOldSelf && at.unchanged) out.warnings.push(`${cause.field}: ${cause.message}`);
+      else out.errors.push(cause);
+    };
+    const message = evaluatedMessage(c.message, c.rule.messageExpression ?? '', vars, at.budget);
+    if (message.stop) {
+      add(fieldErrors.invalid(fieldPath, type, message.stop));
+      at.budget.remaining = -1;
+      return;
+    }
+    const detail = message.message ?? (trimmed(c.rule.message) || `failed rule: ${trimmed(c.rule.rule)}`);
+    add(fieldErrorFor(c.rule.reason, fieldPath, type, detail));
   }
 }
 
@@ -203,7 +238,7 @@ function walk(s: JSONSchemaProps, value: unknown, old: unknown, at: Place, out: 
   if (value === null || value === undefined) return;
   nodeRules(s, value, old, at, out);
   const below = (sub: JSONSchemaProps, v: unknown, o: unknown, path: string): void => {
-    if (!hasRules(sub)) return;
+    if (!hasRules(sub) || at.budget.remaining < 0) return;
     // An uncorrelated value ratchets as its nearest correlated ancestor does.
     const unchanged = o === undefined ? at.unchanged : at.ratchet && deepEqual(v, o);
     walk(sub, v, o, { ...at, path, unchanged, resourceRoot: sub['x-kubernetes-embedded-resource'] === true }, out);
@@ -252,6 +287,6 @@ export function celValidate(obj: unknown, old: unknown, schema: JSONSchemaProps,
     return out;
   }
   const unchanged = ratchet && old !== undefined && deepEqual(obj, old);
-  walk(schema, obj, old, { path: null, unchanged, resourceRoot: true, ratchet }, out);
+  walk(schema, obj, old, { path: null, unchanged, resourceRoot: true, ratchet, budget: { remaining: RUNTIME_CEL_COST_BUDGET } }, out);
   return out;
 }
