@@ -15,14 +15,13 @@ import pg from 'pg';
 import { createApp, type AppDeps } from '../src/app.js';
 import { ApiKeyCache, cachedKeyLookup } from '../src/auth.js';
 import { createApiKey } from '../src/db/api-keys.js';
-import { migrate } from '../src/db/migrate.js';
 import { DEFAULT_SERVER_TIMEOUTS } from '../src/config.js';
 import { createPool } from '../src/db/pool.js';
 import { httpServer, type ServerTimeouts } from '../src/server.js';
 import { serveMetrics } from '../src/metrics.js';
 import { markCreated, mediaBatchesToCreate, mediaJobsToCreate } from '@mediajobs/lib/db/materialize';
 
-// One scratch-database helper for the whole repository; the gateway's tests apply migrations themselves.
+// One scratch-database helper for the whole repository; createTestDatabase gives the gateway's migration tests an empty one.
 import { createTestDatabase as createDatabase, type TestDatabase } from '../../test/support/postgres.js';
 import { applyCrds } from '../../scripts/apply-crds.js';
 export type { TestDatabase };
@@ -99,10 +98,10 @@ export interface TestGateway {
 export async function startTestGateway(
   { serverTimeouts, databaseAdminUrl, ...deps }: Partial<AppDeps> & { serverTimeouts?: Partial<ServerTimeouts>; databaseAdminUrl?: string } = {},
 ): Promise<TestGateway> {
-  const db = await createDatabase('mediajobs_test', { migrate: false, ...(databaseAdminUrl && { adminUrl: databaseAdminUrl }) });
+  // Migrated: a copy of test/support/postgres.ts's template, as the gateway's migrations would leave it.
+  const db = await createDatabase('mediajobs_test', { ...(databaseAdminUrl && { adminUrl: databaseAdminUrl }) });
   const logs = captureLogger();
   const pool = createPool(db.url, 10, logs.logger);
-  await migrate(pool);
   const keyCache = deps.keyCache ?? new ApiKeyCache(cachedKeyLookup(pool), 10_000);
   const app = createApp({
     pool,
