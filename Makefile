@@ -91,6 +91,7 @@ test-report: deps need-kubectl test-tools
 bench: deps bench-tools
 	npx tsx local-cluster/bench/create-watch.ts
 	npx tsx local-cluster/bench/apply.ts
+	npx tsx local-cluster/bench/cel-cost.ts
 	npx tsx api-gateway/bench/post-jobs.ts
 	npx tsx api-gateway/bench/idempotency.ts
 	npx tsx api-gateway/bench/rate-limit.ts
