@@ -85,6 +85,12 @@ export interface EgressOptions {
    * 403, a challenge page). Tunnels carry TLS: their answers are not seen.
    */
   observe?: (answer: EgressAnswer) => void;
+  /**
+   * The local address every outgoing connection (to a target, or to the
+   * upstream) is bound to: a platform's per-attempt source address
+   * (MediaPlatform sourceAddress), for nodes that route a prefix.
+   */
+  localAddress?: string;
 }
 
 /** An error answer a forward request got from the site (or through the upstream). */
@@ -149,6 +155,7 @@ export class EgressProxy {
   private readonly secret: string | undefined;
   private readonly upstream: string | undefined;
   private readonly observe: ((answer: EgressAnswer) => void) | undefined;
+  private readonly localAddress: { localAddress?: string };
   private readonly server: http.Server;
   private readonly sockets = new Set<Duplex>();
   private readonly lookup: net.LookupFunction;
@@ -168,6 +175,7 @@ export class EgressProxy {
       this.upstream = o.upstream;
     }
     this.observe = o.observe;
+    this.localAddress = o.localAddress ? { localAddress: o.localAddress } : {};
     this.lookup = this.policy.connectLookup();
     this.agent = new http.Agent({ keepAlive: true, lookup: this.lookup });
     this.server = http.createServer((req, res) => void this.forward(req, res));
@@ -278,9 +286,11 @@ export class EgressProxy {
       }
       options = { path: `${target.pathname}${target.search}`, createConnection: () => socket, headers };
     } else if (upstream) {
-      options = { host: upstream.hostname, port: upstreamPort(upstream), path: target.href, agent: false, headers: { ...headers, ...proxyAuthorization(upstream) } };
+      options = {
+        host: upstream.hostname, port: upstreamPort(upstream), path: target.href, agent: false, headers: { ...headers, ...proxyAuthorization(upstream) }, ...this.localAddress,
+      };
     } else {
-      options = { host: target.hostname.replace(/^\[|\]$/g, ''), port, path: `${target.pathname}${target.search}`, agent: this.agent, headers };
+      options = { host: target.hostname.replace(/^\[|\]$/g, ''), port, path: `${target.pathname}${target.search}`, agent: this.agent, headers, ...this.localAddress };
     }
     const request = upstream?.protocol === 'https:' ? https.request : http.request;
     const outgoing = request({ ...options, method: req.method }, (up) => {
@@ -336,7 +346,7 @@ export class EgressProxy {
   /** A TCP connection to host:port, every address checked as it resolves. */
   private connectDirect(host: string, port: number): Promise<net.Socket> {
     return new Promise((resolve, reject) => {
-      const socket = net.connect({ host, port, lookup: this.lookup });
+      const socket = net.connect({ host, port, lookup: this.lookup, ...this.localAddress });
       socket.once('error', reject);
       socket.once('connect', () => {
         socket.off('error', reject);
@@ -374,6 +384,7 @@ export class EgressProxy {
           ...(upstream.username || upstream.password ? { userId: decodeURIComponent(upstream.username), password: decodeURIComponent(upstream.password) } : {}),
         },
         timeout: UPSTREAM_TIMEOUT_MS,
+        ...(this.localAddress.localAddress ? { socket_options: { localAddress: this.localAddress.localAddress } as net.TcpSocketConnectOpts } : {}),
       });
       return socket;
     } catch (err) {
@@ -389,7 +400,7 @@ export class EgressProxy {
   /** A tunnel to `target` (host:port) opened by the upstream proxy with its own CONNECT. */
   private viaUpstream(upstream: URL, target: string): Promise<Duplex> {
     return new Promise((resolve, reject) => {
-      const options = { host: upstream.hostname.replace(/^\[|\]$/g, ''), port: upstreamPort(upstream) };
+      const options = { host: upstream.hostname.replace(/^\[|\]$/g, ''), port: upstreamPort(upstream), ...this.localAddress };
       const socket: net.Socket = upstream.protocol === 'https:' ? tls.connect({ ...options, servername: options.host }) : net.connect(options);
       const auth = proxyAuthorization(upstream)['proxy-authorization'];
       let received = Buffer.alloc(0);

@@ -1,10 +1,12 @@
 // The runner's settings: the pod's environment (spine.md "Runner contract")
 // through the shared config loader, and the job spec it carries.
+import { isIP } from 'node:net';
 import { z } from 'zod';
-import { commonSchema, envInt, loadConfig, outboundSchema, storageEndpointsSchema, withOutboundAllowance } from '@mediajobs/lib/config';
+import { commonSchema, envInt, envJson, loadConfig, outboundSchema, storageEndpointsSchema, withOutboundAllowance } from '@mediajobs/lib/config';
 import { MAX_FILENAME_LENGTH, MAX_FOLDER_LENGTH, normaliseSpecOptions } from '@mediajobs/lib/job-options';
 import { invalidSpecMessage, jobOptionProblems } from '@mediajobs/lib/mediajob/spec-check';
 import { specOptionsSchema, type NormalisedMediaJobSpec } from '@mediajobs/lib/mediajob/types';
+import { namesProxyOption, PROXY_OPTION_REFUSED, refusedYtdlpOptions } from '@mediajobs/lib/platforms/types';
 import { DEFAULT_EGRESS_PORTS, parsePortRanges } from './egress-proxy.js';
 
 // storageEndpointsSchema: the GCS/Drive endpoints the operator forwards; a bad value fails here, at start.
@@ -28,7 +30,32 @@ export const runnerEnvSchema = commonSchema.merge(storageEndpointsSchema).merge(
    * `--js-runtimes node` (current yt-dlp needs a JavaScript runtime for
    * YouTube; older ones reject the option, so it is not built in).
    */
-  YTDLP_ARGS: z.string().default('').transform((s) => s.split(/\s+/).filter(Boolean)),
+  YTDLP_ARGS: z.string().default('').transform((s) => s.split(/\s+/).filter(Boolean))
+    // The job's egress proxy is yt-dlp's only proxy; an upstream is a ProxyPool's (never silently overridden).
+    .refine((args) => !namesProxyOption(args), PROXY_OPTION_REFUSED),
+  /**
+   * yt-dlp warns (logged at start) when its version, a date, is older than
+   * this many days: platforms change, and an old extractor draws bot checks.
+   */
+  YTDLP_MAX_AGE_DAYS: envInt(1).default(90),
+  /**
+   * Set by the operator when the job's URL belongs to a MediaPlatform (issue
+   * 37): its name, the ProxyPool and proxy of this attempt's session, the
+   * cookie file chosen (ids only: the proxy's URL and the cookies are in the
+   * job's credentials Secret, `upstream-proxy-url` and `cookies.txt`), the
+   * platform's yt-dlp options and the attempt's source address. None is set
+   * for a job of no platform.
+   */
+  RUNNER_PLATFORM: z.string().min(1).optional(),
+  RUNNER_PROXY_POOL: z.string().min(1).optional(),
+  RUNNER_PROXY_ID: z.string().min(1).optional(),
+  RUNNER_COOKIE_ID: z.string().min(1).optional(),
+  /** A JSON array of strings: the MediaPlatform's ytdlpArgs, after YTDLP_ARGS, from its allow-list, never --proxy. */
+  RUNNER_PLATFORM_YTDLP_ARGS: envJson(z.array(z.string()).max(64)
+    .refine((args) => !namesProxyOption(args), PROXY_OPTION_REFUSED)
+    .refine((args) => refusedYtdlpOptions(args).length === 0, 'names a yt-dlp option a MediaPlatform may not set (see its ytdlpArgs)')).optional(),
+  /** The address the job's egress proxy connects from (MediaPlatform sourceAddress): an IP literal of this node. */
+  RUNNER_SOURCE_ADDRESS: z.string().refine((a) => isIP(a) !== 0, 'must be an IP address').optional(),
   FFMPEG_PATH: z.string().min(1).default('ffmpeg'),
   FFPROBE_PATH: z.string().min(1).default('ffprobe'),
   /** yt-dlp's socket timeout: how long a stalled connection is waited for. */

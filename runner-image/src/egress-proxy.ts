@@ -14,17 +14,27 @@ import https from 'node:https';
 import type net from 'node:net';
 import { Readable } from 'node:stream';
 import type { BoundedGetOptions } from '@mediajobs/lib/batches/http-get';
-import { EgressProxy, portAllowed, refusedBy, type EgressOptions } from '@mediajobs/lib/egress-proxy';
+import { EgressProxy, portAllowed, refusedBy, type EgressAnswer, type EgressOptions } from '@mediajobs/lib/egress-proxy';
 import { errFields } from '@mediajobs/lib/logger';
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
 
 // The proxy itself is lib's (lib/src/egress-proxy.ts), shared with the gateway's yt-dlp runs.
-export { DEFAULT_EGRESS_PORTS, EgressProxy, parsePortRanges, type EgressOptions, type PortRanges, type Refusal } from '@mediajobs/lib/egress-proxy';
+export {
+  DEFAULT_EGRESS_PORTS, EGRESS_REFUSED_PHRASE, EgressProxy, parsePortRanges, type EgressAnswer, type EgressOptions, type PortRanges, type Refusal,
+} from '@mediajobs/lib/egress-proxy';
 
 // The job's egress while it runs. One job per runner process, and every
 // child process and fetch of the job must take it: a process-wide setting
 // cannot be forgotten by one call site the way a parameter can.
 let active: EgressProxy | undefined;
+/** What the job's egress saw answered to forward requests (400 and up), newest last: the defence table's evidence (classify.ts). */
+const answers: EgressAnswer[] = [];
+const MAX_ANSWERS = 32;
+
+/** The error answers the running (or last) job's egress proxy saw on plain-http requests; tunnels (https) are not seen. */
+export function egressAnswers(): readonly EgressAnswer[] {
+  return answers;
+}
 
 /** The running job's egress proxy; undefined when the runner runs without one (tests of other parts). */
 export function activeEgress(): EgressProxy | undefined {
@@ -37,7 +47,14 @@ export function activeEgress(): EgressProxy | undefined {
  * ffmpeg would connect directly to the hosts it names.
  */
 export async function withEgress<T>(o: EgressOptions, fn: () => Promise<T>): Promise<T> {
-  const proxy = await EgressProxy.start(o);
+  answers.length = 0;
+  const proxy = await EgressProxy.start({
+    ...o,
+    observe: (a) => {
+      if (answers.push(a) > MAX_ANSWERS) answers.shift();
+      o.observe?.(a);
+    },
+  });
   delete process.env.no_proxy;
   delete process.env.NO_PROXY;
   active = proxy;
