@@ -15,7 +15,8 @@ import { boundedLines, ytDlpReason, type YtDlpReason } from '@mediajobs/lib/medi
 import {
   LIMIT_CATEGORIES, REQUEST_CATEGORIES, TECHNICAL_CATEGORIES, type ErrorCategory, type LimitCategory, type RequestCategory, type TechnicalCategory,
 } from '@mediajobs/lib/mediajob/error-categories';
-import type { ErrorType, RunnerReport } from '@mediajobs/lib/mediajob/types';
+import type { EgressAnswer } from '@mediajobs/lib/egress-proxy';
+import type { DefenceKind, ErrorType, RunnerReport } from '@mediajobs/lib/mediajob/types';
 
 export {
   CONTENT_CATEGORIES, LIMIT_CATEGORIES, REQUEST_CATEGORIES, TECHNICAL_CATEGORIES,
@@ -214,4 +215,115 @@ export function classifyUpload(err: unknown, opts: { localReadFailed?: boolean }
     return classification(code === 'failed' || code === 'conflict' ? 'upload_failed' : 'storage_unreachable');
   }
   return classification(isStorageUnreachable(err) ? 'storage_unreachable' : 'upload_failed');
+}
+
+// ---- Defences (issue 37) ---------------------------------------------------
+// What a platform did to stop an attempt, read from what yt-dlp (or ffmpeg)
+// said and what the job's egress proxy saw answered to plain-http requests.
+// The category stays as above (bot_detection, rate_limited, connection_error,
+// download_failed); the defence rides beside it in the report
+// (status.defence) for the operator to answer: a new proxy session, a
+// cookie file marked unhealthy, a backoff honouring Retry-After, a re-probe.
+// The table, with yt-dlp's own words: runner-image/README.md "Defences".
+
+/** What the defence table reads besides the category. */
+export interface DefenceEvidence {
+  /** The failed run's stderr (yt-dlp's, or ffmpeg's for a direct read). */
+  stderr: string;
+  /** The probe had succeeded: the failure came while fetching the media. */
+  afterProbe: boolean;
+  /** The egress proxy's error answers to forward requests (egressAnswers), oldest first. */
+  answers: readonly EgressAnswer[];
+  /** The URLs of the formats being fetched: an expired signature is read from them. */
+  mediaUrls?: readonly string[];
+  /** Now, ms since the epoch. */
+  now: number;
+}
+
+export interface DefenceFinding {
+  kind: DefenceKind;
+  retryAfterSeconds?: number;
+}
+
+/** Only failures on the platform's side can be defences; content verdicts, limits, storage and our own faults are not. */
+const DEFENCE_CATEGORIES: ReadonlySet<ErrorCategory> = new Set(['bot_detection', 'rate_limited', 'connection_error', 'download_failed']);
+
+// yt-dlp's words (yt-dlp 2023.03.04 to 2026.08.19):
+// - YouTube's playability reason "Sign in to confirm you're not a bot" (a
+//   curly apostrophe), passed through with the login hint; "Sign in to
+//   confirm your age" is content (age_restricted, decided before this).
+// - "YouTube is requiring a captcha challenge before playback"
+//   (_video.py, playerCaptchaViewModel); the generic extractor's "Got HTTP
+//   Error 403 caused by Cloudflare anti-bot challenge" (cf-mitigated:
+//   challenge, or the "Attention Required! | Cloudflare" page).
+// - "This content isn't available, try again later. The current session
+//   has been rate-limited by YouTube for up to an hour"; "HTTP Error 429:
+//   Too Many Requests" anywhere.
+// - common.py raise_login_required: "This video is only available for
+//   registered users" and extractors' "login required" / "requires login",
+//   with the hint "Use --cookies-from-browser or --cookies for the
+//   authentication".
+// Our own refusal is "HTTP Error 403: Refused by egress policy": never the platform's.
+const CAPTCHA = /captcha|anti-bot challenge|Attention Required! \| Cloudflare/i;
+const BOT_CHECK = /confirm you.?re not a bot|not a robot|IP is likely being blocked|unusual traffic/i;
+const RATE_LIMITED = /HTTP Error 429|Too Many Requests|rate[- ]?limit|try again later/i;
+const SIGN_IN = /only available for registered users|(?:log|sign)[- ]?in (?:is )?required|requires? (?:a )?(?:log[- ]?in|sign[- ]?in|account|authentication)|(?:need|have) to (?:log|sign) in|--cookies for the authentication|cookies (?:are|have) (?:no longer valid|expired)/i;
+const FORBIDDEN = /HTTP Error 403(?!: Refused by egress policy)|Server returned 403/i;
+
+/**
+ * The defence a failure was, if it was one. Order: a captcha before a bot
+ * check (YouTube's captcha text follows a bot-check reason), both before a
+ * rate limit, a sign-in demand before a plain 403. A 403 while fetching the
+ * media whose URL's signature has expired (expire=, Expires=, X-Amz-Date +
+ * X-Amz-Expires in the past) is an expired URL, answered by a re-probe; any
+ * other 403 (the page, or media whose URL is still valid) is a ban of the
+ * exit: a new proxy session.
+ */
+export function defenceOf(c: Pick<Classification, 'category'>, e: DefenceEvidence): DefenceFinding | undefined {
+  if (!DEFENCE_CATEGORIES.has(c.category)) return undefined;
+  const text = errorLines(boundedLines(e.stderr));
+  const platform403 = e.answers.filter((a) => a.status === 403);
+  if (CAPTCHA.test(text) || e.answers.some((a) => a.challenge)) return { kind: 'captcha' };
+  if (c.category === 'bot_detection' || BOT_CHECK.test(text)) return { kind: 'bot_check' };
+  const limited = [...e.answers].reverse().find((a) => a.status === 429);
+  if (c.category === 'rate_limited' || RATE_LIMITED.test(text) || limited) {
+    const after = limited?.retryAfter !== undefined ? retryAfterSeconds(limited.retryAfter, e.now) : undefined;
+    return { kind: 'rate_limited', ...(after !== undefined ? { retryAfterSeconds: after } : {}) };
+  }
+  if (SIGN_IN.test(text)) return { kind: 'sign_in' };
+  if (FORBIDDEN.test(text) || platform403.length) {
+    const urls = [...platform403.map((a) => a.url), ...(e.mediaUrls ?? [])];
+    return { kind: e.afterProbe && urls.some((u) => signatureExpired(u, e.now)) ? 'expired_url' : 'forbidden' };
+  }
+  return undefined;
+}
+
+/** The longest wait a Retry-After is taken at (a day): a platform's word, not a reason to park a job for ever. */
+const MAX_RETRY_AFTER_SECONDS = 86_400;
+
+/** Retry-After (RFC 9110 10.2.3): delta-seconds or an HTTP date; undefined when it is neither. */
+export function retryAfterSeconds(value: string, now: number): number | undefined {
+  const v = value.trim();
+  const seconds = /^\d+$/.test(v) ? Number(v) : Number.isNaN(Date.parse(v)) ? undefined : Math.ceil((Date.parse(v) - now) / 1000);
+  return seconds === undefined ? undefined : Math.min(MAX_RETRY_AFTER_SECONDS, Math.max(0, seconds));
+}
+
+/**
+ * Whether a signed URL says it has expired: `expire`/`expires`/`Expires`
+ * (epoch seconds: YouTube's googlevideo, CloudFront, most CDNs) or
+ * `X-Amz-Date` + `X-Amz-Expires` (S3 presigned) in the past.
+ */
+export function signatureExpired(url: string, now: number): boolean {
+  if (!URL.canParse(url)) return false;
+  const q = new URL(url).searchParams;
+  // YouTube also puts it in the path: /expire/1700000000/.
+  const epoch = q.get('expire') ?? q.get('expires') ?? q.get('Expires') ?? /\/expire\/(\d+)\//.exec(new URL(url).pathname)?.[1] ?? null;
+  if (epoch !== null && /^\d{9,11}$/.test(epoch)) return Number(epoch) * 1000 < now;
+  const amzDate = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(q.get('X-Amz-Date') ?? '');
+  const amzExpires = Number(q.get('X-Amz-Expires'));
+  if (amzDate && Number.isFinite(amzExpires)) {
+    const [, y, mo, d, h, mi, s] = amzDate.map(Number) as number[];
+    return Date.UTC(y!, mo! - 1, d!, h!, mi!, s!) + amzExpires * 1000 < now;
+  }
+  return false;
 }
