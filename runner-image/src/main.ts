@@ -14,6 +14,7 @@ import { classification, invalidSpec } from './classify.js';
 import { InvalidSpec, loadRunnerEnv, parseSpec, SpecError, type RunnerEnv } from './config.js';
 import { cancellable, resolveDestination, type CancellableProvider, type ResolvedDestination } from './destination.js';
 import { runJob, type Tools } from './pipeline.js';
+import { loadPlatformRun, PlatformSetupError, type PlatformRun } from './platform.js';
 import { StatusReporter, writeTerminationMessage } from './report.js';
 
 const logger = createLogger('runner');
@@ -141,12 +142,18 @@ function outboundPolicy(env: RunnerEnv): OutboundPolicy {
   return new OutboundPolicy({ allowed: env.OUTBOUND_ALLOWED_CIDRS });
 }
 
-function toolsOf(env: RunnerEnv): Tools {
+function toolsOf(env: RunnerEnv, platform: PlatformRun | undefined): Tools {
   return {
     ytdlp: env.YTDLP_PATH, ytdlpArgs: env.YTDLP_ARGS, ffmpeg: env.FFMPEG_PATH, ffprobe: env.FFPROBE_PATH,
     socketTimeoutSeconds: env.RUNNER_SOCKET_TIMEOUT_SECONDS,
     threads: cpuBudget(),
-    egress: { policy: outboundPolicy(env), ports: env.RUNNER_EGRESS_PORTS },
+    ytdlpMaxAgeDays: env.YTDLP_MAX_AGE_DAYS,
+    // A platform's proxy session is the egress's upstream, its source address the egress's own (platform.ts).
+    egress: {
+      policy: outboundPolicy(env), ports: env.RUNNER_EGRESS_PORTS,
+      ...(platform?.upstream ? { upstream: platform.upstream } : {}), ...(platform?.sourceAddress ? { localAddress: platform.sourceAddress } : {}),
+    },
+    ...(platform ? { platform } : {}),
     live: {
       maxRecordingSeconds: env.RUNNER_MAX_RECORDING_SECONDS,
       waitForVideoMaxSeconds: env.RUNNER_WAIT_FOR_VIDEO_MAX_SECONDS,
@@ -176,12 +183,21 @@ async function destinationOf(env: RunnerEnv, reporter: StatusReporter): Promise<
 
 /** Run the pipeline in a fresh work directory, removed after unless the runner is stopping (stop() removes it then). */
 async function runInWorkDir(env: RunnerEnv, spec: NormalisedMediaJobSpec, jobId: string, reporter: StatusReporter): Promise<RunnerReport> {
+  let platform: PlatformRun | undefined;
+  try {
+    platform = await loadPlatformRun(env);
+  } catch (err) {
+    // The operator's Secret is broken: its bug, not the media's. The message names the key, never its value.
+    logger.error({ err: err instanceof PlatformSetupError ? err.message : errFields(err) }, 'invalid platform credentials');
+    return internalError();
+  }
+  if (platform) logger.info({ platform: platform.name, proxyPool: platform.proxyPool, proxyId: platform.proxyId, cookieId: platform.cookieId }, 'platform');
   const destination = await destinationOf(env, reporter);
   // The pod's TMPDIR (a private emptyDir, or the local kubelet's per-pod dir).
   workDir = mkdtempSync(path.join(os.tmpdir(), 'mediajob-'));
   try {
     const run = runJob({
-      spec, jobId, workDir, reporter, logger: logger.child({ job: jobId }), tools: toolsOf(env), destination, signal: abort.signal,
+      spec, jobId, workDir, reporter, logger: logger.child({ job: jobId }), tools: toolsOf(env, platform), destination, signal: abort.signal,
     });
     running = run;
     return await run;

@@ -7,7 +7,7 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { errFields, redactUrls, type Logger } from '@mediajobs/lib/logger';
 import type { NormalisedMediaJobSpec, RunnerReport } from '@mediajobs/lib/mediajob/types';
-import { classification, classifyFfmpeg, classifyYtDlp } from './classify.js';
+import { classification, classifyFfmpeg, classifyYtDlp, defenceOf, type ErrorCategory } from './classify.js';
 import { deliver, type Delivery, type DeliveryContext } from './deliver.js';
 import type { ResolvedDestination } from './destination.js';
 import { ffprobe, measureAudio, remuxIndexed, type FfprobeResult, type MuxInput } from './ffmpeg.js';
@@ -21,7 +21,9 @@ import { drmItemIsAudioOnly, saysDrmProtected } from './drm.js';
 import { DEFAULT_LIVE_LIMITS, isLiveSource, probeWaitingForVideo, recordLiveSource, type LiveLimits } from './live.js';
 import { describedAs } from './episode.js';
 import { durationOverLimit } from './key-limits.js';
-import { withEgress, type EgressOptions } from './egress-proxy.js';
+import { egressAnswers, withEgress, type EgressOptions } from './egress-proxy.js';
+import { copyCookies, platformYtdlpArgs, type PlatformRun } from './platform.js';
+import { toolVersions, ytdlpAgeDays } from './tool-versions.js';
 import { deliverSidecars } from './sidecars.js';
 import { clipSections, withHlsFragments, type Section } from './sections.js';
 import { readableInputs, transportIsDefault } from './source-read.js';
@@ -40,8 +42,12 @@ export interface Tools {
   live?: LiveLimits;
   /** The CPUs ffmpeg's threads are sized by (child.ts cpuBudget); ffmpeg's own count of the machine's cores otherwise. */
   threads?: number;
-  /** The outbound policy every fetch of the job passes (egress-proxy.ts); main.ts always sets it. */
+  /** The outbound policy every fetch of the job passes (egress-proxy.ts); main.ts always sets it, with the platform's upstream and source address. */
   egress?: Omit<EgressOptions, 'logger'>;
+  /** The job's MediaPlatform (platform.ts): its yt-dlp options and cookie file, the ids its defences are reported with. */
+  platform?: PlatformRun;
+  /** yt-dlp older than this (days, by its version's date) is warned about at start; 90 when absent. */
+  ytdlpMaxAgeDays?: number;
 }
 
 export interface JobContext {
@@ -58,17 +64,42 @@ export interface JobContext {
 }
 
 export async function runJob(ctx: JobContext): Promise<RunnerReport> {
+  const versions = reportToolVersions(ctx);
+  // A platform's options come after the deployment's, then the runner's own (the cookie file's copy).
+  const platform = ctx.tools.platform;
+  const job: JobContext = platform
+    ? { ...ctx, tools: { ...ctx.tools, ytdlpArgs: [...(ctx.tools.ytdlpArgs ?? []), ...platformYtdlpArgs(platform, await copyCookies(platform, ctx.workDir))] } }
+    : ctx;
   // The download's yt-dlp is started with the probe (startYtDlp); a job that
   // ends before downloading, or records a live stream, stops it unused.
   let downloader: StartedYtDlp | undefined;
   const steps = async () => {
     try {
-      return await runSteps(ctx, (opts) => (downloader = startYtDlp(opts)));
+      return await runSteps(job, (opts) => (downloader = startYtDlp(opts)));
     } finally {
       downloader?.cancel();
     }
   };
-  return ctx.tools.egress ? withEgress({ ...ctx.tools.egress, logger: ctx.logger }, steps) : steps();
+  const report = await (job.tools.egress ? withEgress({ ...job.tools.egress, logger: job.logger }, steps) : steps());
+  const tools = await versions;
+  return Object.keys(tools).length ? { ...report, tools } : report;
+}
+
+/**
+ * The attempt's yt-dlp and ffmpeg versions: logged, patched into
+ * status.tools as soon as known (the operator's mediajobs_runner_tool_info),
+ * and a warning when yt-dlp is older than YTDLP_MAX_AGE_DAYS.
+ */
+async function reportToolVersions(ctx: JobContext): Promise<NonNullable<RunnerReport['tools']>> {
+  const tools = await toolVersions({ ytdlp: ctx.tools.ytdlp, ffmpeg: ctx.tools.ffmpeg }, ctx.signal);
+  ctx.logger.info({ tools }, 'tool versions');
+  const maxAge = ctx.tools.ytdlpMaxAgeDays ?? 90;
+  const age = tools.ytdlp ? ytdlpAgeDays(tools.ytdlp, Date.now()) : undefined;
+  if (age !== undefined && age > maxAge) {
+    ctx.logger.warn({ ytdlp: tools.ytdlp, ageDays: age, maxAgeDays: maxAge }, 'yt-dlp is older than YTDLP_MAX_AGE_DAYS: platforms answer old extractors with bot checks; update the runner image');
+  }
+  if (Object.keys(tools).length) void ctx.reporter.setTools(tools);
+  return tools;
 }
 
 async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) => StartedYtDlp): Promise<RunnerReport> {
@@ -79,11 +110,15 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   // DRM items are skipped). Before the probe the job's own request is the
   // best guess (podcast episodes are audio-only jobs).
   let audioOnlySource = container.audioOnly;
-  const failYtDlp = (f: Extract<ProbeResult | DownloadResult, { ok: false }>) => steps.fail(
-    f.category ? classification(f.category) : classifyYtDlp(f.run.stderr, f.run.exitCode, { audioOnlySource }), toolDetail('yt-dlp', f.run));
+  // What the defence table reads (classify.ts defenceOf): whether the probe had passed, and the media's URLs.
+  let afterProbe = false;
+  let mediaUrls: string[] = [];
+  const failYtDlp = (f: Extract<ProbeResult | DownloadResult, { ok: false }>) => withDefence(tools.platform, steps.fail(
+    f.category ? classification(f.category) : classifyYtDlp(f.run.stderr, f.run.exitCode, { audioOnlySource }), toolDetail('yt-dlp', f.run),
+  ), { stderr: f.run.stderr, afterProbe, answers: egressAnswers(), mediaUrls, now: Date.now() });
 
   // A fresh attempt clears whatever an earlier attempt of the pod reported.
-  steps.enter('Downloading', { result: null, error: null, errorType: null, reason: null, phaseSeconds: null });
+  steps.enter('Downloading', { result: null, error: null, errorType: null, reason: null, phaseSeconds: null, defence: null });
   if ('error' in ctx.destination) {
     return steps.fail(classification('storage_unreachable'), { err: errFields(ctx.destination.error) });
   }
@@ -106,6 +141,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
     return failYtDlp(probed);
   }
   const info = probed.info;
+  afterProbe = true;
   if (info._type === 'playlist') return steps.fail(classification('unavailable'), { why: 'a playlist, not a single item' });
   const formats = info.formats ?? [];
   // From here the item's formats say it, not the request: an audio_only job
@@ -124,6 +160,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   // as for downloads; yt-dlp's own choice stands for lists with nothing usable.
   const choice = await chooseJobFormats(formats, spec, container, tools, logger, signal);
   const formatIds = choice ? choice.formats.map((f) => f.format_id) : selectedFormatIds(info);
+  mediaUrls = formatsById(info, formatIds).map((f) => f.url).filter((u): u is string => typeof u === 'string');
   if (!formatIds.length) return steps.fail(classification('unavailable'), { why: 'no format selected' });
   const delivery: DeliveryContext = {
     spec, container, ...(clip ? { clip } : {}), live, ...(maxSeconds !== undefined ? { maxSeconds } : {}), tools, destination: ctx.destination, dlDir, outDir, steps, logger, ...(signal ? { signal } : {}),
@@ -158,6 +195,19 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   });
   steps.enter('Finished');
   return { ...completedReport(delivered, container, describedAs(spec, info), sidecars, logger), phaseSeconds: steps.phaseSeconds() };
+}
+
+/**
+ * A failed report with the platform's defence beside its category, when the
+ * job runs for a platform and the failure was one (classify.ts defenceOf):
+ * the ids of the attempt's proxy and cookie file ride along, never their
+ * contents. A job of no platform reports as before.
+ */
+function withDefence(platform: PlatformRun | undefined, report: RunnerReport, evidence: Parameters<typeof defenceOf>[1]): RunnerReport {
+  if (!platform || report.outcome !== 'failed' || !report.category) return report;
+  const found = defenceOf({ category: report.category as ErrorCategory }, evidence);
+  if (!found) return report;
+  return { ...report, defence: { ...found, ...(platform.proxyId ? { proxyId: platform.proxyId } : {}), ...(platform.cookieId ? { cookieId: platform.cookieId } : {}) } };
 }
 
 /**

@@ -12,7 +12,9 @@ import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { GROUP, MEDIAJOB_PLURAL, VERSION, type JobStep, type MediaJobStatus, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 
 /** The status fields the runner owns (spine.md): everything else is the operator's. */
-export type RunnerStatus = Pick<MediaJobStatus, 'step' | 'progress' | 'expectedBytes' | 'result' | 'error' | 'errorType' | 'reason' | 'category' | 'phaseSeconds'>;
+export type RunnerStatus = Pick<
+  MediaJobStatus, 'step' | 'progress' | 'expectedBytes' | 'result' | 'error' | 'errorType' | 'reason' | 'category' | 'phaseSeconds' | 'defence' | 'tools'
+>;
 /**
  * A merge patch of those fields; null removes a field (left over from an
  * earlier attempt of the pod). storedFiles merges key by key: bytes record a
@@ -263,6 +265,11 @@ export class StatusReporter {
     return this.enqueue({ storedFiles: { [key]: bytes } }, this.storedFileAttempts);
   }
 
+  /** The yt-dlp and ffmpeg versions of this attempt (status.tools), as soon as they are known. */
+  setTools(tools: NonNullable<RunnerStatus['tools']>): Promise<void> {
+    return this.enqueue({ tools }, this.attempts);
+  }
+
   /** The final report: step, progress, result or error, with every attempt it takes. */
   finish(report: RunnerReport): Promise<void> {
     this.cancelPendingProgress();
@@ -277,6 +284,9 @@ export class StatusReporter {
       category: report.category ?? null,
       // The seconds of each step (mediajobs_runner_phase_seconds); the termination message has them too.
       phaseSeconds: report.phaseSeconds ?? null,
+      // The platform's defence, when the failure was one (classify.ts defenceOf); the operator answers it.
+      defence: report.defence ?? null,
+      ...(report.tools ? { tools: report.tools } : {}),
       ...(report.step ? { step: report.step } : {}),
       ...(report.progress !== undefined ? { progress: report.progress } : {}),
     };
@@ -356,7 +366,7 @@ export function terminationMessage(report: RunnerReport): string {
   // Still too long (a huge storage key?): keep what the operator cannot do without.
   return JSON.stringify({
     outcome: report.outcome, step: report.step, progress: report.progress, error: report.error, errorType: report.errorType, reason: report.reason,
-    category: report.category, phaseSeconds: report.phaseSeconds,
+    category: report.category, phaseSeconds: report.phaseSeconds, defence: report.defence, tools: report.tools,
   });
 }
 
