@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { ytDlpReason } from '@mediajobs/lib/media-info/ytdlp-messages';
+import { classifyYtDlp, defenceOf } from '../runner-image/src/classify.js';
 import { MEDIA, generateMedia } from './support/media.js';
 import { ANSWERS, COOKIE_NAME, DIRECT, startPlatformSim, type PlatformSim } from './support/platform-sim.js';
 import { startUpstreamProxies, startUpstreamProxy, type UpstreamProxy } from './support/upstream-proxies.js';
@@ -226,6 +227,56 @@ describe('platform simulator, as yt-dlp sees it', function () {
     expect(sim.stats(p1().sourceAddress)).to.include({ maxActive: 2, active: 0 });
     expect(sim.stats(p2().sourceAddress)).to.include({ maxActive: 1, active: 0 });
     expect(p1().maxActive).to.be.at.least(2);
+  });
+
+  it('each answer reads as its defence in the runner\'s table (classify.ts), from what yt-dlp prints', async () => {
+    const kindOf = (r: YtDlpRun, afterProbe = false, mediaUrls: string[] = []) => {
+      const c = classifyYtDlp(r.stderr, r.code);
+      return { category: c.category, kind: defenceOf(c, { stderr: r.stderr, afterProbe, answers: [], mediaUrls, now: Date.now() })?.kind };
+    };
+    const page = () => ytdlp(['-J', sim.pageUrl('v1')]);
+    const seen: Record<string, unknown> = {};
+    for (const flag of ['bot_check', 'captcha', 'ban'] as const) {
+      sim.flag(DIRECT, flag);
+      seen[flag] = kindOf(await page());
+    }
+    sim.unflag(DIRECT);
+    sim.rateLimit(DIRECT, { pages: 0, windowSeconds: 60, retryAfterSeconds: 5 });
+    seen.rate_limited = kindOf(await page());
+    sim.rateLimit(DIRECT, undefined);
+    sim.requireCookie(true);
+    seen.sign_in = kindOf(await page());
+    sim.requireCookie(false);
+
+    // The media: a stale page's URL (expire passed) and a revoked one (expire ahead), each after a good probe.
+    const download = async () => {
+      const info = await probe(sim.pageUrl('v2'));
+      writeFileSync(join(dir, 'info.json'), JSON.stringify(info));
+      return { run: await ytdlp(['--load-info-json', join(dir, 'info.json'), '-o', 'x.%(ext)s'], dir), url: String(info.url) };
+    };
+    sim.staleViews(1);
+    const stale = await download();
+    seen.expired_url = kindOf(stale.run, true, [stale.url]);
+    const revoked = await (async () => {
+      const info = await probe(sim.pageUrl('v3'));
+      writeFileSync(join(dir, 'info.json'), JSON.stringify(info));
+      sim.expireIssuedUrls();
+      return { run: await ytdlp(['--load-info-json', join(dir, 'info.json'), '-o', 'y.%(ext)s'], dir), url: String(info.url) };
+    })();
+    seen.revoked = kindOf(revoked.run, true, [revoked.url]);
+
+    expect(seen).to.deep.equal({
+      bot_check: { category: 'bot_detection', kind: 'bot_check' },
+      captcha: { category: 'bot_detection', kind: 'captcha' },
+      ban: { category: 'connection_error', kind: 'forbidden' },
+      rate_limited: { category: 'rate_limited', kind: 'rate_limited' },
+      sign_in: { category: 'connection_error', kind: 'sign_in' },
+      expired_url: { category: 'connection_error', kind: 'expired_url' },
+      revoked: { category: 'connection_error', kind: 'forbidden' },
+    });
+    // A stale view costs one page: the next one is signed afresh and downloads.
+    const fresh = await ytdlp(['-o', 'fresh.%(ext)s', sim.pageUrl('v2')], dir);
+    expect(fresh.code, fresh.stderr).to.equal(0);
   });
 
   it('opens CONNECT tunnels from the proxy\'s own address', async () => {

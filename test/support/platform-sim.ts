@@ -145,8 +145,18 @@ export interface PlatformSim {
   issueCookie(opts?: { expiresInSeconds?: number }): IssuedCookie;
   /** The platform ends a session: its cookie draws the sign-in answer from now on. */
   revokeCookie(value: string): void;
-  /** Every media URL issued so far expires now (as if the download came after `expire`). */
+  /**
+   * Every media URL issued so far is refused from now on, though its
+   * `expire` is still ahead: the platform revoked them (to a reader this
+   * looks like a ban, not an expiry).
+   */
   expireIssuedUrls(): void;
+  /**
+   * The next `n` page views carry a media URL whose `expire` has already
+   * passed (a cached page with stale signatures): its download gets 403, as
+   * an expired URL does, and a reader can tell from the URL why.
+   */
+  staleViews(n: number): void;
   /** Counters of one exit (zeros for one never seen). */
   stats(identity: string): IdentityStats;
   /** The exits seen, in order of first request. */
@@ -201,6 +211,7 @@ export async function startPlatformSim(opts: PlatformSimOptions = {}): Promise<P
   const signingKey = randomBytes(32);
   const ttl = opts.urlTtlSeconds ?? 3600;
   let cookieRequired = opts.requireCookie ?? false;
+  let staleLeft = 0;
 
   const limits = new Map<string, RateLimit>(opts.rateLimit ? [['*', opts.rateLimit]] : []);
   const views = new Map<string, number[]>();
@@ -262,7 +273,9 @@ export async function startPlatformSim(opts: PlatformSimOptions = {}): Promise<P
       if (!known || known.revoked) return answer(res, identity, 'sign_in');
       known.views++;
     }
-    const expire = Math.floor(Date.now() / 1000) + ttl;
+    const stale = staleLeft > 0;
+    if (stale) staleLeft--;
+    const expire = Math.floor(Date.now() / 1000) + (stale ? -60 : ttl);
     const nonce = randomBytes(8).toString('hex');
     issued.set(nonce, { identity, expired: false, open: 0 });
     const media = video.mediaUrl ?? `${baseUrl}/media/${video.id}.mp4?expire=${expire}&ei=${nonce}&sig=${sign(video.id, expire, nonce)}`;
@@ -392,6 +405,7 @@ export async function startPlatformSim(opts: PlatformSimOptions = {}): Promise<P
     expireIssuedUrls() {
       for (const grant of issued.values()) grant.expired = true;
     },
+    staleViews: (n) => void (staleLeft = n),
     stats: (identity) => structuredClone(stats.get(identity) ?? emptyStats()),
     identities: () => [...stats.keys()],
     get activeDownloads() { return active; },
