@@ -287,6 +287,27 @@ describe('end to end: platforms and proxy pools', function () {
     expect(said.some((t) => /\bbob\b/.test(t)), said.join('\n')).to.equal(true);
   });
 
+  it('an expired media URL is re-probed at once on the same proxy, which does not cool down', async () => {
+    const s = await sim();
+    const ps = await proxies(2, 60);
+    await pool('stale', ps, 300);
+    await platform('stale', s, { proxyPool: 'stale', breaker: { defences: 1, windowSeconds: 60, coolDownSeconds: 600 } });
+    // The first view's media URL has expired by the time it is read: a page served from a stale cache.
+    s.staleViews(1);
+    const id = await post(s.pageUrl('v1'));
+    await completed([id]);
+
+    const m = await mediaJob(id);
+    const first = m.status?.attempts?.[0];
+    expect(first?.defence, JSON.stringify(m.status?.attempts)).to.include({ kind: 'expired_url', proxyId: 'p1' });
+    expect(first?.retryAfterSeconds ?? 0, 'retried at once').to.be.at.most(1);
+    expect(s.stats(ps[0]!.sourceAddress).pages, 'both page views on the same exit').to.equal(2);
+    expect(s.stats(ps[1]!.sourceAddress).requests).to.equal(0);
+    expect(await poolProxy('stale', 'p1')).to.include({ state: 'Ready', defences: 0 });
+    // Not a defence of the platform: one would have opened this breaker (defences: 1).
+    expect((await get('mediaplatform', 'stale')).status?.breaker ?? 'Closed').to.equal('Closed');
+  });
+
   it('the breaker opens on defences, new jobs wait with platform_paused, it half-opens for one job and closes', async () => {
     const s = await sim();
     const ps = await proxies(2, 40);
