@@ -141,6 +141,36 @@ export function storageContract(h: ContractHarness): void {
       if (h.presigned) expect((await download(await p.presign(key, 60))).text).to.equal('first');
     });
 
+    it('records the job an upload names, and stat reads back the size and job as stored', async () => {
+      const p = h.provider();
+      expect(p.stat, 'every provider the operator reads back has stat').to.be.a('function');
+      await p.upload('contract/owned.mp4', Readable.from([Buffer.from('owned '), Buffer.from('bytes')]), { contentType: 'video/mp4', jobId: 'job-a' });
+      await p.upload('contract/unowned.mp4', text('nobody'));
+      expect(await p.stat!('contract/owned.mp4')).to.deep.equal({ size: 11, jobId: 'job-a' });
+      expect(await p.stat!('contract/unowned.mp4'), 'an object stored without a job names none').to.deep.equal({ size: 6 });
+      expect(await p.stat!('contract/never-stored.mp4')).to.equal(undefined);
+    });
+
+    it('a job\'s record goes with its object: the same key stored again by another job names that job', async () => {
+      const p = h.provider();
+      const key = 'contract/same name.mp4';
+      await p.upload(key, text('first job'), { jobId: 'job-first' });
+      // The other job's upload to the taken key is refused and changes nothing.
+      expect((await caught(p.upload(key, text('second'), { jobId: 'job-second' }))).code).to.equal('conflict');
+      expect(await p.stat!(key)).to.deep.equal({ size: 9, jobId: 'job-first' });
+      await p.delete(key);
+      expect(await p.stat!(key)).to.equal(undefined);
+      await p.upload(key, text('second job'), { jobId: 'job-second' });
+      expect(await p.stat!(key)).to.deep.equal({ size: 10, jobId: 'job-second' });
+    });
+
+    it('records the job of an upload past the first part, block or chunk', async () => {
+      const { provider: p, bytes } = h.staged();
+      const key = 'contract/owned-large.mkv';
+      await p.upload(key, generated(bytes + 1).stream, { size: bytes + 1, jobId: 'job-large' });
+      expect(await p.stat!(key)).to.deep.equal({ size: bytes + 1, jobId: 'job-large' });
+    });
+
     it('delete removes an object and is idempotent, also for a key that never was', async () => {
       const p = h.provider();
       const key = 'contract/gone.mp4';

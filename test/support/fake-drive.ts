@@ -61,6 +61,8 @@ export interface FakeDriveFile {
   createdTime: string;
   trashed: boolean;
   content: Buffer;
+  /** The app's private key-value pairs on the file (files.create's appProperties), returned with it. */
+  appProperties?: Record<string, string>;
   /** Roles granted on this item (My Drive sharing). */
   shared: Map<string, Role>;
 }
@@ -102,7 +104,7 @@ export interface RunningFakeDrive {
 
 interface Session {
   email: string;
-  metadata: { name: string; parents: string[]; mimeType: string };
+  metadata: { name: string; parents: string[]; mimeType: string; appProperties?: Record<string, string> };
   declaredLength?: number;
   received: Buffer[];
   bytes: number;
@@ -197,6 +199,7 @@ export async function startFakeDrive(): Promise<RunningFakeDrive> {
       createdTime: file.createdTime,
       trashed: file.trashed,
       ...(file.mimeType !== FOLDER_MIME ? { size: String(file.content.length) } : {}),
+      ...(file.appProperties ? { appProperties: file.appProperties } : {}),
       capabilities: {
         canAddChildren: file.mimeType === FOLDER_MIME && RANK[role] >= RANK.writer,
         canTrash: inShared ? RANK[role] >= RANK.fileOrganizer : role === 'owner',
@@ -344,6 +347,7 @@ export async function startFakeDrive(): Promise<RunningFakeDrive> {
       mimeType: session.metadata.mimeType,
       parents: [parentId],
       ...(parent?.driveId ? { driveId: parent.driveId } : {}),
+      ...(session.metadata.appProperties ? { appProperties: session.metadata.appProperties } : {}),
       content,
     });
   }
@@ -354,7 +358,9 @@ export async function startFakeDrive(): Promise<RunningFakeDrive> {
     if (req.method === 'POST' && !uploadId) {
       event.op = 'upload.start';
       if (q.get('uploadType') !== 'resumable') throw new ApiError(400, 'badRequest', 'This fake serves only resumable uploads.');
-      const meta = JSON.parse((await readBody(req)).toString('utf8') || '{}') as { name?: string; parents?: string[]; mimeType?: string };
+      const meta = JSON.parse((await readBody(req)).toString('utf8') || '{}') as {
+        name?: string; parents?: string[]; mimeType?: string; appProperties?: Record<string, string>;
+      };
       const parentId = meta.parents?.[0] ?? 'root';
       const { parent } = creatable(parentId, email, q);
       const id = randomBytes(16).toString('base64url');
@@ -365,6 +371,7 @@ export async function startFakeDrive(): Promise<RunningFakeDrive> {
           name: meta.name ?? 'Untitled',
           parents: [parent.id],
           mimeType: meta.mimeType ?? String(req.headers['x-upload-content-type'] ?? 'application/octet-stream'),
+          ...(meta.appProperties ? { appProperties: meta.appProperties } : {}),
         },
         ...(declared !== undefined ? { declaredLength: Number(declared) } : {}),
         received: [],

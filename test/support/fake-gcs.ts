@@ -183,6 +183,8 @@ interface Session {
   done?: ObjectResource;
   /** From the request that opened the session; checked when the object is created. */
   ifGenerationMatch?: string;
+  /** The object's custom metadata, from the session's resource. */
+  metadata?: Record<string, string>;
 }
 
 interface ObjectResource {
@@ -198,6 +200,8 @@ interface ObjectResource {
   storageClass: string;
   size: string;
   md5Hash: string;
+  /** Custom metadata, as the upload's resource gave it (absent when none). */
+  metadata?: Record<string, string>;
   crc32c: string;
   etag: string;
   timeCreated: string;
@@ -378,7 +382,7 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
     }
   }
 
-  function store(bucket: string, name: string, data: Buffer, contentType: string, crc?: number, md5?: string): ObjectResource {
+  function store(bucket: string, name: string, data: Buffer, contentType: string, crc?: number, md5?: string, metadata?: Record<string, string>): ObjectResource {
     const objects = bucketOf(bucket);
     const gen = String(++generation);
     const now = new Date().toISOString();
@@ -400,6 +404,7 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
       etag: createHash('sha1').update(gen).digest('base64').slice(0, 12),
       timeCreated: now,
       updated: now,
+      ...(metadata && { metadata }),
     };
     objects.set(name, { data, resource });
     return resource;
@@ -475,7 +480,7 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
   }
 
   function finish(s: Session): ObjectResource {
-    s.done = store(s.bucket, s.name, Buffer.concat(s.chunks), s.contentType, s.crc, s.md5.digest('base64'));
+    s.done = store(s.bucket, s.name, Buffer.concat(s.chunks), s.contentType, s.crc, s.md5.digest('base64'), s.metadata);
     s.chunks = [];
     return s.done;
   }
@@ -575,7 +580,7 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
 
     if (uploadType === 'resumable') {
       log.kind = 'upload.resumable.start';
-      const meta = body.length ? (JSON.parse(body.toString('utf8')) as { name?: string; contentType?: string }) : {};
+      const meta = body.length ? (JSON.parse(body.toString('utf8')) as { name?: string; contentType?: string; metadata?: Record<string, string> }) : {};
       const name = url.searchParams.get('name') ?? meta.name;
       if (!name) throw new HttpError(400, 'required', 'Required parameter: name');
       log.object = name;
@@ -591,6 +596,7 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
       };
       // Kept for the object's creation, not checked now (see the header comment).
       if (ifGenerationMatch !== undefined) s.ifGenerationMatch = ifGenerationMatch;
+      if (meta.metadata) s.metadata = meta.metadata;
       sessions.set(s.id, s);
       res.writeHead(200, { location: sessionUri(s), 'content-length': '0' }).end();
       return 200;
@@ -598,12 +604,14 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
     let name = url.searchParams.get('name') ?? undefined;
     let data: Buffer;
     let objectType: string;
+    let custom: Record<string, string> | undefined;
     if (uploadType === 'multipart') {
       log.kind = 'upload.multipart';
       const parts = multipartParts(body, contentType);
       if (parts.length !== 2) throw new HttpError(400, 'invalid', 'A multipart upload has exactly two parts.');
-      const meta = JSON.parse((parts[0] as { body: Buffer }).body.toString('utf8')) as { name?: string; contentType?: string };
+      const meta = JSON.parse((parts[0] as { body: Buffer }).body.toString('utf8')) as { name?: string; contentType?: string; metadata?: Record<string, string> };
       name ??= meta.name;
+      custom = meta.metadata;
       data = (parts[1] as { body: Buffer }).body;
       objectType = meta.contentType ?? (parts[1] as { headers: Record<string, string> }).headers['content-type'] ?? 'application/octet-stream';
     } else if (uploadType === 'media') {
@@ -616,7 +624,7 @@ export async function startFakeGcs(opts: { buckets?: string[] } = {}): Promise<R
     if (!name) throw new HttpError(400, 'required', 'Required parameter: name');
     log.object = name;
     checkGeneration(bucket, name, ifGenerationMatch);
-    const resource = store(bucket, name, data, objectType);
+    const resource = store(bucket, name, data, objectType, undefined, undefined, custom);
     res.writeHead(200, { 'content-type': 'application/json; charset=UTF-8' }).end(JSON.stringify(resource));
     return 200;
   }

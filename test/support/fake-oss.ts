@@ -71,6 +71,8 @@ export interface FakeOssObject {
   body: Buffer;
   contentType: string;
   etag: string;
+  /** User metadata (x-oss-meta-*, names lower-cased as OSS keeps them), answered with GetObject and HeadObject. */
+  meta: Record<string, string>;
 }
 
 /** One request the fake answered: how tests see which OSS operations really happened. */
@@ -104,6 +106,8 @@ interface Upload {
   bucket: string;
   key: string;
   contentType: string;
+  /** From the Initiate: OSS keeps an object's user metadata from there. */
+  meta: Record<string, string>;
   parts: Map<number, { body: Buffer; etag: string }>;
 }
 
@@ -384,6 +388,13 @@ export async function startFakeOss(opts: FakeOssOptions): Promise<RunningFakeOss
     return 'Unsupported';
   }
 
+  /** A request's user metadata: its x-oss-meta-* headers, without the prefix. */
+  function userMeta(req: http.IncomingMessage): Record<string, string> {
+    return Object.fromEntries(Object.entries(req.headers)
+      .filter(([n]) => n.startsWith('x-oss-meta-'))
+      .map(([n, v]) => [n.slice('x-oss-meta-'.length), String(v)]));
+  }
+
   async function readBody(req: http.IncomingMessage): Promise<Buffer> {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -437,13 +448,13 @@ export async function startFakeOss(opts: FakeOssOptions): Promise<RunningFakeOss
           throw new OssError(409, 'FileAlreadyExists', 'The object you specified already exists and can not be overwritten.', '0026-00000002');
         }
         const etag = md5Etag(body);
-        store.set(key, { body, contentType: String(req.headers['content-type'] ?? 'application/octet-stream'), etag });
+        store.set(key, { body, contentType: String(req.headers['content-type'] ?? 'application/octet-stream'), etag, meta: userMeta(req) });
         res.writeHead(200, { ETag: etag, 'Content-Length': '0' }).end();
         return;
       }
       case 'InitiateMultipartUpload': {
         const id = randomBytes(16).toString('hex').toUpperCase();
-        uploads.set(id, { bucket, key, contentType: String(req.headers['content-type'] ?? 'application/octet-stream'), parts: new Map() });
+        uploads.set(id, { bucket, key, contentType: String(req.headers['content-type'] ?? 'application/octet-stream'), meta: userMeta(req), parts: new Map() });
         xml(res, 200, `<InitiateMultipartUploadResult><Bucket>${xmlEscape(bucket)}</Bucket><Key>${xmlEscape(key)}</Key><UploadId>${id}</UploadId></InitiateMultipartUploadResult>`);
         return;
       }
@@ -484,7 +495,7 @@ export async function startFakeOss(opts: FakeOssOptions): Promise<RunningFakeOss
         }
         const body = Buffer.concat(bodies);
         const etag = `"${createHash('md5').update(listed.map((p) => p.etag).join('')).digest('hex').toUpperCase()}-${listed.length}"`;
-        store.set(key, { body, contentType: u.contentType, etag });
+        store.set(key, { body, contentType: u.contentType, etag, meta: u.meta });
         uploads.delete(url.searchParams.get('uploadId') ?? '');
         xml(
           res,
@@ -509,7 +520,10 @@ export async function startFakeOss(opts: FakeOssOptions): Promise<RunningFakeOss
       case 'HeadObject': {
         const obj = store.get(key);
         if (!obj) throw new OssError(404, 'NoSuchKey', 'The specified key does not exist.', '0026-00000001', { Key: key });
-        const headers: Record<string, string> = { 'Content-Type': obj.contentType, ETag: obj.etag, 'Accept-Ranges': 'bytes' };
+        const headers: Record<string, string> = {
+          'Content-Type': obj.contentType, ETag: obj.etag, 'Accept-Ranges': 'bytes',
+          ...Object.fromEntries(Object.entries(obj.meta).map(([n, v]) => [`x-oss-meta-${n}`, v])),
+        };
         let body = obj.body;
         let status = 200;
         const range = /^bytes=(\d*)-(\d*)$/.exec(String(req.headers.range ?? ''));

@@ -15,6 +15,7 @@ import {
 } from '@azure/storage-blob';
 import type { Readable } from 'node:stream';
 import {
+  JOB_METADATA,
   NETWORK_ERROR_CODES,
   PROBE_OBJECT_NAME,
   StorageError,
@@ -24,6 +25,7 @@ import {
   sanitizeKeyPrefix,
   streamUpload,
   type StorageErrorCode,
+  type ObjectInfo,
   type StorageProvider,
   type UploadOptions,
   type UploadResult } from './types.js';
@@ -58,6 +60,9 @@ export interface BlobStorageOptions {
   /** The agents requests go through (a ReadBudget's, for a probe); default the SDK's. */
   agents?: BoundedAgents;
 }
+
+/** JOB_METADATA as Blob metadata may name it: names are C# identifiers, so no hyphen (x-ms-meta-mediajobs_job). */
+export const BLOB_JOB_METADATA = JOB_METADATA.replace(/-/g, '_');
 
 const MiB = 1024 * 1024;
 // 4 MiB blocks (rclone's default too) keep the buffers at 16 MiB with 4 in
@@ -292,6 +297,7 @@ export class BlobStorageProvider implements StorageProvider {
         const blockSize = this.blockSize ?? planBlockSize(opts.size);
         await this.#container.getBlockBlobClient(key).uploadStream(source.stream, blockSize, this.concurrency, {
           ...(opts.contentType ? { blobHTTPHeaders: { blobContentType: opts.contentType } } : {}),
+          ...(opts.jobId !== undefined && { metadata: { [BLOB_JOB_METADATA]: opts.jobId } }),
           // uploadStream sends these conditions as headers only with Put Block List (Put Block reads just a lease id from them).
           conditions: { ifNoneMatch: '*' },
         });
@@ -323,6 +329,21 @@ export class BlobStorageProvider implements StorageProvider {
       this.#credential,
     );
     return `${blob.url}?${sas.toString()}`;
+  }
+
+  /** The blob's size and job as stored (Get Blob Properties: Content-Length, x-ms-meta-mediajobs_job); undefined when nothing is there. */
+  async stat(key: string): Promise<ObjectInfo | undefined> {
+    assertValidKey(key);
+    try {
+      const props = await this.#container.getBlockBlobClient(key).getProperties();
+      const jobId = props.metadata?.[BLOB_JOB_METADATA];
+      return { size: props.contentLength ?? 0, ...(jobId !== undefined && { jobId }) };
+    } catch (err) {
+      const mapped = mapBlobError(err, this.name);
+      // A HEAD answer has no body: BlobNotFound comes as the header, else as a bare 404, which a missing container answers with ContainerNotFound.
+      if (mapped.code === 'not_found' && mapped.reason !== 'ContainerNotFound') return undefined;
+      throw mapped;
+    }
   }
 
   async delete(key: string): Promise<void> {

@@ -36,6 +36,7 @@ import { DRIVE_DOWNLOAD_PATH, DRIVE_REASON_TEXT, signDriveDownload, type DriveDo
 import { encodeKeyPath } from './managed-local.js';
 import { parseServiceAccountJson, type ServiceAccountKey } from './service-account.js';
 import {
+  JOB_METADATA,
   PROBE_OBJECT_NAME,
   StorageError,
   assertExpiry,
@@ -45,6 +46,7 @@ import {
   sanitizeKeyPrefix,
   streamUpload,
   type CountedSource,
+  type ObjectInfo,
   type StorageErrorCode,
   type StorageProvider,
   type UploadOptions,
@@ -103,7 +105,7 @@ const MAX_DOWNLOAD_URL_SECONDS = 604_800;
 const SCOPE = 'https://www.googleapis.com/auth/drive';
 const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const FOLDER_MIME = 'application/vnd.google-apps.folder';
-const FILE_FIELDS = 'id,name,mimeType,size,createdTime';
+const FILE_FIELDS = 'id,name,mimeType,size,createdTime,appProperties';
 
 // Drive's error reasons (error.errors[0].reason) → our codes and reasons.
 const DRIVE_REASONS: Record<string, [StorageErrorCode, string]> = {
@@ -496,7 +498,9 @@ export class DriveStorageProvider implements StorageProvider {
         const parent = (await this.#folder(segments, true)) as string;
         const refuseExisting = () => this.#refuseExisting(parent, name);
         await refuseExisting();
-        await this.#resumableUpload(parent, name, opts.contentType ?? 'application/octet-stream', source, opts.size, refuseExisting);
+        // The job the file belongs to, as an appProperty: private to the app, kept with the file.
+        const appProperties = opts.jobId !== undefined ? { [JOB_METADATA]: opts.jobId } : undefined;
+        await this.#resumableUpload(parent, name, opts.contentType ?? 'application/octet-stream', source, opts.size, refuseExisting, appProperties);
       },
       // No remove: the session checks the size before its last chunk, so a short stream never becomes a file.
       mapError: (err) => mapDriveError(err, this.name),
@@ -514,6 +518,20 @@ export class DriveStorageProvider implements StorageProvider {
     const expires = Math.floor(Date.now() / 1000) + expiresSeconds;
     const sig = signDriveDownload(ref, key, expires, secret);
     return `${baseUrl.replace(/\/+$/, '')}${DRIVE_DOWNLOAD_PATH}${encodeURIComponent(ref)}/${encodeKeyPath(key)}?expires=${expires}&sig=${sig}`;
+  }
+
+  /** The file at `key` as Drive holds it (files.list with size and appProperties): its size and job; undefined when none is there. */
+  async stat(key: string): Promise<ObjectInfo | undefined> {
+    assertValidKey(key);
+    let file: drive_v3.Schema$File | undefined;
+    try {
+      file = await this.#file(key);
+    } catch (err) {
+      throw mapDriveError(err, this.name);
+    }
+    if (!file?.id) return undefined;
+    const jobId = file.appProperties?.[JOB_METADATA];
+    return { size: Number(file.size ?? 0), ...(typeof jobId === 'string' && { jobId }) };
   }
 
   /** Idempotent: a missing file is already deleted. Trashed, not purged (see #trash). */
@@ -604,6 +622,7 @@ export class DriveStorageProvider implements StorageProvider {
     source: CountedSource,
     size?: number,
     beforeCreate?: () => Promise<void>,
+    appProperties?: Record<string, string>,
   ): Promise<string> {
     const init = await this.#retrying(async () => {
       const res = await this.#raw({
@@ -614,7 +633,7 @@ export class DriveStorageProvider implements StorageProvider {
           'X-Upload-Content-Type': contentType,
           ...(size !== undefined ? { 'X-Upload-Content-Length': String(size) } : {}),
         },
-        data: JSON.stringify({ name, parents: [parentId], mimeType: contentType }),
+        data: JSON.stringify({ name, parents: [parentId], mimeType: contentType, ...(appProperties && { appProperties }) }),
       });
       if (res.status !== 200) this.#fail(res);
       return res;

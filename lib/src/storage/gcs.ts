@@ -7,6 +7,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseServiceAccountJson, type ServiceAccountKey } from './service-account.js';
 import {
+  JOB_METADATA,
   NETWORK_ERROR_CODES,
   STORAGE_ERROR_TEXT,
   PROBE_OBJECT_NAME,
@@ -17,6 +18,7 @@ import {
   sanitizeKeyPrefix,
   streamUpload,
   type StorageErrorCode,
+  type ObjectInfo,
   type StorageProvider,
   type UploadOptions,
   type UploadResult } from './types.js';
@@ -330,6 +332,8 @@ export class GcsStorageProvider implements StorageProvider {
    */
   async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
     let generation: string | undefined;
+    // The job the object belongs to, as the object's custom metadata (metadata.mediajobs-job).
+    const custom = opts.jobId !== undefined ? { metadata: { [JOB_METADATA]: opts.jobId } } : {};
     return streamUpload(this.name, key, body, opts, {
       send: async (source) => {
         const file = this.#bucket.file(key);
@@ -340,7 +344,7 @@ export class GcsStorageProvider implements StorageProvider {
         if (!(await hasData(source.stream))) {
           await file.save(Buffer.alloc(0), {
             resumable: false, timeout: this.timeoutMs, preconditionOpts: { ifGenerationMatch: 0 },
-            ...(opts.contentType && { contentType: opts.contentType }),
+            ...(opts.contentType && { contentType: opts.contentType }), metadata: custom,
           });
           const created = file.metadata.generation;
           if (typeof created === 'string' || typeof created === 'number') generation = String(created);
@@ -361,7 +365,7 @@ export class GcsStorageProvider implements StorageProvider {
         // the service refuse the session's creation already, that 412 maps to
         // `conflict` the same way.
         const [uri] = await file.createResumableUpload({
-          metadata: opts.contentType ? { contentType: opts.contentType } : {},
+          metadata: { ...(opts.contentType ? { contentType: opts.contentType } : {}), ...custom },
           preconditionOpts: { ifGenerationMatch: 0 },
         });
         const sink = file.createWriteStream({ uri, resumable: true, chunkSize: this.chunkSize, validation: 'crc32c' });
@@ -384,6 +388,20 @@ export class GcsStorageProvider implements StorageProvider {
       const [url] = await this.#bucket.file(key).getSignedUrl({ version: 'v4', action: 'read', expires: Date.now() + expiresSeconds * 1000 });
       return url;
     } catch (err) {
+      throw mapGcsError(err, this.name);
+    }
+  }
+
+  /** The object's size and job as stored (objects.get: size, metadata.mediajobs-job); undefined when nothing is there. */
+  async stat(key: string): Promise<ObjectInfo | undefined> {
+    assertValidKey(key);
+    try {
+      const [meta] = await this.#bucket.file(key).getMetadata();
+      const jobId = meta.metadata?.[JOB_METADATA];
+      return { size: Number(meta.size ?? 0), ...(typeof jobId === 'string' && { jobId }) };
+    } catch (err) {
+      // Here a 404 is the object's (mapGcsError takes every 404 for the bucket's, which uploads meet); a missing bucket answers the same.
+      if (httpStatus((err ?? {}) as ErrorLike) === 404) return undefined;
       throw mapGcsError(err, this.name);
     }
   }

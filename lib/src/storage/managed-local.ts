@@ -18,6 +18,7 @@ import {
   assertExpiry,
   assertValidKey,
   countingSource,
+  type ObjectInfo,
   type StorageErrorCode,
   type StagedFile,
   type StorageProvider,
@@ -43,6 +44,18 @@ export interface LocalStorageOptions {
 
 /** Where uploads are written before they are published under their key; dot-leading, so no valid key can reach it. */
 const TMP_DIR = '.tmp';
+
+/**
+ * Where each stored file's job is recorded (`.owners/<key>` holds the job
+ * id; docs/adr/0012, "Local managed storage"): the disk has no object
+ * metadata, and runners in local mode write the directory without a grant,
+ * so the record is written beside the file when it is published. Dot-leading:
+ * no valid key reaches it, and the gateway's /files route never serves it.
+ */
+const OWNERS_DIR = '.owners';
+
+/** An owner record holds a job id; a longer one is not ours. */
+const MAX_OWNER_BYTES = 256;
 
 const FS_CODES: Record<string, StorageErrorCode> = {
   ENOENT: 'not_found',
@@ -291,7 +304,7 @@ export class LocalStorageProvider implements StorageProvider {
       if (opts.size !== undefined && source.bytes !== opts.size) {
         throw new StorageError('failed', 'size_mismatch', `${this.name}: upload is smaller than its declared size`, { provider: this.name });
       }
-      await staged.publish(key);
+      await staged.publish(key, opts);
       return { key, size: source.bytes };
     } catch (err) {
       if (!body.destroyed) body.destroy();
@@ -320,7 +333,7 @@ export class LocalStorageProvider implements StorageProvider {
     return {
       fd: fh.fd,
       path: tmp,
-      publish: async (key) => {
+      publish: async (key, opts = {}) => {
         if (!staged) throw new StorageError('failed', 'not_staged', `${this.name}: the file was already published or discarded`, { provider: this.name });
         try {
           const final = this.pathOf(key);
@@ -331,6 +344,7 @@ export class LocalStorageProvider implements StorageProvider {
           const { size } = await fh.stat();
           await this.publish(tmp, final);
           staged = false;
+          if (opts.jobId !== undefined) await this.recordOwner(key, opts.jobId);
           await fh.close().catch(() => undefined);
           return { key, size };
         } catch (err) {
@@ -393,8 +407,67 @@ export class LocalStorageProvider implements StorageProvider {
     try {
       await unlink(p);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw fsError(err, this.name, 'delete');
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw fsError(err, this.name, 'delete');
+    }
+    // After the file: a record without its file names nothing, a file without its record belongs to no job.
+    await unlink(this.ownerPath(key)).catch(() => undefined);
+  }
+
+  /**
+   * The file at `key` as the disk holds it: its size (an fstat of the file
+   * opened without following a link, openFile) and the job its owner record
+   * names; undefined when no regular file is there.
+   */
+  async stat(key: string): Promise<ObjectInfo | undefined> {
+    let opened: OpenedFile;
+    try {
+      opened = await openFile(this.dir, key);
+    } catch (err) {
+      if (err instanceof StorageError && err.code === 'not_found') return undefined;
+      throw err;
+    }
+    await opened.handle.close().catch(() => undefined);
+    const jobId = await this.readOwner(key);
+    return { size: opened.size, ...(jobId !== undefined && { jobId }) };
+  }
+
+  private ownerPath(key: string): string {
+    this.pathOf(key);
+    return path.join(this.dir, OWNERS_DIR, ...key.split('/'));
+  }
+
+  /** Write the record of `key`'s job, replacing a stale one (a file deleted by hand leaves its record), atomically by rename. */
+  private async recordOwner(key: string, jobId: string): Promise<void> {
+    const record = this.ownerPath(key);
+    const tmp = path.join(this.dir, TMP_DIR, `${randomBytes(12).toString('hex')}.owner`);
+    await mkdir(path.dirname(record), { recursive: true });
+    const fh = await open(tmp, 'wx', 0o644);
+    try {
+      await fh.writeFile(jobId);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, record);
+  }
+
+  /** The job `key`'s owner record names, read without following a link; undefined without one. */
+  private async readOwner(key: string): Promise<string | undefined> {
+    let fh: FileHandle;
+    try {
+      fh = await open(this.ownerPath(key), OPEN_STORED);
+    } catch {
+      return undefined;
+    }
+    try {
+      const buf = Buffer.alloc(MAX_OWNER_BYTES + 1);
+      const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
+      if (bytesRead === 0 || bytesRead > MAX_OWNER_BYTES) return undefined;
+      return buf.subarray(0, bytesRead).toString('utf8');
+    } catch {
+      return undefined;
+    } finally {
+      await fh.close().catch(() => undefined);
     }
   }
 }

@@ -11,6 +11,7 @@ import OSS from 'ali-oss';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  JOB_METADATA,
   STORAGE_ERROR_TEXT,
   PROBE_OBJECT_NAME,
   StorageError,
@@ -20,6 +21,7 @@ import {
   sanitizeKeyPrefix,
   streamUpload,
   type StorageErrorCode,
+  type ObjectInfo,
   type StorageProvider,
   type UploadOptions,
   type UploadResult } from './types.js';
@@ -254,7 +256,8 @@ export class OssStorageProvider implements StorageProvider {
   async upload(key: string, body: Readable, opts: UploadOptions = {}): Promise<UploadResult> {
     const client = this.#client;
     const attempt = <T>(op: () => Promise<T>) => this.#attempt(op);
-    const mime = opts.contentType ? { mime: opts.contentType } : {};
+    // The job the object belongs to as user metadata (x-oss-meta-mediajobs-job), which OSS keeps from the Put or the Initiate.
+    const described = { ...(opts.contentType ? { mime: opts.contentType } : {}), ...(opts.jobId !== undefined && { meta: { [JOB_METADATA]: opts.jobId } as unknown as OSS.UserMeta }) };
     // A fresh object per request: ali-oss adds to the headers it is given.
     // A 409 after a retried request may be our own first attempt having
     // landed; it is reported as `conflict` all the same (another job's upload
@@ -263,10 +266,10 @@ export class OssStorageProvider implements StorageProvider {
     const forbidOverwrite = () => ({ 'x-oss-forbid-overwrite': 'true' });
     const backend: MultipartBackend = {
       async putObject(buf) {
-        await attempt(() => client.put(key, buf, { ...mime, headers: forbidOverwrite() }));
+        await attempt(() => client.put(key, buf, { ...described, headers: forbidOverwrite() }));
       },
       async create() {
-        return (await attempt(() => client.initMultipartUpload(key, { ...mime, headers: forbidOverwrite() }))).uploadId;
+        return (await attempt(() => client.initMultipartUpload(key, { ...described, headers: forbidOverwrite() }))).uploadId;
       },
       async uploadPart(uploadId, partNo, buf) {
         return (await attempt(() => client.uploadPart(key, uploadId, partNo, buf, 0, buf.length))).etag;
@@ -295,6 +298,22 @@ export class OssStorageProvider implements StorageProvider {
     } catch (err) {
       throw mapOssError(err, this.name);
     }
+  }
+
+  /** The object's size and job as stored (HeadObject: Content-Length, x-oss-meta-mediajobs-job); undefined when nothing is there. */
+  async stat(key: string): Promise<ObjectInfo | undefined> {
+    assertValidKey(key);
+    let head: { meta: Record<string, string> | null; res: { headers: Record<string, unknown> } };
+    try {
+      head = (await this.#attempt(() => this.#client.head(key))) as unknown as typeof head;
+    } catch (err) {
+      if (err instanceof StorageError && err.code === 'not_found' && err.reason === 'NoSuchKey') return undefined;
+      // A HEAD answer has no body: a 404 without the code in x-oss-err is a missing key too, unless the bucket is.
+      if (err instanceof StorageError && err.httpStatus === 404 && err.reason !== 'NoSuchBucket') return undefined;
+      throw err;
+    }
+    const jobId = head.meta?.[JOB_METADATA];
+    return { size: Number(head.res.headers['content-length'] ?? 0), ...(jobId !== undefined && { jobId }) };
   }
 
   /** Idempotent: OSS answers 204 for a missing key too. */

@@ -19,6 +19,7 @@ import type { Readable } from 'node:stream';
 import type { BoundedAgents } from '../outbound-agents.js';
 import { MultipartUpload, S3_PARTS, choosePartSize, type CompletedPart, type MultipartBackend } from './parts.js';
 import {
+  JOB_METADATA,
   NETWORK_ERROR_CODES,
   STORAGE_ERROR_TEXT,
   PROBE_OBJECT_NAME,
@@ -29,6 +30,7 @@ import {
   sanitizeKeyPrefix,
   streamUpload,
   type StorageErrorCode,
+  type ObjectInfo,
   type StorageProvider,
   type UploadOptions,
   type UploadResult } from './types.js';
@@ -151,6 +153,11 @@ export function mapS3Error(err: unknown, provider = 's3'): StorageError {
   return new StorageError(code, reason, `${provider}: ${STORAGE_ERROR_TEXT[code]} (${reason})`, opts);
 }
 
+/** An upload's user metadata: the job it belongs to (x-amz-meta-mediajobs-job), when it names one. */
+function jobMetadata(opts: UploadOptions): Record<string, string> | undefined {
+  return opts.jobId === undefined ? undefined : { [JOB_METADATA]: opts.jobId };
+}
+
 function normaliseEndpoint(endpoint: string, provider: string): string {
   const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(endpoint) ? endpoint : `https://${endpoint}`;
   let url: URL;
@@ -258,14 +265,15 @@ export class S3StorageProvider implements StorageProvider {
     const client = this.#client;
     const Bucket = this.bucket;
     const ContentType = opts.contentType;
+    const Metadata = jobMetadata(opts);
     const backend: MultipartBackend = {
       // Buffers, not streams, as bodies: the SDK sends a Buffer with its
       // Content-Length and can send it again on a retry.
       async putObject(Body) {
-        await client.send(new PutObjectCommand({ Bucket, Key: key, Body, ContentType }));
+        await client.send(new PutObjectCommand({ Bucket, Key: key, Body, ContentType, Metadata }));
       },
       async create() {
-        const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket, Key: key, ContentType }));
+        const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket, Key: key, ContentType, Metadata }));
         if (!UploadId) throw new StorageError('failed', 'no_upload_id', `${name}: CreateMultipartUpload returned no upload id`, { provider: name });
         return UploadId;
       },
@@ -337,6 +345,14 @@ export class S3StorageProvider implements StorageProvider {
       if (mapped.reason === 'NoSuchKey') return; // already gone: delete is idempotent
       throw mapped;
     }
+  }
+
+  /** The object's size and job as stored (HEAD: Content-Length, x-amz-meta-mediajobs-job); undefined when nothing is there. */
+  async stat(key: string): Promise<ObjectInfo | undefined> {
+    const head = await this.headObject(key);
+    if (!head) return undefined;
+    const jobId = head.metadata[JOB_METADATA];
+    return { size: head.size, ...(jobId !== undefined && { jobId }) };
   }
 
   /*

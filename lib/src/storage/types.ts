@@ -9,6 +9,27 @@ export interface UploadOptions {
   contentType?: string;
   /** Expected byte count; when given, a stream of another length fails the upload instead of storing a truncated file. */
   size?: number;
+  /**
+   * The job the object belongs to, stored with it (JOB_METADATA) where the
+   * operator reads it back (stat) before it signs, records, bills or deletes
+   * what the job's runner reports (docs/adr/0012, "Users' destinations").
+   */
+  jobId?: string;
+}
+
+/**
+ * The name of the entry naming an object's job, on every provider: S3's
+ * `x-amz-meta-mediajobs-job`, OSS's `x-oss-meta-mediajobs-job`, GCS object
+ * metadata, Drive appProperties; Azure Blob metadata names are C#
+ * identifiers, so there it is `mediajobs_job` (BLOB_JOB_METADATA). Local
+ * managed storage keeps it in an owner record beside the file (managed-local.ts).
+ */
+export const JOB_METADATA = 'mediajobs-job';
+
+/** What stat() reads back: the object's size as stored, and the job its metadata names (none when it names none). */
+export interface ObjectInfo {
+  size: number;
+  jobId?: string;
 }
 
 export interface UploadResult {
@@ -37,6 +58,12 @@ export interface StorageProvider {
   /** Idempotent: deleting a missing key succeeds, as it does on S3. */
   delete(key: string): Promise<void>;
   /**
+   * The object at `key` as the backend holds it (HEAD, get properties,
+   * files.get): its size and the job its metadata names; undefined when
+   * nothing is there. Absent on a runner's upload grant, which reads nothing.
+   */
+  stat?(key: string): Promise<ObjectInfo | undefined>;
+  /**
    * Only providers that store on this machine's disk: an empty file for the
    * caller to fill itself, typically by giving its descriptor to a child
    * process as stdout, so the bytes never pass through this process.
@@ -54,8 +81,9 @@ export interface StagedFile {
    * Make what was written durable and visible under `key`, atomically. A
    * taken key fails with StorageError `conflict` and keeps the file staged,
    * so another key can be tried; after success the file is no longer staged.
+   * `jobId` is recorded as the file's job, as an upload's (UploadOptions).
    */
-  publish(key: string): Promise<UploadResult>;
+  publish(key: string, opts?: Pick<UploadOptions, 'jobId'>): Promise<UploadResult>;
   /** Remove the staged file; idempotent, and a no-op once published. */
   discard(): Promise<void>;
 }

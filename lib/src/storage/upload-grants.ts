@@ -17,7 +17,7 @@ import { TERMINAL_STATUSES, type JobStatus } from '../mediajob/types.js';
 import { SecretBox } from '../secret-box.js';
 import type { CompletedPart } from './parts.js';
 import { S3_PARTS } from './parts.js';
-import { MANAGED_KEY_PREFIX, StorageError, assertValidKey, isStorageError, type StorageErrorCode } from './types.js';
+import { JOB_METADATA, MANAGED_KEY_PREFIX, StorageError, assertValidKey, isStorageError, type StorageErrorCode } from './types.js';
 
 /** Where the gateway answers grant requests; each operation is `POST <path>/<op>` with a JSON body. */
 export const UPLOAD_GRANT_PATH = '/internal/upload-grants';
@@ -27,7 +27,7 @@ export const GRANT_OPS = ['check', 'begin', 'part', 'complete', 'abort', 'delete
 export type GrantOp = (typeof GRANT_OPS)[number];
 
 /** The user metadata (x-amz-meta-mediajobs-job) naming the job whose upload created an object: delete checks it. */
-export const JOB_METADATA = 'mediajobs-job';
+export { JOB_METADATA };
 
 /** How long a part's upload URL is valid: one part's PUT, retries included, with room for a slow link. */
 export const PART_URL_SECONDS = 900;
