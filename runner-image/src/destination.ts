@@ -19,6 +19,12 @@ export interface ResolvedDestination {
   provider: StorageProvider;
   folderPrefix?: string;
   baseFolder: string;
+  /**
+   * The job every file is stored for (MEDIAJOB_JOB_ID): recorded with each
+   * object (UploadOptions.jobId, CancellableProvider), where the operator
+   * reads it back before it accepts what the runner reports (docs/adr/0012).
+   */
+  jobId?: string;
 }
 
 export class DestinationError extends Error {
@@ -56,7 +62,7 @@ export async function resolveDestination(
   const provider = await createProvider(raw, {
     ...storageEndpoints(endpoints), env: managed ? { ...env, ...managed } : env, ...(policy && userEndpoint && { agents: checkedAgents({ policy }) }),
   });
-  return { provider, ...destinationKeyLayout(dest) };
+  return { provider, ...destinationKeyLayout(dest), ...(env.MEDIAJOB_JOB_ID && { jobId: env.MEDIAJOB_JOB_ID }) };
 }
 
 /** What an upload of a cancelled job fails with (the pipeline's report is not sent: the runner is stopping). */
@@ -76,7 +82,8 @@ export class UploadCancelled extends Error {
  * (removeDelivered) when it stops before its final report. Every upload of
  * the job goes through it, sidecars included, since it wraps the provider;
  * so `onStored` hears of each file stored (its bytes) and of each it
- * deleted again (null), which the runner writes into status.storedFiles.
+ * deleted again (null), which the runner writes into status.storedFiles,
+ * and each is stored as `jobId`'s (the object's metadata, UploadOptions).
  */
 export class CancellableProvider implements StorageProvider {
   private readonly delivered = new Set<string>();
@@ -86,6 +93,7 @@ export class CancellableProvider implements StorageProvider {
     private readonly inner: StorageProvider,
     private readonly signal: AbortSignal,
     private readonly onStored: (key: string, bytes: number | null) => void = () => undefined,
+    private readonly jobId?: string,
   ) {
     const stage = inner.stage?.bind(inner);
     if (stage) this.stage = async () => this.staged(await stage());
@@ -116,7 +124,7 @@ export class CancellableProvider implements StorageProvider {
     const stop = () => body.destroy(new UploadCancelled());
     this.signal.addEventListener('abort', stop, { once: true });
     try {
-      return await this.kept(await this.inner.upload(key, body, opts));
+      return await this.kept(await this.inner.upload(key, body, { ...opts, ...this.owner() }));
     } finally {
       this.signal.removeEventListener('abort', stop);
     }
@@ -135,6 +143,10 @@ export class CancellableProvider implements StorageProvider {
       n++;
     }
     return n;
+  }
+
+  private owner(): Pick<UploadOptions, 'jobId'> {
+    return this.jobId === undefined ? {} : { jobId: this.jobId };
   }
 
   private async kept(r: UploadResult): Promise<UploadResult> {
@@ -156,7 +168,7 @@ export class CancellableProvider implements StorageProvider {
           await file.discard();
           throw new UploadCancelled();
         }
-        return this.kept(await file.publish(key));
+        return this.kept(await file.publish(key, this.owner()));
       },
       discard: () => file.discard(),
     };
@@ -167,7 +179,7 @@ export class CancellableProvider implements StorageProvider {
 export function cancellable(
   dest: ResolvedDestination, signal: AbortSignal, onStored?: (key: string, bytes: number | null) => void,
 ): ResolvedDestination & { provider: CancellableProvider } {
-  return { ...dest, provider: new CancellableProvider(dest.provider, signal, onStored) };
+  return { ...dest, provider: new CancellableProvider(dest.provider, signal, onStored, dest.jobId) };
 }
 
 /** Counts bytes as they pass, for upload progress, without buffering. */
