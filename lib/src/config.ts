@@ -38,9 +38,14 @@ export const envJson = <T extends z.ZodType>(schema: T) => z.string().transform(
   }
 }).pipe(schema);
 
+/** LOG_FORMAT's values: `auto` writes human lines when standard output is a terminal, JSON lines otherwise (lib/src/logger.ts). */
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
 /** Settings every service shares. */
 export const commonSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LOG_FORMAT: z.enum(LOG_FORMATS).default('auto'),
   /** 32-byte keys for the secret box, "kid:base64,kid2:base64"; the first encrypts, all decrypt (rotation). */
   SECRET_KEYS: z.string().min(1).optional(),
   /** Open values sealed before they were bound to their place (v1), while the reseal command upgrades them (lib/src/secret-box.ts). */
