@@ -162,7 +162,10 @@ describe('end to end: platforms and proxy pools', function () {
   const completed = async (ids: string[], ms?: number) => {
     for (const id of ids) {
       const j = await ended(id, ms);
-      expect(j.status, `${id}: ${JSON.stringify(j)}`).to.equal('Completed');
+      if (j.status !== 'Completed') {
+        const attempts = (await mediaJob(id)).status?.attempts;
+        expect.fail(`${id} ended ${String(j.status)}: ${String(j.error)}; attempts ${JSON.stringify(attempts)}`);
+      }
     }
   };
   const mediaJob = (id: string) => get('mediajob', id, svc.env.MEDIAJOBS_NAMESPACE ?? 'default');

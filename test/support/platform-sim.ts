@@ -203,9 +203,20 @@ function emptyStats(): IdentityStats {
   return { requests: 0, pages: 0, media: 0, bytes: 0, active: 0, maxActive: 0, statuses: {} };
 }
 
+let media: Promise<Buffer> | undefined;
+
+/** The MP4 every video is, read once per process (a run may outlive the fixture cache's folder). */
+function mediaFile(): Promise<Buffer> {
+  media ??= generateMedia().then((dir) => readFile(join(dir, MEDIA.mp4.path))).catch((err: unknown) => {
+    media = undefined;
+    throw err;
+  });
+  return media;
+}
+
 /** Start the platform on 127.0.0.1, an ephemeral port. */
 export async function startPlatformSim(opts: PlatformSimOptions = {}): Promise<PlatformSim> {
-  const mp4 = await readFile(join(await generateMedia(), MEDIA.mp4.path));
+  const mp4 = await mediaFile();
   const videos = opts.videos ?? DEFAULT_VIDEOS;
   const byId = new Map(videos.map((v) => [v.id, v]));
   const signingKey = randomBytes(32);
