@@ -17,6 +17,7 @@ import { DestinationUnresolvable, STORAGE_UNREACHABLE_MESSAGE, type JobDestinati
 import { buildCredentialsSecret, buildRunnerIdentity, buildRunnerJob, credentialsSecretName, currentAttempt, runnerIdentityName } from './job-builder.js';
 import { withDefaults } from './job-record.js';
 import type { Kube } from './kube.js';
+import type { PlatformRoute } from './platforms.js';
 
 /** The reason a MediaJob fails with when its runner Job's or Secret's name is taken by an object it does not control. */
 export const NAME_TAKEN_REASON = 'runner_name_taken';
@@ -69,9 +70,11 @@ export class RunnerChildren {
   /**
    * The runner Job of the MediaJob's current attempt, created (with its Secret first) when missing.
    * Throws PermanentError when the destination cannot be resolved
-   * (storage_unreachable) or a name is taken (NAME_TAKEN_REASON).
+   * (storage_unreachable) or a name is taken (NAME_TAKEN_REASON). `route`:
+   * the attempt's way through its platform (platforms.ts): its secrets go
+   * into the Secret, its facts into the runner's env.
    */
-  async ensure(mj: Owned<MediaJob>): Promise<k8s.V1Job> {
+  async ensure(mj: Owned<MediaJob>, route?: PlatformRoute): Promise<k8s.V1Job> {
     // Resolved first: a destination that cannot be is the job's end, before anything is created for it.
     const document = await this.destinationDocument(mj);
     // The identity's three objects and the Secret do not refer to one another: made at once, they cost one
@@ -79,9 +82,9 @@ export class RunnerChildren {
     try {
       await settleAll([
         ...(this.d.cfg.RUNNER_SERVICE_ACCOUNT ? [] : this.ensureIdentity(mj)),
-        this.ensureSecret(mj, document),
+        this.ensureSecret(mj, document, route?.secretData),
       ]);
-      const job = await this.ensureJob(mj);
+      const job = await this.ensureJob(mj, route?.env);
       this.made.delete(mj.metadata.uid!);
       return job;
     } catch (err) {
@@ -183,15 +186,15 @@ export class RunnerChildren {
     }
   }
 
-  private async ensureSecret(mj: MediaJob, document: Record<string, unknown>): Promise<void> {
+  private async ensureSecret(mj: MediaJob, document: Record<string, unknown>, extra?: Record<string, string>): Promise<void> {
     const namespace = mj.metadata.namespace!;
-    const body = buildCredentialsSecret(mj, document);
+    const body = buildCredentialsSecret(mj, document, extra);
     // Mounting someone else's Secret would hand this job's runner their credentials.
     await this.ensureOwned(mj, 'Secret', body.metadata!.name!, () => this.d.kube.core.createNamespacedSecret({ namespace, body }),
       () => this.d.kube.core.readNamespacedSecret({ name: body.metadata!.name!, namespace }));
   }
 
-  private async ensureJob(mj: MediaJob): Promise<k8s.V1Job> {
+  private async ensureJob(mj: MediaJob, platformEnv: Record<string, string> = {}): Promise<k8s.V1Job> {
     const { cfg, kube } = this.d;
     const namespace = mj.metadata.namespace!;
     // The storage endpoints come last: the runner must upload where the operator signs and the gateway probed.
@@ -205,7 +208,8 @@ export class RunnerChildren {
       // The runner's egress applies the operator's outbound policy (ADR 0014): the networks in force, and the
       // switch after RUNNER_ENV, so the runner's is the operator's own.
       outboundAllowedCidrs: cfg.OUTBOUND_ALLOWED_CIDRS,
-      extraEnv: { ...cfg.RUNNER_ENV, ...this.d.destinations.runnerEnv(), OUTBOUND_ALLOW_PRIVATE: cfg.OUTBOUND_ALLOW_PRIVATE ? 'true' : 'false' },
+      // The platform's facts after RUNNER_ENV too: which proxy and cookie an attempt has is the operator's choice.
+      extraEnv: { ...cfg.RUNNER_ENV, ...this.d.destinations.runnerEnv(), ...platformEnv, OUTBOUND_ALLOW_PRIVATE: cfg.OUTBOUND_ALLOW_PRIVATE ? 'true' : 'false' },
     }, currentAttempt(mj));
     const name = body.metadata!.name!;
     try {

@@ -49,7 +49,8 @@ import { RunnerChildren } from './children.js';
 import { retrySettings, type OperatorConfig } from './config.js';
 import { JobDestinations } from './destinations.js';
 import type { EventRecorder } from './events.js';
-import { MANAGED_BY, currentJobName } from './job-builder.js';
+import { MANAGED_BY, currentAttempt, currentJobName } from './job-builder.js';
+import { PLATFORM_DISABLED, PLATFORM_DISABLED_MESSAGE, PLATFORM_ENV, Platforms } from './platforms.js';
 import type { RetrySettings } from './retry-policy.js';
 import { JobRecord, type ManagedStorageAccess } from './job-record.js';
 import type { OperatorMetrics } from './metrics.js';
@@ -62,7 +63,7 @@ import {
 } from './status.js';
 import { PgGrantLedger } from '@mediajobs/lib/storage/grant-ledger';
 import {
-  keyAuthorOf, ledgerKnows, orphanedFiles, refusedClaims, removeFiles, resultAsStored, resultKeys, type RemovalDeps, type StoredRecord,
+  checkedResult, keyAuthorOf, orphanedFiles, refusedClaims, removeFiles, resultKeys, type RemovalDeps, type StoredRecord,
 } from './stored-files.js';
 import {
   Announced, admitted, hasWaited, mediaJobRef, mediaJobTransition, runnerJobCreated, type Announcement,
@@ -100,6 +101,12 @@ function retryWaitMs(mj: MediaJob, now: number): number {
   return Number.isFinite(at) ? Math.max(0, at - now) : 0;
 }
 
+/** The runner container's env of a Job, by name: what the operator gave the attempt (its platform, proxy, cookie file). */
+function runnerEnv(job: k8s.V1Job | undefined): Record<string, string> {
+  const env = job?.spec?.template?.spec?.containers?.[0]?.env ?? [];
+  return Object.fromEntries(env.flatMap((e) => (e.value === undefined ? [] : [[e.name, e.value]])));
+}
+
 /** A MediaJob's place in its key's line. */
 const createdAtOf = (mj: MediaJob) => Date.parse(mj.metadata.creationTimestamp ?? '') || Date.now();
 
@@ -133,6 +140,8 @@ export class MediaJobController {
   private readonly retry: RetrySettings;
   /** On managed S3, what the upload grants stored (stored-files.ts resultAsStored). */
   private readonly ledger: StoredRecord | undefined;
+  /** MediaPlatforms and ProxyPools: per-platform admission, each attempt's route, breaker and health (docs/adr/0027). */
+  private readonly platforms: Platforms;
   private active = false;
 
   constructor(private readonly d: ControllerDeps) {
@@ -176,6 +185,8 @@ export class MediaJobController {
       ...(d.metrics && { metrics: d.metrics }),
       kc: kube.kc, resyncMs: cfg.RESYNC_SECONDS * 1000, watchdogMs: cfg.WATCHDOG_SECONDS * 1000, relistMs: cfg.RELIST_SECONDS * 1000, log,
     };
+    const { onResync: _r, ...settings } = { ...common, onResync: undefined };
+    this.platforms = new Platforms({ kube, log, events: d.events, ...(d.metrics && { metrics: d.metrics }), settings, wake: (key) => this.queue.add(key) });
     const scope = watchScope(cfg);
     this.scope = scope;
     this.mediajobs = new ScopedInformer(scope, (ns) => ({
@@ -211,17 +222,20 @@ export class MediaJobController {
 
   /** Start the informers; caches are warm (listed) when this resolves. */
   async startInformers(): Promise<void> {
-    await Promise.all([this.mediajobs.start(), this.jobs.start(), this.pods.start()]);
+    await Promise.all([this.mediajobs.start(), this.jobs.start(), this.pods.start(), this.platforms.start()]);
     this.podIndex.rebuild(this.pods.list());
   }
 
   async stopInformers(): Promise<void> {
-    await Promise.all([this.mediajobs.stop(), this.jobs.stop(), this.pods.stop()]);
+    await Promise.all([this.mediajobs.stop(), this.jobs.stop(), this.pods.stop(), this.platforms.stop()]);
   }
 
   /** The informers whose cache does not follow the API server now (the operator's readiness, probes.ts). */
   informersNotFollowing(): string[] {
-    return Object.entries({ mediajobs: this.mediajobs, jobs: this.jobs, pods: this.pods }).filter(([, i]) => !i.following()).map(([name]) => name);
+    return [
+      ...Object.entries({ mediajobs: this.mediajobs, jobs: this.jobs, pods: this.pods }).filter(([, i]) => !i.following()).map(([name]) => name),
+      ...this.platforms.informersNotFollowing(),
+    ];
   }
 
   /**
@@ -236,10 +250,12 @@ export class MediaJobController {
       .flatMap((mj) => {
         // One whose owner is not settled holds nothing: it fails on its next pass.
         const owned = this.d.owners.settled(mj);
-        return owned ? [[keyOf(mj.metadata.namespace, mj.metadata.name), ownerOf(owned)] as const] : [];
+        const platform = this.platforms.platformOf(mj);
+        return owned ? [[keyOf(mj.metadata.namespace, mj.metadata.name), ownerOf(owned), platform ? this.platforms.admission(platform) : undefined] as const] : [];
       });
     this.admission.reset(holding);
     this.active = true;
+    this.platforms.activate();
     this.enqueueAll();
     // Cancellations committed while no one was listening are read once the channel is heard.
     void this.notices.start().then(() => this.catchUpCancelled());
@@ -247,6 +263,7 @@ export class MediaJobController {
 
   deactivate(): void {
     this.active = false;
+    this.platforms.deactivate();
     this.cancelled.clear();
     void this.notices.stop();
   }
@@ -317,7 +334,11 @@ export class MediaJobController {
     const cached = this.jobs.get(jobName, ns);
     const wait = cached ? 0 : retryWaitMs(mj, Date.now());
     if (wait > 0) return this.awaitRetry(key, mj, wait);
-    const asked = cached || this.admission.has(key) ? undefined : this.admission.admit(key, ownerOf(mj), createdAtOf(mj));
+    // A platform's switch refuses jobs that never ran; one running or between attempts goes on (docs/adr/0027).
+    const platform = this.platforms.platformOf(mj);
+    if (platform && !mj.status?.jobName && !cached && this.platforms.disabled(platform)) throw new PermanentError(PLATFORM_DISABLED, PLATFORM_DISABLED_MESSAGE);
+    const asked = cached || this.admission.has(key)
+      ? undefined : this.admission.admit(key, ownerOf(mj), createdAtOf(mj), platform ? this.platforms.admission(platform) : undefined);
     if (asked && !asked.admitted) {
       const waiting = { reason: asked.waitingFor, limit: asked.limit };
       await this.writeStatus(key, mj, deriveStatus({ mj, admitted: false, waiting, jobName }, new Date()) as MediaJobStatus);
@@ -326,9 +347,12 @@ export class MediaJobController {
       return { requeueAfter: this.d.cfg.ADMISSION_RECHECK_SECONDS * 1000 };
     }
     if (!cached && mj.status?.jobName !== jobName) this.announce(key, mj, [admitted(jobName, hasWaited(mj.status))]);
-    const job = cached ? this.children.owned(cached, mj) : await this.children.ensure(mj);
+    const route = platform && !cached ? await this.platforms.route(mj, platform, currentAttempt(mj)) : undefined;
+    const job = cached ? this.children.owned(cached, mj) : await this.children.ensure(mj, route);
+    const env = runnerEnv(job);
+    const retry = env[PLATFORM_ENV.platform] ? { ...this.retry, newSessionReady: this.platforms.newSessionReady(env[PLATFORM_ENV.platform], env[PLATFORM_ENV.proxy]) } : this.retry;
     const desired = deriveStatus({
-      mj, job, pod: this.podIndex.latest(ns, jobName), podsFollowingSince: this.pods.followingSince(ns) ?? 'down', admitted: true, jobName, retry: this.retry,
+      mj, job, pod: this.podIndex.latest(ns, jobName), podsFollowingSince: this.pods.followingSince(ns) ?? 'down', admitted: true, jobName, retry,
     }, new Date());
     if (desired === WAIT_FOR_POD) return { requeueAfter: POD_RECHECK_MS };
     const written = await this.writeStatus(key, mj, desired);
@@ -413,6 +437,7 @@ export class MediaJobController {
       this.announce(key, mj, [{ type: 'Normal', reason: 'Cancelled', message: 'Deleted before it finished: the job was cancelled' }]);
     }
     this.admission.release(key);
+    this.platforms.forget(mj);
     await setFinalizer(this.d.kube.custom, mj, false);
     this.record.forget(key);
     this.announced.forget(key);
@@ -488,9 +513,9 @@ export class MediaJobController {
   private async checkClaims(mj: MediaJob, desired: MediaJobStatus): Promise<MediaJobStatus> {
     const keys = resultKeys(desired.result);
     let refused = keys.length ? refusedClaims(this.authorOf(mj), keys) : [];
-    if (!refused.length && keys.length && this.ledger && ledgerKnows(mj, this.d.cfg)) {
-      // On managed S3 the grant ledger says who stored each key and how big it is: sizes from it, never from the runner.
-      const stored = await resultAsStored(this.ledger, jobIdOf(mj), desired.result!);
+    if (!refused.length && keys.length) {
+      // The storage says who stored each key and how big it is (the grant ledger on managed S3, else each object's metadata): sizes from it, never from the runner.
+      const stored = await checkedResult(this.removal, mj, desired.result!, () => findFinishedJob(this.d.pool, jobIdOf(mj)));
       if (!('refused' in stored)) return stored.result === desired.result ? desired : { ...desired, result: stored.result };
       refused = stored.refused;
     }
@@ -575,6 +600,7 @@ export class MediaJobController {
     const key = keyOf(mj.metadata.namespace, mj.metadata.name);
     this.announce(key, mj, announcements);
     this.observeEndedAttempts(key, mj.status, desired);
+    this.platformAttemptsEnded(key, mj, desired);
     await removeFiles(this.removal, mj, orphans, 'stored by an attempt that ended without naming them');
   }
 
@@ -584,6 +610,14 @@ export class MediaJobController {
    * ran its phases (docs/metrics.md). Written, not derived: a write that
    * failed is tried again by the next pass, which observes then.
    */
+  /** Each attempt a status write just recorded as ended, told to its platform once (a defence to answer, a success to count). */
+  private platformAttemptsEnded(key: string, mj: MediaJob, written: MediaJobStatus): void {
+    const known = new Set((mj.status?.attempts ?? []).map((a) => a.attempt));
+    for (const a of written.attempts ?? []) {
+      if (!known.has(a.attempt)) this.platforms.attemptEnded(key, mj, a, runnerEnv(this.jobs.get(a.jobName, mj.metadata.namespace)));
+    }
+  }
+
   private observeEndedAttempts(key: string, before: MediaJobStatus | undefined, written: MediaJobStatus): void {
     if (!this.d.metrics) return;
     const known = new Set((before?.attempts ?? []).map((a) => a.attempt));

@@ -97,14 +97,21 @@ function labels(mj: MediaJob): Record<string, string> {
   };
 }
 
-/** The per-job Secret: destination credentials as a file, never in env or argv. */
-export function buildCredentialsSecret(mj: MediaJob, destination: Record<string, unknown>): V1Secret {
+/**
+ * The per-job Secret: destination credentials as a file, never in env or
+ * argv; with a platform (docs/adr/0027), its attempt's upstream proxy URL
+ * and cookie file as further keys (`extra`, plain text).
+ */
+export function buildCredentialsSecret(mj: MediaJob, destination: Record<string, unknown>, extra: Record<string, string> = {}): V1Secret {
   return {
     apiVersion: 'v1',
     kind: 'Secret',
     metadata: { name: credentialsSecretName(mj), namespace: mj.metadata.namespace, labels: labels(mj), ownerReferences: [ownerReference(mj)] },
     type: 'Opaque',
-    data: { 'destination.json': Buffer.from(JSON.stringify(destination)).toString('base64') },
+    data: {
+      'destination.json': Buffer.from(JSON.stringify(destination)).toString('base64'),
+      ...Object.fromEntries(Object.entries(extra).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+    },
   };
 }
 

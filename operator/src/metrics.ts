@@ -23,6 +23,12 @@ export interface AdmissionCounts {
   waiting: number;
 }
 
+/** What the platforms show at a scrape (platforms.ts): labels are names and ids, never a URL. */
+export interface PlatformSnapshot {
+  platforms: { platform: string; breaker: 'Closed' | 'Open' | 'HalfOpen'; running: number; waiting: number; cookies: { id: string; healthy: boolean }[] }[];
+  pools: { pool: string; proxies: { id: string; ready: boolean }[] }[];
+}
+
 /** Why an informer listed again: its watch version expired (410), its watches kept failing, or the periodic relist. */
 export type RelistTrigger = 'expired' | 'error' | 'periodic';
 
@@ -49,6 +55,10 @@ export class OperatorMetrics {
   private readonly deliveryTime: Histogram<'channel'>;
   private readonly materialized: Counter<'kind' | 'result'>;
   private readonly claimsRefused: Counter;
+  private readonly defences: Counter<'platform' | 'kind'>;
+  private readonly breakerTransitions: Counter<'platform' | 'to'>;
+  private readonly proxyAttempts: Counter<'pool' | 'proxy' | 'outcome'>;
+  private platforms: (() => PlatformSnapshot) | undefined;
   private admission: (() => AdmissionCounts) | undefined;
   private leading: (() => boolean) | undefined;
   private maxRunning = 0;
@@ -67,6 +77,45 @@ export class OperatorMetrics {
     });
     this.claimsRefused = new Counter({
       name: `${PREFIX}runner_claims_refused_total`, help: 'Runner reports naming a file the job may not have written (status.storedFiles, status.result), refused', registers,
+    });
+    this.defences = new Counter({
+      name: `${PREFIX}platform_defences_total`, help: 'Attempts a MediaPlatform answered with a defence (bot_check, sign_in, rate_limited, captcha, forbidden, expired_url)',
+      labelNames: ['platform', 'kind'] as const, registers,
+    });
+    this.breakerTransitions = new Counter({
+      name: `${PREFIX}platform_breaker_transitions_total`, help: 'Circuit breaker transitions of a MediaPlatform, by the state entered',
+      labelNames: ['platform', 'to'] as const, registers,
+    });
+    this.proxyAttempts = new Counter({
+      name: `${PREFIX}proxy_attempts_total`, help: 'Attempts through a ProxyPool proxy that ended, by outcome (success: the platform served it; defence)',
+      labelNames: ['pool', 'proxy', 'outcome'] as const, registers,
+    });
+    const platforms = () => this.platforms?.();
+    const perPlatform = (name: string, help: string, labelNames: string[], fill: (g: Gauge<string>, snap: PlatformSnapshot) => void) => {
+      const g: Gauge<string> = new Gauge({
+        name: `${PREFIX}${name}`, help, labelNames, registers,
+        collect() {
+          const snap = platforms();
+          if (!snap) return;
+          g.reset();
+          fill(g, snap);
+        },
+      });
+    };
+    perPlatform('platform_breaker_state', 'A MediaPlatform\'s circuit breaker: 1 for its current state (Closed, Open, HalfOpen), 0 for the others', ['platform', 'state'], (g, snap) => {
+      for (const p of snap.platforms) for (const state of ['Closed', 'Open', 'HalfOpen']) g.set({ platform: p.platform, state }, p.breaker === state ? 1 : 0);
+    });
+    perPlatform('platform_running_jobs', 'Runner Jobs against a MediaPlatform now (its maxRunning counts these)', ['platform'], (g, snap) => {
+      for (const p of snap.platforms) g.set({ platform: p.platform }, p.running);
+    });
+    perPlatform('platform_waiting_jobs', 'Jobs of a MediaPlatform waiting for it (platform_limit, platform_paused)', ['platform'], (g, snap) => {
+      for (const p of snap.platforms) g.set({ platform: p.platform }, p.waiting);
+    });
+    perPlatform('platform_cookie_healthy', 'A MediaPlatform\'s cookie file: 1 healthy, 0 marked unhealthy (it drew a sign-in answer)', ['platform', 'cookie'], (g, snap) => {
+      for (const p of snap.platforms) for (const c of p.cookies) g.set({ platform: p.platform, cookie: c.id }, c.healthy ? 1 : 0);
+    });
+    perPlatform('proxy_ready', 'A ProxyPool proxy: 1 Ready, 0 cooling down after a defence', ['pool', 'proxy'], (g, snap) => {
+      for (const p of snap.pools) for (const x of p.proxies) g.set({ pool: p.pool, proxy: x.id }, x.ready ? 1 : 0);
     });
     this.started = new Counter({
       name: `${PREFIX}jobs_started_total`, help: 'Jobs whose runner started (Pending to Processing or straight to an end after running)', registers,
@@ -127,6 +176,23 @@ export class OperatorMetrics {
         for (const channel of OUTBOX_CHANNELS) oldest.set({ channel }, ages.get(channel) ?? 0);
       },
     });
+  }
+
+  /** Read the platforms' and pools' state at each scrape. */
+  watchPlatforms(snapshot: () => PlatformSnapshot): void {
+    this.platforms = snapshot;
+  }
+
+  platformDefence(platform: string, kind: string): void {
+    this.defences.inc({ platform, kind });
+  }
+
+  breakerTransition(platform: string, to: string): void {
+    this.breakerTransitions.inc({ platform, to });
+  }
+
+  proxyAttempt(pool: string, proxy: string, outcome: 'success' | 'defence'): void {
+    this.proxyAttempts.inc({ pool, proxy, outcome });
   }
 
   /** Count what admission holds at each scrape. */

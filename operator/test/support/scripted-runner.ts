@@ -33,6 +33,14 @@ const scripted = attempt <= times;
 const outcome = scripted ? url.pathname.slice(1) as 'complete' | 'fail' | 'warning' | 'hang' : 'complete';
 const sleepMs = scripted ? Number(url.searchParams.get('sleepMs') ?? 0) : 0;
 const category = url.searchParams.get('category') ?? undefined;
+// defence=<kind>: a fail reports the platform's defence as the runner does (status.defence), with the
+// proxy and cookie file its env names (RUNNER_PROXY_ID, RUNNER_COOKIE_ID); retryAfter=<s> its Retry-After.
+const defenceKind = url.searchParams.get('defence') ?? undefined;
+const retryAfter = url.searchParams.get('retryAfter');
+const defence = defenceKind && {
+  kind: defenceKind, ...(retryAfter && { retryAfterSeconds: Number(retryAfter) }),
+  ...(process.env.RUNNER_PROXY_ID && { proxyId: process.env.RUNNER_PROXY_ID }), ...(process.env.RUNNER_COOKIE_ID && { cookieId: process.env.RUNNER_COOKIE_ID }),
+};
 
 const kc = new k8s.KubeConfig();
 kc.loadFromDefault();
@@ -54,7 +62,7 @@ await new Promise((r) => setTimeout(r, sleepMs));
 if (outcome === 'fail') {
   const r: RunnerReport = {
     outcome: 'failed', error: 'Connection error while downloading the media', errorType: 'error', reason: 'connection_error', ...(category && { category }),
-    phaseSeconds: PHASE_SECONDS.failed,
+    phaseSeconds: PHASE_SECONDS.failed, ...(defence && { defence }),
   };
   await report(r);
   finish(r, RUNNER_EXIT.failed);
@@ -70,7 +78,8 @@ const storageKey = url.searchParams.get('storageKey') ?? objectKey({ ...keyLayou
 const uploadBytes = url.searchParams.get('upload');
 if (scripted && uploadBytes !== null) {
   const provider = await createProvider(destination() as unknown as Destination);
-  await provider.upload(storageKey, Readable.from([Buffer.alloc(Number(uploadBytes), 7)]), { size: Number(uploadBytes), contentType: 'video/mp4' });
+  // Named as the job's, as a runner's every upload is (its object's metadata; the operator reads it back).
+  await provider.upload(storageKey, Readable.from([Buffer.alloc(Number(uploadBytes), 7)]), { size: Number(uploadBytes), contentType: 'video/mp4', jobId: process.env.MEDIAJOB_JOB_ID! });
 }
 const r: RunnerReport = {
   outcome: 'completed', step: 'Finished', progress: 100,
