@@ -89,8 +89,10 @@ type Query = URLSearchParams;
 export function createHandler(ctx: HttpContext): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
     // As kube-apiserver's filter chain: authentication and authorization come before APF.
-    const { refusal, user } = ctx.guard?.(req) ?? { user: ADMIN };
+    const guarded = ctx.guard?.(req) ?? { user: ADMIN };
+    const { refusal, user } = guarded;
     if (refusal) {
+      if (user && guarded.refusal && guarded.denied) ctx.counter?.recordRefused(user.name, guarded.denied);
       req.resume();
       sendJson(res, refusal.code, refusal.toStatus());
       return;

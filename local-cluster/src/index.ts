@@ -249,6 +249,11 @@ export class LocalCluster {
     return this.counter.snapshotByUser();
   }
 
+  /** The requests RBAC refused, per user, named as requestCountsByUser() names them (non-resource ones "verb /path"). */
+  refusedRequestsByUser(): Record<string, Record<string, number>> {
+    return this.counter.refusedByUser();
+  }
+
   /** Start requestCounts() and /metrics' apiserver_request_total over (the latter as a restart does). */
   resetRequestCounts(): void {
     this.counter.reset();

@@ -63,15 +63,13 @@ export interface RequestSeries {
 export class RequestCounter {
   private readonly counts = new Map<string, number>();
   private readonly byUser = new Map<string, Map<string, number>>();
+  private readonly refused = new Map<string, Map<string, number>>();
   private readonly answered = new Map<string, RequestSeries>();
 
   record(verb: RequestVerb, resource: string, user?: string): void {
     const key = `${verb} ${resource}`;
     this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
-    if (user === undefined) return;
-    let counts = this.byUser.get(user);
-    if (!counts) this.byUser.set(user, (counts = new Map()));
-    counts.set(key, (counts.get(key) ?? 0) + 1);
+    if (user !== undefined) bump(this.byUser, user, key);
   }
 
   /** Count an answered request (its code included) for apiserver_request_total. */
@@ -88,10 +86,19 @@ export class RequestCounter {
     return Object.fromEntries([...this.counts].sort(([a], [b]) => a.localeCompare(b)));
   }
 
+  /** A request RBAC refused: `request` is "verb resource" (or "verb /path"), as asked. */
+  recordRefused(user: string, request: string): void {
+    bump(this.refused, user, request);
+  }
+
   /** user → "verb resource" → requests served since the last reset, both levels sorted. */
   snapshotByUser(): Record<string, Record<string, number>> {
-    return Object.fromEntries([...this.byUser].sort(([a], [b]) => a.localeCompare(b))
-      .map(([user, counts]) => [user, Object.fromEntries([...counts].sort(([a], [b]) => a.localeCompare(b)))]));
+    return sortedByUser(this.byUser);
+  }
+
+  /** user → "verb resource" → requests RBAC refused since the last reset. */
+  refusedByUser(): Record<string, Record<string, number>> {
+    return sortedByUser(this.refused);
   }
 
   /** Every apiserver_request_total series counted since start, the last reset or the last apiserver restart. */
@@ -103,6 +110,7 @@ export class RequestCounter {
   reset(): void {
     this.counts.clear();
     this.byUser.clear();
+    this.refused.clear();
     this.answered.clear();
   }
 
@@ -110,4 +118,15 @@ export class RequestCounter {
   resetSeries(): void {
     this.answered.clear();
   }
+}
+
+function bump(counts: Map<string, Map<string, number>>, user: string, key: string): void {
+  let mine = counts.get(user);
+  if (!mine) counts.set(user, (mine = new Map()));
+  mine.set(key, (mine.get(key) ?? 0) + 1);
+}
+
+function sortedByUser(counts: Map<string, Map<string, number>>): Record<string, Record<string, number>> {
+  return Object.fromEntries([...counts].sort(([a], [b]) => a.localeCompare(b))
+    .map(([user, mine]) => [user, Object.fromEntries([...mine].sort(([a], [b]) => a.localeCompare(b)))]));
 }

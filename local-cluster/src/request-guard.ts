@@ -19,8 +19,12 @@ export interface GuardOptions {
   listenHost: string;
 }
 
-/** A request let through, with who sent it; or its refusal. */
-export type GuardResult = { user: UserInfo; refusal?: undefined } | { refusal: StatusError; user?: UserInfo };
+/**
+ * A request let through, with who sent it; or its refusal, with, when RBAC
+ * refused an authenticated caller, what was asked ("verb plural.group/sub"
+ * as requestCounts() names it, or "verb /path").
+ */
+export type GuardResult = { user: UserInfo; refusal?: undefined } | { refusal: StatusError; user?: UserInfo; denied?: string };
 
 /** Who sent a request and whether it may be served. */
 export function guardRequest(req: IncomingMessage, opts: GuardOptions): GuardResult {
@@ -35,7 +39,11 @@ export function guardRequest(req: IncomingMessage, opts: GuardOptions): GuardRes
   }
   const attrs = requestAttributes(req.method ?? 'GET', new URL(req.url ?? '/', 'http://local'));
   const decision = opts.authorizer.authorize(user, attrs);
-  return decision.allowed ? { user } : { refusal: forbidden(user, attrs, decision.reason), user };
+  if (decision.allowed) return { user };
+  const denied = attrs.resourceRequest
+    ? `${attrs.verb} ${attrs.resource}${attrs.group ? `.${attrs.group}` : ''}${attrs.subresource ? `/${attrs.subresource}` : ''}`
+    : `${attrs.verb} ${attrs.path}`;
+  return { refusal: forbidden(user, attrs, decision.reason), user, denied };
 }
 
 /** The name part of a Host header: an IPv6 literal without its brackets, no port, lower case. */
