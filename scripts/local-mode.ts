@@ -26,6 +26,7 @@ import { tsxCommand } from '../test/support/tsx.js';
 import { explainFailure, firstLine, portFree, portTakenMessage, requireFreePort, requireTools, StartupError } from './local-failures.js';
 import { startLocalPostgres } from './local-postgres.js';
 import { applyCrds } from './apply-crds.js';
+import { GATEWAY_ACCOUNT, OPERATOR_ACCOUNT, applyDeployRbac } from './deploy-rbac.js';
 import { LOCAL_PG_DEFAULT_PORT } from '@mediajobs/lib/local-database';
 import { newRegistry } from '@mediajobs/lib/metrics';
 import { localStateDir } from '@mediajobs/lib/local-state';
@@ -250,10 +251,18 @@ async function start(): Promise<void> {
   await applyCrds(loadKubeConfig(cluster.kubeconfigPath));
   checkpoint();
 
+  // The gateway and the operator run as their own ServiceAccounts with deploy/'s Roles, as in production:
+  // the local cluster enforces RBAC, so a right missing from deploy/ fails here too. The printed kubeconfig stays the admin's.
+  const namespace = process.env.MEDIAJOBS_NAMESPACE || 'default';
+  applyDeployRbac(cluster, {
+    namespace, destinationsNamespace: process.env.DESTINATIONS_NAMESPACE || namespace, everyNamespace: !!process.env.WATCH_NAMESPACES,
+  });
+  const gatewayKubeconfig = cluster.writeServiceAccountKubeconfig(join(LOCAL, 'kubeconfig-gateway'), namespace, GATEWAY_ACCOUNT);
+  const operatorKubeconfig = cluster.writeServiceAccountKubeconfig(join(LOCAL, 'kubeconfig-operator'), namespace, OPERATOR_ACCOUNT);
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     DATABASE_URL: databaseUrl,
-    KUBECONFIG: cluster.kubeconfigPath,
+    KUBECONFIG: gatewayKubeconfig,
     SECRET_KEYS: process.env.SECRET_KEYS ?? secrets.secretKeys,
     FILE_URL_SECRET: process.env.FILE_URL_SECRET ?? secrets.fileUrlSecret,
     MANAGED_STORAGE: 'local',
@@ -291,7 +300,7 @@ async function start(): Promise<void> {
   stops.push(() => gateway.close());
   checkpoint();
   // No listener of the operator's own: its metrics are in the gateway's registry, served on METRICS_PORT already.
-  const operatorConfig = loadOperatorConfig({ ...env, METRICS_PORT: undefined });
+  const operatorConfig = loadOperatorConfig({ ...env, KUBECONFIG: operatorKubeconfig, METRICS_PORT: undefined });
   const storage = await managedStorageAccess(operatorConfig);
   checkpoint();
   const operator = await startOperator(operatorConfig, { storage, log: createLogger('operator', env.LOG_LEVEL ?? 'info'), metricsRegistry });
