@@ -14,7 +14,7 @@
 //   ports (the runner's egress, ADR 0014).
 // Failures are typed (GetError) for the caller to turn into its own answer.
 // Callers: the show resolver (show.ts) and the runner's playlist reads
-// (runner-image/src/live.ts fetchText).
+// (runner-image/src/live.ts fetchText, through the job's egress: `request`).
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { Readable } from 'node:stream';
@@ -39,6 +39,13 @@ export interface BoundedGetOptions {
   headers?: Readonly<Record<string, string>>;
   /** Whether a hop may connect to this port; every port when absent. */
   allowPort?: (port: number) => boolean;
+  /**
+   * How a hop is sent once its literal host and port passed: by default
+   * straight to the site, names checked as they resolve (connectLookup). The
+   * runner sends its through the job's egress proxy (requestThrough), which
+   * checks them again and keeps the attempt on its upstream session.
+   */
+  request?: (url: URL, o: { headers: Record<string, string>; signal: AbortSignal }) => Promise<IncomingMessage>;
 }
 
 export type GetFailure =
@@ -149,6 +156,7 @@ function requestOnce(url: URL, opts: BoundedGetOptions, signal: AbortSignal): Pr
   const https = url.protocol === 'https:';
   const port = Number(url.port || (https ? 443 : 80));
   if (opts.allowPort && !opts.allowPort(port)) return Promise.reject(new GetError({ kind: 'port_refused', port }));
+  if (opts.request) return opts.request(url, { headers: requestHeaders(opts), signal });
   const request = https ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
     const req = request(url, { method: 'GET', agent: false, lookup: opts.policy.connectLookup(), signal, headers: requestHeaders(opts) }, resolve);
