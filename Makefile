@@ -141,8 +141,9 @@ chart-check: need-helm deps need-kubectl
 	npx tsx scripts/chart-check.ts
 
 # As root with a private checkout the database lives outside (README, ADR 0008), linked from $(LOCAL_DIR)/postgres.
+# .cache holds the test fixtures made once per checkout (test/support/fixture-cache.ts).
 clean:
 	@if [ -L $(LOCAL_DIR)/postgres ]; then \
 	  case "$$(readlink $(LOCAL_DIR)/postgres)" in /var/lib/mediajobs/state/*) rm -rf "$$(dirname "$$(readlink $(LOCAL_DIR)/postgres)")";; esac; \
 	fi
-	rm -rf $(LOCAL_DIR) node_modules
+	rm -rf $(LOCAL_DIR) node_modules .cache

@@ -10,7 +10,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { expect } from 'chai';
 import { cachedFixture, fixturePath } from './support/fixture-cache.js';
 
-const CACHE_DIR = fileURLToPath(new URL('../node_modules/.cache/mediajobs-fixtures/', import.meta.url));
+const CACHE_DIR = fileURLToPath(new URL('../.cache/test-fixtures/', import.meta.url));
 const SUPPORT = fileURLToPath(new URL('./support/fixture-cache.ts', import.meta.url));
 
 describe('fixture cache', () => {

@@ -4,9 +4,11 @@
 // ladders cost seconds of CPU each time. The hash covers what decides the
 // files: the fixture's name, the text of the module that makes it (its
 // parameters and its ffmpeg arguments) and the ffmpeg that runs them; a
-// change to any of them makes a new entry. Entries live in node_modules/.cache/mediajobs-fixtures/ (ignored by
-// git, gone with `make clean`, so a fresh clone starts empty) and are never
-// written in place: made in a scratch folder beside, then renamed.
+// change to any of them makes a new entry. Entries live in the checkout's
+// .cache/test-fixtures/ (ignored by git, gone with `make clean`, so a fresh
+// clone starts empty; not under node_modules/, which an `npm ci` replaces,
+// mid-run if it must) and are never written in place: made in a scratch
+// folder beside, then renamed.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -15,7 +17,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
-const CACHE_DIR = fileURLToPath(new URL('../../node_modules/.cache/mediajobs-fixtures/', import.meta.url));
+const CACHE_DIR = fileURLToPath(new URL('../../.cache/test-fixtures/', import.meta.url));
 /** A maker that holds the lock longer than this is taken for dead (its process killed mid-way). */
 const STALE_LOCK_MS = 5 * 60_000;
 
