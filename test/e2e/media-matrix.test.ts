@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { eventually } from '../../local-cluster/test/support.js';
+import { cachedFixture } from '../support/fixture-cache.js';
 import { startMediaServer, type MediaServer } from '../support/media.js';
 import { freePort, startService, type Service } from './support.js';
 
@@ -113,6 +114,8 @@ describe('end to end: media correctness matrix (sources × formats × clips)', f
   let python: ChildProcess;
   let pythonUrl: string;
   let dir: string;
+  /** The SOURCES files (the fixture cache's: never written). */
+  let sources: string;
   const results = new Map<string, Promise<{ job: Record<string, unknown>; file?: string }>>();
 
   const urlOf = (source: Source): string => {
@@ -143,9 +146,9 @@ describe('end to end: media correctness matrix (sources × formats × clips)', f
   before(async function () {
     this.timeout(300_000);
     dir = mkdtempSync(join(tmpdir(), 'mj-e2e-matrix-'));
-    const sources = join(dir, 'sources');
-    await run('mkdir', ['-p', sources]);
-    await Promise.all(Object.entries(SOURCES).map(([name, args]) => ffmpeg([...args, join(sources, name)])));
+    // Made once per checkout (about 20 s of CPU: two 120 s MP4s and a VP9 encode), kept while this file's text is the same.
+    sources = await cachedFixture('matrix-sources', import.meta.url,
+      (into) => Promise.all(Object.entries(SOURCES).map(([name, args]) => ffmpeg([...args, join(into, name)]))).then(() => undefined));
     const port = await freePort();
     python = spawn('python3', ['-m', 'http.server', String(port), '--bind', '127.0.0.1', '--directory', sources], { stdio: 'ignore' });
     pythonUrl = `http://127.0.0.1:${port}`;
@@ -209,7 +212,7 @@ describe('end to end: media correctness matrix (sources × formats × clips)', f
       const { job } = await submit({ url: `${paced.baseUrl}/long.mp4`, clip_start: '60', clip_end: '64' });
       expect(job.status).to.equal('Completed');
       const read = paced.bytesSent('/long.mp4') - before;
-      expect(read / statSync(join(dir, 'sources', 'long.mp4')).size).to.be.below(0.35);
+      expect(read / statSync(join(sources, 'long.mp4')).size).to.be.below(0.35);
     });
 
     it('without range support, reading stops at the clip\'s end (a faststart MP4: 10–14 s of 120 s)', async () => {
@@ -218,7 +221,7 @@ describe('end to end: media correctness matrix (sources × formats × clips)', f
       expect(job.status).to.equal('Completed');
       const read = paced.bytesSent('/norange/long-faststart.mp4') - before;
       // 14 s of 120 s is 12%; a read of the whole file is 100%.
-      expect(read / statSync(join(dir, 'sources', 'long-faststart.mp4')).size).to.be.below(0.4);
+      expect(read / statSync(join(sources, 'long-faststart.mp4')).size).to.be.below(0.4);
     });
 
     it('a clip of DASH and HLS ladders fetches only the segments it covers', async () => {
