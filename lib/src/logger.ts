@@ -1,6 +1,10 @@
 // The one logger: pino, with every secret-bearing field redacted wherever it
 // appears, so an API key, a credential or a webhook address never reaches a log.
+// It also owns the lines' format (LOG_FORMAT): JSON lines for machines, human
+// lines (pino-pretty) for a person at a terminal.
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import { isColorSupported, prettyFactory } from 'pino-pretty';
+import { commonSchema, type LogFormat } from './config.js';
 
 export type { Logger } from 'pino';
 
@@ -43,9 +47,35 @@ export function redactSecrets(value: unknown, depth = 0): unknown {
   return out ?? value;
 }
 
-/** Strip query strings and fragments from URLs in a text, so signed URLs stay out of logs. */
+/**
+ * URLs in a text without their user:password and their query strings and
+ * fragments, so neither credentials nor signed URLs reach a log.
+ */
 export function redactUrls(text: string): string {
-  return text.replace(/\b(https?:\/\/[^\s?#'"<>]+)[?#][^\s'"<>]*/gi, '$1?…');
+  return text
+    .replace(/\b(https?|s?ftp|wss?|rtmps?|socks[45]h?):\/\/[^\s/?#'"<>@]*@/gi, '$1://')
+    .replace(/\b(https?:\/\/[^\s?#'"<>]+)[?#][^\s'"<>]*/gi, '$1?…');
+}
+
+/** `name=value` and `name: value` of a secret-named field in a text (`storage` and `credentials` name objects, not values). */
+const SECRET_PAIR = new RegExp(
+  `\\b(${SECRET_FIELDS.filter((f) => f !== 'storage' && f !== 'credentials').map((f) => f.replace(/[-_]/g, '[-_]?')).join('|')})`
+  + `(["']?\\s*[=:]\\s*)((?:Bearer |Basic )?(?:"[^"]*"|'[^']*'|[^\\s&;,]+))`,
+  'gi',
+);
+
+/**
+ * The first line of a failure's cause that says something, fit for a log
+ * line: URLs without credentials or queries (redactUrls), the value of any
+ * secret-named `key=value` or `key: value` censored, at most 200
+ * characters. Tools print their cause first (yt-dlp's `ERROR: …`); what
+ * follows is detail a log line does not need.
+ */
+export function cleanCause(text: string | null | undefined): string | undefined {
+  const line = text?.split(/\r?\n/).map((l) => l.trim()).find(Boolean);
+  if (!line) return undefined;
+  const clean = redactUrls(line).replace(SECRET_PAIR, `$1$2${CENSOR}`);
+  return clean.length > 200 ? `${clean.slice(0, 199)}…` : clean;
 }
 
 /**
@@ -80,6 +110,11 @@ function statusReason(body: unknown): string | undefined {
   }
 }
 
+/**
+ * A logger named after its component. Without a `destination` it writes to
+ * standard output in the format LOG_FORMAT chooses (logFormatOf); a given
+ * destination gets JSON lines, as tests and pipes that read them expect.
+ */
 export function createLogger(name: string, level = process.env.LOG_LEVEL ?? 'info', options: LoggerOptions = {}, destination?: DestinationStream): Logger {
   const opts: LoggerOptions = {
     name,
@@ -87,7 +122,72 @@ export function createLogger(name: string, level = process.env.LOG_LEVEL ?? 'inf
     formatters: { log: (obj) => redactSecrets(obj) as Record<string, unknown> },
     ...options,
   };
-  return pino(opts, destination ?? STDOUT);
+  return pino(opts, destination ?? stdoutDestination());
+}
+
+/**
+ * The format LOG_FORMAT asks for on an output that is or is not a terminal:
+ * `auto` (and a value the service's config check will refuse at start) is
+ * human lines on a terminal only, so whatever reads a pipe or a file (a log
+ * shipper, `kubectl logs`, a test) keeps getting one JSON object a line.
+ */
+export function logFormatOf(setting: string | undefined, isTerminal: boolean): Exclude<LogFormat, 'auto'> {
+  const parsed = commonSchema.shape.LOG_FORMAT.safeParse(setting);
+  const format = parsed.success ? parsed.data : 'auto';
+  if (format === 'auto') return isTerminal ? 'pretty' : 'json';
+  return format;
+}
+
+let stdoutStream: DestinationStream | undefined;
+
+/** Standard output in this process's format, chosen once: every logger of the process writes the same way. */
+function stdoutDestination(): DestinationStream {
+  stdoutStream ??= logFormatOf(process.env.LOG_FORMAT, process.stdout.isTTY === true) === 'pretty' ? humanLines(STDOUT) : STDOUT;
+  return stdoutStream;
+}
+
+/**
+ * A destination that turns each JSON line into a human one before `out`:
+ * `[09:41:07.512] INFO (operator): job completed jobId=… size=12.4 MB`,
+ * local time, level, component, message, then the fields as key=value on
+ * the same line (nested ones dotted: err.code=ECONNRESET), a stack on the
+ * lines below. Colours only where the terminal takes them. It formats
+ * what pino wrote, after redaction, so a secret is as censored here as in
+ * JSON. Synchronous, on the logging thread: a person reads far fewer lines
+ * a second than that costs, and a fatal line before exit is never lost in
+ * a worker.
+ */
+export function humanLines(out: DestinationStream, colorize = isColorSupported): DestinationStream {
+  const pretty = prettyFactory({
+    colorize,
+    translateTime: 'SYS:HH:MM:ss.l',
+    ignore: 'pid,hostname',
+    hideObject: true,
+    errorLikeObjectKeys: [],
+    messageFormat: (log, messageKey) => {
+      const { [messageKey]: msg, level: _l, time: _t, name: _n, pid: _p, hostname: _h, ...fields } = log;
+      const stacks: string[] = [];
+      const text = keyValues(fields, '', stacks).join(' ');
+      return [typeof msg === 'string' ? msg : '', text].filter(Boolean).join(' ') + stacks.map((s) => `\n    ${s.replace(/\n/g, '\n    ')}`).join('');
+    },
+  });
+  return { write: (line: string) => out.write(pretty(line)) };
+}
+
+/** `fields` as key=value words, nested objects dotted, strings quoted only when they hold spaces or quotes; stacks set aside. */
+function keyValues(fields: Record<string, unknown>, prefix: string, stacks: string[]): string[] {
+  const words: string[] = [];
+  for (const [k, v] of Object.entries(fields)) {
+    if (v === undefined) continue;
+    const key = prefix + k;
+    // pino's err serializer dresses a plain object (errFields') as an Error of type Object with no stack.
+    if (k === 'stack' && typeof v === 'string') {
+      if (v) stacks.push(v);
+    } else if (k === 'type' && v === 'Object' && prefix) continue;
+    else if (v !== null && typeof v === 'object' && !Array.isArray(v)) words.push(...keyValues(v as Record<string, unknown>, `${key}.`, stacks));
+    else words.push(`${key}=${typeof v === 'string' && /^[^\s"=]+$/.test(v) ? v : JSON.stringify(v)}`);
+  }
+  return words;
 }
 
 /**

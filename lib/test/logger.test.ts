@@ -3,7 +3,7 @@
 import { expect } from 'chai';
 import { Writable } from 'node:stream';
 import { ApiException } from '@kubernetes/client-node';
-import { createLogger, errFields, redactSecrets } from '../src/logger.js';
+import { cleanCause, createLogger, errFields, humanLines, logFormatOf, redactSecrets, redactUrls } from '../src/logger.js';
 
 function capture(): { lines: () => Record<string, unknown>[]; stream: Writable } {
   const chunks: string[] = [];
@@ -72,5 +72,57 @@ describe('errFields', () => {
     const s3 = Object.assign(new Error('Access Denied'), { name: 'AccessDenied', $metadata: { httpStatusCode: 403 } });
     expect(errFields(s3)).to.include({ name: 'AccessDenied', status: 403 });
     expect(errFields('plain')).to.deep.equal({ message: 'plain' });
+  });
+});
+
+describe('log format', () => {
+  it('LOG_FORMAT: human lines on a terminal unless json, JSON lines elsewhere unless pretty; an unknown value counts as auto', () => {
+    expect(logFormatOf(undefined, true)).to.equal('pretty');
+    expect(logFormatOf(undefined, false)).to.equal('json');
+    expect(logFormatOf('auto', false)).to.equal('json');
+    expect(logFormatOf('json', true)).to.equal('json');
+    expect(logFormatOf('pretty', false)).to.equal('pretty');
+    expect(logFormatOf('yaml', true)).to.equal('pretty');
+  });
+
+  it('a human line: local time, level, component, message and the fields as key=value, secrets as censored as in JSON', () => {
+    const out: string[] = [];
+    const log = createLogger('operator', 'info', {}, humanLines({ write: (l: string) => void out.push(l) }, false));
+    const before = new Date();
+    log.info({ jobId: 'j1', size: '12.4 MB', where: 'managed:k/v.mp4', attempt: 2, apiKey: 'mj_secret', err: { code: 'ECONNRESET' } }, 'job completed');
+    log.warn({ err: errFields(new Error('boom')) }, 'something failed');
+    expect(out).to.have.length(2);
+    const hhmm = `${String(before.getHours()).padStart(2, '0')}:${String(before.getMinutes()).padStart(2, '0')}`;
+    expect(out[0]).to.match(new RegExp(`^\\[${hhmm}:\\d\\d\\.\\d{3}\\] INFO \\(operator\\): job completed `));
+    expect(out[0]).to.include('jobId=j1 size="12.4 MB" where=managed:k/v.mp4 attempt=2 apiKey=[redacted] err.code=ECONNRESET\n');
+    expect(out[0]).to.not.include('mj_secret');
+    // errFields' object reads as its fields, without the serializer's type and empty stack.
+    expect(out[1]).to.match(/\] WARN \(operator\): something failed err\.message=boom err\.name=Error\n$/);
+    expect(out.join('')).to.not.include('{');
+  });
+
+  it('an Error logged whole keeps its stack, on the lines below', () => {
+    const out: string[] = [];
+    createLogger('t', 'info', {}, humanLines({ write: (l: string) => void out.push(l) }, false)).error({ err: new Error('real') }, 'crashed');
+    const lines = out.join('').split('\n');
+    expect(lines[0]).to.match(/ERROR \(t\): crashed err\.type=Error err\.message=real$/);
+    expect(lines[1]).to.equal('    Error: real');
+    expect(lines[2]).to.match(/^ {8}at /);
+  });
+});
+
+describe('cleanCause and redactUrls', () => {
+  it('keeps the first line that says something, URLs without credentials or queries', () => {
+    expect(cleanCause('\n  ERROR: unable to download https://user:pa55@cdn.example/v.mp4?token=abc#t=1: HTTP Error 403\nsecond line'))
+      .to.equal('ERROR: unable to download https://cdn.example/v.mp4?… HTTP Error 403');
+    expect(redactUrls('via socks5h://u:p@proxy.example:1080 and http://host/x')).to.equal('via socks5h://proxy.example:1080 and http://host/x');
+  });
+
+  it('censors the value of secret-named pairs, leaves other words, bounds the length and has nothing for an empty cause', () => {
+    expect(cleanCause('login failed: password=hunter2, api_key: "k 1" Authorization: Bearer abc.def; storage: full'))
+      .to.equal('login failed: password=[redacted], api_key: [redacted] Authorization: [redacted]; storage: full');
+    expect(cleanCause('x'.repeat(300))).to.have.length(200);
+    expect(cleanCause(' \n ')).to.equal(undefined);
+    expect(cleanCause(undefined)).to.equal(undefined);
   });
 });
