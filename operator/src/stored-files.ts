@@ -10,6 +10,12 @@
 // (controller.ts patchStatus). After, not before: an operator that dies in
 // between leaves a file, never deletes one it no longer has a record of
 // (another job may store under a freed key).
+//
+// What a runner reports is a claim (issue 35 item 1, docs/adr/0012 "What the
+// operator accepts"): a key is accepted, signed, recorded or deleted only
+// when its storage's record says this job stored it (the grant ledger on
+// managed S3, else the object's metadata, read back here), and sizes come
+// from that record, never from the report.
 import type * as k8s from '@kubernetes/client-node';
 import { storageEndpoints } from '@mediajobs/lib/config';
 import { isNotFound } from '@mediajobs/lib/kube-client';
@@ -18,9 +24,9 @@ import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import { ReadBudget, type ReadBudgetOptions } from '@mediajobs/lib/read-budget';
 import { jobIdOf, type MediaJob, type MediaJobResult, type MediaJobStatus } from '@mediajobs/lib/mediajob/types';
 import { DESTINATION_DATA_KEY } from '@mediajobs/lib/saved-destinations';
+import type { FinishedJob } from '@mediajobs/lib/db/jobs';
 import { createProvider, type StorageProvider } from '@mediajobs/lib/storage/index';
-import { managedKeyPrefix, mayHaveWritten, type KeyAuthor } from '@mediajobs/lib/storage/types';
-import type { GrantLedger } from '@mediajobs/lib/storage/upload-grants';
+import { StorageError, isStorageError, managedKeyPrefix, mayHaveWritten, type KeyAuthor, type ObjectInfo } from '@mediajobs/lib/storage/types';
 import type { OperatorConfig } from './config.js';
 import { isControlledBy } from './children.js';
 import { credentialsSecretName } from './job-builder.js';
@@ -72,8 +78,15 @@ export function refusedClaims(author: KeyAuthor, keys: Iterable<string>): string
   return [...new Set(keys)].filter((k) => !mayHaveWritten(author, k));
 }
 
-/** The upload-grant ledger as the operator reads it: who last stored each key on managed S3, and its size as stored. */
-export type StoredRecord = Pick<GrantLedger, 'storedBy'>;
+/**
+ * What a job's storage says of keys: for each key holding an object, the
+ * job it names (none: it names none) and its size as stored. On managed S3
+ * the upload-grant ledger (PgGrantLedger: who last completed each key);
+ * elsewhere the objects themselves (objectRecord).
+ */
+export interface StoredRecord {
+  storedBy(keys: readonly string[]): Promise<Map<string, ObjectInfo>>;
+}
 
 /** Whether the job's files went through upload grants, so the grant ledger knows them: managed storage on S3. */
 export function ledgerKnows(mj: MediaJob, cfg: Pick<OperatorConfig, 'MANAGED_STORAGE'>): boolean {
@@ -81,24 +94,95 @@ export function ledgerKnows(mj: MediaJob, cfg: Pick<OperatorConfig, 'MANAGED_STO
 }
 
 /**
- * A result checked against the grant ledger (issue 35 items 1 and 2): each
- * of its keys must be one this job's grant was the last to complete (the
- * broker stores a key only where none is, so the last completion is the
- * object there now); its sizes are the ledger's, never the runner's:
- * fileSize the media's, uploadedBytes the media's and its sidecars'. The
- * same result object back when the runner told the truth.
+ * Where the record of who stored the job's files is: the grant ledger
+ * (managed S3), the objects' metadata (a user's destination), or nowhere
+ * yet: local managed storage records an owner beside each file, but the
+ * operator does not require it yet (docs/adr/0012, "Local managed storage").
+ */
+export function recordOf(mj: MediaJob, cfg: Pick<OperatorConfig, 'MANAGED_STORAGE'>): 'ledger' | 'objects' | 'none' {
+  if ((mj.spec.destination?.type ?? 'managed') !== 'managed') return 'objects';
+  return ledgerKnows(mj, cfg) ? 'ledger' : 'none';
+}
+
+/**
+ * A record read from the objects (StorageProvider.stat: a HEAD, Get Blob
+ * Properties, files.get, an fstat and the owner record of local storage):
+ * the job each object's metadata names, written by the runner at upload
+ * (UploadOptions.jobId), and its size as stored.
+ */
+export function objectRecord(provider: StorageProvider): StoredRecord {
+  return {
+    async storedBy(keys) {
+      if (!provider.stat) throw new StorageError('invalid_config', 'no_stat', `${provider.name}: cannot read objects back`, { provider: provider.name });
+      const infos = await Promise.all(keys.map(async (k) => [k, await provider.stat!(k)] as const));
+      return new Map(infos.filter((e): e is readonly [string, ObjectInfo] => e[1] !== undefined));
+    },
+  };
+}
+
+/**
+ * A result checked against its storage's record (issue 35 items 1 and 2):
+ * each of its keys must hold an object this job stored (the ledger's last
+ * completion of it was this job's grant; or its metadata names this job:
+ * the object belongs to the job its metadata names, whichever job's layout
+ * its name fits); its sizes are the record's, never the runner's: fileSize
+ * the media's, uploadedBytes the media's and its sidecars'. The same result
+ * object back when the runner told the truth.
  */
 export async function resultAsStored(
-  ledger: StoredRecord, jobId: string, result: MediaJobResult,
+  record: StoredRecord, jobId: string, result: MediaJobResult,
 ): Promise<{ result: MediaJobResult } | { refused: string[] }> {
   const keys = resultKeys(result);
-  const stored = await ledger.storedBy(keys);
+  const stored = await record.storedBy(keys);
   const refused = keys.filter((k) => stored.get(k)?.jobId !== jobId);
   if (refused.length) return { refused };
   const fileSize = stored.get(result.storageKey)!.size;
   const uploadedBytes = keys.reduce((sum, k) => sum + stored.get(k)!.size, 0);
   if (result.fileSize === fileSize && result.uploadedBytes === uploadedBytes) return { result };
   return { result: { ...result, fileSize, uploadedBytes } };
+}
+
+/** The job's row as recorded, for a result the storage cannot be asked about any more (checkedResult). */
+export type RecordedResult = Pick<FinishedJob, 's3_key' | 'subtitle_key' | 'thumbnail_key' | 'file_size'>;
+
+/**
+ * A completion's result checked against the job's storage (resultAsStored):
+ * the grant ledger on managed S3, else the objects, read with the
+ * destination's credentials (the per-job Secret) within REMOVAL_BUDGET.
+ * Once the job is finished its Secret is gone: then only the result its row
+ * recorded, checked when it was, is accepted again (`recorded`). A storage
+ * that cannot be reached throws (the pass is tried again); one that refuses
+ * the read (credentials revoked, bucket gone) refuses the claim.
+ */
+export async function checkedResult(
+  d: RemovalDeps, mj: MediaJob, result: MediaJobResult, recorded: () => Promise<RecordedResult | undefined>,
+): Promise<{ result: MediaJobResult } | { refused: string[] }> {
+  const jobId = jobIdOf(mj);
+  const kind = recordOf(mj, d.cfg);
+  if (kind === 'none') return { result };
+  if (kind === 'ledger') {
+    if (!d.ledger) return { refused: resultKeys(result) };
+    return resultAsStored(d.ledger, jobId, result);
+  }
+  const budget = readBudget(d);
+  let provider: StorageProvider | undefined;
+  try {
+    provider = await providerOf(d, mj, budget);
+    if (provider) return await resultAsStored(objectRecord(provider), jobId, result);
+  } catch (err) {
+    if (isStorageError(err) && err.code !== 'unreachable') {
+      d.log.warn({ jobId, err: errFields(err) }, 'the job\'s storage refused reading its files back: the result is not accepted');
+      return { refused: resultKeys(result) };
+    }
+    throw err;
+  } finally {
+    (provider as { destroy?: () => void } | undefined)?.destroy?.();
+    budget.close();
+  }
+  const row = await recorded();
+  const same = row && row.s3_key === result.storageKey && (row.subtitle_key ?? undefined) === result.subtitleKey
+    && (row.thumbnail_key ?? undefined) === result.thumbnailKey && row.file_size !== null && Number(row.file_size) === result.fileSize;
+  return same ? { result } : { refused: resultKeys(result) };
 }
 
 /** What a runner claimed and was refused, for the caller to record (a Warning Event, the counter). */
@@ -121,7 +205,7 @@ export interface RemovalDeps {
   onRefused?: OnRefusedClaims;
   /** The job as the author of its keys, as its runner was given its layout (keyAuthorOf by default). */
   authorOf?: (mj: MediaJob) => KeyAuthor;
-  /** On managed S3, the grant ledger: a key this job's grant did not store last is never deleted. */
+  /** On managed S3, the grant ledger: a key this job's grant did not store last is never deleted. Elsewhere each object's metadata says. */
   ledger?: StoredRecord;
 }
 
@@ -137,31 +221,19 @@ export async function removeFiles(d: RemovalDeps, mj: MediaJob, claimed: string[
   const jobId = jobIdOf(mj);
   // A key the runner reported but may not have written is another's file: never deleted, the rest still are.
   const refused = refusedClaims((d.authorOf ?? keyAuthorOf)(mj), claimed);
-  if (d.ledger && ledgerKnows(mj, d.cfg)) {
-    // On managed S3 the ledger says who stored what: a key of this job's layout another grant stored (or none did) is not this job's either.
-    const open = claimed.filter((k) => !refused.includes(k));
-    const stored = await d.ledger.storedBy(open).catch((err: unknown) => {
-      d.log.warn({ jobId, err: errFields(err) }, 'could not read the upload-grant ledger: the files are left in place');
-      return new Map<string, { jobId: string }>();
-    });
-    refused.push(...open.filter((k) => stored.get(k)?.jobId !== jobId));
-  }
-  if (refused.length) {
-    d.log.warn({ jobId, refused: refused.length, why }, 'the runner reported files it may not have written: left in place');
-    d.onRefused?.(mj, refused, 'its report');
-  }
-  const keys = claimed.filter((k) => !refused.includes(k));
-  if (!keys.length) return;
-  // The user's endpoint is contacted under the outbound-address policy, as at its probe: checked as each socket opens.
-  const budget = new ReadBudget({ ...(d.budget ?? REMOVAL_BUDGET), policy: new OutboundPolicy({ allowed: d.cfg.OUTBOUND_ALLOWED_CIDRS }) });
+  const open = claimed.filter((k) => !refused.includes(k));
+  const budget = readBudget(d);
   let provider: StorageProvider | undefined;
   try {
-    provider = await providerOf(d, mj, budget);
-    if (!provider) {
-      d.log.warn({ jobId, files: keys.length, why }, 'files to remove, but the job\'s destination is gone: left in place');
-      return;
+    provider = open.length ? await providerOf(d, mj, budget) : undefined;
+    if (open.length && !provider) d.log.warn({ jobId, files: open.length, why }, 'files to remove, but the job\'s destination is gone: left in place');
+    const keys = provider ? await ownKeys(d, mj, provider, open, refused) : [];
+    if (refused.length) {
+      d.log.warn({ jobId, refused: refused.length, why }, 'the runner reported files it may not have written: left in place');
+      d.onRefused?.(mj, refused, 'its report');
     }
-    for (const key of keys) await provider.delete(key);
+    if (!keys.length) return;
+    for (const key of keys) await provider!.delete(key);
     d.log.info({ jobId, files: keys.length, why }, 'files nobody will be told of removed');
   } catch (err) {
     d.log.error({
@@ -171,6 +243,31 @@ export async function removeFiles(d: RemovalDeps, mj: MediaJob, claimed: string[
     (provider as { destroy?: () => void } | undefined)?.destroy?.();
     budget.close();
   }
+}
+
+/**
+ * The keys of `open` whose object this job stored, by its storage's record
+ * (the grant ledger on managed S3, else each object's metadata): only those
+ * are deleted. A key another job stored, or no job did, is added to
+ * `refused`; a key that holds nothing has nothing to delete.
+ */
+async function ownKeys(d: RemovalDeps, mj: MediaJob, provider: StorageProvider, open: string[], refused: string[]): Promise<string[]> {
+  const jobId = jobIdOf(mj);
+  const kind = recordOf(mj, d.cfg);
+  if (kind === 'none') return open;
+  const viaLedger = kind === 'ledger';
+  if (viaLedger && !d.ledger) return [];
+  const record = viaLedger ? d.ledger! : objectRecord(provider);
+  // A record that cannot be read throws: removeFiles logs it (with what the read budget cut) and leaves every file.
+  const stored = await record.storedBy(open);
+  // The ledger knows no key it did not complete: such a key is another's object (or none), never this job's.
+  refused.push(...open.filter((k) => stored.get(k)?.jobId !== jobId && (viaLedger || stored.has(k))));
+  return open.filter((k) => stored.get(k)?.jobId === jobId);
+}
+
+/** What reading a job's own destination may cost (REMOVAL_BUDGET), its endpoint contacted under the outbound-address policy, checked as each socket opens. */
+function readBudget(d: Pick<RemovalDeps, 'budget' | 'cfg'>): ReadBudget {
+  return new ReadBudget({ ...(d.budget ?? REMOVAL_BUDGET), policy: new OutboundPolicy({ allowed: d.cfg.OUTBOUND_ALLOWED_CIDRS }) });
 }
 
 async function providerOf(d: { core: k8s.CoreV1Api; cfg: OperatorConfig }, mj: MediaJob, budget: ReadBudget): Promise<StorageProvider | undefined> {

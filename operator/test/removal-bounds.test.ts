@@ -86,7 +86,8 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
 
   it('deletes answered with 300 MB error bodies: given up at the byte bound, connections closed, little written, logged', async () => {
     const mj = await jobOnHostileStorage();
-    backend.reset('huge');
+    // The objects name the job (their HEAD, read first, is answered as the job's own): the deletes meet the huge answers.
+    backend.reset('huge', 500, jobIdOf(mj));
     lines.length = 0;
     await removeFiles({ core, cfg: cfg(), log }, mj, resultKeys(result(mj)), 'a completion that lost to a cancellation');
     // From the backend's first request: loading the S3 SDK is no part of it (seconds on a loaded machine).
@@ -99,7 +100,7 @@ describe('operator: removing a cancelled job\'s files reads a bounded answer', f
 
   it('a backend trickling its answer: the reconcile gets its worker back at the deadline, the connection is cut', async () => {
     const mj = await jobOnHostileStorage();
-    backend.reset('trickle', 503);
+    backend.reset('trickle', 503, jobIdOf(mj));
     lines.length = 0;
     await removeFiles({ core, cfg: cfg(), log, budget: { maxBytes: 256 * 1024, deadlineMs: 1_000 } }, mj, resultKeys(result(mj)), 'a completion that lost to a cancellation');
     const started = backend.firstRequestAt!;

@@ -22,6 +22,8 @@ export class HostileBackend {
   readonly server: Server;
   private mode: HostileMode = 'huge';
   private status = 500;
+  /** A HEAD is answered 200 with this job as the object's x-amz-meta-mediajobs-job (reset's `owner`). */
+  private owner: string | undefined;
   private connections: Connection[] = [];
   /** When the first request since reset() arrived: a client's own start-up (loading an SDK) is not the backend's to time. */
   firstRequestAt: number | undefined;
@@ -30,6 +32,10 @@ export class HostileBackend {
     this.server = createServer((req, res) => {
       this.firstRequestAt ??= Date.now();
       req.resume();
+      if (req.method === 'HEAD' && this.owner !== undefined) {
+        res.writeHead(200, { 'content-length': '1', 'x-amz-meta-mediajobs-job': this.owner }).end();
+        return;
+      }
       this.answer(res);
     });
     this.server.on('connection', (socket) => {
@@ -68,10 +74,16 @@ export class HostileBackend {
     return Math.max(...this.connections.map((c) => c.closedAt! - since));
   }
 
-  /** The next requests are answered with `status` and a body per `mode`; counts start again. */
-  reset(mode: HostileMode, status = 500): void {
+  /**
+   * The next requests are answered with `status` and a body per `mode`;
+   * counts start again. With `owner`, a HEAD (a client reading an object's
+   * metadata first) is answered as an object of that job, and only the
+   * requests after it meet the hostile answer.
+   */
+  reset(mode: HostileMode, status = 500, owner?: string): void {
     this.mode = mode;
     this.status = status;
+    this.owner = owner;
     this.connections = [];
     this.firstRequestAt = undefined;
   }
