@@ -22,6 +22,7 @@ const ALL = [
   'operator/test/**/*.test.ts',
   'runner-image/test/**/*.test.ts',
   'test/**/*.test.ts',
+  'clients/**/test/**/*.test.ts',
 ];
 
 // The tests that need no service: no PostgreSQL, no local cluster (nor the
