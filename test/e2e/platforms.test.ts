@@ -193,7 +193,9 @@ describe('end to end: platforms and proxy pools', function () {
     expect(s.stats(DIRECT).requests, 'nothing reached the platform without a proxy').to.equal(0);
     for (const p of ps) {
       const seen = s.stats(p.sourceAddress);
-      expect(seen.statuses[429] ?? 0, `${p.id} was never rate-limited`).to.equal(0);
+      const views = s.requests.filter((r) => r.kind === 'page' && r.identity === p.sourceAddress)
+        .map((r) => `${new Date(r.at).toISOString().slice(11, 23)} ${r.status}`);
+      expect(seen.statuses[429] ?? 0, `${p.id} was never rate-limited; its page views: ${views.join(', ')}`).to.equal(0);
       expect(seen.pages, `${p.id}'s page views`).to.be.within(2, 3);
       expect(p.users.every((u) => SESSION_USER.test(u)), `${p.id} users ${p.users.join(',')}`).to.equal(true);
     }

@@ -97,6 +97,8 @@ export interface IdentityStats {
 }
 
 export interface SimRequest {
+  /** When it came (ms since the epoch). */
+  at: number;
   identity: string;
   kind: 'page' | 'media' | 'other';
   /** Path without the query (the signature stays out of test output). */
@@ -359,7 +361,7 @@ export async function startPlatformSim(opts: PlatformSimOptions = {}): Promise<P
     const media = /^\/media\/([\w-]+)\.mp4$/.exec(url.pathname);
     const cookie = cookieValue(req.headers.cookie, COOKIE_NAME);
     const record: SimRequest = {
-      identity, kind: page ? 'page' : media ? 'media' : 'other', path: url.pathname, status: 0,
+      at: Date.now(), identity, kind: page ? 'page' : media ? 'media' : 'other', path: url.pathname, status: 0,
       ...(cookie !== undefined ? { cookie } : {}), ...(req.headers.range ? { range: req.headers.range } : {}),
     };
     requests.push(record);
