@@ -7,6 +7,7 @@ import { materializePoke } from '@mediajobs/lib/db/materialize';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { MediaInfoExtractor } from '@mediajobs/lib/media-info/index';
 import { DEFAULT_OUTBOUND_POLICY, networkMatcher, type OutboundPolicy } from '@mediajobs/lib/outbound';
+import type { PlatformLookup } from '@mediajobs/lib/platforms/directory';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type { UploadGrantBroker } from '@mediajobs/lib/storage/upload-grants';
 import type pg from 'pg';
@@ -94,6 +95,8 @@ export interface AppDeps {
   mediaInfo?: MediaInfoExtractor;
   /** Which addresses may be contacted for users (source and /metadata URLs, storage endpoints); default: no allowance. */
   outbound?: OutboundPolicy;
+  /** The MediaPlatforms (lib/src/platforms/directory.ts): a disabled platform's new jobs get 422; absent: none refused. */
+  platforms?: PlatformLookup;
   /** Show and playlist expansion of POST /jobs (issue 13); default: the public lookup API, MAX_PLAYLIST_SIZE 500, `mediaInfo`'s settings. */
   batchSources?: BatchSources;
   /** POST /user/chat's CHAT_WEBHOOK_PREFIX; default the chat service's. */

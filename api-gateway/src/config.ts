@@ -79,8 +79,14 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
   HTTP_KEEP_ALIVE_TIMEOUT_MS: envInt(1_000, 600_000).default(DEFAULT_SERVER_TIMEOUTS.keepAliveTimeoutMs),
   /** On SIGTERM, how long in-flight requests get before connections are cut. */
   SHUTDOWN_TIMEOUT_MS: envInt(0).default(25_000),
-  /** Timeout of the Secret vault's Kubernetes calls (STORAGE_VAULT=kubernetes); the gateway makes no other. */
+  /** Timeout of the Secret vault's Kubernetes calls (STORAGE_VAULT=kubernetes). */
   KUBE_TIMEOUT_MS: envInt(100).default(10_000),
+  /**
+   * How often the gateway lists the MediaPlatforms (docs/adr/0027), whose
+   * `disabled` switch refuses new jobs with 422; 0: never (no platform is
+   * refused here; the operator still fails a disabled platform's jobs).
+   */
+  PLATFORMS_REFRESH_SECONDS: envInt(0).default(5),
   /**
    * Where saved storage credentials go: `kubernetes` Secrets in
    * DESTINATIONS_NAMESPACE (the spec's keyvault source), or `disabled`: sealed

@@ -27,6 +27,7 @@ import { createPool } from './db/pool.js';
 import { budgetFromConfig, type RateBudget } from './rate-limit.js';
 import { MarketplaceUsers } from './marketplace.js';
 import { KubeSecretVault } from './destinations/vault.js';
+import { PlatformDirectory } from '@mediajobs/lib/platforms/directory';
 import { GatewayMetrics, serveMetrics } from './metrics.js';
 import { newRegistry, type Registry } from '@mediajobs/lib/metrics';
 
@@ -74,6 +75,9 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   // Every yt-dlp run (/metadata, /is-short, playlists) fetches through it, under `outbound` (ADR 0011).
   const egress = await startLookupEgress({ policy: outbound, logger, ...(config.MEDIA_INFO_PROXY !== undefined && { upstream: config.MEDIA_INFO_PROXY }) });
   const lookups = { ...mediaInfoOptions(config), egress };
+  // A copy of the MediaPlatforms, listed every few seconds: a request never waits for Kubernetes (ADR 0017).
+  const platforms = config.PLATFORMS_REFRESH_SECONDS > 0 ? PlatformDirectory.fromKubeconfig(config.KUBECONFIG, logger, config.PLATFORMS_REFRESH_SECONDS * 1000) : undefined;
+  await platforms?.start();
   const rateLimit = budgetFromConfig(config, logger);
   const stripe = stripeClient(config);
   const metrics = config.METRICS_ENABLED && config.METRICS_PORT !== undefined ? new GatewayMetrics(opts.metricsRegistry ?? newRegistry()) : undefined;
@@ -98,6 +102,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     ...(stripe && { billing: new BillingReader(stripe, config) }),
     mediaInfo: new MediaInfoExtractor(lookups),
     outbound,
+    ...(platforms && { platforms }),
     batchSources: new BatchSources(batchSourcesOptions(config, lookups, outbound)),
     ...(uploadGrants && { uploadGrants }),
     chatWebhookPrefix: config.CHAT_WEBHOOK_PREFIX,
@@ -140,7 +145,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
 
   return {
     server, pool, url, ...(metricsListener && { metricsUrl: metricsListener.url }),
-    close: gracefulClose(server, { pool, rateLimit, egress, metricsServer: metricsListener?.server }, logger, config.SHUTDOWN_TIMEOUT_MS, () => (shuttingDown = true)),
+    close: gracefulClose(server, { pool, rateLimit, egress, metricsServer: metricsListener?.server, platforms }, logger, config.SHUTDOWN_TIMEOUT_MS, () => (shuttingDown = true)),
   };
 }
 
@@ -207,7 +212,9 @@ export function httpServer(app: RequestListener, t: ServerTimeouts): Server {
  */
 function gracefulClose(
   server: Server,
-  { pool, rateLimit, egress, metricsServer }: { pool: pg.Pool; rateLimit: RateBudget; egress: RunningLookupEgress; metricsServer?: Server | undefined },
+  { pool, rateLimit, egress, metricsServer, platforms }: {
+    pool: pg.Pool; rateLimit: RateBudget; egress: RunningLookupEgress; metricsServer?: Server | undefined; platforms?: PlatformDirectory | undefined;
+  },
   logger: Logger, timeoutMs: number, markShuttingDown: () => void,
 ): () => Promise<void> {
   let closing: Promise<void> | undefined;
@@ -227,6 +234,7 @@ function gracefulClose(
       // Scraped until the last request is answered: its counts are in the last scrape.
       if (metricsServer) await closeListener(metricsServer);
       rateLimit.close();
+      platforms?.stop();
       await egress.close();
       await pool.end();
       logger.info('api-gateway stopped');

@@ -38,7 +38,7 @@ export const PLATFORM_SECRET_KEYS = { upstream: 'upstream-proxy-url', cookies: '
 
 /** The reason a MediaJob of a disabled platform fails with, and the message (the gateway answers 422 with it). */
 export const PLATFORM_DISABLED = 'platform_disabled';
-export const PLATFORM_DISABLED_MESSAGE = 'Downloads from this platform are disabled';
+export { PLATFORM_DISABLED_MESSAGE } from '@mediajobs/lib/platforms/types';
 
 /** What an attempt of a platform's job is given: env for its runner, keys for its credentials Secret. */
 export interface PlatformRoute {

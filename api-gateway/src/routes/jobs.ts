@@ -6,6 +6,8 @@ import { detectBatchSource } from '@mediajobs/lib/batches/index';
 import { parseJobRequest, type JobRequest } from '@mediajobs/lib/job-options';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { urlFieldError, type OutboundPolicy } from '@mediajobs/lib/outbound';
+import { PLATFORM_DISABLED_MESSAGE } from '@mediajobs/lib/platforms/types';
+import type { PlatformLookup } from '@mediajobs/lib/platforms/directory';
 import type { JobStatus } from '@mediajobs/lib/mediajob/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
@@ -55,6 +57,8 @@ export interface JobsRouteDeps extends BatchCreateDeps {
   providerSettings?: ProviderSettings;
   /** Which source URLs and storage endpoints may be contacted. */
   outbound: OutboundPolicy;
+  /** The MediaPlatforms: a disabled one's new jobs are refused (docs/adr/0027). */
+  platforms?: PlatformLookup;
   idempotency: IdempotencyKeys;
   /** Where a marketplace end user's storage is saved (keyvault); absent: sealed into Postgres. */
   vault?: DestinationVault;
@@ -129,6 +133,8 @@ function createJob(deps: JobsRouteDeps, insertJob: InsertJob): RequestHandler {
     if (!parsed.ok) throw new HttpError(400, parsed.error);
     const refused = refusedAddress(deps.outbound, parsed.request);
     if (refused) throw new HttpError(400, refused.error);
+    // Before anything is written: a show or playlist of a disabled platform is refused as a single item is.
+    if (deps.platforms?.disabledFor(parsed.request.options.url)) throw new HttpError(422, PLATFORM_DISABLED_MESSAGE);
     const who = principal(res);
     // Before the batch decision: a show's or playlist's shared options become every episode's.
     const request = { ...parsed.request, options: applyKeyLimits(parsed.request.options, who.key) };

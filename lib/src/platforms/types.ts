@@ -38,6 +38,9 @@ export const PLATFORM_YTDLP_OPTIONS = [
   'geo-bypass', 'no-geo-bypass', 'geo-bypass-country', 'xff', 'force-ipv4', 'force-ipv6',
 ] as const;
 
+/** What a disabled platform's new job is told: the gateway's 422, a MediaJob's error (reason platform_disabled). */
+export const PLATFORM_DISABLED_MESSAGE = 'Downloads from this platform are disabled';
+
 /** The message of a platform's or a deployment's `--proxy`, wherever it is refused. */
 export const PROXY_OPTION_REFUSED = '--proxy is not allowed: route a platform\'s downloads through a ProxyPool (MediaPlatform spec.proxyPool)';
 
