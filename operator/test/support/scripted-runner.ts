@@ -20,7 +20,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import * as k8s from '@kubernetes/client-node';
-import { GROUP, MEDIAJOB_PLURAL, RUNNER_EXIT, VERSION, type MediaJobSpec, type RunnerReport } from '@mediajobs/lib/mediajob/types';
+import { GROUP, MEDIAJOB_PLURAL, RUNNER_EXIT, VERSION, type MediaJobSpec, type RunnerDefence, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { objectKey } from '@mediajobs/lib/storage/types';
 import { createProvider, destinationKeyLayout, type Destination } from '@mediajobs/lib/storage/index';
 import { PHASE_SECONDS } from './scripted-phases.js';
@@ -37,10 +37,10 @@ const category = url.searchParams.get('category') ?? undefined;
 // proxy and cookie file its env names (RUNNER_PROXY_ID, RUNNER_COOKIE_ID); retryAfter=<s> its Retry-After.
 const defenceKind = url.searchParams.get('defence') ?? undefined;
 const retryAfter = url.searchParams.get('retryAfter');
-const defence = defenceKind && {
-  kind: defenceKind, ...(retryAfter && { retryAfterSeconds: Number(retryAfter) }),
+const defence: RunnerDefence | undefined = defenceKind ? {
+  kind: defenceKind as RunnerDefence['kind'], ...(retryAfter && { retryAfterSeconds: Number(retryAfter) }),
   ...(process.env.RUNNER_PROXY_ID && { proxyId: process.env.RUNNER_PROXY_ID }), ...(process.env.RUNNER_COOKIE_ID && { cookieId: process.env.RUNNER_COOKIE_ID }),
-};
+} : undefined;
 
 const kc = new k8s.KubeConfig();
 kc.loadFromDefault();
