@@ -3,8 +3,8 @@
 // (which enforces RBAC) as their own ServiceAccounts, bound by deploy/'s own
 // Roles (scripts/deploy-rbac.ts), through a representative run: manifest jobs
 // to completion and to failure, a cancel, a batch, TTL cleanup of finished
-// MediaJobs, leader election, Events, and the vault's create, replace, read
-// and delete. Every request is recorded per user (requestCountsByUser) and
+// MediaJobs, leader election, Events, the statuses of a MediaPlatform and a
+// ProxyPool, and the vault's create, replace, read and delete. Every request is recorded per user (requestCountsByUser) and
 // compared with the rules that bind the user: a verb the rules grant and the
 // run never used, or a request the rules refused, fails the test with the
 // list. deploy/ and the chart hold the same rules (test/deploy/kustomize.test.ts).
@@ -34,14 +34,15 @@ const user = (account: string) => `system:serviceaccount:${NS}:${account}`;
 interface Rule { apiGroups?: string[]; resources?: string[]; verbs?: string[]; resourceNames?: string[] }
 
 /**
- * What deploy/base/rbac.yaml grants a component's account, as "verb
+ * What deploy/base/rbac.yaml grants a component's account (its Roles and ClusterRoles), as "verb
  * plural.group[/subresource]", named as requestCountsByUser() names requests.
  */
 function granted(account: string): Set<string> {
   const docs = parseAllDocuments(readFileSync(join(ROOT, 'deploy/base/rbac.yaml'), 'utf8')).map((d) => d.toJSON() as Record<string, any>); // eslint-disable-line @typescript-eslint/no-explicit-any
-  const roles = docs.filter((d) => d.kind === 'RoleBinding' && d.subjects.some((s: { name: string }) => s.name === account)).map((b) => b.roleRef.name as string);
+  const roles = docs.filter((d) => (d.kind === 'RoleBinding' || d.kind === 'ClusterRoleBinding') && d.subjects.some((s: { name: string }) => s.name === account))
+    .map((b) => `${b.roleRef.kind as string}/${b.roleRef.name as string}`);
   const out = new Set<string>();
-  for (const role of docs.filter((d) => d.kind === 'Role' && roles.includes(d.metadata.name))) {
+  for (const role of docs.filter((d) => roles.includes(`${d.kind as string}/${d.metadata.name as string}`))) {
     for (const rule of role.rules as Rule[]) {
       for (const group of rule.apiGroups ?? []) for (const resource of rule.resources ?? []) for (const verb of rule.verbs ?? []) {
         const [plural, sub] = resource.split('/');
@@ -99,7 +100,7 @@ describe('least privilege: each component\'s requests against deploy/\'s rules',
 
   before(async () => {
     tc = await startTestCluster({ imageCommands: { [RUNNER_IMAGE]: tsxCommand(RUNNER) } });
-    await tc.kubectl(['apply', '-f', join(ROOT, 'crds/mediajob.yaml'), '-f', join(ROOT, 'crds/mediabatch.yaml')]);
+    await tc.kubectl(['apply', ...['mediajob', 'mediabatch', 'mediaplatform', 'proxypool'].flatMap((c) => ['-f', join(ROOT, `crds/${c}.yaml`)])]);
     await tc.kubectl(['create', 'namespace', NS]);
     await tc.kubectl(['create', 'namespace', DESTINATIONS]);
     applyDeployRbac(tc.cluster, { namespace: NS, destinationsNamespace: DESTINATIONS });
@@ -125,6 +126,16 @@ describe('least privilege: each component\'s requests against deploy/\'s rules',
       LEASE_DURATION_SECONDS: '2', LEASE_RENEW_SECONDS: '1', FINISHED_MEDIAJOB_TTL_SECONDS: '2',
       MATERIALIZE_SAFETY_SECONDS: '1', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8,::1/128',
     }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
+
+    // An admin's platform policy, for hosts this run does not fetch: the operator writes both statuses.
+    await tc.kubectl(['apply', '-f', '-'], {
+      input: [
+        { apiVersion: 'mediajobs.io/v1alpha1', kind: 'ProxyPool', metadata: { name: 'pool' }, spec: { proxies: [{ id: 'p1', url: 'http://proxy-1.example:3128' }] } },
+        { apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaPlatform', metadata: { name: 'platform' }, spec: { match: { hosts: ['www.video.example'] }, maxRunning: 2, proxyPool: 'pool' } },
+      ].map((o) => JSON.stringify(o)).join('\n'),
+    });
+    await eventually(async () => (await tc.kubectl(['get', 'proxypool', 'pool', '-o', 'jsonpath={.status.total}'])).stdout === '1', 30_000);
+    await eventually(async () => (await tc.kubectl(['get', 'mediaplatform', 'platform', '-o', 'jsonpath={.status.conditions[0].type}'])).stdout !== '', 30_000);
 
     // Jobs to completion and to failure, a cancel, a batch: as kubectl or a GitOps pipeline applies them.
     await tc.kubectl(['apply', '-f', '-'], {

@@ -231,7 +231,11 @@ describe('deploy/: what the rendered objects hold', () => {
     // the operator's second are in the saved destinations' namespace.
     expect(rulesOf(chart).map((r) => JSON.parse(r)[0])).to.deep.equal(['gateway', 'operator', 'operator']);
     expect(rulesOf(base)).to.deep.equal(rulesOf(chart));
-    expect(byKind(render('deploy/base'), 'ClusterRole')).to.deep.equal([]);
+    // One ClusterRole, for the cluster-scoped MediaPlatforms and ProxyPools, the chart's too.
+    const clusterRules = (roles: Obj[]) => roles.map((r) => JSON.stringify([r.metadata.labels['app.kubernetes.io/component'], r.rules])).sort();
+    const baseCluster = byKind(render('deploy/base'), 'ClusterRole');
+    expect(baseCluster.map((r) => r.metadata.name)).to.deep.equal(['mediajobs-operator-platforms']);
+    expect(clusterRules(baseCluster)).to.deep.equal(clusterRules(chartStatic('rbac.yaml').filter((o) => o.kind === 'ClusterRole')));
   });
 
   describe('components/every-namespace (WATCH_NAMESPACES=*)', () => {
