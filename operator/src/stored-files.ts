@@ -149,40 +149,47 @@ export type RecordedResult = Pick<FinishedJob, 's3_key' | 'subtitle_key' | 'thum
  * A completion's result checked against the job's storage (resultAsStored):
  * the grant ledger on managed S3, else the objects, read with the
  * destination's credentials (the per-job Secret) within REMOVAL_BUDGET.
- * Once the job is finished its Secret is gone: then only the result its row
- * recorded, checked when it was, is accepted again (`recorded`). A storage
- * that cannot be reached throws (the pass is tried again); one that refuses
- * the read (credentials revoked, bucket gone) refuses the claim.
+ * What the job's row recorded was checked when it was recorded, so a result
+ * the storage no longer answers for (the job finished: its Secret is gone,
+ * its ledger rows swept after LEDGER_KEEP_SECONDS) is accepted again when
+ * it is the one recorded (`recorded`), and only then. A storage that cannot
+ * be reached throws (the pass is tried again); one that refuses the read
+ * (credentials revoked, bucket gone) refuses the claim.
  */
 export async function checkedResult(
   d: RemovalDeps, mj: MediaJob, result: MediaJobResult, recorded: () => Promise<RecordedResult | undefined>,
 ): Promise<{ result: MediaJobResult } | { refused: string[] }> {
-  const jobId = jobIdOf(mj);
   const kind = recordOf(mj, d.cfg);
   if (kind === 'none') return { result };
-  if (kind === 'ledger') {
-    if (!d.ledger) return { refused: resultKeys(result) };
-    return resultAsStored(d.ledger, jobId, result);
-  }
+  const checked = await readBack(d, mj, result, kind);
+  if ('refused' in checked && isRecorded(await recorded(), result)) return { result };
+  return checked;
+}
+
+async function readBack(
+  d: RemovalDeps, mj: MediaJob, result: MediaJobResult, kind: 'ledger' | 'objects',
+): Promise<{ result: MediaJobResult } | { refused: string[] }> {
+  const jobId = jobIdOf(mj);
+  if (kind === 'ledger') return d.ledger ? resultAsStored(d.ledger, jobId, result) : { refused: resultKeys(result) };
   const budget = readBudget(d);
   let provider: StorageProvider | undefined;
   try {
     provider = await providerOf(d, mj, budget);
-    if (provider) return await resultAsStored(objectRecord(provider), jobId, result);
+    return provider ? await resultAsStored(objectRecord(provider), jobId, result) : { refused: resultKeys(result) };
   } catch (err) {
-    if (isStorageError(err) && err.code !== 'unreachable') {
-      d.log.warn({ jobId, err: errFields(err) }, 'the job\'s storage refused reading its files back: the result is not accepted');
-      return { refused: resultKeys(result) };
-    }
-    throw err;
+    if (!isStorageError(err) || err.code === 'unreachable') throw err;
+    d.log.warn({ jobId, err: errFields(err) }, 'the job\'s storage refused reading its files back: the result is not accepted');
+    return { refused: resultKeys(result) };
   } finally {
     (provider as { destroy?: () => void } | undefined)?.destroy?.();
     budget.close();
   }
-  const row = await recorded();
-  const same = row && row.s3_key === result.storageKey && (row.subtitle_key ?? undefined) === result.subtitleKey
+}
+
+/** Whether the row recorded exactly this result's files and size. */
+function isRecorded(row: RecordedResult | undefined, result: MediaJobResult): boolean {
+  return !!row && row.s3_key === result.storageKey && (row.subtitle_key ?? undefined) === result.subtitleKey
     && (row.thumbnail_key ?? undefined) === result.thumbnailKey && row.file_size !== null && Number(row.file_size) === result.fileSize;
-  return same ? { result } : { refused: resultKeys(result) };
 }
 
 /** What a runner claimed and was refused, for the caller to record (a Warning Event, the counter). */

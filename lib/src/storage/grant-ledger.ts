@@ -78,6 +78,15 @@ export class PgGrantLedger implements GrantLedger {
     await this.pool.query(`UPDATE grant_uploads SET state = 'deleted' WHERE job_id = $1 AND key = $2 AND state = 'completed'`, [jobId, key]);
   }
 
+  async forgetEnded(keepSeconds: number, limit: number): Promise<number> {
+    // jobs.id is a uuid, grant_uploads.job_id the token's text: compared as text. A job without a row keeps its rows (never seen: rows are archived).
+    const r = await this.pool.query(
+      `DELETE FROM grant_uploads WHERE id IN (
+         SELECT g.id FROM grant_uploads g JOIN jobs j ON j.id::text = g.job_id
+          WHERE j.finished_at < now() - make_interval(secs => $1) LIMIT $2)`, [keepSeconds, limit]);
+    return r.rowCount ?? 0;
+  }
+
   async storedBy(keys: readonly string[]): Promise<Map<string, StoredObject>> {
     if (!keys.length) return new Map();
     // The last completion of a key is its object: the broker stores a key only where none is, so an

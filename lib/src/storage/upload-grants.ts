@@ -279,7 +279,22 @@ export interface GrantLedger {
   deleted(jobId: string, key: string): Promise<void>;
   /** For each key the ledger has an object at, who stored it and its size. */
   storedBy(keys: readonly string[]): Promise<Map<string, StoredObject>>;
+  /** Delete up to `limit` objects' rows (their parts with them) of jobs that ended over `keepSeconds` ago; how many went. */
+  forgetEnded(keepSeconds: number, limit: number): Promise<number>;
 }
+
+/**
+ * How long the ledger keeps what an ended job's grants did. The grant
+ * answers nothing after CLEANUP_SECONDS; the operator reads the rows to
+ * accept a completion, and once the job's row recorded it, that record
+ * answers (operator/src/stored-files.ts checkedResult). A day leaves room
+ * for an operator that was down when the job ended.
+ */
+export const LEDGER_KEEP_SECONDS = 86_400;
+
+/** The broker sweeps ended jobs' rows at most this often, LEDGER_SWEEP_ROWS at a time, so the ledger's size follows the jobs running, not history. */
+export const LEDGER_SWEEP_SECONDS = 600;
+export const LEDGER_SWEEP_ROWS = 1000;
 
 /** The broker's view of the jobs table: undefined for a job without a row. */
 export type GrantJobLookup = (jobId: string) => Promise<GrantJob | undefined>;
@@ -347,6 +362,8 @@ const BODIES = {
  */
 export class UploadGrantBroker {
   readonly #o: Required<UploadGrantBrokerOptions>;
+  /** When this broker last swept the ledger (ms; #sweep). */
+  #swept = Number.NEGATIVE_INFINITY;
 
   constructor(opts: UploadGrantBrokerOptions) {
     this.#o = { keyPrefix: 'videos/', partUrlSeconds: PART_URL_SECONDS, cleanupSeconds: CLEANUP_SECONDS, now: Date.now, ...opts };
@@ -356,6 +373,7 @@ export class UploadGrantBroker {
   async handle(op: string, token: string | undefined, body: unknown): Promise<Record<string, unknown> | undefined> {
     if (!(GRANT_OPS as readonly string[]).includes(op)) throw new GrantError(404, 'failed', 'unknown_operation', 'Not found');
     const now = this.#o.now();
+    this.#sweep(now);
     const checked = this.#o.keys.verify(token, now);
     if (!checked.ok) throw TOKEN_ANSWERS[checked.why];
     const parsed = BODIES[op as GrantOp].safeParse(body ?? {});
@@ -376,6 +394,18 @@ export class UploadGrantBroker {
   }
 
   /** The key is valid and in the token's part of managed storage: under `<prefix>/videos/`, or `videos/` for a token without a prefix. */
+  /**
+   * The ledger's tables are the broker's (one owner): it deletes ended
+   * jobs' rows itself, beside a request and never in its way, at most every
+   * LEDGER_SWEEP_SECONDS. A sweep that fails is tried again by the next
+   * one; nothing depends on it but the tables' size.
+   */
+  #sweep(now: number): void {
+    if (now - this.#swept < LEDGER_SWEEP_SECONDS * 1000) return;
+    this.#swept = now;
+    this.#o.ledger.forgetEnded(LEDGER_KEEP_SECONDS, LEDGER_SWEEP_ROWS).catch(() => undefined);
+  }
+
   #checkKey(k: string, prefix: string | undefined): void {
     assertValidKey(k); // StorageError invalid_config → 400
     const under = prefix === undefined ? this.#o.keyPrefix : `${prefix}/${this.#o.keyPrefix}`;
