@@ -2,7 +2,8 @@
 // makes (docs/design/events.md lists them): pure functions of the status
 // before and after, so each rule is unit-tested, and a small per-object
 // memory so a pass over a cache that has not seen the last write yet does
-// not announce the same transition twice. Writing them is events.ts's.
+// not announce the same transition twice (its log line too, transition-log.ts).
+// Writing them is events.ts's.
 import {
   GROUP, VERSION, type Condition, type MediaBatch, type MediaBatchStatus, type MediaJob, type MediaJobAttempt, type MediaJobStatus,
 } from '@mediajobs/lib/mediajob/types';
@@ -117,12 +118,16 @@ export class Announced {
 
   /** The announcements not made yet for `key`, now remembered as made. */
   fresh(key: string, list: Announcement[]): Announcement[] {
+    return list.filter((a) => this.once(key, `${a.reason}\0${a.message}`));
+  }
+
+  /** Whether `token` is new for `key`, now remembered: anything else said once per transition (transition-log.ts's lines). */
+  once(key: string, token: string): boolean {
     let set = this.seen.get(key);
-    const out = list.filter((a) => !set?.has(`${a.reason}\0${a.message}`));
-    if (!out.length) return out;
+    if (set?.has(token)) return false;
     if (!set) this.seen.set(key, (set = new Set()));
-    for (const a of out) set.add(`${a.reason}\0${a.message}`);
-    return out;
+    set.add(token);
+    return true;
   }
 
   forget(key: string): void {
