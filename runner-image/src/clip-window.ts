@@ -28,8 +28,12 @@ import type { Clip, YtDlpFormat } from './plan.js';
 const MAX_INDEX_BYTES = 64 * 1024 * 1024;
 /** Top-level boxes walked to find the index (ftyp, free, mdat, moov... a handful in practice). */
 const MAX_BOXES = 64;
-/** What the first read of the head takes: ftyp, and for a faststart file often the whole moov. */
-const HEAD_BYTES = 64 * 1024;
+/**
+ * What the first read of a source's head takes (source-read.ts
+ * readableFromUrl, whose bytes the window starts from): ftyp, and for a
+ * faststart file often the whole moov.
+ */
+export const HEAD_BYTES = 64 * 1024;
 /**
  * Packets kept past the clip's end, seconds: the mux reads a few packets
  * past the end before it stops, and a packet read outside the window would
@@ -109,13 +113,14 @@ export interface ClipWindow {
 
 /**
  * Fetch what `clip` needs of the MP4 at `f.url` (`fileBytes` long) into a
- * sparse file under `dir`. Undefined when this source is not for it (not
- * ISO BMFF, no index found, a range not answered as asked, the clip's bytes
- * a large share of the file): the caller reads the URL as before. Throws
- * only when aborted.
+ * sparse file under `dir`, starting from `head` when the caller read the
+ * file's first HEAD_BYTES already. Undefined when this source is not for it
+ * (not ISO BMFF, no index found, a range not answered as asked, the clip's
+ * bytes a large share of the file): the caller reads the URL as before.
+ * Throws only when aborted.
  */
 export async function fetchClipWindow(
-  f: YtDlpFormat, fileBytes: number, clip: Clip, dir: string, tools: WindowTools, signal?: AbortSignal,
+  f: YtDlpFormat, fileBytes: number, clip: Clip, dir: string, tools: WindowTools, signal?: AbortSignal, head?: Buffer,
 ): Promise<ClipWindow | undefined> {
   const file = path.join(dir, `window-${f.format_id.replace(/[^A-Za-z0-9_-]/g, '_')}.mp4`);
   const fh = await open(file, 'w+');
@@ -127,7 +132,12 @@ export async function fetchClipWindow(
   };
   try {
     await fh.truncate(fileBytes);
-    const index = await fetchIndex(fileBytes, fetchInto);
+    const given = head?.length === Math.min(HEAD_BYTES, fileBytes) ? head : undefined;
+    if (given) {
+      await fh.write(given, 0, given.length, 0);
+      fetched += given.length;
+    }
+    const index = await fetchIndex(fileBytes, fetchInto, given);
     if (!index) return undefined;
     const probed = await probeIndex(tools.ffprobe, file, clip, signal);
     if (!probed || probed.end - probed.start > MAX_WINDOW_SHARE * fileBytes) return undefined;
@@ -139,12 +149,14 @@ export async function fetchClipWindow(
 }
 
 /**
- * Walk the top-level boxes from the head, fetching each header the head
+ * Walk the top-level boxes from the head (`given`, else fetched), fetching each header the head
  * does not hold, until the `moov`; fetch it whole. Undefined when the file
  * is not ISO BMFF or the index cannot be had within the bounds.
  */
-async function fetchIndex(fileBytes: number, fetchInto: (s: ByteSpan, keep?: boolean) => Promise<Buffer | undefined>): Promise<true | undefined> {
-  const head = await fetchInto({ start: 0, end: Math.min(HEAD_BYTES, fileBytes) }, true);
+async function fetchIndex(
+  fileBytes: number, fetchInto: (s: ByteSpan, keep?: boolean) => Promise<Buffer | undefined>, given?: Buffer,
+): Promise<true | undefined> {
+  const head = given ?? await fetchInto({ start: 0, end: Math.min(HEAD_BYTES, fileBytes) }, true);
   if (!head) return undefined;
   const first = boxAt(head, 0, 0, fileBytes);
   if (!first || !ISO_BMFF_FIRST_BOXES.has(first.type)) return undefined;
@@ -207,7 +219,7 @@ async function probeIndex(bin: string, file: string, clip: Clip, signal?: AbortS
 
 /**
  * GET `span` of the format's URL with a closed range, through the job's
- * egress, written at its offset into `fh` as it arrives; its bytes (kept in
+ * egress proxy (its upstream session, as every request of the attempt), written at its offset into `fh` as it arrives; its bytes (kept in
  * memory only with `keep`, for the head the boxes are read from), or
  * undefined when the server does not answer exactly that range in time.
  * Reads no more than asked even from a server that sends more.

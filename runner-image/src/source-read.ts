@@ -4,7 +4,7 @@
 // exactly as yt-dlp's own HTTP downloader would: one plain HTTP(S) file per
 // format, with the headers the extractor gave it, certificates checked.
 import { mkdir } from 'node:fs/promises';
-import { fetchClipWindow } from './clip-window.js';
+import { fetchClipWindow, HEAD_BYTES } from './clip-window.js';
 import { egressFetch } from './egress-proxy.js';
 import { ffprobe, httpInputArgs, type MuxInput } from './ffmpeg.js';
 import type { Clip, FormatChoice, YtDlpFormat } from './plan.js';
@@ -60,14 +60,13 @@ export function sourceInputArgs(f: YtDlpFormat, timeoutSeconds: number): string[
   ];
 }
 
-/** How many bytes of a source's head are enough to find where an MP4 keeps its index. */
-const HEAD_BYTES = 64 * 1024;
-
 /** What the first request for a source's head tells: how ffmpeg can read it, and how large it is when the server says. */
 export interface SourceHead {
   readable: 'seekable' | 'front-to-back' | false;
   /** The whole file's size: a partial answer's Content-Range total, a full answer's Content-Length. */
   bytes?: number;
+  /** A seekable source's first HEAD_BYTES (or all of a smaller file), as its server sent them: a clip's window starts from them. */
+  head?: Buffer;
 }
 
 /**
@@ -92,8 +91,9 @@ export async function readableFromUrl(f: YtDlpFormat, timeoutSeconds: number, si
     const bytes = sizeFromHeaders(res.status, res.headers);
     const head = (readable: SourceHead['readable']): SourceHead => ({ readable, ...(bytes !== undefined ? { bytes } : {}) });
     if (res.status === 206) {
-      await res.body?.cancel();
-      return head('seekable');
+      // Its bytes were sent anyway (the range is closed): kept, a clip's window does not ask for them again.
+      const first = await headOf(res, bytes);
+      return { ...head('seekable'), ...(first ? { head: first } : {}) };
     }
     if (res.status !== 200 || !res.body) {
       await res.body?.cancel();
@@ -103,6 +103,32 @@ export async function readableFromUrl(f: YtDlpFormat, timeoutSeconds: number, si
   } catch {
     return { readable: false };
   }
+}
+
+/** The body of a 206 to `bytes=0-65535` when it is exactly the file's first bytes; undefined otherwise (the window fetches them). */
+async function headOf(res: Response, fileBytes: number | undefined): Promise<Buffer | undefined> {
+  const want = fileBytes === undefined ? 0 : Math.min(HEAD_BYTES, fileBytes);
+  const m = /^bytes 0-(\d+)\//.exec(res.headers.get('content-range') ?? '');
+  if (!want || !res.body || Number(m?.[1]) !== want - 1) {
+    await res.body?.cancel().catch(() => undefined);
+    return undefined;
+  }
+  const chunks: Buffer[] = [];
+  let got = 0;
+  const reader = res.body.getReader();
+  try {
+    while (got < want) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(Buffer.from(value.buffer, value.byteOffset, Math.min(value.length, want - got)));
+      got += Math.min(value.length, want - got);
+    }
+  } catch {
+    return undefined;
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return got === want ? Buffer.concat(chunks) : undefined;
 }
 
 /**
@@ -196,7 +222,7 @@ export async function readableInputs(choice: FormatChoice, tools: SourceReadTool
     const head = heads[i]!;
     const carriesAudio = f.format_id === choice.audioFrom;
     const window = clipRead && head.readable === 'seekable' && head.bytes !== undefined
-      ? await fetchClipWindow(f, head.bytes, clipRead.clip, clipRead.dir, tools, signal)
+      ? await fetchClipWindow(f, head.bytes, clipRead.clip, clipRead.dir, tools, signal, head.head)
       : undefined;
     if (window) {
       const p = await ffprobe(tools.ffprobe, window.path, signal);
