@@ -18,6 +18,9 @@
 // 37), http, https, socks5 or socks5h, for every connection of the attempt.
 // What is checked before a connection through an upstream, and what cannot
 // be: ADR 0014 "Chained to an upstream proxy".
+// The client side is here too (requestThrough): the runner's own reads go
+// through its egress as yt-dlp's and ffmpeg's do, so every request of an
+// attempt leaves by the same path, upstream session and source address.
 // Why a proxy of our own rather than a library: ADR 0014.
 import http from 'node:http';
 import https from 'node:https';
@@ -26,7 +29,7 @@ import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { SocksClient } from 'socks';
 import type { Logger } from './logger.js';
-import type { OutboundDecision, OutboundPolicy } from './outbound.js';
+import { OutboundRefusedError, type OutboundDecision, type OutboundPolicy, type RefusedCategory } from './outbound.js';
 
 /** Inclusive port ranges a target may have. */
 export type PortRanges = readonly (readonly [number, number])[];
@@ -466,4 +469,90 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'pro
 function endToEnd(headers: http.IncomingHttpHeaders): http.OutgoingHttpHeaders {
   const named = new Set(String(headers.connection ?? '').toLowerCase().split(',').map((s) => s.trim()));
   return Object.fromEntries(Object.entries(headers).filter(([k, v]) => v !== undefined && !HOP_BY_HOP.has(k) && !named.has(k)));
+}
+
+/**
+ * One GET of `target` through the HTTP proxy at `proxy` (an egress proxy's
+ * `url`), sent as yt-dlp and ffmpeg send theirs: an http target as a forward
+ * request in absolute form, an https one through a CONNECT tunnel with TLS to
+ * the target inside (its certificate checked against its name). A process's
+ * own reads take it so that they leave by the proxy's path: its policy, its
+ * upstream session, its source address. The proxy's own refusal (a forward
+ * request's 403 with EGRESS_REFUSED_PHRASE, any answer but 200 to CONNECT)
+ * rejects, never passing for the site's answer: an address refused as
+ * OutboundRefusedError, any other refusal with code ERR_OUTBOUND_REFUSED, a
+ * failed tunnel with code ERR_EGRESS_TUNNEL. The site's answers, errors
+ * included, resolve.
+ */
+export async function requestThrough(
+  proxy: string, target: URL, o: { headers?: http.OutgoingHttpHeaders; signal?: AbortSignal } = {},
+): Promise<http.IncomingMessage> {
+  const p = new URL(proxy);
+  const via = { host: p.hostname.replace(/^\[|\]$/g, ''), port: Number(p.port || 80), agent: false as const, ...(o.signal ? { signal: o.signal } : {}) };
+  const hostname = target.hostname.replace(/^\[|\]$/g, '');
+  let secure: tls.TLSSocket | undefined;
+  if (target.protocol === 'https:') {
+    const raw = await openTunnel(via, `${target.hostname}:${target.port || 443}`);
+    // SNI carries names only; an IP literal is checked against the certificate's IP entries (host).
+    secure = tls.connect({ socket: raw, host: hostname, ...(net.isIP(hostname) ? {} : { servername: hostname }), ALPNProtocols: ['http/1.1'] });
+  } else if (target.protocol !== 'http:') {
+    throw new Error('only http(s) URLs are fetched');
+  }
+  return new Promise((resolve, reject) => {
+    const req = secure
+      ? https.request(target, { method: 'GET', headers: o.headers, createConnection: () => secure, ...(o.signal ? { signal: o.signal } : {}) }, resolve)
+      : http.request({ ...via, method: 'GET', path: target.href, headers: { ...o.headers, host: target.host } }, (res) => {
+        if (res.statusCode !== 403 || res.statusMessage !== EGRESS_REFUSED_PHRASE) return resolve(res);
+        void refusalBody(res, Buffer.alloc(0)).then((body) => reject(proxyRefusal(403, body)));
+      });
+    req.once('error', (err) => {
+      secure?.destroy();
+      reject(err);
+    });
+    req.end();
+  });
+}
+
+/** A CONNECT tunnel to `authority` through the proxy at `via`; rejects with the proxy's refusal. */
+function openTunnel(via: http.RequestOptions, authority: string): Promise<Duplex> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ ...via, method: 'CONNECT', path: authority, headers: { host: authority } });
+    req.once('connect', (res, socket, head) => {
+      if (res.statusCode === 200) {
+        if (head.length) socket.unshift(head);
+        return resolve(socket);
+      }
+      void refusalBody(socket, head).then((body) => reject(proxyRefusal(res.statusCode ?? 0, body)));
+    });
+    req.once('error', reject);
+    req.end();
+  });
+}
+
+/** The first line of a refusal's short body (the proxy's reason), read until the proxy closes; at most 1 KiB. */
+function refusalBody(stream: NodeJS.ReadableStream & { destroy(): void }, head: Buffer): Promise<string> {
+  return new Promise((resolve) => {
+    let body = head;
+    const done = () => {
+      stream.destroy();
+      resolve(body.toString('utf8', 0, Math.min(body.length, 1024)).split('\n')[0]!.trim());
+    };
+    stream.on('data', (c: Buffer) => {
+      body = Buffer.concat([body, c]);
+      if (body.length >= 1024) done();
+    });
+    stream.once('end', done);
+    stream.once('error', done);
+    stream.once('close', done);
+  });
+}
+
+const REFUSED_CATEGORIES: readonly RefusedCategory[] = ['link-local', 'metadata', 'loopback', 'unspecified', 'multicast', 'reserved', 'private', 'localhost-name', 'invalid'];
+
+/** The proxy's refusal as an error: its status and its reason (a phrase of the proxy's own, never a URL). */
+function proxyRefusal(status: number, reason: string): Error {
+  const category = /^address refused \(([a-z-]+)\)$/.exec(reason)?.[1] as RefusedCategory | undefined;
+  if (category && REFUSED_CATEGORIES.includes(category)) return new OutboundRefusedError(category);
+  const err = new Error(`egress proxy answered ${status}${reason ? `: ${reason.slice(0, 200)}` : ''}`);
+  return Object.assign(err, { code: status === 403 ? 'ERR_OUTBOUND_REFUSED' : 'ERR_EGRESS_TUNNEL', status });
 }

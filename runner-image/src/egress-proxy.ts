@@ -3,18 +3,19 @@
 // 0011) decides on the address actually connected to, redirects and
 // manifests included. yt-dlp and ffmpeg reach the web through the job's
 // egress proxy on 127.0.0.1 (lib/src/egress-proxy.ts: plain forward requests
-// and CONNECT tunnels, refusals answered 403 with a reason), the runner's own
-// reads through egressGetOptions and egressFetch. Why a proxy of our own and
-// what it refuses: docs/adr/0014-runner-egress-proxy.md.
+// and CONNECT tunnels, refusals answered 403 with a reason), and so do the
+// runner's own reads (egressGetOptions, egressFetch: requestThrough), so every
+// request of an attempt leaves by one path: a platform's upstream session and
+// source address included. Why a proxy of our own and what it refuses:
+// docs/adr/0014-runner-egress-proxy.md.
 //
 // What is not ours: storage uploads and status patches (the destination and
 // the cluster, chosen by the operator) do not pass here.
 import http from 'node:http';
 import https from 'node:https';
-import type net from 'node:net';
 import { Readable } from 'node:stream';
 import type { BoundedGetOptions } from '@mediajobs/lib/batches/http-get';
-import { EgressProxy, portAllowed, refusedBy, type EgressAnswer, type EgressOptions } from '@mediajobs/lib/egress-proxy';
+import { EgressProxy, portAllowed, refusedBy, requestThrough, type EgressAnswer, type EgressOptions } from '@mediajobs/lib/egress-proxy';
 import { errFields } from '@mediajobs/lib/logger';
 import { OutboundPolicy } from '@mediajobs/lib/outbound';
 
@@ -75,32 +76,34 @@ const NO_EGRESS_POLICY = new OutboundPolicy({ allowed: ['0.0.0.0/0', '::/0'] });
 /**
  * The job's egress as boundedGet (lib/src/batches/http-get.ts) takes it, for
  * the runner's small reads (playlists): the same policy and ports as the
- * proxy, and the redirects egressFetch follows.
+ * proxy checked before each hop, the hop sent through the proxy
+ * (egressRequest), and the redirects egressFetch follows.
  */
-export function egressGetOptions(): Pick<BoundedGetOptions, 'policy' | 'allowPort' | 'maxRedirects'> {
+export function egressGetOptions(): Pick<BoundedGetOptions, 'policy' | 'allowPort' | 'maxRedirects' | 'request'> {
   const egress = active;
   if (!egress) return { policy: NO_EGRESS_POLICY, maxRedirects: MAX_REDIRECTS };
-  return { policy: egress.policy, allowPort: (port) => portAllowed(egress.ports, port), maxRedirects: MAX_REDIRECTS };
+  return { policy: egress.policy, allowPort: (port) => portAllowed(egress.ports, port), maxRedirects: MAX_REDIRECTS, request: egressRequest };
 }
 
 /**
  * GET `url` under the job's egress policy, for the runner's own reads that
- * stream (a format's head, show artwork): the host and port as written,
- * every resolved address at connect time, each redirect as a new request.
- * A fetch-like Response, redirects followed; rejects on network errors and
- * refusals (code ERR_OUTBOUND_REFUSED).
+ * stream (a format's head, a clip's byte ranges, show artwork): the host and
+ * port as written checked here, then each request sent through the job's
+ * egress proxy (every resolved address checked at connect time there, the
+ * upstream session and source address its own), each redirect as a new
+ * request. A fetch-like Response, redirects followed; rejects on network
+ * errors and refusals (code ERR_OUTBOUND_REFUSED).
  */
 export async function egressFetch(url: string, init: { headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<Response> {
   const egress = active;
   const policy = egress?.policy ?? NO_EGRESS_POLICY;
-  const lookup = policy.connectLookup();
   let target = new URL(url);
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
     if (target.protocol !== 'http:' && target.protocol !== 'https:') throw new Error('only http(s) URLs are fetched');
     const port = Number(target.port || (target.protocol === 'https:' ? 443 : 80));
     const refused = egress ? egress.checkTarget(target.hostname, port) : refusedBy(policy.checkHost(target.hostname));
     if (refused) throw Object.assign(new Error(`egress refused: ${refused.reason}`), { code: 'ERR_OUTBOUND_REFUSED' });
-    const res = await get(target, init.headers ?? {}, lookup, init.signal);
+    const res = await egressRequest(target, { headers: init.headers ?? {}, ...(init.signal ? { signal: init.signal } : {}) });
     const status = res.statusCode ?? 502;
     const location = res.headers.location;
     if (status >= 300 && status < 400 && location) {
@@ -117,10 +120,16 @@ export async function egressFetch(url: string, init: { headers?: Record<string, 
   throw new Error('too many redirects');
 }
 
-function get(target: URL, headers: Record<string, string>, lookup: net.LookupFunction, signal?: AbortSignal): Promise<http.IncomingMessage> {
+/**
+ * One GET of `target` as the job's children send theirs: through the job's
+ * egress proxy (requestThrough) while one runs; straight to the site, names
+ * checked as they resolve, when none does (tests of other parts).
+ */
+export function egressRequest(target: URL, o: { headers: Record<string, string>; signal?: AbortSignal }): Promise<http.IncomingMessage> {
+  if (active) return requestThrough(active.url, target, o);
   const client = target.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
-    const req = client.get(target, { headers, lookup, agent: false, ...(signal ? { signal } : {}) }, resolve);
+    const req = client.get(target, { headers: o.headers, lookup: NO_EGRESS_POLICY.connectLookup(), agent: false, ...(o.signal ? { signal: o.signal } : {}) }, resolve);
     req.once('error', reject);
   });
 }

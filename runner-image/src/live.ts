@@ -96,8 +96,9 @@ export function selectedFormats(info: LiveInfo): LiveFormat[] {
 const NOT_A_PLAYLIST: ReadonlySet<GetFailure['kind']> = new Set(['status', 'too_large', 'encoding']);
 
 /**
- * A small text body (a playlist), read with the format's headers under the
- * job's egress (egress-proxy.ts egressGetOptions), redirects included.
+ * A small text body (a playlist), read with the format's headers through
+ * the job's egress proxy and its upstream session (egress-proxy.ts
+ * egressGetOptions), redirects included.
  * Undefined for an answer that is no playlist: an error status, a body over
  * `maxBytes`, an encoding other than gzip. Throws GetError on refusals,
  * network errors and time-outs.

@@ -3,7 +3,9 @@
 // makes the server send a small share of the file, not socket buffers full
 // of it per open-ended request. The real pipeline (yt-dlp, ffmpeg, the job's
 // egress proxy) on a page that names the MP4, as platforms publish them, so
-// every media byte counted is one the runner asked for.
+// every media byte counted is one the runner asked for; and the same bound
+// through a platform's upstream proxy session chained behind the egress
+// (test/support/upstream-proxies.ts), which every media request takes.
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -17,12 +19,14 @@ import { OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { NormalisedMediaJobSpec } from '@mediajobs/lib/mediajob/types';
 import { LocalStorageProvider } from '@mediajobs/lib/storage/index';
 import { startMediaServer, type MediaServer } from '../../test/support/media.js';
+import { startUpstreamProxy, type UpstreamProxy } from '../../test/support/upstream-proxies.js';
 import { runJob } from '../src/pipeline.js';
 import { StatusReporter } from '../src/report.js';
 
 const run = promisify(execFile);
 const logger = pino({ level: 'silent' });
 const SECONDS = 120;
+const SESSION = 'user-session-5e6f7a8b9c0d-1';
 
 describe('runner: a clip of an MP4 read from its URL', function () {
   this.timeout(180_000);
@@ -31,6 +35,7 @@ describe('runner: a clip of an MP4 read from its URL', function () {
   let page: Server;
   let pageUrl: string;
   let fileBytes: number;
+  let upstream: UpstreamProxy;
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'runner-clip-bytes-'));
@@ -53,15 +58,17 @@ describe('runner: a clip of an MP4 read from its URL', function () {
     });
     await new Promise<void>((r) => page.listen(0, '127.0.0.1', r));
     pageUrl = `http://127.0.0.1:${(page.address() as AddressInfo).port}/watch`;
+    upstream = await startUpstreamProxy({ id: 'p1', sourceAddress: '127.0.0.51', auth: { password: 'clip-pool-password', user: /^user-session-/ } });
   });
 
   after(async () => {
-    await Promise.all([media?.stop(), new Promise((r) => page?.close(r))]);
+    await Promise.all([media?.stop(), upstream?.stop(), new Promise((r) => page?.close(r))]);
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('a 2 s clip from the middle of a 120 s MP4 served unthrottled makes the server send under 10% of the file, and comes out whole', async () => {
-    const store = join(dir, 'store');
+  /** A 2 s clip from the middle, through the job's egress (chained to `session` when given): what the server sent and the delivered file's streams and length. */
+  async function clip(session?: string): Promise<{ sent: number; streams: string[]; duration: number }> {
+    const store = join(dir, `store-${session ? 'chained' : 'direct'}`);
     const provider = new LocalStorageProvider({ dir: store, publicBaseUrl: 'http://127.0.0.1:8080', secret: 'clip-bytes-test-secret-0123456789' });
     const spec: NormalisedMediaJobSpec = {
       url: pageUrl, format: 'mp4', videoCodec: 'copy', audioBitrate: '192k', videoQuality: 23, maxResolution: 'best', audioOnly: false,
@@ -71,17 +78,37 @@ describe('runner: a clip of an MP4 read from its URL', function () {
     const report = await runJob({
       spec, jobId: '00000001-aaaa-4bbb-8ccc-000000000001', workDir: mkdtempSync(join(dir, 'work-')), logger,
       reporter: new StatusReporter({ namespace: 'default', name: 'clip-bytes', logger, sink: { patch: async () => undefined } }),
-      tools: { ytdlp: 'yt-dlp', ffmpeg: 'ffmpeg', ffprobe: 'ffprobe', socketTimeoutSeconds: 10, egress: { policy: new OutboundPolicy({ allowed: ['127.0.0.1/32'] }) } },
+      tools: {
+        ytdlp: 'yt-dlp', ffmpeg: 'ffmpeg', ffprobe: 'ffprobe', socketTimeoutSeconds: 10,
+        egress: { policy: new OutboundPolicy({ allowed: ['127.0.0.1/32'] }), ...(session ? { upstream: session } : {}) },
+      },
       destination: { provider, baseFolder: 'videos' },
     });
     expect(report, JSON.stringify(report)).to.include({ outcome: 'completed' });
     const sent = media.bytesSent('/long.mp4') - before;
+    const { stdout } = await run('ffprobe', ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', join(store, report.result!.storageKey)]);
+    const probed = JSON.parse(stdout) as { format: { duration: string }; streams: { codec_type: string }[] };
+    return { sent, streams: probed.streams.map((s) => s.codec_type).sort(), duration: Number(probed.format.duration) };
+  }
+
+  it('a 2 s clip from the middle of a 120 s MP4 served unthrottled makes the server send under 10% of the file, and comes out whole', async () => {
+    const { sent, streams, duration } = await clip();
     // Left to ffmpeg, the probe, the keyframe search and the mux each opened the file at 0 and again at the clip,
     // and the server streamed every one until the close landed: most of this file.
     expect(sent / fileBytes, `${sent} of ${fileBytes} bytes`).to.be.below(0.1);
-    const { stdout } = await run('ffprobe', ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', join(store, report.result!.storageKey)]);
-    const probed = JSON.parse(stdout) as { format: { duration: string }; streams: { codec_type: string }[] };
-    expect(probed.streams.map((s) => s.codec_type).sort()).to.deep.equal(['audio', 'video']);
-    expect(Number(probed.format.duration)).to.be.closeTo(2, 0.1);
+    expect(streams).to.deep.equal(['audio', 'video']);
+    expect(duration).to.be.closeTo(2, 0.1);
+  });
+
+  it('through an upstream proxy session the bound holds, and every request for the media goes through the session', async () => {
+    const mediaHost = new URL(media.baseUrl).host;
+    const [requests, asked] = [media.requests, upstream.targets.length];
+    const { sent, streams, duration } = await clip(upstream.urlWith(SESSION));
+    expect(sent / fileBytes, `${sent} of ${fileBytes} bytes`).to.be.below(0.1);
+    expect(streams).to.deep.equal(['audio', 'video']);
+    expect(duration).to.be.closeTo(2, 0.1);
+    // The media server serves nothing else here: each of its requests came through the upstream, under the session's name.
+    expect(upstream.targets.slice(asked).filter((t) => t === mediaHost)).to.have.length(media.requests - requests);
+    expect(new Set(upstream.users.slice(asked))).to.deep.equal(new Set([SESSION]));
   });
 });
