@@ -25,6 +25,7 @@ import {
   type AudioBitrate, type AudioCodec, type Format, type MediaJobOptions, type MediaJobSpecOptionsInput, type QualityPreset,
   type StorageProviderName, type VideoCodec,
 } from './mediajob/types.js';
+import { MAX_NAME_BYTES } from './storage/types.js';
 
 /**
  * CRF of each `quality_preset`; a preset overrides `video_quality`. Both
@@ -45,6 +46,11 @@ export const QUALITY_PRESET_CRF: Readonly<Record<QualityPreset, number>> = {
 /** When audio is re-encoded and no audio_bitrate was given. */
 export const DEFAULT_AUDIO_BITRATE: AudioBitrate = '192k';
 export const MAX_FILENAME_LENGTH = 255;
+/** The stored name's limit in UTF-8 bytes (storage/types.ts): what every provider and file system can hold whole. */
+export const MAX_FILENAME_BYTES = MAX_NAME_BYTES;
+/** Why a filename is refused over MAX_FILENAME_BYTES; also the CRDs' rule message. */
+export const FILENAME_BYTES_PROBLEM = `must be at most ${MAX_FILENAME_BYTES} bytes in UTF-8 (${MAX_FILENAME_BYTES} ASCII characters, `
+  + 'fewer with accented or non-Latin letters) so that the stored name with its extension fits every file system';
 export const MAX_FOLDER_LENGTH = 200;
 /** Source and webhook addresses longer than this are refused rather than stored. */
 export const MAX_URL_LENGTH = 4096;
@@ -93,6 +99,8 @@ function isHttpUrl(s: string): boolean {
 const filenameField = z
   .string({ error: 'must be a string' })
   .max(MAX_FILENAME_LENGTH, { error: `must be at most ${MAX_FILENAME_LENGTH} characters` })
+  // Refused rather than shortened: a file stored under another name than the one asked for is a silent loss.
+  .refine((s) => Buffer.byteLength(s) <= MAX_FILENAME_BYTES, { error: FILENAME_BYTES_PROBLEM })
   .refine((s) => s.trim() !== '', { error: 'must not be empty' })
   .refine((s) => !s.includes('..'), { error: "must not contain '..'" })
   .refine((s) => !s.includes('/') && !s.includes('\\'), { error: 'must not contain a forward slash or a backslash' })

@@ -2,7 +2,7 @@
 // type and bounds, rules 1–2, clip times, the silent mp4 fallback, the
 // defaults and the rule-4 codec corrections.
 import { expect } from 'chai';
-import { QUALITY_PRESET_CRF, normaliseSpecOptions, parseClipTime, parseJobRequest, type JobRequest } from '../src/job-options.js';
+import { FILENAME_BYTES_PROBLEM, QUALITY_PRESET_CRF, normaliseSpecOptions, parseClipTime, parseJobRequest, type JobRequest } from '../src/job-options.js';
 import type { MediaJobSpecOptions, MediaJobSpecOptionsInput } from '../src/mediajob/types.js';
 
 const URL_OK = 'https://media.example/watch?v=abc';
@@ -141,6 +141,8 @@ describe('job options (POST /jobs body)', () => {
   describe('rule 1: filename', () => {
     const bad: [string, unknown, string][] = [
       ['256 characters', 'a'.repeat(256), 'must be at most 255 characters'],
+      ['197 bytes of ASCII', 'a'.repeat(197), FILENAME_BYTES_PROBLEM],
+      ['99 two-byte letters (198 bytes)', 'é'.repeat(99), FILENAME_BYTES_PROBLEM],
       ['..', 'a..b', "must not contain '..'"],
       ['forward slash', 'a/b', 'must not contain a forward slash or a backslash'],
       ['backslash', 'a\\b', 'must not contain a forward slash or a backslash'],
@@ -152,7 +154,7 @@ describe('job options (POST /jobs body)', () => {
     for (const [name, value, message] of bad) {
       it(`refuses ${name}`, () => expect(err({ url: URL_OK, filename: value })).to.equal(`Invalid field 'filename': ${message}`));
     }
-    for (const value of ['a'.repeat(255), 'My video (1080p) – final', 'a.b.c', '.hidden', 'ünïcødé 名前']) {
+    for (const value of ['a'.repeat(196), 'é'.repeat(98), 'My video (1080p) – final', 'a.b.c', '.hidden', 'ünïcødé 名前']) {
       it(`accepts ${JSON.stringify(value.slice(0, 20))}`, () => expect(ok({ filename: value }).options.filename).to.equal(value));
     }
   });

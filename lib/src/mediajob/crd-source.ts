@@ -18,7 +18,7 @@
 // are also those of the zod schemas in types.ts, which the TypeScript types
 // come from; lib/test/crds.test.ts compares the two field by field. What only
 // the CRD has: descriptions, string patterns and lengths, formats, list types.
-import { parseClipTime } from '../job-options.js';
+import { FILENAME_BYTES_PROBLEM, MAX_FILENAME_BYTES, parseClipTime } from '../job-options.js';
 import {
   AUDIO_BITRATES, AUDIO_CODECS, BATCH_KINDS, BATCH_STATUSES, CONDITION_STATUSES, DESTINATION_TYPES,
   ATTEMPT_OUTCOMES, DEFAULT_VIDEO_QUALITY, ERROR_TYPES, FORMATS, GROUP, JOB_STATUSES, JOB_STEPS, MAX_DURATION_SECONDS, MAX_RESOLUTIONS,
@@ -184,6 +184,15 @@ function clipRule(): ValidationRule {
   };
 }
 
+/** The API's filename rule in bytes (job-options.ts MAX_FILENAME_BYTES): maxLength counts characters only. */
+function filenameBytesRule(): ValidationRule {
+  return {
+    rule: `!has(self.filename) || bytes(self.filename).size() <= ${MAX_FILENAME_BYTES}`,
+    message: FILENAME_BYTES_PROBLEM,
+    fieldPath: '.filename',
+  };
+}
+
 function inlineDriveRule(): ValidationRule {
   return {
     rule: "!has(self.type) || self.type != 'inline' || !has(self.provider) || self.provider != 'drive'",
@@ -224,6 +233,8 @@ export const RULE_TWINS: Readonly<Record<string, (self: Record<string, unknown>)
     if (end > (start ?? 0)) return undefined;
     return { at: '.clipEnd', problem: start === undefined ? 'must be greater than 0' : 'must be greater than clipStart' };
   },
+  [FILENAME_BYTES_PROBLEM]: (self) => (typeof self.filename === 'string' && Buffer.byteLength(self.filename) > MAX_FILENAME_BYTES
+    ? { at: '.filename', problem: FILENAME_BYTES_PROBLEM } : undefined),
   [INLINE_DRIVE]: (self) => (self.type === 'inline' && self.provider === 'drive' ? { at: '.provider', problem: INLINE_DRIVE } : undefined),
 };
 
@@ -308,8 +319,8 @@ function optionProperties(): { [K in keyof Required<MediaJobSpecOptions>]: Schem
       MAX_RESOLUTIONS, { default: 'best' },
     ),
     filename: str(
-      'Name of the delivered file without extension (API "filename"). At most 255 characters, without "..", "/", "\\" '
-      + 'or a NUL byte (rule 1); sanitised for storage. When absent the job id is used; a given name that would '
+      'Name of the delivered file without extension (API "filename"). At most 255 characters and 196 bytes of UTF-8, '
+      + 'without "..", "/", "\\" or a NUL byte (rule 1); sanitised for storage, never shortened. When absent the job id is used; a given name that would '
       + 'overwrite an existing file gets "-" and the first 8 characters of the job id appended.',
       { minLength: 1, maxLength: 255, pattern: FILENAME },
     ),
@@ -580,7 +591,7 @@ function mediaJobSpec(): SchemaNode {
       ),
     },
     ['url'],
-    { 'x-kubernetes-validations': [clipRule()] },
+    { 'x-kubernetes-validations': [clipRule(), filenameBytesRule()] },
   );
 }
 
@@ -789,11 +800,12 @@ function batchEpisode(): SchemaNode {
       releaseDate: str('Release date of the episode, ISO 8601 (API "release_date"; default mode only).'),
       filename: str(
         'File name for this episode without extension; set by renames (PATCH /batch/{id}/jobs) while the batch is '
-        + 'paused. At most 255 characters, without "..", "/", "\\" or a NUL byte (rule 1).',
+        + 'paused. At most 255 characters and 196 bytes of UTF-8, without "..", "/", "\\" or a NUL byte (rule 1).',
         { minLength: 1, maxLength: 255, pattern: FILENAME },
       ),
     },
     ['url'],
+    { 'x-kubernetes-validations': [filenameBytesRule()] },
   );
 }
 

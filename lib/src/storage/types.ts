@@ -335,8 +335,16 @@ export function managedKeyPrefix(apiKeyId: string): string {
 
 /** Object keys are at most 1024 bytes of UTF-8 on S3, GCS and OSS. */
 export const MAX_KEY_BYTES = 1024;
-/** Filesystems limit one path component to 255 bytes; keep room for `-<suffix>` and the extension. */
-const MAX_NAME_BYTES = 200;
+/**
+ * UTF-8 bytes of a requested filename. Filesystems (ext4, NTFS, APFS: the
+ * local managed store, s3rver, a user's download) take 255 bytes per name,
+ * and the runner adds to the name: `-<jobId 8>-<base36 time>` on a retried
+ * taken key (18), `-<jobId 8>` on a taken sidecar (9), a subtitle's
+ * `.<language>` (21) and `.<ext>` (11): 255 - 59. The API and the CRDs
+ * refuse a longer name (job-options.ts, crd-source.ts), so an accepted
+ * name is never shortened here.
+ */
+export const MAX_NAME_BYTES = 196;
 /** Folder segments get a little more room since they carry no suffix or extension. */
 const MAX_SEGMENT_BYTES = 240;
 
