@@ -8,6 +8,7 @@ import {
 import { mediaInfoSchema } from '@mediajobs/lib/media-info/config';
 import { billingSchema } from '@mediajobs/lib/billing';
 import { destinationsNamespaceSchema } from '@mediajobs/lib/saved-destinations';
+import { PROXY_OPTION_REFUSED, namesProxyOption } from '@mediajobs/lib/platforms/types';
 import type { RetrySettings } from './retry-policy.js';
 
 // A namespace name (RFC 1123 label).
@@ -161,6 +162,11 @@ export function loadOperatorConfig(env: NodeJS.ProcessEnv = process.env): Operat
   const cfg = withOutboundAllowance(loadConfig(operatorSchema, env));
   if (cfg.LEASE_RENEW_DEADLINE_SECONDS !== undefined && cfg.LEASE_RENEW_DEADLINE_SECONDS >= cfg.LEASE_DURATION_SECONDS) {
     throw new ConfigError('invalid configuration:\n  LEASE_RENEW_DEADLINE_SECONDS: must be less than LEASE_DURATION_SECONDS');
+  }
+  // The runner's egress proxy is yt-dlp's --proxy (ADR 0014): one given to every runner would be refused there, and a
+  // proxy for a platform is a ProxyPool's (docs/adr/0027). Said here, at the operator's start, rather than by every job.
+  if (namesProxyOption((cfg.RUNNER_ENV?.YTDLP_ARGS ?? '').split(/\s+/))) {
+    throw new ConfigError(`invalid configuration:\n  RUNNER_ENV: YTDLP_ARGS: ${PROXY_OPTION_REFUSED}`);
   }
   if (cfg.RETRY_MAX_BACKOFF_SECONDS < Math.max(cfg.RETRY_BACKOFF_SECONDS, cfg.RETRY_PLATFORM_BACKOFF_SECONDS)) {
     throw new ConfigError('invalid configuration:\n  RETRY_MAX_BACKOFF_SECONDS: must be at least RETRY_BACKOFF_SECONDS and RETRY_PLATFORM_BACKOFF_SECONDS');

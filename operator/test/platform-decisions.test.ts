@@ -8,6 +8,7 @@ import {
   DEFENCE_ANSWERS, afterDefence, afterOutcome, breakerGate, breakerState, coolDownSeconds, defenceAnswer, pickCookie, pickProxy, probeAdmitted,
   sessionId, sourceAddress, upstreamUrl, type BreakerStatus,
 } from '../src/platform-decisions.js';
+import { loadOperatorConfig } from '../src/config.js';
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 const at = (s: number) => new Date(T0 + s * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -132,5 +133,16 @@ describe('platform decisions', () => {
       expect(s.probe).to.equal(undefined);
       expect(breakerGate(s, SPEC, T0 + 700_000)).to.equal('probe');
     });
+  });
+});
+
+describe('operator configuration and --proxy', () => {
+  const base = { DATABASE_URL: 'postgres://x@127.0.0.1/x', SECRET_KEYS: 'k1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=' };
+  it('refuses YTDLP_ARGS with --proxy in RUNNER_ENV at start, naming ProxyPool and never echoing the value', () => {
+    for (const args of ['--proxy http://user:pw@elsewhere.example:3128', '--retries 3 --proxy=socks5://user:pw@x:1']) {
+      expect(() => loadOperatorConfig({ ...base, RUNNER_ENV: JSON.stringify({ YTDLP_ARGS: args }) })).to.throw(/YTDLP_ARGS: --proxy is not allowed: .*ProxyPool/)
+        .and.satisfy((e: Error) => !e.message.includes('pw'));
+    }
+    expect(loadOperatorConfig({ ...base, RUNNER_ENV: JSON.stringify({ YTDLP_ARGS: '--retries 3' }) }).RUNNER_ENV).to.deep.equal({ YTDLP_ARGS: '--retries 3' });
   });
 });
