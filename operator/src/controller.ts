@@ -50,6 +50,7 @@ import { retrySettings, type OperatorConfig } from './config.js';
 import { JobDestinations } from './destinations.js';
 import type { EventRecorder } from './events.js';
 import { MANAGED_BY, currentAttempt, currentJobName } from './job-builder.js';
+import { logTransition } from './transition-log.js';
 import { PLATFORM_DISABLED, PLATFORM_DISABLED_MESSAGE, PLATFORM_ENV, Platforms } from './platforms.js';
 import type { RetrySettings } from './retry-policy.js';
 import { JobRecord, type ManagedStorageAccess } from './job-record.js';
@@ -435,6 +436,7 @@ export class MediaJobController {
       }
       await this.children.removeRunner(this.jobs.get(currentJobName(mj), mj.metadata.namespace), mj);
       this.announce(key, mj, [{ type: 'Normal', reason: 'Cancelled', message: 'Deleted before it finished: the job was cancelled' }]);
+      logTransition(this.d.log, this.announced, key, mj, { ...mj.status, status: 'CancelledByAdmin' });
     }
     this.admission.release(key);
     this.platforms.forget(mj);
@@ -463,7 +465,8 @@ export class MediaJobController {
     // A reason that is an error category (invalid_spec, storage_unreachable) is the failure's category too, as a runner reports it.
     const category = isErrorCategory(err.reason) ? { category: err.reason } : {};
     const failed = failedBeforeRunning(mj, { jobId, reason: err.reason, error: err.message, ...category, ...recorded }, new Date());
-    if (!('finishTime' in recorded)) this.d.log.warn({ jobId, reason: err.reason, err: errFields(err.cause ?? err) }, 'job failed; retrying cannot help');
+    // The job's end is said once, by logTransition; this is the error behind it.
+    if (!('finishTime' in recorded)) this.d.log.debug({ jobId, reason: err.reason, err: errFields(err.cause ?? err) }, 'job failed; retrying cannot help');
     return this.finish(key, mj, await this.writeStatus(key, mj, failed));
   }
 
@@ -599,6 +602,7 @@ export class MediaJobController {
     }
     const key = keyOf(mj.metadata.namespace, mj.metadata.name);
     this.announce(key, mj, announcements);
+    logTransition(this.d.log, this.announced, key, mj, desired);
     this.observeEndedAttempts(key, mj.status, desired);
     this.platformAttemptsEnded(key, mj, desired);
     await removeFiles(this.removal, mj, orphans, 'stored by an attempt that ended without naming them');
