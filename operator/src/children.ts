@@ -180,7 +180,8 @@ export class RunnerChildren {
         name: job.metadata!.name!, namespace: mj.metadata.namespace!, propagationPolicy: 'Background',
         body: { preconditions: { uid: job.metadata!.uid! } },
       });
-      this.d.log.info({ jobId: jobIdOf(mj), job: job.metadata!.name }, 'runner job deleted: the job was cancelled');
+      // Debug: the job's cancellation is its transition's line (transition-log.ts).
+      this.d.log.debug({ jobId: jobIdOf(mj), job: job.metadata!.name }, 'runner job deleted: the job was cancelled');
     } catch (err) {
       if (!isNotFound(err) && !isConflict(err)) throw err;
     }
@@ -214,7 +215,8 @@ export class RunnerChildren {
     const name = body.metadata!.name!;
     try {
       const job = await kube.batch.createNamespacedJob({ namespace, body });
-      this.d.log.info({ jobId: jobIdOf(mj), job: name }, 'runner job created');
+      // Debug: the job's start is its transition's line (transition-log.ts).
+      this.d.log.debug({ jobId: jobIdOf(mj), job: name }, 'runner job created');
       this.d.onJobCreated?.(mj, job);
       return job;
     } catch (err) {
