@@ -150,7 +150,7 @@ describe('monitoring bundle (deploy/monitoring)', function () {
     expect(ruleFile).to.include({ apiVersion: 'monitoring.coreos.com/v1', kind: 'PrometheusRule' });
     expect(rules.map((r) => r.alert)).to.have.members([
       'MediajobsJobFailureRateHigh', 'MediajobsAdmissionWaitHigh', 'MediajobsOutboxBacklog', 'MediajobsInformerRelisting',
-      'MediajobsNoOperatorLeader', 'MediajobsRunnerOOMKilled', 'MediajobsGateway5xx',
+      'MediajobsNoOperatorLeader', 'MediajobsRunnerOOMKilled', 'MediajobsGateway5xx', 'MediajobsPlatformBreakerOpen', 'MediajobsPlatformCookieUnhealthy',
     ]);
     const sections = anchors(runbook);
     for (const r of rules) {
