@@ -66,7 +66,7 @@ describe('operator: a spec the CRD\'s rules refuse, reaching it through a CRD wi
   let apiKeyId: string;
   let operator: OperatorHandle | undefined;
   /** The operator's log lines, as JSON. */
-  const lines: { msg?: string; level?: number }[] = [];
+  const lines: { msg?: string; level?: number; jobId?: string; category?: string }[] = [];
   const secretKeys = SecretBox.generateSpec('t1');
 
   const start = () => startOperator(loadOperatorConfig({
@@ -234,9 +234,11 @@ describe('operator: a spec the CRD\'s rules refuse, reaching it through a CRD wi
     }
     expect(await eventsOf('MediaBatch', 'batch-av1')).to.deep.equal([['Warning', 'Rejected', `InvalidSpec: ${BATCH_ERROR}`, 1]]);
 
-    // Logged once each, as a failure retrying cannot help; never as one to retry.
+    // Each job's end logged once (its transition's line), with its category; never as a failure to retry.
     expect(lines.filter((l) => /will retry/.test(l.msg ?? ''))).to.deep.equal([]);
-    expect(lines.filter((l) => l.msg === 'job failed; retrying cannot help')).to.have.length(3);
+    const failed = lines.filter((l) => l.msg === 'job failed');
+    expect(failed.map((l) => l.category)).to.deep.equal(['invalid_spec', 'invalid_spec', 'invalid_spec']);
+    expect(new Set(failed.map((l) => l.jobId)).size).to.equal(3);
     expect(lines.filter((l) => l.msg === 'batch rejected; retrying cannot help')).to.have.length(1);
   });
 });
