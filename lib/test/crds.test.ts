@@ -88,7 +88,7 @@ describe('CRDs: source of truth and generated YAML', () => {
       expect(crd.spec.versions[0]!.subresources).to.deep.equal({ status: {} });
     }
     expect(mj!.spec.versions[0]!.additionalPrinterColumns.map((c) => [c.name, c.priority ?? 0]))
-      .to.deep.equal([['Status', 0], ['Step', 0], ['Progress', 0], ['Age', 0], ['URL', 1]]);
+      .to.deep.equal([['Status', 0], ['Step', 0], ['Progress', 0], ['Reason', 0], ['Age', 0], ['URL', 1]]);
     expect(mb!.spec.versions[0]!.additionalPrinterColumns.map((c) => c.name))
       .to.deep.equal(['Status', 'Done', 'Failed', 'Age', 'URL']);
   });
@@ -303,16 +303,19 @@ describe('CRDs on the local cluster (real kubectl)', function () {
     expect(await stored()).to.equal(undefined);
   });
 
-  it('kubectl get mj shows STATUS STEP PROGRESS AGE, and -o wide adds URL', async () => {
+  it('kubectl get mj shows STATUS STEP PROGRESS REASON AGE, and -o wide adds URL', async () => {
     await t.kubectl(['patch', 'mj', 'minimal', '--subresource=status', '--type=merge',
-      '-p', JSON.stringify({ status: { status: 'Processing', step: 'Downloading', progress: 42 } })]);
+      '-p', JSON.stringify({ status: { status: 'Pending', step: 'Queued', progress: 0, reason: 'platform_paused' } })]);
+    expect(parseTable((await t.kubectl(['get', 'mj'])).stdout).rows.find((r) => r.NAME === 'minimal')).to.include({ STATUS: 'Pending', REASON: 'platform_paused' });
+    await t.kubectl(['patch', 'mj', 'minimal', '--subresource=status', '--type=merge',
+      '-p', JSON.stringify({ status: { status: 'Processing', step: 'Downloading', progress: 42, reason: null } })]);
     const plain = parseTable((await t.kubectl(['get', 'mj'])).stdout);
-    expect(plain.header).to.deep.equal(['NAME', 'STATUS', 'STEP', 'PROGRESS', 'AGE']);
+    expect(plain.header).to.deep.equal(['NAME', 'STATUS', 'STEP', 'PROGRESS', 'REASON', 'AGE']);
     const row = plain.rows.find((r) => r.NAME === 'minimal');
     expect(row).to.include({ STATUS: 'Processing', STEP: 'Downloading', PROGRESS: '42' });
     expect(row?.AGE).to.match(/^\d+s$/);
     const wide = parseTable((await t.kubectl(['get', 'mediajobs', '-o', 'wide'])).stdout);
-    expect(wide.header).to.deep.equal(['NAME', 'STATUS', 'STEP', 'PROGRESS', 'AGE', 'URL']);
+    expect(wide.header).to.deep.equal(['NAME', 'STATUS', 'STEP', 'PROGRESS', 'REASON', 'AGE', 'URL']);
     expect(wide.rows.find((r) => r.NAME === 'minimal')?.URL).to.equal('https://media.example.com/videos/intro.mp4');
   });
 

@@ -116,7 +116,7 @@ describe('end to end: one job through every component', function () {
   it('shows the jobs in kubectl get mediajobs with their columns', async () => {
     const out = await svc.cluster.kubectl(['get', 'mediajobs', '-o', 'wide']);
     const [header, ...rows] = out.stdout.trim().split('\n');
-    expect(header!.split(/\s{2,}/)).to.deep.equal(['NAME', 'STATUS', 'STEP', 'PROGRESS', 'AGE', 'URL']);
+    expect(header!.split(/\s{2,}/)).to.deep.equal(['NAME', 'STATUS', 'STEP', 'PROGRESS', 'REASON', 'AGE', 'URL']);
     expect(rows.some((r) => /\sCompleted\s+Finished\s+100\s/.test(r))).to.equal(true);
   });
 

@@ -762,6 +762,10 @@ export function mediaJobCrd(): CustomResourceDefinition {
       { name: 'Status', type: 'string', jsonPath: '.status.status', description: 'Job status (Pending, Processing, Completed, Failed, ...).' },
       { name: 'Step', type: 'string', jsonPath: '.status.step', description: 'Stage of the work (Queued, Downloading, Muxing, Uploading, Finished).' },
       { name: 'Progress', type: 'integer', jsonPath: '.status.progress', description: 'Progress in percent.' },
+      {
+        name: 'Reason', type: 'string', jsonPath: '.status.reason',
+        description: 'Why a job waits (key_running_limit, platform_limit, platform_paused, retry_scheduled, ...) or ended (platform_disabled, timeout, ...).',
+      },
       { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since the job was created.' },
       { name: 'URL', type: 'string', jsonPath: '.spec.url', description: 'Source URL.', priority: 1 },
     ],
