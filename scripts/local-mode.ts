@@ -279,6 +279,8 @@ async function start(): Promise<void> {
     // Storage emulators and media servers of a local run listen on loopback or the LAN
     // (OUTBOUND_ALLOWED_CIDRS, if set, adds to this; link-local and metadata stay refused).
     OUTBOUND_ALLOW_PRIVATE: process.env.OUTBOUND_ALLOW_PRIVATE ?? 'true',
+    // A client polling its job would fill the terminal; a job's progress is the operator's transition lines.
+    REQUEST_LOG_LEVEL: process.env.REQUEST_LOG_LEVEL ?? 'debug',
   };
   // The dev key exists before the gateway listens: a script that starts
   // posting as soon as the port answers never meets a key still to come.

@@ -14,7 +14,7 @@ import type pg from 'pg';
 import { ApiKeyCache, KeyLookupBudget, MISSING_KEY, cachedKeyLookup, requireApiKey, sharedKeyLookup, type SharedKeyLookup } from './auth.js';
 import { migrationsApplied } from './db/migrate.js';
 import { HttpError, errorResponder, notFound } from './http-errors.js';
-import { requestLogger } from './request-log.js';
+import { requestLogger, type RequestLogLevel } from './request-log.js';
 import { securityHeaders } from './security-headers.js';
 import { openApiRouter } from './openapi/serve.js';
 import { inProcessBudget, rateLimit, type RateBudget } from './rate-limit.js';
@@ -41,6 +41,8 @@ import type { GatewayMetrics } from './metrics.js';
 export interface AppDeps {
   pool: pg.Pool;
   logger: Logger;
+  /** The level of each request's line (REQUEST_LOG_LEVEL); info when absent. */
+  requestLogLevel?: RequestLogLevel;
   secretBox: SecretBox;
   /** Namespace of the MediaJobs. */
   namespace: string;
@@ -137,7 +139,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use(securityHeaders());
   if (metrics) app.use(metrics.middleware(AUTHENTICATED.map(([prefix]) => prefix)));
-  app.use(requestLogger(log));
+  app.use(requestLogger(log, deps.requestLogLevel));
   app.use((_req, res, next) => {
     if (shuttingDown()) res.setHeader('Connection', 'close');
     next();

@@ -13,6 +13,7 @@ import { parseNetworks } from '@mediajobs/lib/outbound';
 import { DEFAULT_RATE_LIMIT_PER_SECOND } from './rate-limit.js';
 import { DEFAULT_KEY_LOOKUPS_PER_ADDRESS } from './auth.js';
 import { DEFAULT_PROBE_MAX_BYTES } from './destinations/probe.js';
+import { REQUEST_LOG_LEVELS } from './request-log.js';
 
 /** The HTTP server's bounds on slow clients and idle connections (server.ts httpServer). */
 export const DEFAULT_SERVER_TIMEOUTS = { headersTimeoutMs: 20_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 65_000 } as const;
@@ -35,6 +36,8 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
    * than refusing to start.
    */
   SECRET_KEYS: z.string().min(1),
+  /** The level of each request's log line (request-log.ts): info, or debug (local mode's default); 5xx answers are errors whatever it is. */
+  REQUEST_LOG_LEVEL: z.enum(REQUEST_LOG_LEVELS).default('info'),
   /** Postgres connections. POST /jobs holds one only for its single INSERT statement. */
   PG_POOL_MAX: envInt(1, 500).default(20),
   /** How long a looked-up API key is trusted in memory: a revoked key keeps working this long at most. */

@@ -86,6 +86,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     ...(metrics && { metrics }),
     pool,
     logger,
+    requestLogLevel: config.REQUEST_LOG_LEVEL,
     secretBox,
     namespace: config.MEDIAJOBS_NAMESPACE,
     presign: (key) => storage.presign(key, DOWNLOAD_URL_TTL_SECONDS),
