@@ -257,7 +257,10 @@ function operatorProcess(env: NodeJS.ProcessEnv): OperatorProcess {
 export async function runnerLogs(svc: Pick<Service<unknown>, 'cluster'>): Promise<LogText[]> {
   const pods = (await svc.cluster.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/managed-by=mediajobs-operator', '-o', 'name'])).stdout
     .split('\n').filter(Boolean);
-  return Promise.all(pods.map(async (p) => ({ source: `runner ${p}`, text: (await svc.cluster.kubectl(['logs', p])).stdout })));
+  // One kubectl at a time: dozens at once on a loaded machine time out in their TLS handshakes.
+  const logs: LogText[] = [];
+  for (const p of pods) logs.push({ source: `runner ${p}`, text: (await svc.cluster.kubectl(['logs', p])).stdout });
+  return logs;
 }
 
 export interface Receiver {
