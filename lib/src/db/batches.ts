@@ -11,13 +11,14 @@
 // rule 9's SQL (the storage_destinations owner's, passed in), the outbox
 // (./outbox.ts), the filename rules (lib/src/job-options.ts), and every HTTP
 // answer (the gateway's batch routes).
+import { randomInt } from 'node:crypto';
 import type pg from 'pg';
 import { filenameProblem } from '../job-options.js';
 import type { BatchKind, BatchStatus, Destination, JobStatus, MediaJobOptions, StorageProviderName } from '../mediajob/types.js';
 import { TERMINAL_STATUSES } from '../mediajob/types.js';
 import { withTransaction } from '../pg-client.js';
 import {
-  cancelEpisodes, insertEpisodes, savedDestinationJson, setEpisodeFilenames, uncreatedEpisodes,
+  COUNTER_SHARDS, cancelEpisodes, insertEpisodes, savedDestinationJson, setEpisodeFilenames, uncreatedEpisodes,
   type EpisodeRowsCommon, type EpisodeToCreate, type SavedDestinationSql,
 } from './jobs.js';
 import { queueBatchEvents, type OutboxEvent } from './outbox.js';
@@ -179,7 +180,7 @@ export async function insertBatch(pool: pg.Pool, batch: NewBatch, episodes: read
       const known = await client.query('SELECT 1 FROM batches WHERE id = $1', [batch.id]);
       return known.rowCount ? { outcome: 'exists' } : { outcome: 'invalid_owner' };
     }
-    const common: EpisodeRowsCommon = { batchId: batch.id, apiKeyId: batch.apiKeyId, webhookUrl: batch.webhookUrl, ...where };
+    const common: EpisodeRowsCommon = { batchId: batch.id, apiKeyId: batch.apiKeyId, webhookUrl: batch.webhookUrl, paused: batch.paused, ...where };
     await insertEpisodes(client, common, episodes.map((e) => ({
       id: e.id,
       options: {
@@ -276,10 +277,24 @@ export async function renameEpisodes(pool: pg.Pool, batchId: string, apiKeyId: s
  * only its spec starts (BatchStarter).
  */
 export async function startBatch(pool: pg.Pool, batchId: string, apiKeyId: string, by: BatchStarter = 'spec'): Promise<StartResult> {
+  // The episodes waiting take the reservation a job in progress holds (the
+  // column's default) in the same statement, counted on the key's totals:
+  // a paused batch's reserved nothing (insertBatch).
   const r = await pool.query<{ started: number }>(
-    `UPDATE batches SET status = 'processing', updated_at = now()
-      WHERE id = $1 AND api_key_id = $2 AND status = 'paused' AND NOT ($3::boolean AND from_manifest)
-     RETURNING total_episodes - completed_episodes - failed_episodes AS started`, [batchId, apiKeyId, by === 'api']);
+    `WITH started AS (
+       UPDATE batches SET status = 'processing', updated_at = now()
+        WHERE id = $1 AND api_key_id = $2 AND status = 'paused' AND NOT ($3::boolean AND from_manifest)
+       RETURNING id, total_episodes - completed_episodes - failed_episodes AS started
+     ), reserved AS (
+       UPDATE jobs j SET reserved_bytes = DEFAULT FROM started s
+        WHERE j.batch_id = s.id AND j.status = 'Pending' AND j.reserved_bytes = 0
+       RETURNING j.api_key_id, j.reserved_bytes
+     ), counted AS (
+       INSERT INTO job_counters (api_key_id, shard, reserved_bytes)
+       SELECT api_key_id, $4, sum(reserved_bytes) FROM reserved GROUP BY api_key_id
+       ON CONFLICT (api_key_id, shard) DO UPDATE SET reserved_bytes = job_counters.reserved_bytes + EXCLUDED.reserved_bytes
+     )
+     SELECT started FROM started`, [batchId, apiKeyId, by === 'api', randomInt(COUNTER_SHARDS)]);
   if (r.rows[0]) return { outcome: 'started', startedJobs: r.rows[0].started };
   const cur = await pool.query<{ api_key_id: string; status: BatchStatus; from_manifest: boolean; cr_namespace: string | null; cr_name: string | null }>(
     'SELECT api_key_id, status, from_manifest, cr_namespace, cr_name FROM batches WHERE id = $1', [batchId]);

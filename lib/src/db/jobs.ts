@@ -463,6 +463,12 @@ export interface EpisodeRowsCommon {
   destinationId: string | null;
   /** Inline credentials; each episode row holds them, sealed for it, until it ends. */
   storage: Sealable | null;
+  /**
+   * The batch is paused: its episodes reserve no storage until it starts
+   * (startBatch takes their reservation), since the contract reserves for
+   * jobs in progress and a paused show may never run.
+   */
+  paused?: boolean;
 }
 
 /** One episode row: its job id, its options (url, filename and folder included), and what the feed said about it. */
@@ -486,16 +492,19 @@ export interface EpisodeToCreate {
 // episodes are one round trip, not 500), counted on one shard of the key.
 // batch_index is the position in that array. cr_name stays NULL until the
 // batch controller has created the episode's MediaJob.
-const INSERT_EPISODES = `
+// A paused batch's episodes reserve nothing (EpisodeRowsCommon.paused);
+// the others take the column's default, as a single job does.
+const insertEpisodesSql = (paused: boolean) => `
 WITH job AS (
   INSERT INTO jobs (id, api_key_id, url, status, step, progress, options, webhook_url_enc, cr_namespace, cr_name,
-                    destination, destination_id, storage_enc, batch_id, batch_index, episode)
+                    destination, destination_id, storage_enc, batch_id, batch_index, episode${paused ? ', reserved_bytes' : ''})
   SELECT (e.doc->>'id')::uuid, $1, e.doc->'options'->>'url', 'Pending', 'Queued', 0, e.doc->'options', e.doc->>'webhook', NULL, NULL,
-         $2, $3, e.doc->>'storage', $4, (e.ord - 1)::int, e.doc->'info'
+         $2, $3, e.doc->>'storage', $4, (e.ord - 1)::int, e.doc->'info'${paused ? ', 0' : ''}
     FROM jsonb_array_elements($5::jsonb) WITH ORDINALITY AS e(doc, ord)
   RETURNING api_key_id, reserved_bytes
 ), ${countJobs('$6')}
 SELECT count(*)::int AS inserted FROM job`;
+const INSERT_EPISODES = { running: insertEpisodesSql(false), paused: insertEpisodesSql(true) };
 
 /** Write a batch's episode rows, each counted as one job of the key; returns how many were written. */
 export async function insertEpisodes(client: pg.ClientBase, common: EpisodeRowsCommon, episodes: readonly EpisodeRowInput[]): Promise<number> {
@@ -504,7 +513,7 @@ export async function insertEpisodes(client: pg.ClientBase, common: EpisodeRowsC
     ...(common.webhookUrl && { webhook: common.webhookUrl(sealedAt.jobWebhook(e.id)) }),
     ...(common.storage && { storage: common.storage(sealedAt.jobStorage(e.id)) }),
   }));
-  const r = await client.query<{ inserted: number }>(INSERT_EPISODES, [
+  const r = await client.query<{ inserted: number }>(INSERT_EPISODES[common.paused ? 'paused' : 'running'], [
     common.apiKeyId, JSON.stringify(common.destination), common.destinationId,
     common.batchId, JSON.stringify(docs), randomInt(COUNTER_SHARDS)]);
   return r.rows[0]!.inserted;
