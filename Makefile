@@ -73,6 +73,7 @@ lint: deps
 	$(NICE) npx eslint .
 
 # The tests: every one, or only FILES="a.test.ts b.test.ts" (.mocharc.cjs; `npx mocha FILE` does the same).
+# Every one: in mocha's parallel mode, a worker per core (TEST_JOBS=n to change it); FILES: one after another.
 # TEST_SET=all: a TEST_SET=unit left in the environment does not shrink make test.
 FILES ?=
 unit: deps need-kubectl test-tools
@@ -111,6 +112,7 @@ bench: deps bench-tools
 	npx tsx runner-image/bench/runner-vs-bare.ts
 	npx tsx runner-image/bench/sizing.ts
 	npx tsx runner-image/bench/clip-bytes.ts
+	npx tsx runner-image/bench/proxy-chain.ts
 	npx tsx lib/bench/upload-vs-rclone.ts
 	npx tsx lib/bench/webhook-signing.ts
 

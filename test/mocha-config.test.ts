@@ -4,6 +4,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -12,13 +13,24 @@ import { expect } from 'chai';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const mochaBin = join(root, 'node_modules/mocha/bin/mocha.js');
 const config = createRequire(import.meta.url)('../.mocharc.cjs') as {
-  require: string[]; reporter: string; sets: Record<'all' | 'unit', string[]>;
+  require: string[]; reporter: string; sets: Record<'all' | 'unit', string[]>; defaultJobs: number; slowFirst: string[];
 };
 const { sets } = config;
 
+/** The options .mocharc.cjs gives mocha for `npx mocha <args>` (read in a process of its own, with that command line). */
+async function optionsFor(args: string[], env: Record<string, string> = {}): Promise<{ parallel?: boolean; jobs?: number; spec?: string[] }> {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
+  for (const k of ['TEST_SET', 'TEST_JOBS']) if (!(k in env)) delete childEnv[k];
+  const { stdout } = await promisify(execFile)(process.execPath,
+    ['-p', "JSON.stringify(require('./.mocharc.cjs'))", 'mocha', ...args], { cwd: root, env: childEnv });
+  return JSON.parse(stdout) as { parallel?: boolean; jobs?: number; spec?: string[] };
+}
+
 /** The test files a dry run of `npx mocha <args>` resolves, each with its number of tests. */
 async function resolvedFiles(args: string[], env: Record<string, string> = {}): Promise<Map<string, number>> {
-  const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
+  // In one process: which files run does not depend on the workers (optionsFor checks those), and a
+  // dry run in workers loads the module graph once per worker.
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, TEST_JOBS: '1', ...env };
   if (!('TEST_SET' in env)) delete childEnv.TEST_SET;
   delete childEnv.TEST_REPORT_JSON;
   const { stdout } = await promisify(execFile)(process.execPath, [mochaBin, '--dry-run', '--reporter', 'json', ...args], {
@@ -38,12 +50,16 @@ function testFilesOnDisk(): string[] {
   const found: string[] = [];
   const walk = (dir: string): void => {
     for (const e of readdirSync(join(root, dir), { withFileTypes: true })) {
+      if (e.name.startsWith('.')) continue; // as the globs of a shell or mocha: a scratch .x.test.ts is nobody's test
       const path = join(dir, e.name);
       if (e.isDirectory() && e.name !== 'node_modules') walk(path);
       else if (e.isFile() && e.name.endsWith('.test.ts')) found.push(path);
     }
   };
-  for (const dir of ['lib/test', 'local-cluster/test', 'api-gateway/test', 'operator/test', 'runner-image/test', 'test']) walk(dir);
+  const clients = existsSync(join(root, 'clients')) ? readdirSync(join(root, 'clients')).map((c) => `clients/${c}/test`) : [];
+  for (const dir of ['lib/test', 'local-cluster/test', 'api-gateway/test', 'operator/test', 'runner-image/test', 'test', ...clients]) {
+    if (existsSync(join(root, dir))) walk(dir);
+  }
   return [...new Set(found)].sort();
 }
 
@@ -79,6 +95,27 @@ describe('mocha configuration (.mocharc.cjs)', function () {
     const files = await resolvedFiles([], { TEST_SET: 'unit' });
     expect([...files.keys()].sort()).to.deep.equal([...sets.unit].sort());
     expect(new Set(sets.unit).size).to.equal(sets.unit.length);
+  });
+
+  it('a whole run is parallel, defaultJobs workers, the slowest files first and every file once; TEST_JOBS sets the workers', async () => {
+    const whole = await optionsFor([]);
+    expect(config.defaultJobs).to.equal(availableParallelism());
+    // A one-core machine runs the set in one process.
+    if (config.defaultJobs > 1) expect(whole).to.include({ parallel: true, jobs: config.defaultJobs });
+    else expect(whole).to.not.have.property('parallel');
+    expect(whole.spec!.slice(0, config.slowFirst.length)).to.deep.equal(config.slowFirst);
+    expect(new Set(whole.spec).size).to.equal(whole.spec!.length);
+    for (const f of config.slowFirst) expect(existsSync(join(root, f)), `${f} (SLOW_FIRST) exists`).to.equal(true);
+    expect(await optionsFor([], { TEST_JOBS: '2' })).to.include({ parallel: true, jobs: 2 });
+    expect(await optionsFor([], { TEST_JOBS: '1' })).to.not.have.property('parallel');
+    expect(await optionsFor([], { TEST_SET: 'unit', TEST_JOBS: '3' })).to.include({ parallel: true, jobs: 3 });
+  });
+
+  it('files named run in this process, one after another, unless TEST_JOBS asks for workers; a TEST_JOBS that is no count is refused', async () => {
+    expect(await optionsFor(['lib/test/logger.test.ts'])).to.not.have.property('parallel');
+    expect(await optionsFor(['lib/test/logger.test.ts', 'lib/test/work-queue.test.ts'], { TEST_JOBS: '2' })).to.include({ parallel: true, jobs: 2 });
+    const refused = await optionsFor([], { TEST_JOBS: 'lots' }).then(() => 'accepted', (err: Error & { stderr?: string }) => err.stderr ?? err.message);
+    expect(refused).to.include('TEST_JOBS=lots: the number of worker processes, 1 or more');
   });
 
   it('no unit file reaches a service: no service support imported, directly or through another module', () => {
