@@ -245,21 +245,11 @@ async function fetchRange(
       return undefined;
     }
     const chunks: Buffer[] = [];
-    let got = 0;
-    const reader = res.body.getReader();
-    try {
-      while (got < want) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        watchdog();
-        const take = Buffer.from(value.buffer, value.byteOffset, Math.min(value.length, want - got));
-        await fh.write(take, 0, take.length, span.start + got);
-        if (keep) chunks.push(Buffer.from(take));
-        got += take.length;
-      }
-    } finally {
-      await reader.cancel().catch(() => undefined);
-    }
+    const got = await readAtMost(res.body, want, async (take, at) => {
+      watchdog();
+      await fh.write(take, 0, take.length, span.start + at);
+      if (keep) chunks.push(Buffer.from(take));
+    });
     if (got < want) return undefined;
     return { bytes: got, ...(keep ? { data: Buffer.concat(chunks) } : {}) };
   } catch (err) {
@@ -268,4 +258,29 @@ async function fetchRange(
   } finally {
     clearTimeout(idle);
   }
+}
+
+/**
+ * Read `body` until `want` bytes or its end, handing each piece to `take`
+ * with its offset from the start, and cancel the rest unread: a server that
+ * sends more than it was asked for is never read past it. How many bytes
+ * were taken.
+ */
+export async function readAtMost(
+  body: ReadableStream<Uint8Array>, want: number, take: (piece: Buffer, at: number) => Promise<void> | void,
+): Promise<number> {
+  let got = 0;
+  const reader = body.getReader();
+  try {
+    while (got < want) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const piece = Buffer.from(value.buffer, value.byteOffset, Math.min(value.length, want - got));
+      await take(piece, got);
+      got += piece.length;
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return got;
 }

@@ -4,7 +4,7 @@
 // exactly as yt-dlp's own HTTP downloader would: one plain HTTP(S) file per
 // format, with the headers the extractor gave it, certificates checked.
 import { mkdir } from 'node:fs/promises';
-import { fetchClipWindow, HEAD_BYTES } from './clip-window.js';
+import { fetchClipWindow, HEAD_BYTES, readAtMost } from './clip-window.js';
 import { egressFetch } from './egress-proxy.js';
 import { ffprobe, httpInputArgs, type MuxInput } from './ffmpeg.js';
 import type { Clip, FormatChoice, YtDlpFormat } from './plan.js';
@@ -114,20 +114,7 @@ async function headOf(res: Response, fileBytes: number | undefined): Promise<Buf
     return undefined;
   }
   const chunks: Buffer[] = [];
-  let got = 0;
-  const reader = res.body.getReader();
-  try {
-    while (got < want) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(Buffer.from(value.buffer, value.byteOffset, Math.min(value.length, want - got)));
-      got += Math.min(value.length, want - got);
-    }
-  } catch {
-    return undefined;
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
+  const got = await readAtMost(res.body, want, (piece) => void chunks.push(Buffer.from(piece))).catch(() => 0);
   return got === want ? Buffer.concat(chunks) : undefined;
 }
 
