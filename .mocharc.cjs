@@ -155,12 +155,14 @@ const UNIT = [
 const SETS = { all: ALL, unit: slowFirst(UNIT) };
 
 /**
- * Workers of a parallel run, unless TEST_JOBS says otherwise: one per core.
- * More would fill the cores while files wait, but on a shared, loaded
- * machine four workers on two cores starved one another's pods into
- * timeouts (docs/test-speed.md).
+ * Workers of a whole run, unless TEST_JOBS says otherwise. The unit set
+ * (in-process, no pods) takes one per core. The full set stays in one
+ * process until parallel mode is measured on a quiet machine: on the shared,
+ * loaded machine it was measured on, two workers used more CPU than the
+ * serial run and four starved one another's pods into timeouts
+ * (docs/test-speed.md); `TEST_JOBS=2 make test` tries it.
  */
-const JOBS = availableParallelism();
+const DEFAULT_JOBS = { all: 1, unit: availableParallelism() };
 
 const setName = process.env.TEST_SET || 'all';
 if (!Object.hasOwn(SETS, setName)) {
@@ -176,6 +178,7 @@ const jobsSetting = process.env.TEST_JOBS;
 if (jobsSetting !== undefined && !/^[1-9][0-9]*$/.test(jobsSetting)) {
   throw new Error(`TEST_JOBS=${jobsSetting}: the number of worker processes, 1 or more`);
 }
+const JOBS = DEFAULT_JOBS[setName];
 const jobs = jobsSetting !== undefined ? Number(jobsSetting) : filesNamed ? 1 : JOBS;
 
 const config = {
@@ -195,5 +198,5 @@ module.exports = config;
 // Not mocha options (not enumerable, so mocha never sees them): the sets and the
 // default number of workers, for test/mocha-config.test.ts.
 Object.defineProperty(module.exports, 'sets', { value: SETS });
-Object.defineProperty(module.exports, 'defaultJobs', { value: JOBS });
+Object.defineProperty(module.exports, 'defaultJobs', { value: DEFAULT_JOBS });
 Object.defineProperty(module.exports, 'slowFirst', { value: SLOW_FIRST });

@@ -97,12 +97,14 @@ describe('mocha configuration (.mocharc.cjs)', function () {
     expect(new Set(sets.unit).size).to.equal(sets.unit.length);
   });
 
-  it('a whole run is parallel, defaultJobs workers, the slowest files first and every file once; TEST_JOBS sets the workers', async () => {
+  it('a whole run is one process, the unit set a worker per core; the slowest files first and every file once; TEST_JOBS sets the workers', async () => {
     const whole = await optionsFor([]);
-    expect(config.defaultJobs).to.equal(availableParallelism());
+    expect(config.defaultJobs).to.deep.equal({ all: 1, unit: availableParallelism() });
+    expect(whole).to.not.have.property('parallel');
+    const unit = await optionsFor([], { TEST_SET: 'unit' });
     // A one-core machine runs the set in one process.
-    if (config.defaultJobs > 1) expect(whole).to.include({ parallel: true, jobs: config.defaultJobs });
-    else expect(whole).to.not.have.property('parallel');
+    if (availableParallelism() > 1) expect(unit).to.include({ parallel: true, jobs: availableParallelism() });
+    else expect(unit).to.not.have.property('parallel');
     expect(whole.spec!.slice(0, config.slowFirst.length)).to.deep.equal(config.slowFirst);
     expect(new Set(whole.spec).size).to.equal(whole.spec!.length);
     for (const f of config.slowFirst) expect(existsSync(join(root, f)), `${f} (SLOW_FIRST) exists`).to.equal(true);
