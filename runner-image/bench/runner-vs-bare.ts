@@ -296,6 +296,8 @@ async function runRunner(runner: RunnerCommand, url: string, extra: Partial<Medi
       MEDIAJOB_SPEC: JSON.stringify(spec), MEDIAJOB_JOB_ID: jobId, MEDIAJOBS_CREDENTIALS_DIR: creds,
       LOCAL_CLUSTER_TERMINATION_LOG: termination,
       MANAGED_STORAGE: 'local', MANAGED_STORAGE_DIR: store, FILE_URL_SECRET: 'bench-secret-0123456789abcdef', PUBLIC_BASE_URL: 'http://127.0.0.1:1',
+      // The input is served on loopback, which the runner's egress refuses unless allowed (ADR 0014), as the tests allow it.
+      OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8',
     },
   });
   const report = JSON.parse(readFileSync(termination, 'utf8') || '{}') as { outcome?: string; result?: { fileSize?: number } };
