@@ -182,19 +182,19 @@ export const usage = z.strictObject({
 }).register(responses, { id: 'Usage', description: 'GiB (2^30 bytes).' });
 
 export const metadata = z.strictObject({
-  title: nullable(z.string()),
-  duration: nullable(z.number()),
-  width: nullable(z.number().int()),
-  height: nullable(z.number().int()),
-  extractor: nullable(z.string()),
-  uploader: nullable(z.string()),
-  thumbnail: nullable(z.string()),
-  description: nullable(z.string()),
-  view_count: nullable(z.number().int()),
-  like_count: nullable(z.number().int()),
-  upload_date: nullable(z.string()).describe('YYYYMMDD'),
-  filesize_approx: nullable(z.number().int()),
-}).register(responses, { id: 'Metadata' });
+  title: z.string().optional(),
+  duration: z.number().optional().describe('seconds'),
+  width: z.number().int().optional(),
+  height: z.number().int().optional(),
+  extractor: z.string().optional(),
+  uploader: z.string().optional(),
+  thumbnail: z.string().optional(),
+  description: z.string().optional(),
+  view_count: z.number().int().optional(),
+  like_count: z.number().int().optional(),
+  upload_date: z.string().optional().describe('YYYYMMDD'),
+  filesize_approx: z.number().int().optional(),
+}).register(responses, { id: 'Metadata', description: 'A field the source does not give is left out, never null.' });
 
 export const classification = z.strictObject({
   is_short: z.boolean(),

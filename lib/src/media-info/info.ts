@@ -68,20 +68,24 @@ export interface VideoClassification {
   durationSeconds: number;
 }
 
-/** What POST /metadata reports; null where the extractor does not say. */
+/**
+ * What POST /metadata reports. The contract lists each field as a number or
+ * a string, never null (unlike /is-short's dimensions): what the extractor
+ * does not say is left out.
+ */
 export interface MediaMetadata {
-  title: string | null;
-  duration: number | null;
-  width: number | null;
-  height: number | null;
-  extractor: string | null;
-  uploader: string | null;
-  thumbnail: string | null;
-  description: string | null;
-  viewCount: number | null;
-  likeCount: number | null;
-  uploadDate: string | null;
-  filesizeApprox: number | null;
+  title?: string;
+  duration?: number;
+  width?: number;
+  height?: number;
+  extractor?: string;
+  uploader?: string;
+  thumbnail?: string;
+  description?: string;
+  viewCount?: number;
+  likeCount?: number;
+  uploadDate?: string;
+  filesizeApprox?: number;
 }
 
 function positiveInt(v: unknown): number | undefined {
@@ -92,12 +96,12 @@ function finiteNumber(v: unknown): number | undefined {
   return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
 }
 
-function nonNegativeInt(v: unknown): number | null {
-  return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.round(v) : null;
+function nonNegativeInt(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.round(v) : undefined;
 }
 
-function text(v: unknown): string | null {
-  return typeof v === 'string' ? v : null;
+function text(v: unknown): string | undefined {
+  return typeof v === 'string' ? v : undefined;
 }
 
 /**
@@ -183,11 +187,11 @@ export function metadataOf(info: YtDlpInfo): MediaMetadata {
   const dims = bestVideoDimensions(info);
   const duration = finiteNumber(info.duration);
   const uploadDate = text(info.upload_date);
-  return {
+  const all: MediaMetadata = {
     title: text(info.title),
-    duration: duration !== undefined && duration >= 0 ? duration : null,
-    width: dims?.width ?? null,
-    height: dims?.height ?? null,
+    duration: duration !== undefined && duration >= 0 ? duration : undefined,
+    width: dims?.width,
+    height: dims?.height,
     extractor: text(info.extractor),
     // YouTube fills both; some extractors only know the channel.
     uploader: text(info.uploader) ?? text(info.channel),
@@ -195,9 +199,11 @@ export function metadataOf(info: YtDlpInfo): MediaMetadata {
     description: text(info.description),
     viewCount: nonNegativeInt(info.view_count),
     likeCount: nonNegativeInt(info.like_count),
-    uploadDate: uploadDate && /^\d{8}$/.test(uploadDate) ? uploadDate : null,
+    uploadDate: uploadDate && /^\d{8}$/.test(uploadDate) ? uploadDate : undefined,
     // An exact size of the selected format(s) is the best approximation
     // there is; yt-dlp sums the parts of a merged selection into filesize_approx.
     filesizeApprox: nonNegativeInt(info.filesize) ?? nonNegativeInt(info.filesize_approx),
   };
+  // Absent rather than present as undefined, so the object is what the answer is.
+  return Object.fromEntries(Object.entries(all).filter(([, v]) => v !== undefined)) as MediaMetadata;
 }

@@ -1025,19 +1025,20 @@ export interface components {
             max_filesize_limit_mb?: number;
         };
         Metadata: {
-            title: string | null;
-            duration: number | null;
-            width: number | null;
-            height: number | null;
-            extractor: string | null;
-            uploader: string | null;
-            thumbnail: string | null;
-            description: string | null;
-            view_count: number | null;
-            like_count: number | null;
+            title?: string;
+            /** @description seconds */
+            duration?: number;
+            width?: number;
+            height?: number;
+            extractor?: string;
+            uploader?: string;
+            thumbnail?: string;
+            description?: string;
+            view_count?: number;
+            like_count?: number;
             /** @description YYYYMMDD */
-            upload_date: string | null;
-            filesize_approx: number | null;
+            upload_date?: string;
+            filesize_approx?: number;
         };
         ShortClassification: {
             is_short: boolean;
