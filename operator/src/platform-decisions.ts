@@ -43,20 +43,22 @@ export function proxyStateAt(p: Pick<ProxyStatus, 'coolingUntil'>, now: number):
 export type ProxyPick = { id: string } | { wait: 'cooling' | 'proxy_rate' };
 
 /**
- * The proxy of an attempt: among the Ready ones below their per-minute
- * start limit, the one with the fewest starts in the last minute; on a tie
- * not `avoid` (the proxy of the job's previous attempt, which just drew a
- * defence or failed), then by id. None: every proxy cools down, or every
- * Ready one is at its limit.
+ * The proxy of an attempt: `prefer` when it is Ready and below its limit
+ * (a re-probe goes back to the exit whose signed URL ran out); else among
+ * the Ready ones below their per-minute start limit, the one with the
+ * fewest starts in the last minute; on a tie not `avoid` (the proxy whose
+ * defence asked for a new session), then by id. None: every proxy cools
+ * down, or every Ready one is at its limit.
  */
 export function pickProxy(
   proxies: readonly Pick<ProxyStatus, 'id' | 'coolingUntil'>[], startsLastMinute: (id: string) => number, now: number,
-  opts: { perProxyPerMinute?: number | undefined; avoid?: string | undefined } = {},
+  opts: { perProxyPerMinute?: number | undefined; avoid?: string | undefined; prefer?: string | undefined } = {},
 ): ProxyPick {
   const ready = proxies.filter((p) => proxyStateAt(p, now) === 'Ready');
   if (!ready.length) return { wait: 'cooling' };
   const open = ready.filter((p) => opts.perProxyPerMinute === undefined || startsLastMinute(p.id) < opts.perProxyPerMinute);
   if (!open.length) return { wait: 'proxy_rate' };
+  if (opts.prefer !== undefined && open.some((p) => p.id === opts.prefer)) return { id: opts.prefer };
   const rank = (p: { id: string }) => [startsLastMinute(p.id), p.id === opts.avoid ? 1 : 0] as const;
   const best = open.reduce((a, b) => {
     const [ra, rb] = [rank(a), rank(b)];

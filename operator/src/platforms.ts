@@ -289,8 +289,15 @@ export class Platforms {
     if (!spec) throw new TemporaryError(`MediaPlatform ${name} is gone or invalid`);
     const env: Record<string, string> = { [PLATFORM_ENV.platform]: name };
     const secretData: Record<string, string> = {};
-    if (spec.proxyPool) Object.assign(secretData, await this.chooseProxy(mj, spec, attempt, env));
-    if (spec.cookies) Object.assign(secretData, await this.chooseCookie(r, spec, env));
+    const proxy = spec.proxyPool ? this.chooseProxy(mj, spec, attempt, env) : undefined;
+    try {
+      if (proxy) Object.assign(secretData, await proxy.secretData());
+      if (spec.cookies) Object.assign(secretData, await this.chooseCookie(r, spec, env));
+    } catch (err) {
+      // No route, no runner: the start it counted goes back, or the next pass's pick would count it twice.
+      proxy?.release();
+      throw err;
+    }
     if (spec.ytdlpArgs?.length) env[PLATFORM_ENV.ytdlpArgs] = JSON.stringify(spec.ytdlpArgs);
     const source = spec.sourceAddress && sourceAddress(spec.sourceAddress.cidr, jobIdOf(mj), attempt);
     if (source) env[PLATFORM_ENV.sourceAddress] = source;
@@ -299,21 +306,44 @@ export class Platforms {
     return route;
   }
 
-  private async chooseProxy(mj: MediaJob, spec: MediaPlatformSpec, attempt: number, env: Record<string, string>): Promise<Record<string, string>> {
+  /**
+   * The attempt's proxy, its start counted before anything is awaited:
+   * passes of other jobs run while this one reads a Secret, and each must
+   * see this start in the per-proxy counts or they all pick the same proxy.
+   * `release` takes the start back when the attempt gets no route.
+   */
+  private chooseProxy(mj: MediaJob, spec: MediaPlatformSpec, attempt: number, env: Record<string, string>): {
+    secretData: () => Promise<Record<string, string>>; release: () => void;
+  } {
     const poolName = spec.proxyPool!;
     const pool = this.poolSpec(poolName);
     if (!pool) throw new TemporaryError(`ProxyPool ${poolName} is gone or invalid`);
-    const avoid = mj.status?.attempts?.at(-1)?.defence?.proxyId;
-    const pick = pickProxy(this.proxyStatuses(poolName, pool), (id) => this.proxyStarts(poolName, id), this.now(),
-      { perProxyPerMinute: spec.startsPerMinutePerProxy, avoid });
+    // A new session goes elsewhere; a re-probe (an expired signed URL) goes back to the same exit.
+    const defence = mj.status?.attempts?.at(-1)?.defence;
+    const retry = defence && defenceAnswer(defence.kind).retry;
+    const pick = pickProxy(this.proxyStatuses(poolName, pool), (id) => this.proxyStarts(poolName, id), this.now(), {
+      perProxyPerMinute: spec.startsPerMinutePerProxy,
+      avoid: retry === 'new_session' ? defence!.proxyId : undefined,
+      prefer: retry === 'reprobe' ? defence!.proxyId : undefined,
+    });
     if ('wait' in pick) throw new TemporaryError(`no proxy of ProxyPool ${poolName} may take a job now`);
-    const proxy = pool.proxies.find((p) => p.id === pick.id)!;
-    const raw = proxy.url ?? await this.secretValue(proxy.urlSecretRef!.namespace, proxy.urlSecretRef!.name, proxy.urlSecretRef!.key);
-    let starts = this.poolRuntime(poolName).starts.get(pick.id);
-    if (!starts) this.poolRuntime(poolName).starts.set(pick.id, (starts = []));
-    starts.push(this.now());
+    const runtime = this.poolRuntime(poolName);
+    let starts = runtime.starts.get(pick.id);
+    if (!starts) runtime.starts.set(pick.id, (starts = []));
+    const at = this.now();
+    starts.push(at);
     Object.assign(env, { [PLATFORM_ENV.pool]: poolName, [PLATFORM_ENV.proxy]: pick.id });
-    return { [PLATFORM_SECRET_KEYS.upstream]: upstreamUrl(raw, pool.session?.usernameTemplate, sessionId(jobIdOf(mj), attempt)) };
+    const proxy = pool.proxies.find((p) => p.id === pick.id)!;
+    return {
+      secretData: async () => {
+        const raw = proxy.url ?? await this.secretValue(proxy.urlSecretRef!.namespace, proxy.urlSecretRef!.name, proxy.urlSecretRef!.key);
+        return { [PLATFORM_SECRET_KEYS.upstream]: upstreamUrl(raw, pool.session?.usernameTemplate, sessionId(jobIdOf(mj), attempt)) };
+      },
+      release: () => {
+        const i = runtime.starts.get(pick.id)?.indexOf(at) ?? -1;
+        if (i >= 0) runtime.starts.get(pick.id)!.splice(i, 1);
+      },
+    };
   }
 
   private async chooseCookie(r: PlatformRuntime, spec: MediaPlatformSpec, env: Record<string, string>): Promise<Record<string, string>> {

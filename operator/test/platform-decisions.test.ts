@@ -51,7 +51,7 @@ describe('platform decisions', () => {
 
   describe('pickProxy', () => {
     const starts = (m: Record<string, number>) => (id: string) => m[id] ?? 0;
-    const cases: [string, { id: string; coolingUntil?: string }[], Record<string, number>, { perProxyPerMinute?: number; avoid?: string }, unknown][] = [
+    const cases: [string, { id: string; coolingUntil?: string }[], Record<string, number>, { perProxyPerMinute?: number; avoid?: string; prefer?: string }, unknown][] = [
       ['fewest recent starts', [{ id: 'p1' }, { id: 'p2' }], { p1: 2, p2: 1 }, {}, { id: 'p2' }],
       ['a cooling proxy is skipped', [{ id: 'p1', coolingUntil: at(10) }, { id: 'p2' }], { p2: 5 }, {}, { id: 'p2' }],
       ['cooled down by now: Ready again', [{ id: 'p1', coolingUntil: at(-1) }, { id: 'p2' }], { p2: 1 }, {}, { id: 'p1' }],
@@ -60,6 +60,9 @@ describe('platform decisions', () => {
       ['at its per-minute limit: another', [{ id: 'p1' }, { id: 'p2' }], { p1: 2, p2: 3 }, { perProxyPerMinute: 3 }, { id: 'p1' }],
       ['every Ready one at its limit: wait', [{ id: 'p1' }, { id: 'p2', coolingUntil: at(5) }], { p1: 3 }, { perProxyPerMinute: 3 }, { wait: 'proxy_rate' }],
       ['every one cooling: wait', [{ id: 'p1', coolingUntil: at(5) }], {}, {}, { wait: 'cooling' }],
+      ['a re-probe goes back to its proxy though another has fewer starts', [{ id: 'p1' }, { id: 'p2' }], { p1: 1 }, { prefer: 'p1' }, { id: 'p1' }],
+      ['a re-probe whose proxy is at its limit: another', [{ id: 'p1' }, { id: 'p2' }], { p1: 2 }, { prefer: 'p1', perProxyPerMinute: 2 }, { id: 'p2' }],
+      ['a re-probe whose proxy cools down: another', [{ id: 'p1', coolingUntil: at(5) }, { id: 'p2' }], {}, { prefer: 'p1' }, { id: 'p2' }],
     ];
     for (const [what, proxies, recent, opts, want] of cases) it(what, () => expect(pickProxy(proxies, starts(recent), T0, opts)).to.deep.equal(want));
   });
