@@ -36,6 +36,13 @@ export interface EventRecorderOptions {
   component: string;
   /** source.host and reportingInstance: the pod's or host's name. */
   instance: string;
+  /**
+   * Where Events about cluster-scoped objects (MediaPlatform, ProxyPool) are
+   * written. client-go writes them to `default`; the operator writes them to
+   * its own namespace, where its Role already creates Events, so it needs no
+   * rights in `default` (kubectl describe finds them in any namespace).
+   */
+  clusterScopedNamespace?: string;
   /** Entries of each correlation cache (client-go's maxLruCacheEntries). */
   cacheSize?: number;
   /** Events waiting to be written before new ones are dropped (client-go's maxQueuedEvents). */
@@ -221,7 +228,7 @@ export class EventRecorder {
     }
     const now = this.now();
     const event: k8s.CoreV1Event = {
-      metadata: { name: `${m.name}.${this.nanos(now).toString(16)}`, namespace: m.namespace || 'default' },
+      metadata: { name: `${m.name}.${this.nanos(now).toString(16)}`, namespace: m.namespace || this.opts.clusterScopedNamespace || 'default' },
       involvedObject: {
         apiVersion: obj.apiVersion, kind: obj.kind, name: m.name, namespace: m.namespace, uid: m.uid, resourceVersion: m.resourceVersion,
       },

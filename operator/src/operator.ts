@@ -93,7 +93,7 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
   const sources = new BatchSources(batchSourcesOptions(cfg, { ...mediaInfoOptions(cfg), egress }, new OutboundPolicy({ allowed: cfg.OUTBOUND_ALLOWED_CIDRS })));
   const kube = makeKube(cfg.KUBECONFIG);
   const identity = cfg.POD_NAME ?? `${hostname()}-${process.pid}`;
-  const events = new EventRecorder(kube.core, log, { component: REPORTING_CONTROLLER, instance: identity });
+  const events = new EventRecorder(kube.core, log, { component: REPORTING_CONTROLLER, instance: identity, clusterScopedNamespace: cfg.MEDIAJOBS_NAMESPACE });
   const scope = watchScope(cfg);
   const owners = new NamespaceOwners(cfg.MEDIAJOBS_NAMESPACE, reachesBeyond(scope, cfg.MEDIAJOBS_NAMESPACE) ? {
     core: kube.core,

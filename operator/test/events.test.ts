@@ -74,6 +74,23 @@ describe('EventRecorder on the local cluster', function () {
     expect(table).to.match(/Warning\s+Failed\s+mediajob\/ev-one\s+Failed \(download_failed\)/);
   });
 
+  it('writes an Event about a cluster-scoped MediaPlatform to the operator\'s namespace, which kubectl describe finds', async () => {
+    await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediaplatform.yaml', import.meta.url))]);
+    await tc.kubectl(['create', 'namespace', 'mediajobs-ops']);
+    await tc.kubectl(['apply', '-f', '-'], {
+      input: JSON.stringify({ apiVersion: `${GROUP}/${VERSION}`, kind: 'MediaPlatform', metadata: { name: 'ev-platform' }, spec: { match: { hosts: ['video.example'] } } }),
+    });
+    const platform = JSON.parse((await tc.kubectl(['get', 'mediaplatform', 'ev-platform', '-o', 'json'])).stdout) as { metadata: { uid: string } };
+    const r = new EventRecorder(core, log, { component: REPORTING_CONTROLLER, instance: 'operator-0', clusterScopedNamespace: 'mediajobs-ops' });
+    r.event({ apiVersion: `${GROUP}/${VERSION}`, kind: 'MediaPlatform', metadata: { name: 'ev-platform', uid: platform.metadata.uid } }, 'Warning', 'BreakerOpen', 'Breaker open: 5 defences in 120 s');
+    await r.flush();
+    const all = await tc.kubectl(['get', 'events', '-A', '--field-selector', 'involvedObject.name=ev-platform', '-o', 'json']);
+    const [event] = (JSON.parse(all.stdout) as { items: k8s.CoreV1Event[] }).items;
+    expect(event!.metadata.namespace, 'the operator\'s own namespace, where its Role creates Events').to.equal('mediajobs-ops');
+    const described = (await tc.kubectl(['describe', 'mediaplatform', 'ev-platform'])).stdout;
+    expect(described.slice(described.indexOf('Events:'))).to.match(/Warning\s+BreakerOpen\s+.*Breaker open: 5 defences in 120 s/);
+  });
+
   it('counts the same event on one Event: count 3, lastTimestamp of the last, firstTimestamp of the first', async () => {
     const mj = await mediaJob('ev-dedupe');
     const r = recorder(ticking());
