@@ -1,7 +1,9 @@
 // Benchmark (issue 35): what checking a completion's claims costs. A
-// completion's status write is the check (stored-files.ts checkedResult)
-// and then the MediaJob status patch; without the check it is the patch
-// alone. Side by side, BENCH_RUNS times each (default 200), on loopback:
+// completion's status write is the check (stored-files.ts checkedResult),
+// the MediaJob status patch, and the finish's second check (answered from
+// the verdict kept); without the check it is the patch alone. The
+// destination's client is kept between jobs as the operator keeps it
+// (destination-clients.ts). Side by side, BENCH_RUNS times each (default 200), on loopback:
 // - a user's S3 destination on s3rver: the per-job Secret read from the
 //   local cluster, then a HEAD of the media and its two sidecars;
 // - managed storage on S3: one grant-ledger lookup in Postgres.
@@ -102,6 +104,8 @@ async function main(): Promise<void> {
           if ('refused' in c) throw new Error('a true claim was refused');
         }
         await write(mj, result);
+        // The job's finish checks the written result again (controller.ts finish): answered from the verdict kept.
+        if (checked && 'refused' in await checkedResult(deps, mj, result, async () => undefined)) throw new Error('a true claim was refused');
         (checked ? on : off).push(performance.now() - t0);
       }
       return { off: off.sort((a, b) => a - b), on: on.sort((a, b) => a - b) };

@@ -29,6 +29,7 @@ import { createProvider, type StorageProvider } from '@mediajobs/lib/storage/ind
 import { StorageError, isStorageError, managedKeyPrefix, mayHaveWritten, type KeyAuthor, type ObjectInfo } from '@mediajobs/lib/storage/types';
 import type { OperatorConfig } from './config.js';
 import { isControlledBy } from './children.js';
+import { DestinationClients } from './destination-clients.js';
 import { credentialsSecretName } from './job-builder.js';
 
 /** The keys of a result's files (the media, subtitles, thumbnail). */
@@ -161,9 +162,61 @@ export async function checkedResult(
 ): Promise<{ result: MediaJobResult } | { refused: string[] }> {
   const kind = recordOf(mj, d.cfg);
   if (kind === 'none') return { result };
+  const verdicts = stateOf(d).verdicts;
+  const at = verdictKey(mj, result);
+  const known = verdicts.get(at);
+  if (known) return { result: asStored(result, known) };
   const checked = await readBack(d, mj, result, kind);
   if ('refused' in checked && isRecorded(await recorded(), result)) return { result };
+  if (!('refused' in checked)) remember(verdicts, at, checked.result);
   return checked;
+}
+
+/**
+ * Accepted results, by job uid, attempt and claimed keys: a completion is
+ * checked at its status write and again as the job finishes (controller.ts
+ * finish), and the second asks the storage nothing (issue 35). Only
+ * acceptances are kept: a refused result is never written, so never asked
+ * about again. What the storage said is final for an attempt's keys: the
+ * job's runner stored them and has ended.
+ */
+export const MAX_VERDICTS = 1000;
+
+function verdictKey(mj: MediaJob, result: MediaJobResult): string {
+  return [mj.metadata.uid ?? jobIdOf(mj), mj.status?.attempt ?? 1, ...resultKeys(result)].join('\0');
+}
+
+function remember(verdicts: Map<string, MediaJobResult>, at: string, result: MediaJobResult): void {
+  verdicts.set(at, result);
+  if (verdicts.size > MAX_VERDICTS) verdicts.delete(verdicts.keys().next().value!);
+}
+
+/** `result` with the sizes the storage said (`stored`): the same object when the runner's were those. */
+function asStored(result: MediaJobResult, stored: MediaJobResult): MediaJobResult {
+  if (result.fileSize === stored.fileSize && result.uploadedBytes === stored.uploadedBytes) return result;
+  return { ...result, fileSize: stored.fileSize, uploadedBytes: stored.uploadedBytes };
+}
+
+/** What the checks of one operator (one RemovalDeps) keep between passes: accepted results, destination clients. */
+interface CheckState {
+  verdicts: Map<string, MediaJobResult>;
+  clients: DestinationClients;
+}
+
+const states = new WeakMap<RemovalDeps, CheckState>();
+
+function stateOf(d: RemovalDeps): CheckState {
+  let s = states.get(d);
+  if (!s) {
+    s = { verdicts: new Map(), clients: new DestinationClients(d.budget ?? REMOVAL_BUDGET, d.cfg.OUTBOUND_ALLOWED_CIDRS, storageEndpoints(d.cfg)) };
+    states.set(d, s);
+  }
+  return s;
+}
+
+/** Close the destination clients the checks keep (the operator stops). */
+export function closeCheckClients(d: RemovalDeps): void {
+  states.get(d)?.clients.close();
 }
 
 async function readBack(
@@ -171,18 +224,16 @@ async function readBack(
 ): Promise<{ result: MediaJobResult } | { refused: string[] }> {
   const jobId = jobIdOf(mj);
   if (kind === 'ledger') return d.ledger ? resultAsStored(d.ledger, jobId, result) : { refused: resultKeys(result) };
-  const budget = readBudget(d);
-  let provider: StorageProvider | undefined;
   try {
-    provider = await providerOf(d, mj, budget);
-    return provider ? await resultAsStored(objectRecord(provider), jobId, result) : { refused: resultKeys(result) };
+    const doc = await destinationDocument(d, mj);
+    if (!doc) return { refused: resultKeys(result) };
+    // A kept client per destination (destination-clients.ts): the HEADs reuse its connection.
+    return await stateOf(d).clients.with(`${mj.metadata.namespace}/${credentialsSecretName(mj)}`, doc,
+      (provider) => resultAsStored(objectRecord(provider), jobId, result));
   } catch (err) {
     if (!isStorageError(err) || err.code === 'unreachable') throw err;
     d.log.warn({ jobId, err: errFields(err) }, 'the job\'s storage refused reading its files back: the result is not accepted');
     return { refused: resultKeys(result) };
-  } finally {
-    (provider as { destroy?: () => void } | undefined)?.destroy?.();
-    budget.close();
   }
 }
 
@@ -285,6 +336,12 @@ async function providerOf(d: { core: k8s.CoreV1Api; cfg: OperatorConfig }, mj: M
       .map(([k, v]) => [k, String(v)]));
     return createProvider({ provider: 'managed' }, { env });
   }
+  const doc = await destinationDocument(d, mj);
+  return doc === undefined ? undefined : createProvider(doc, { ...storageEndpoints(d.cfg), agents: budget });
+}
+
+/** The destination document of the job's per-job Secret; undefined when it is gone or not the job's. */
+async function destinationDocument(d: { core: k8s.CoreV1Api }, mj: MediaJob): Promise<unknown> {
   let secret: k8s.V1Secret;
   try {
     secret = await d.core.readNamespacedSecret({ name: credentialsSecretName(mj), namespace: mj.metadata.namespace! });
@@ -294,5 +351,5 @@ async function providerOf(d: { core: k8s.CoreV1Api; cfg: OperatorConfig }, mj: M
   }
   const data = secret.data?.[DESTINATION_DATA_KEY];
   if (!data || !isControlledBy(secret, mj)) return undefined;
-  return createProvider(JSON.parse(Buffer.from(data, 'base64').toString('utf8')), { ...storageEndpoints(d.cfg), agents: budget });
+  return JSON.parse(Buffer.from(data, 'base64').toString('utf8')) as unknown;
 }
