@@ -1,6 +1,8 @@
 // A disabled MediaPlatform's new jobs are refused by POST /jobs with 422
 // `{"error":"Downloads from this platform are disabled"}` and nothing is
-// written; other hosts, and the platform once enabled again, are accepted.
+// written; POST /jobs/bulk, all or nothing, refuses a list holding one of
+// its URLs with the same 422 naming the index, and writes none of the list;
+// other hosts, and the platform once enabled again, are accepted.
 // The gateway reads the platforms from a real local cluster through
 // PlatformDirectory (lib/src/platforms/directory.ts), as startGateway does.
 import { expect } from 'chai';
@@ -12,7 +14,7 @@ import { PlatformDirectory } from '@mediajobs/lib/platforms/directory';
 import { startClusterWithCrd, startTestGateway, type TestCluster, type TestGateway } from './support.js';
 import { eventually } from '../../local-cluster/test/support.js';
 
-describe('POST /jobs for a disabled MediaPlatform', function () {
+describe('POST /jobs and POST /jobs/bulk for a disabled MediaPlatform', function () {
   this.timeout(60_000);
   let tc: TestCluster;
   let gw: TestGateway;
@@ -48,6 +50,17 @@ describe('POST /jobs for a disabled MediaPlatform', function () {
     const other = await gw.request('POST', '/jobs', { body: { url: 'https://elsewhere.example/v.mp4' } });
     expect(other.status).to.equal(201);
     expect(await rows()).to.equal(1);
+  });
+
+  it('POST /jobs/bulk: a list with one of its URLs is refused whole with 422 naming the index; a list without is accepted', async () => {
+    const before = await rows();
+    const r = await gw.request('POST', '/jobs/bulk', { body: { urls: ['https://elsewhere.example/a.mp4', 'https://x.cdn.example/v.mp4', 'https://elsewhere.example/b.mp4'] } });
+    expect(r.status).to.equal(422);
+    expect(r.body).to.deep.equal({ error: 'urls[1]: Downloads from this platform are disabled' });
+    expect(await rows(), 'nothing of the list written').to.equal(before);
+    const ok = await gw.request('POST', '/jobs/bulk', { body: { urls: ['https://elsewhere.example/a.mp4', 'https://elsewhere.example/b.mp4'] } });
+    expect(ok.status).to.equal(201);
+    expect(await rows()).to.equal(before + 2);
   });
 
   it('accepts the platform\'s jobs again once it is enabled (the next list of the platforms)', async () => {

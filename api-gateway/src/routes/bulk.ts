@@ -1,15 +1,18 @@
 // POST /jobs/bulk (issue 13): up to 100 single jobs with shared options, all
 // or nothing. Each URL is validated exactly as POST /jobs validates its `url`
 // (parseJobRequest over the shared options and that URL, the outbound policy,
-// rule 8: no show or playlist); every row is written by one statement, whose
-// commit is the acceptance: the operator's materializer creates the
-// MediaJobs from the rows, as for a single job (docs/adr/0017).
+// rule 8: no show or playlist, a disabled MediaPlatform's 422); every row is
+// written by one statement, whose commit is the acceptance: the operator's
+// materializer creates the MediaJobs from the rows, as for a single job
+// (docs/adr/0017).
 import { Router, type RequestHandler } from 'express';
 import { detectBatchSource } from '@mediajobs/lib/batches/index';
 import { bulkJobInserter } from '@mediajobs/lib/db/jobs';
 import { parseJobRequest, type JobRequest } from '@mediajobs/lib/job-options';
 import type { Logger } from '@mediajobs/lib/logger';
 import type { OutboundPolicy } from '@mediajobs/lib/outbound';
+import type { PlatformLookup } from '@mediajobs/lib/platforms/directory';
+import { PLATFORM_DISABLED_MESSAGE } from '@mediajobs/lib/platforms/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
 import { isMarketplaceUser, type Principal } from '../auth.js';
@@ -49,6 +52,8 @@ export interface BulkRouteDeps {
   pokeMaterializer: () => void;
   /** Counts the jobs accepted (metrics.ts). */
   metrics?: GatewayMetrics;
+  /** The MediaPlatforms: a URL of a disabled one refuses the request, as POST /jobs refuses it alone (422). */
+  platforms?: PlatformLookup;
 }
 
 export function bulkRouter(deps: BulkRouteDeps): Router {
@@ -81,7 +86,7 @@ function urlList(body: Record<string, unknown>): string[] {
  * problem with a shared option is the same for every URL and is answered as
  * POST /jobs words it; a problem with one URL names its index.
  */
-function parseEach(shared: Record<string, unknown>, urls: readonly string[], outbound: OutboundPolicy): JobRequest[] {
+function parseEach(shared: Record<string, unknown>, urls: readonly string[], outbound: OutboundPolicy, platforms: PlatformLookup | undefined): JobRequest[] {
   return urls.map((url, i) => {
     const parsed = parseJobRequest({ ...shared, url });
     if (!parsed.ok) {
@@ -94,6 +99,7 @@ function parseEach(shared: Record<string, unknown>, urls: readonly string[], out
     if (detectBatchSource(parsed.request.options.url).kind !== 'single') {
       throw new HttpError(400, `urls[${i}]: a show or playlist URL cannot be part of a bulk request`);
     }
+    if (platforms?.disabledFor(parsed.request.options.url)) throw new HttpError(422, `urls[${i}]: ${PLATFORM_DISABLED_MESSAGE}`);
     return parsed.request;
   });
 }
@@ -108,7 +114,7 @@ function createJobs(deps: BulkRouteDeps): RequestHandler {
       if (body[field] !== undefined && body[field] !== null) throw new HttpError(400, message);
     }
     const { urls: _urls, ...shared } = body;
-    const requests = parseEach(shared, urls, deps.outbound).map((r) => ({ ...r, options: applyKeyLimits(r.options, who.key) }));
+    const requests = parseEach(shared, urls, deps.outbound, deps.platforms).map((r) => ({ ...r, options: applyKeyLimits(r.options, who.key) }));
     const first = requests[0]!;
     await refuseOverQuota(deps.pool, who);
 
