@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { parseAllDocuments } from 'yaml';
 import { SecretBox } from '@mediajobs/lib/secret-box';
+import { PlatformDirectory } from '@mediajobs/lib/platforms/directory';
 import { KubeSecretVault } from '../api-gateway/src/destinations/vault.js';
 import { loadOperatorConfig } from '../operator/src/config.js';
 import { startOperator, type OperatorHandle } from '../operator/src/operator.js';
@@ -167,6 +168,11 @@ describe('least privilege: each component\'s requests against deploy/\'s rules',
     await vault.put(owner, 's3', { accessKeyId: 'a', secretAccessKey: 'second' });
     expect(await vault.read(name)).to.deep.include({ secretAccessKey: 'second' });
     await vault.remove(owner, 's3');
+    // ...and the MediaPlatforms it refuses disabled platforms' jobs from.
+    const platforms = PlatformDirectory.fromKubeconfig(gatewayKubeconfig, log, 60_000);
+    await platforms.start();
+    platforms.stop();
+    expect(platforms.disabledFor('https://www.video.example/watch?v=1'), 'the list was read').to.equal(false);
 
     const byUser = tc.cluster.requestCountsByUser();
     const refused = tc.cluster.refusedRequestsByUser();

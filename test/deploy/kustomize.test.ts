@@ -231,10 +231,11 @@ describe('deploy/: what the rendered objects hold', () => {
     // the operator's second are in the saved destinations' namespace.
     expect(rulesOf(chart).map((r) => JSON.parse(r)[0])).to.deep.equal(['gateway', 'operator', 'operator']);
     expect(rulesOf(base)).to.deep.equal(rulesOf(chart));
-    // One ClusterRole, for the cluster-scoped MediaPlatforms and ProxyPools, the chart's too.
+    // The ClusterRoles, for the cluster-scoped MediaPlatforms and ProxyPools (the operator's; the gateway lists
+    // MediaPlatforms), the chart's too.
     const clusterRules = (roles: Obj[]) => roles.map((r) => JSON.stringify([r.metadata.labels['app.kubernetes.io/component'], r.rules])).sort();
     const baseCluster = byKind(render('deploy/base'), 'ClusterRole');
-    expect(baseCluster.map((r) => r.metadata.name)).to.deep.equal(['mediajobs-operator-platforms']);
+    expect(baseCluster.map((r) => r.metadata.name).sort()).to.deep.equal(['mediajobs-gateway-platforms', 'mediajobs-operator-platforms']);
     expect(clusterRules(baseCluster)).to.deep.equal(clusterRules(chartStatic('rbac.yaml').filter((o) => o.kind === 'ClusterRole')));
   });
 
@@ -264,7 +265,10 @@ describe('deploy/: what the rendered objects hold', () => {
     expect(gateway.map((r) => [r.metadata.namespace, secretRights(r)])).to.deep.equal([[vault, true]]);
     const bindings = [...byKind(objs, 'RoleBinding'), ...byKind(objs, 'ClusterRoleBinding')]
       .filter((b) => (b.subjects as Obj[]).some((s) => s.name === 'mediajobs-gateway'));
-    expect(bindings.map((b) => [b.kind, b.metadata.namespace])).to.deep.equal([['RoleBinding', vault]]);
+    // Its one cluster-wide binding lists MediaPlatforms, and holds no Secret right.
+    expect(bindings.map((b) => [b.kind, b.metadata.namespace ?? null]).sort()).to.deep.equal([['ClusterRoleBinding', null], ['RoleBinding', vault]]);
+    const clusterRole = named(objs, 'ClusterRole', 'mediajobs-gateway-platforms');
+    expect(clusterRole.rules).to.deep.equal([{ apiGroups: ['mediajobs.io'], resources: ['mediaplatforms'], verbs: ['list'] }]);
     // The operator may only read there.
     const reader = byKind(objs, 'Role').find((r) => r.metadata.namespace === vault && r.metadata.labels['app.kubernetes.io/component'] === 'operator')!;
     expect(reader.rules).to.deep.equal([{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }]);
