@@ -14,6 +14,7 @@ import { generatedFiles, REPO_ROOT, staleFiles } from '../src/mediajob/generate-
 import {
   FORMATS, MAX_RESOLUTIONS, mediaBatchSpecSchema, mediaBatchStatusSchema, mediaJobSpecSchema, mediaJobStatusSchema,
 } from '../src/mediajob/types.js';
+import { mediaPlatformSpecSchema, mediaPlatformStatusSchema, proxyPoolSpecSchema, proxyPoolStatusSchema, proxySchema } from '../src/platforms/types.js';
 
 const CRDS_DIR = join(REPO_ROOT, 'crds');
 const EXAMPLES_DIR = join(CRDS_DIR, 'examples');
@@ -152,13 +153,15 @@ interface Agreed {
   default?: unknown;
   minimum?: number;
   maximum?: number;
+  minItems?: number;
   required?: string[];
 }
 
 /**
  * A JSON Schema tree (the CRD's, or zod's rendering of a types.ts schema) as
- * path → what must agree. Strings' patterns and lengths, formats and
- * descriptions are the CRD's alone; zod's integers carry the safe-integer
+ * path → what must agree. Strings' patterns and lengths, arrays' maxItems
+ * (the apiserver's CEL cost bounds), formats and descriptions are the CRD's
+ * alone; zod's integers carry the safe-integer
  * range when they have no bound of their own, which is no bound.
  */
 function agreed(node: SchemaNode | Record<string, unknown>, path: string, out: Record<string, Agreed> = {}): Record<string, Agreed> {
@@ -169,6 +172,7 @@ function agreed(node: SchemaNode | Record<string, unknown>, path: string, out: R
   if (n.default !== undefined) a.default = n.default;
   if (n.minimum !== undefined && n.minimum !== Number.MIN_SAFE_INTEGER) a.minimum = n.minimum;
   if (n.maximum !== undefined && n.maximum !== Number.MAX_SAFE_INTEGER) a.maximum = n.maximum;
+  if (n.minItems !== undefined) a.minItems = n.minItems;
   if (n.required?.length) a.required = [...n.required].sort();
   out[path] = a;
   for (const [key, child] of Object.entries(n.properties ?? {})) agreed(child, `${path}.${key}`, out);
@@ -193,6 +197,10 @@ describe('CRDs and the TypeScript types: one set of fields', () => {
     ['mediajob.yaml', 'status', mediaJobStatusSchema],
     ['mediabatch.yaml', 'spec', mediaBatchSpecSchema],
     ['mediabatch.yaml', 'status', mediaBatchStatusSchema],
+    ['proxypool.yaml', 'spec', proxyPoolSpecSchema],
+    ['proxypool.yaml', 'status', proxyPoolStatusSchema],
+    ['mediaplatform.yaml', 'spec', mediaPlatformSpecSchema],
+    ['mediaplatform.yaml', 'status', mediaPlatformStatusSchema],
   ] as const;
   for (const [file, part, schema] of cases) {
     it(`${file} ${part}: names, types, enums, required fields, defaults and numeric bounds match types.ts`, () => {
@@ -202,7 +210,7 @@ describe('CRDs and the TypeScript types: one set of fields', () => {
     });
   }
 
-  it('would notice a field, a type, an enum value, a required field or a default that differs', () => {
+  it('would notice a field, a type, an enum value, a required field, a default or a minItems that differs', () => {
     const crd = agreed(nodeAt(schemaOf('mediajob.yaml'), 'spec'), 'spec');
     const drifted = mediaJobSpecSchema.extend({
       extra: z.string().optional(),
@@ -213,6 +221,11 @@ describe('CRDs and the TypeScript types: one set of fields', () => {
     });
     expect(differences(crd, agreed(asJsonSchema(drifted), 'spec')).map((d) => d.slice(0, d.indexOf(':')))).to.deep.equal([
       'spec', 'spec.extra', 'spec.format', 'spec.maxDuration', 'spec.videoQuality',
+    ]);
+    // A pool with no proxies would parse in types.ts while the CRD refuses it (minItems 1).
+    const pool = agreed(nodeAt(schemaOf('proxypool.yaml'), 'spec'), 'spec');
+    expect(differences(pool, agreed(asJsonSchema(proxyPoolSpecSchema.extend({ proxies: z.array(proxySchema) })), 'spec'))).to.deep.equal([
+      'spec.proxies: CRD {"type":"array","minItems":1}, types.ts {"type":"array"}',
     ]);
   });
 });
