@@ -136,6 +136,7 @@ const UNIT = [
   'operator/test/managed-storage.test.ts',
   'operator/test/retry-policy.test.ts',
   'operator/test/status.test.ts',
+  'operator/test/transition-log.test.ts',
   'operator/test/ttl.test.ts',
   'operator/test/webhook-post.test.ts',
   'runner-image/test/classify.test.ts',
