@@ -317,6 +317,8 @@ export class MediaJobController {
   async reconcile(key: string): Promise<ReconcileResult> {
     const found = this.current(key);
     if (!found) return DONE;
+    // The runner patches status.tools itself; each pass after its patch sees them (mediajobs_runner_tool_info).
+    this.d.metrics?.runnerTools(found.status);
     if (found.metadata.deletionTimestamp) return this.deleted(key, found);
     const invalid = await this.checkSpec(key, found);
     if (invalid) return invalid;

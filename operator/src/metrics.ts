@@ -2,7 +2,8 @@
 // finished, the runners' phase durations (a runner is short-lived and never
 // scraped: it reports them, the operator observes them), admission (Kueue's
 // pending workloads and admission wait time are the model), the work queues
-// (client-go's workqueue names), informer relists, outbox deliveries and
+// (client-go's workqueue names), the tool versions runners report (an *_info
+// gauge and yt-dlp's age), informer relists, outbox deliveries and
 // the oldest undelivered event, the Postgres pool, and whether this replica
 // leads. Served by the operator's own listener (METRICS_PORT, serveMetrics,
 // which also answers the probes /healthz and /readyz), or in local mode by
@@ -16,6 +17,18 @@ import {
   workQueueMetrics, type Registry, type WorkQueueMetrics,
 } from '@mediajobs/lib/metrics';
 import { RUNNER_PHASES, type MediaJobStatus, type RunnerPhaseSeconds } from '@mediajobs/lib/mediajob/types';
+import { isToolVersion, ytdlpAgeDays } from '@mediajobs/lib/mediajob/ytdlp-version';
+
+/** The tools a runner reports in status.tools, the `tool` label's values. */
+const RUNNER_TOOLS = ['ytdlp', 'ffmpeg'] as const;
+/**
+ * How long a tool version stays exported after the last job that ran it:
+ * long enough for a canary's version to show beside the fleet's through a
+ * quiet day, short enough that a replaced version leaves the metric.
+ */
+export const TOOL_VERSION_TTL_MS = 24 * 3600_000;
+/** Versions kept per tool (the least recently seen go first): status is written by runners, so the labels are bounded here. */
+export const TOOL_VERSIONS_KEPT = 8;
 
 /** What admission shows at a scrape (admission.ts). */
 export interface AdmissionCounts {
@@ -58,6 +71,8 @@ export class OperatorMetrics {
   private readonly defences: Counter<'platform' | 'kind'>;
   private readonly breakerTransitions: Counter<'platform' | 'to'>;
   private readonly proxyAttempts: Counter<'pool' | 'proxy' | 'outcome'>;
+  /** tool → version → when a job last ran it (ms). */
+  private readonly toolVersions = new Map<string, Map<string, number>>(RUNNER_TOOLS.map((t) => [t, new Map()]));
   private platforms: (() => PlatformSnapshot) | undefined;
   private admission: (() => AdmissionCounts) | undefined;
   private leading: (() => boolean) | undefined;
@@ -116,6 +131,30 @@ export class OperatorMetrics {
     });
     perPlatform('proxy_ready', 'A ProxyPool proxy: 1 Ready, 0 cooling down after a defence', ['pool', 'proxy'], (g, snap) => {
       for (const p of snap.pools) for (const x of p.proxies) g.set({ pool: p.pool, proxy: x.id }, x.ready ? 1 : 0);
+    });
+    const versions = (now: number) => {
+      for (const seen of this.toolVersions.values()) for (const [v, at] of seen) if (now - at > TOOL_VERSION_TTL_MS) seen.delete(v);
+      return this.toolVersions;
+    };
+    const toolInfo: Gauge<'tool' | 'version'> = new Gauge({
+      name: `${PREFIX}runner_tool_info`, help: 'A tool version runner attempts reported (status.tools) in the last 24 hours: 1 per tool and version',
+      labelNames: ['tool', 'version'] as const, registers,
+      collect() {
+        toolInfo.reset();
+        for (const [tool, seen] of versions(Date.now())) for (const version of seen.keys()) toolInfo.set({ tool, version }, 1);
+      },
+    });
+    const ytdlpAge: Gauge<'version'> = new Gauge({
+      name: `${PREFIX}runner_ytdlp_age_days`, help: 'Days since the release of a yt-dlp version runners reported in the last 24 hours (the runner warns past YTDLP_MAX_AGE_DAYS, 90 by default)',
+      labelNames: ['version'] as const, registers,
+      collect() {
+        ytdlpAge.reset();
+        const now = Date.now();
+        for (const version of versions(now).get('ytdlp')!.keys()) {
+          const age = ytdlpAgeDays(version, now);
+          if (age !== undefined) ytdlpAge.set({ version }, age);
+        }
+      },
     });
     this.started = new Counter({
       name: `${PREFIX}jobs_started_total`, help: 'Jobs whose runner started (Pending to Processing or straight to an end after running)', registers,
@@ -231,12 +270,29 @@ export class OperatorMetrics {
     if (bytes > 0) this.deliveredBytes.inc(bytes);
   }
 
-  /** Rows this operator cancelled (spec.cancel, a delete), once each. */
+  /**
+   * The tool versions a job's runner reported (status.tools), seen when its
+   * job finished or, unfinished, now: a finished job still in the cache
+   * keeps a version only as long as a recent one would.
+   */
+  runnerTools(s: MediaJobStatus | undefined, now = Date.now()): void {
+    if (!s?.tools) return;
+    const at = Math.min(now, s.finishTime ? Date.parse(s.finishTime) || now : now);
+    for (const tool of RUNNER_TOOLS) {
+      const version = s.tools[tool];
+      if (!isToolVersion(version)) continue;
+      const seen = this.toolVersions.get(tool)!;
+      seen.set(version, Math.max(at, seen.get(version) ?? 0));
+      if (seen.size > TOOL_VERSIONS_KEPT) seen.delete([...seen].reduce((a, b) => (b[1] < a[1] ? b : a))[0]);
+    }
+  }
+
   /** A runner's report named a file its job may not have written: refused (stored-files.ts refusedClaims). */
   runnerClaimRefused(): void {
     this.claimsRefused.inc();
   }
 
+  /** Rows this operator cancelled (spec.cancel, a delete), once each. */
   jobCancelled(status: 'Cancelled' | 'CancelledByAdmin'): void {
     this.finished.inc({ status, error_category: 'none' });
   }
