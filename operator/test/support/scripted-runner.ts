@@ -12,6 +12,8 @@
 //   key through the destination the operator gave the pod (an upload grant
 //   on managed S3), as a runner does; the report still says fileSize 1234
 //   (reportedSize=<n> to say another), as a runner that lies would;
+// - ytdlp=<version>, ffmpeg=<version>: the tool versions the attempt
+//   reports in status.tools at its start, as the runner does;
 // - times=<n>: only the first n attempts (MEDIAJOB_ATTEMPT, set by the
 //   operator) do the scripted thing; later ones complete at once.
 // Every report carries fixed phaseSeconds (PHASE_SECONDS), whatever the
@@ -20,7 +22,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import * as k8s from '@kubernetes/client-node';
-import { GROUP, MEDIAJOB_PLURAL, RUNNER_EXIT, VERSION, type MediaJobSpec, type RunnerDefence, type RunnerReport } from '@mediajobs/lib/mediajob/types';
+import { GROUP, MEDIAJOB_PLURAL, RUNNER_EXIT, VERSION, type MediaJobSpec, type RunnerDefence, type RunnerReport, type RunnerTools } from '@mediajobs/lib/mediajob/types';
 import { objectKey } from '@mediajobs/lib/storage/types';
 import { createProvider, destinationKeyLayout, type Destination } from '@mediajobs/lib/storage/index';
 import { PHASE_SECONDS } from './scripted-phases.js';
@@ -56,7 +58,10 @@ function finish(r: RunnerReport, code: number): never {
   process.exit(code);
 }
 
-await report({ step: 'Downloading', progress: 0 });
+const tools: RunnerTools = {
+  ...(url.searchParams.has('ytdlp') && { ytdlp: url.searchParams.get('ytdlp')! }), ...(url.searchParams.has('ffmpeg') && { ffmpeg: url.searchParams.get('ffmpeg')! }),
+};
+await report({ step: 'Downloading', progress: 0, ...(Object.keys(tools).length > 0 && { tools }) });
 if (outcome === 'hang') await new Promise((r) => setTimeout(r, 120_000));
 await new Promise((r) => setTimeout(r, sleepMs));
 if (outcome === 'fail') {
