@@ -16,6 +16,16 @@
 // seconds' loading and compiling of code. The CPU each process spent per
 // job is printed: on a small machine they share the CPUs, and the figures
 // say which one ran out.
+//
+// With platforms (issue 37): the rate phase runs BENCH_PLATFORM_ROUNDS times
+// (3; 0 for the single run above) for each of three settings, alternating
+// so that the load of a shared machine weighs on each alike: no
+// MediaPlatform; five configured, none matching the bench's URLs (the
+// gateway's disabled check and the operator's platform lookup on every
+// job); five with every job matching one of them, whose maxRunning is high
+// enough never to hold one (its admission queue, start counting and
+// running count on every job). Printed: each run, then the medians of p50
+// and p99 side by side (goal: within 10% of none).
 import type { IncomingMessage } from 'node:http';
 import https from 'node:https';
 import { join } from 'node:path';
@@ -24,7 +34,7 @@ import type { ChildProcess } from 'node:child_process';
 import * as k8s from '@kubernetes/client-node';
 import { createApiKey } from '../../api-gateway/src/db/api-keys.js';
 import {
-  BENCH_ADMIN_URL, cpuSeconds, freePort, loadAverage, machine, postgresPids, root, runBench, serviceEnv, sleep, start,
+  BENCH_ADMIN_URL, cpuSeconds, freePort, loadAverage, machine, median, postgresPids, root, runBench, serviceEnv, sleep, start,
   startGateway, startQuietCluster, stop, withScratch,
 } from '../../api-gateway/bench/support.js';
 import { parseExposition } from '../../test/support/metrics.js';
@@ -38,6 +48,23 @@ const BURST_CONCURRENCY = 50;
 const RUNNER_IMAGE = 'mediajobs/runner:bench';
 const MEDIAJOBS = '/apis/mediajobs.io/v1alpha1/namespaces/default/mediajobs';
 const BODY = JSON.stringify({ url: 'https://media.example/video.mp4' });
+const PLATFORM_ROUNDS = Number(process.env.BENCH_PLATFORM_ROUNDS ?? 3);
+// The operator waits for an informer of each of its kinds to list: with the MediaJob CRD alone it never started.
+const CRDS = ['mediajob.yaml', 'mediabatch.yaml', 'mediaplatform.yaml', 'proxypool.yaml'];
+
+/** Which MediaPlatforms the cluster has: none, five matching no job, or five with every job matching one. */
+type Platforms = 'none' | 'five, none matching' | 'five, all matching one';
+const PLATFORM_SETTINGS: Platforms[] = ['none', 'five, none matching', 'five, all matching one'];
+
+/** Five platforms as a deployment might have them; with `matching`, the first also takes the bench's host, uncapped in practice. */
+function mediaPlatforms(matching: boolean): object[] {
+  return Array.from({ length: 5 }, (_, i) => ({
+    apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaPlatform', metadata: { name: `platform-${i}` },
+    spec: matching && i === 0
+      ? { match: { hosts: ['media.example', `platform-${i}.example`] }, maxRunning: 1_000_000 }
+      : { match: { hosts: [`platform-${i}.example`, `*.platform-${i}.example`] }, maxRunning: 20, startsPerMinute: 60, ytdlpArgs: ['--sleep-requests', '1'] },
+  }));
+}
 
 function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
@@ -52,12 +79,18 @@ interface Service {
 }
 
 /** Cluster, gateway and operator, each in its own process, on the scratch database; `then` runs against them. */
-async function withService(throttle: number | undefined, then: (svc: Service) => Promise<void>): Promise<void> {
+async function withService(throttle: number | undefined, then: (svc: Service) => Promise<void>, platforms?: Platforms): Promise<void> {
   await withScratch({ adminUrl: BENCH_ADMIN_URL, poolMax: 2, workPrefix: 'mj-bench-submit-', keepWork: Boolean(process.env.BENCH_KEEP) }, async ({ dbUrl, pool, work }) => {
     const nodeArgs = (name: string) => (process.env.BENCH_CPU_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${join(process.env.BENCH_CPU_PROFILE_DIR, name)}`] : []);
-    const cluster = await startQuietCluster(work, ['mediajob.yaml'], RUNNER_IMAGE, {
+    const cluster = await startQuietCluster(work, CRDS, RUNNER_IMAGE, {
       args: throttle ? ['--max-writes-per-second', String(throttle)] : [], nodeArgs: nodeArgs('cluster'),
     });
+    if (platforms && platforms !== 'none') {
+      const custom = cluster.kc.makeApiClient(k8s.CustomObjectsApi);
+      for (const body of mediaPlatforms(platforms === 'five, all matching one')) {
+        await custom.createClusterCustomObject({ group: 'mediajobs.io', version: 'v1alpha1', plural: 'mediaplatforms', body });
+      }
+    }
     const env: NodeJS.ProcessEnv = {
       ...serviceEnv(dbUrl, cluster.kubeconfig, work), RUNNER_IMAGE, LEADER_ELECTION: 'false',
       MAX_RUNNING_JOBS: String(Math.max(BURST, RATE * (SECONDS + WARMUP_SECONDS)) * 2), RECONCILE_CONCURRENCY: '16',
@@ -133,7 +166,15 @@ async function until(done: () => boolean, ms: number): Promise<void> {
   while (!done() && Date.now() < deadline) await sleep(50);
 }
 
-async function ratePhase(svc: Service): Promise<void> {
+/** Latency of one rate phase, POST → runner Job (ms). */
+interface RateFigures {
+  p50: number;
+  p99: number;
+  created: number;
+  submitted: number;
+}
+
+async function ratePhase(svc: Service, label = ''): Promise<RateFigures> {
   const jobs = await firstSeen(svc.kc, '/apis/batch/v1/namespaces/default/jobs', (o) => o.metadata?.labels?.['mediajobs.io/job-id']);
   const mjs = await firstSeen(svc.kc, MEDIAJOBS, (o) => o.metadata?.name);
   const warm = await postAtRate(svc, RATE * WARMUP_SECONDS);
@@ -154,11 +195,35 @@ async function ratePhase(svc: Service): Promise<void> {
   jobs.stop();
   mjs.stop();
 
-  process.stdout.write(`\nPOST /jobs → runner Job exists (rate ${RATE}/s for ${SECONDS} s after ${WARMUP_SECONDS} s of warm-up, operator running)\n`);
+  process.stdout.write(`\nPOST /jobs → runner Job exists (rate ${RATE}/s for ${SECONDS} s after ${WARMUP_SECONDS} s of warm-up, operator running)${label}\n`);
   process.stdout.write(`  jobs submitted / Jobs created      ${sentAt.size} / ${lat.length}\n`);
   process.stdout.write(`  latency p50 / p99 / max (ms)       ${pct(lat, 50).toFixed(1)} / ${pct(lat, 99).toFixed(1)} / ${lat[lat.length - 1]?.toFixed(1)}   (goal: p99 < 1000)\n`);
   process.stdout.write(`  of which POST → MediaJob p50 / p99  ${pct(toMj, 50).toFixed(1)} / ${pct(toMj, 99).toFixed(1)}\n`);
   process.stdout.write(`  CPU ms per job                     ${cpu.join(', ')}\n`);
+  return { p50: pct(lat, 50), p99: pct(lat, 99), created: lat.length, submitted: sentAt.size };
+}
+
+/** The rate phase for each platform setting, PLATFORM_ROUNDS rounds, the order turned each round; medians side by side. */
+async function platformComparison(): Promise<void> {
+  const runs = new Map<Platforms, RateFigures[]>(PLATFORM_SETTINGS.map((p) => [p, []]));
+  for (let round = 0; round < PLATFORM_ROUNDS; round++) {
+    const order = PLATFORM_SETTINGS.map((_, i) => PLATFORM_SETTINGS[(i + round) % PLATFORM_SETTINGS.length]!);
+    for (const platforms of order) {
+      await withService(undefined, async (svc) => {
+        runs.get(platforms)!.push(await ratePhase(svc, `; MediaPlatforms: ${platforms}, round ${round + 1} (load ${loadAverage()})`));
+      }, platforms);
+    }
+  }
+  const none = runs.get('none')!;
+  const base = { p50: median(none.map((r) => r.p50)), p99: median(none.map((r) => r.p99)) };
+  process.stdout.write(`\nPOST /jobs → runner Job at ${RATE}/s by MediaPlatforms configured: medians of ${PLATFORM_ROUNDS} alternating runs each (goal: p99 within 10% of none)\n`);
+  process.stdout.write(`  ${'platforms'.padEnd(24)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)}  p99 vs none  runs' p99 (ms)                     Jobs created\n`);
+  for (const [platforms, rs] of runs) {
+    const p50 = median(rs.map((r) => r.p50));
+    const p99 = median(rs.map((r) => r.p99));
+    const vs = platforms === 'none' ? '' : `${p99 >= base.p99 ? '+' : ''}${(((p99 - base.p99) / base.p99) * 100).toFixed(1)}%`;
+    process.stdout.write(`  ${platforms.padEnd(24)} ${p50.toFixed(1).padStart(8)} ${p99.toFixed(1).padStart(8)}  ${vs.padStart(11)}  ${rs.map((r) => r.p99.toFixed(0)).join(' / ').padEnd(34)} ${rs.map((r) => `${r.created}/${r.submitted}`).join(' ')}\n`);
+  }
 }
 
 /** BURST POSTs at concurrency 50 against a throttled API server: acceptance time, then every MediaJob created. */
@@ -197,7 +262,8 @@ async function burstPhase(svc: Service): Promise<void> {
 
 async function main(): Promise<void> {
   process.stdout.write(`submit-to-job (${machine(loadAverage())})\n`);
-  await withService(undefined, ratePhase);
+  if (PLATFORM_ROUNDS > 0) await platformComparison();
+  else await withService(undefined, async (svc) => void await ratePhase(svc));
   if (BURST > 0) await withService(THROTTLE, burstPhase);
 }
 
