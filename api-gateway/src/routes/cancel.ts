@@ -54,7 +54,7 @@ function cancelOneJob(deps: CancelRouteDeps): RequestHandler {
     const r = await cancelJob(deps.pool, id, 'Cancelled', apiKeyId);
     if (r.outcome === 'not_found') throw new HttpError(404, JOB_NOT_FOUND);
     if (r.outcome === 'finished') throw new HttpError(409, alreadyFinished('Job', r.status));
-    deps.logger.info({ jobId: id, previous: r.previous }, 'job cancelled');
+    deps.logger.debug({ jobId: id, previous: r.previous }, 'cancel recorded');
     deps.metrics?.jobsCancelled();
     const job = await getJob(deps.pool, apiKeyId, id);
     if (!job) throw new HttpError(404, JOB_NOT_FOUND);
