@@ -94,11 +94,11 @@ describe('CRDs: source of truth and generated YAML', () => {
       .to.deep.equal(['Status', 'Done', 'Failed', 'Age', 'URL']);
   });
 
-  it('says the cross-field contract in CEL: clips, drive never inline, an admitted MediaJob\'s spec frozen but for cancel', () => {
+  it('says the cross-field contract in CEL: clips, a filename\'s bytes (ADR 0028), drive never inline, an admitted MediaJob\'s spec frozen but for cancel', () => {
     const rules = (node: SchemaNode): string[] => (node['x-kubernetes-validations'] ?? []).map((r) => r.fieldPath ?? '');
     const mj = schemaOf('mediajob.yaml');
     expect(rules(mj)).to.deep.equal(['.spec']);
-    expect(rules(nodeAt(mj, 'spec'))).to.deep.equal(['.clipEnd']);
+    expect(rules(nodeAt(mj, 'spec'))).to.deep.equal(['.clipEnd', '.filename']);
     expect(rules(nodeAt(mj, 'spec.destination'))).to.deep.equal(['.provider']);
     expect(rules(nodeAt(schemaOf('mediabatch.yaml'), 'spec.options'))).to.deep.equal(['.clipEnd']);
     // Every spec field but cancel is compared, so a field added later is frozen too.
