@@ -17,6 +17,7 @@ import { PROVIDER_FIELDS } from '../destinations/fields.js';
 import { IDEMPOTENCY_HEADER, KEY_IN_FLIGHT, KEY_REUSED, MALFORMED_KEY, REPLAYED_HEADER } from '../idempotency.js';
 import { DEFAULT_MARKETPLACE_USER_HEADER, MARKETPLACE_STORAGE_REQUIRED } from '../marketplace.js';
 import { STORAGE_PROVIDERS } from '@mediajobs/lib/mediajob/types';
+import { PLATFORM_DISABLED_MESSAGE } from '@mediajobs/lib/platforms/types';
 import { KEY, componentSchemas, operationObject, schemaRef, type Operation } from './build.js';
 import { webhookPayloads } from './schemas.js';
 
@@ -126,6 +127,7 @@ export function operations(): Operation[] {
       ok: { 201: ['JobCreated', 'ShowBatchCreated', 'PlaylistBatchCreated'] },
       errors: mergeErrors(IDEMPOTENCY_ERRORS, batchSourceErrors(), {
         400: [...JOB_REQUEST_ERRORS, 'Batch has an episode at a local or link-local address, which is not allowed'],
+        422: [PLATFORM_DISABLED_MESSAGE],
         500: [JOB_FAILED_TO_CREATE],
       }),
       moreErrors: { 403: QUOTA_403 },
@@ -144,6 +146,7 @@ export function operations(): Operation[] {
           "Invalid field 'url': a bulk request lists its URLs in 'urls'", "Invalid field '<field>': <why>", 'storage_provider_not_configured',
         ],
         403: [NOT_DIRECT_KEY],
+        422: [`urls[<i>]: ${PLATFORM_DISABLED_MESSAGE}`],
         500: ['Failed to create jobs'],
       }),
       moreErrors: { 403: QUOTA_403 },

@@ -1426,7 +1426,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Idempotency-Key was already used with a different request */
+            /** @description Idempotency-Key was already used with a different request | Downloads from this platform are disabled */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1558,7 +1558,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Idempotency-Key was already used with a different request */
+            /** @description Idempotency-Key was already used with a different request | urls[<i>]: Downloads from this platform are disabled */
             422: {
                 headers: {
                     [name: string]: unknown;
