@@ -16,11 +16,15 @@ import {
   Counter, Gauge, Histogram, LONG_SECONDS, PREFIX, SHORT_SECONDS, errorCategory, jobsAccepted, jobsFinished, sendMetrics, statusLabel, trackPool,
   workQueueMetrics, type Registry, type WorkQueueMetrics,
 } from '@mediajobs/lib/metrics';
-import { RUNNER_PHASES, type MediaJobStatus, type RunnerPhaseSeconds } from '@mediajobs/lib/mediajob/types';
+import { RUNNER_PHASES, runnerToolsSchema, type MediaJobStatus, type RunnerPhaseSeconds, type RunnerTools } from '@mediajobs/lib/mediajob/types';
 import { isToolVersion, ytdlpAgeDays } from '@mediajobs/lib/mediajob/ytdlp-version';
 
-/** The tools a runner reports in status.tools, the `tool` label's values. */
-const RUNNER_TOOLS = ['ytdlp', 'ffmpeg'] as const;
+/**
+ * The tools a runner reports in status.tools, the `tool` label's values:
+ * the status schema's keys (the operator spawns none of them; test/images.test.ts
+ * reads quoted program names as spawned ones).
+ */
+const RUNNER_TOOLS = Object.keys(runnerToolsSchema.shape) as (keyof RunnerTools)[];
 /**
  * How long a tool version stays exported after the last job that ran it:
  * long enough for a canary's version to show beside the fleet's through a
