@@ -509,9 +509,10 @@ function typeMetaProperties(): Record<'apiVersion' | 'kind', SchemaNode> {
   };
 }
 
-function crd(
+/** A CRD of this group: one served, stored version with a status subresource (MediaJob, MediaBatch, and lib/src/platforms' cluster-scoped kinds). */
+export function crd(
   kind: string, plural: string, shortName: string, columns: PrinterColumn[], description: string,
-  spec: SchemaNode, status: SchemaNode, rootRules: ValidationRule[] = [],
+  spec: SchemaNode, status: SchemaNode, rootRules: ValidationRule[] = [], scope: 'Namespaced' | 'Cluster' = 'Namespaced',
 ): CustomResourceDefinition {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
@@ -519,7 +520,7 @@ function crd(
     metadata: { name: `${plural}.${GROUP}`, labels: { 'app.kubernetes.io/part-of': 'mediajobs' } },
     spec: {
       group: GROUP,
-      scope: 'Namespaced',
+      scope,
       names: { plural, singular: kind.toLowerCase(), kind, listKind: `${kind}List`, shortNames: [shortName], categories: ['media'] },
       versions: [{
         name: VERSION,

@@ -4,8 +4,7 @@
 // the chart's and deploy/'s copies) by lib/src/mediajob/generate-crds.ts.
 // Descriptions are the documentation `kubectl explain mediaplatform.spec`
 // shows. Field names, types and defaults are those of types.ts beside this.
-import type { CustomResourceDefinition, PrinterColumn, SchemaNode, ValidationRule } from '../mediajob/crd-source.js';
-import { GROUP, VERSION } from '../mediajob/types.js';
+import { crd, type CustomResourceDefinition, type SchemaNode, type ValidationRule } from '../mediajob/crd-source.js';
 import {
   BREAKER_STATES, DEFENCE_KINDS, MEDIAPLATFORM_PLURAL, PLATFORM_YTDLP_OPTIONS, PROXY_OPTION_REFUSED, PROXY_SCHEMES, PROXY_STATES, PROXYPOOL_PLURAL,
 } from './types.js';
@@ -47,30 +46,6 @@ function conditions(types: string): SchemaNode {
 }
 
 const observedGeneration = (): SchemaNode => ({ ...int('The metadata.generation the operator last acted on.', { minimum: 0 }), format: 'int64' });
-
-function typeMeta(): Record<string, SchemaNode> {
-  return {
-    apiVersion: str('Versioned schema of this representation of an object.'),
-    kind: str('REST resource this object represents, in CamelCase.'),
-  };
-}
-
-function clusterCrd(kind: string, plural: string, shortName: string, columns: PrinterColumn[], description: string, spec: SchemaNode, status: SchemaNode): CustomResourceDefinition {
-  return {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: `${plural}.${GROUP}`, labels: { 'app.kubernetes.io/part-of': 'mediajobs' } },
-    spec: {
-      group: GROUP,
-      scope: 'Cluster',
-      names: { plural, singular: kind.toLowerCase(), kind, listKind: `${kind}List`, shortNames: [shortName], categories: ['media'] },
-      versions: [{
-        name: VERSION, served: true, storage: true, subresources: { status: {} }, additionalPrinterColumns: columns,
-        schema: { openAPIV3Schema: { description, type: 'object', properties: { ...typeMeta(), spec, status }, required: ['spec'] } },
-      }],
-    },
-  };
-}
 
 const secretKeyRef = (what: string): SchemaNode => obj(what, {
   namespace: str('Namespace of the Secret.', { pattern: DNS_LABEL, maxLength: 63 }),
@@ -198,21 +173,21 @@ function mediaPlatformStatus(): SchemaNode {
 }
 
 export function proxyPoolCrd(): CustomResourceDefinition {
-  return clusterCrd('ProxyPool', PROXYPOOL_PLURAL, 'pp', [
+  return crd('ProxyPool', PROXYPOOL_PLURAL, 'pp', [
     { name: 'Ready', type: 'integer', jsonPath: '.status.ready', description: 'Proxies Ready now.' },
     { name: 'Total', type: 'integer', jsonPath: '.status.total', description: 'Proxies in the pool.' },
     { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since the pool was created.' },
   ], 'A pool of upstream proxies (mediajobs.io): each attempt of a job of a MediaPlatform naming it goes through one of its proxies, '
-    + 'with a session of its own; a proxy that draws a defence cools down. Cluster-scoped, applied by admins.', proxyPoolSpec(), proxyPoolStatus());
+    + 'with a session of its own; a proxy that draws a defence cools down. Cluster-scoped, applied by admins.', proxyPoolSpec(), proxyPoolStatus(), [], 'Cluster');
 }
 
 export function mediaPlatformCrd(): CustomResourceDefinition {
-  return clusterCrd('MediaPlatform', MEDIAPLATFORM_PLURAL, 'mp', [
+  return crd('MediaPlatform', MEDIAPLATFORM_PLURAL, 'mp', [
     { name: 'Breaker', type: 'string', jsonPath: '.status.breaker', description: 'The circuit breaker: Closed, Open or HalfOpen.' },
     { name: 'Running', type: 'integer', jsonPath: '.status.running', description: 'Runner Jobs against the platform now.' },
     { name: 'Disabled', type: 'boolean', jsonPath: '.spec.disabled', description: 'New jobs refused.' },
     { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since the platform was created.' },
   ], 'A platform media is downloaded from (mediajobs.io): which job URLs belong to it, how many of its jobs run and start, through '
     + 'which ProxyPool and cookie files, with which yt-dlp options, and its circuit breaker. Cluster-scoped, applied by admins '
-    + '(docs/adr/0027-platforms-and-proxy-pools.md).', mediaPlatformSpec(), mediaPlatformStatus());
+    + '(docs/adr/0027-platforms-and-proxy-pools.md).', mediaPlatformSpec(), mediaPlatformStatus(), [], 'Cluster');
 }
