@@ -2,9 +2,9 @@
 // Each case asks mocha itself, as a developer runs it (`npx mocha … --dry-run`,
 // which loads the files but runs no test), and reads its JSON report.
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -118,6 +118,34 @@ describe('mocha configuration (.mocharc.cjs)', function () {
     expect(await optionsFor(['lib/test/logger.test.ts', 'lib/test/work-queue.test.ts'], { TEST_JOBS: '2' })).to.include({ parallel: true, jobs: 2 });
     const refused = await optionsFor([], { TEST_JOBS: 'lots' }).then(() => 'accepted', (err: Error & { stderr?: string }) => err.stderr ?? err.message);
     expect(refused).to.include('TEST_JOBS=lots: the number of worker processes, 1 or more');
+  });
+
+  it('a failed test is named again at the end, above the closing count line: a log\'s tail says which one failed', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'reporter-'));
+    try {
+      const file = join(dir, 'two.test.ts');
+      writeFileSync(file, [
+        // Nothing imported: the file lies outside the tree's node_modules.
+        "describe('a suite', () => {",
+        "  it('passes', () => {});",
+        "  it('fails', () => { throw new Error('seen, not wanted\\nmore of the story'); });",
+        '});',
+      ].join('\n'));
+      const childEnv: NodeJS.ProcessEnv = { ...process.env };
+      for (const k of ['TEST_SET', 'TEST_JOBS', 'TEST_REPORT_JSON']) delete childEnv[k];
+      const out = await promisify(execFile)(process.execPath, [mochaBin, file], { cwd: root, env: childEnv })
+        .then(() => 'passed', (err: Error & { stdout?: string }) => err.stdout ?? '');
+      const tail = out.trimEnd().split('\n').slice(-5);
+      expect(tail).to.deep.equal([
+        'failed, 1:',
+        `  ${relative(root, file)}  a suite fails`,
+        '      seen, not wanted',
+        '',
+        'tests: 1 passed, 1 failed, 0 skipped',
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('no unit file reaches a service: no service support imported, directly or through another module', () => {

@@ -7,6 +7,9 @@
 // the root afterEach of the loopback guard; each runnable's own duration,
 // so the same in parallel mode) and the 15 slowest tests (the test alone,
 // without its hooks).
+// Then each failed test again (file and title, then the error's first
+// line): the spec reporter's own account of a failure comes before the time
+// report, out of a CI log's tail, which only the last lines reach.
 // With TEST_REPORT_JSON=<path> the same, with every file, is also written
 // there as JSON (`make test-report`). Nothing of this for a --dry-run.
 'use strict';
@@ -31,6 +34,8 @@ class SummaryReporter extends Mocha.reporters.Spec {
     const files = new Map();
     /** { file, title, ms, state } for every test that ran */
     const tests = [];
+    /** { file, title, message } for every failed test or hook, in the order they failed */
+    const failed = [];
 
     // A root hook has no file: an each hook counts to its test's, one that runs
     // once (the loopback guard's afterAll after the last file) to the file before.
@@ -55,6 +60,7 @@ class SummaryReporter extends Mocha.reporters.Spec {
       if (typeof err?.timeout === 'number' && runnable.duration === undefined) timedOut.set(key(runnable), err.timeout);
       // A failed hook ends with a failure, not a hook end.
       if (runnable.type === 'hook') hookDone(runnable);
+      failed.push({ file: fileOf(runnable), title: runnable.fullTitle(), message: firstLine(err) });
     });
     runner.on(EVENT_TEST_END, (runnable) => {
       const ms = msOf(runnable);
@@ -88,6 +94,7 @@ class SummaryReporter extends Mocha.reporters.Spec {
           }
         }
       }
+      if (failed.length > 0) process.stdout.write(failureList(failed));
       process.stdout.write(`\ntests: ${s.passes} passed, ${s.failures} failed, ${s.pending} skipped\n`);
     });
   }
@@ -106,6 +113,18 @@ function timeReport(byFile, byTest) {
   for (const f of byFile) lines.push(`  ${duration(f.ms).padStart(7)}  ${f.file}  (${f.tests} tests, hooks ${duration(f.hookMs)})`);
   lines.push('', `slowest tests, ${byTest.length} shown:`);
   for (const t of byTest) lines.push(`  ${duration(t.ms).padStart(7)}  ${t.file}  ${t.title}${t.state === 'failed' ? '  (failed)' : ''}`);
+  return lines.join('\n') + '\n';
+}
+
+/** The first line of a failure's message (an assertion's diff and stack stay in the spec reporter's account). */
+function firstLine(err) {
+  const text = String(err?.message ?? err ?? 'failed').split('\n').find((l) => l.trim() !== '') ?? 'failed';
+  return text.length > 300 ? `${text.slice(0, 300)}…` : text;
+}
+
+function failureList(failed) {
+  const lines = ['', `failed, ${failed.length}:`];
+  for (const f of failed) lines.push(`  ${f.file}  ${f.title}`, `      ${f.message}`);
   return lines.join('\n') + '\n';
 }
 
