@@ -14,6 +14,8 @@ describe('fault suite: the API server restarted mid-run', function () {
   before(async () => { f = await startChaos({ MATERIALIZE_SAFETY_SECONDS: '1' }); });
   after(() => f?.stop());
 
+  // Slow (about 25 s): nine real jobs, the API server down for 3 s while they run; the operator's watches
+  // reconnect and relist before the jobs after the restart move.
   it('finishes every job once, those posted after the restart included', async () => {
     const run = await runApiServerRestart(f, { before: 6, after: 3, downMs: 3_000, deadlineMs: 180_000 });
     expect(run.runningAtRestart, 'jobs downloading when the API server went').to.be.greaterThan(0);

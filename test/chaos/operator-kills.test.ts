@@ -14,6 +14,8 @@ describe('fault suite: the operator SIGKILLed while jobs run', function () {
   before(async () => { f = await startChaos({ MATERIALIZE_SAFETY_SECONDS: '1' }); });
   after(() => f?.stop());
 
+  // Slow (about 30 s): twelve jobs while the operator is SIGKILLed every 4 s, up to four times; each restart
+  // waits for its Lease and relists before jobs move again.
   it('ends every job Completed once, with one runner Job per attempt, its webhook under one id and exact usage', async () => {
     const run = await runOperatorKills(f, { jobs: 12, killEveryMs: 4_000, maxKills: 4, deadlineMs: 180_000 });
     expect(run.kills, 'operator kills').to.be.greaterThan(0);

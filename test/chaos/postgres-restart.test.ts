@@ -23,6 +23,8 @@ describe('fault suite: Postgres restarted mid-run', function () {
     await postgres?.remove();
   });
 
+  // Slow (about 45 s): nine real jobs, Postgres stopped for 3 s while they run and started again, then
+  // every job awaited to its end; the retries' backoff after the outage is most of the time.
   it('answers 503 while it is down, then finishes every job once, those posted after included', async () => {
     const run = await runPostgresRestart(f, postgres, { before: 6, after: 3, downMs: 3_000, deadlineMs: 180_000 });
     expect(run.runningAtStop, 'jobs downloading when Postgres went').to.be.greaterThan(0);

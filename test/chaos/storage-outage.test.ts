@@ -12,6 +12,8 @@ describe('fault suite: managed storage stopped mid-upload', function () {
   before(async () => { c = await startStorageChaos(2); });
   after(() => c?.stop());
 
+  // Slow (about 25 s): two uploads cut by a 2 s outage of managed storage, retried after the backoff, each
+  // job's runner started again from its download.
   it('retries each upload the outage cut, leaves no multipart upload, and stores only what Completed jobs delivered', async () => {
     const run = await runStorageOutage(c, { jobs: 2, downMs: 2_000, deadlineMs: 180_000 });
     expect(run.uploadsAtStop, 'uploads in flight when it stopped').to.equal(2);

@@ -154,6 +154,7 @@ describe('end to end: usage, quotas, per-key limits, rate limits, marketplace us
     }
   });
 
+  // Slow (about 25 s): the source is served at a 20 s pace, so that the reservation is seen while the job runs.
   it('a running job reserves its source\'s size once the runner knows it (here the Content-Length), and releases it when it ends', async () => {
     const key = await newKey();
     const sourceBytes = statSync(join(await generateMedia(), MEDIA.mp4.path)).size;

@@ -233,6 +233,8 @@ describe('end to end: batches (shows, playlists, bulk)', function () {
     expect(other).to.equal(`${taken}-${second.slice(0, 8)}.m4a`);
   });
 
+  // Slow (about 45 s): five episodes through real runners, one of them served at a 30 s pace so that the
+  // batch is seen part-way; the test then waits for it to end.
   it('a show with a missing, an unreachable and a DRM-protected episode: part-way progress, then finished with the skipped one counted under failed', async () => {
     const created = await svc.api('POST', '/jobs', { url: showUrl(MIXED_SHOW), audio_only: true, webhook_url: receiver.url });
     expect(created.status, JSON.stringify(created.body)).to.equal(201);

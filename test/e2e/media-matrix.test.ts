@@ -170,6 +170,8 @@ describe('end to end: media correctness matrix (sources × formats × clips)', f
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
+  // Slow first case (about 30 s): every case's job started in `before` and runs beside the others, six at a
+  // time; the first case waits for its own, and the set's queue, so its time is most of the set's.
   for (const c of CASES) {
     it(`${c.name}: ${JSON.stringify(c.job)}`, async () => {
       const { job, file } = await results.get(c.name)!;

@@ -169,6 +169,8 @@ describe('end to end: media options (formats, codecs, resolution, clips, names)'
   });
 
   describe('formats and codecs', () => {
+    // Slow (about 40 s): the first test awaits the file's jobs, which all started in `before` and run side by
+    // side (submitter): its time is the whole set's; the tests after it find their jobs done.
     it('defaults to mp4 with the stream copied: the best video, the best AAC track (an HLS rendition yt-dlp knows no codec of)', async () => {
       const d = await jobs.get('default');
       expect(d.formatName).to.contain('mp4');
