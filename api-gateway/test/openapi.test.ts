@@ -77,7 +77,7 @@ describe('api-gateway: the OpenAPI document', function () {
       apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'The API key; server-side use only.' },
     });
     expect(Object.keys(doc.webhooks as Json)).to.have.members([
-      'job_processing', 'job_completed', 'job_failed', 'job_skipped', 'job_cancelled', 'progress', 'batch_completed',
+      'job_processing', 'job_completed', 'job_failed', 'job_warning', 'job_skipped', 'job_cancelled', 'progress', 'batch_completed',
     ]);
   });
 

@@ -26,6 +26,7 @@ import {
   type StorageProviderName, type VideoCodec,
 } from './mediajob/types.js';
 import { MAX_NAME_BYTES } from './storage/types.js';
+import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from './webhook-event-types.js';
 
 /**
  * CRF of each `quality_preset`; a preset overrides `video_quality`. Both
@@ -60,6 +61,8 @@ export interface JobRequest {
   options: MediaJobOptions;
   /** Kept apart because it is a secret: sealed in Postgres, never in a CR or a log. */
   webhookUrl?: string;
+  /** The event types the webhook gets (ADR 0029); absent: every one. */
+  webhookEvents?: WebhookEventType[];
   /** Inline storage credentials, unvalidated here (their shape depends on the provider). */
   storage?: Record<string, unknown>;
   storageProvider?: StorageProviderName;
@@ -164,6 +167,11 @@ export const jobRequestBodySchema = z.object({
   filename: optional(filenameField),
   folder: optional(folderField),
   webhook_url: optional(httpUrl()),
+  webhook_events: optional(
+    z.array(enumField(WEBHOOK_EVENT_TYPES), { error: `must be an array of event types (${quoted(WEBHOOK_EVENT_TYPES)})` })
+      .min(1, { error: 'must name at least one event type (leave out webhook_url for none)' })
+      .transform((types) => [...new Set(types)]),
+  ).describe('The event types webhook_url gets (docs/adr/0029); default: every type'),
   audio_only: optional(booleanField),
   download_subtitles: optional(booleanField),
   download_thumbnail: optional(booleanField),
@@ -289,11 +297,15 @@ export function parseJobRequest(body: unknown): JobRequestResult {
   if (b.storage !== undefined && b.storage_provider !== undefined) {
     return { ok: false, error: 'storage_and_storage_provider_are_exclusive' };
   }
+  if (b.webhook_events !== undefined && b.webhook_url === undefined) {
+    return { ok: false, error: "Invalid field 'webhook_events': needs a webhook_url" };
+  }
   return {
     ok: true,
     request: {
       options: normaliseSpecOptions(givenOptions(b)),
       ...(b.webhook_url !== undefined && { webhookUrl: b.webhook_url }),
+      ...(b.webhook_events !== undefined && { webhookEvents: b.webhook_events }),
       ...(b.storage !== undefined && { storage: b.storage }),
       ...(b.storage_provider !== undefined && { storageProvider: b.storage_provider }),
       paused: b.paused ?? false,

@@ -297,6 +297,7 @@ const WEBHOOK_SUMMARIES: Record<keyof typeof webhookPayloads, string> = {
   job_processing: 'A worker started the job',
   job_completed: 'The job completed',
   job_failed: 'The job failed with a technical error (not sent for content warnings)',
+  job_warning: 'The job ended with a content warning (private, unavailable, geo-blocked...): status Warning (ADR 0029)',
   job_skipped: 'A DRM-protected audio-only episode was skipped',
   job_cancelled: 'The job was cancelled',
   progress: 'A progress stage (enable_progress_webhook)',
@@ -310,7 +311,9 @@ function webhooks(): Json {
       post: {
         operationId: `webhook_${type}`,
         summary: WEBHOOK_SUMMARIES[type as keyof typeof webhookPayloads],
-        description: 'POSTed to the job\'s (or batch\'s) webhook_url: 10 s timeout, 3 attempts with exponential backoff.',
+        description: 'POSTed to the job\'s (or batch\'s) webhook_url: 10 s timeout, 3 attempts with exponential backoff. '
+          + 'Every event type unless the request\'s webhook_events names the ones wanted; every job that ends gets exactly one of '
+          + 'job_completed, job_failed, job_warning, job_skipped and job_cancelled.',
         security: [],
         parameters: WEBHOOK_HEADERS,
         requestBody: { required: true, content: { 'application/json': { schema: schemaRef(id) } } },

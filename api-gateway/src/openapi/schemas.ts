@@ -97,6 +97,14 @@ const jobFields = {
   file_size: nullable(z.number().int()),
 };
 
+/** The download in bytes (issue 38), each field absent while unknown; speed and time left only while the source is read. */
+const byteProgress = {
+  downloaded_bytes: z.number().int().min(0).optional().describe('Bytes of the source read so far'),
+  total_bytes: z.number().int().min(0).optional().describe('Bytes of the source in all, when the source or yt-dlp says'),
+  speed_bps: z.number().int().min(0).optional().describe('Bytes per second of the source\'s read, over the last seconds; while downloading only'),
+  eta_seconds: z.number().int().min(0).optional().describe('Seconds left of the source\'s read at that speed; while downloading, when total_bytes is known'),
+};
+
 export const jobSummary = z.strictObject(jobFields).register(responses, { id: 'JobSummary', description: 'A job as GET /jobs lists it.' });
 
 export const job = z.strictObject({
@@ -112,6 +120,9 @@ export const job = z.strictObject({
   subtitle_url: nullable(z.string()).optional(),
   thumbnail_key: z.string().optional(),
   thumbnail_url: nullable(z.string()).optional(),
+  ...byteProgress,
+  error_detail: z.string().optional()
+    .describe('A failed or warned job: the tool\'s first relevant line (e.g. ffmpeg\'s "moov atom not found"), without URL credentials or queries, paths or secrets; at most 200 characters. Absent when unknown'),
 }).register(responses, { id: 'Job', description: 'One job (GET /jobs/{id}).' });
 
 export const jobList = z.strictObject({
@@ -295,7 +306,12 @@ export const webhookPayloads = {
     subtitle_url: nullable(z.string()).optional().describe('Present only when subtitle_key is'),
     thumbnail_url: nullable(z.string()).optional().describe('Present only when thumbnail_key is'),
   }),
-  job_failed: z.strictObject({ type: z.literal('job_failed'), ...payloadBase, status: z.literal('failed'), error: z.string() }),
+  job_failed: z.strictObject({
+    type: z.literal('job_failed'), ...payloadBase, status: z.literal('failed'), error: z.string(), error_detail: z.string().optional(),
+  }),
+  job_warning: z.strictObject({
+    type: z.literal('job_warning'), ...payloadBase, status: z.literal('warning'), error: z.string(), error_detail: z.string().optional(),
+  }),
   job_skipped: z.strictObject({ type: z.literal('job_skipped'), ...payloadBase, status: z.literal('skipped'), reason: z.string() }),
   job_cancelled: z.strictObject({
     type: z.literal('job_cancelled'), ...payloadBase, status: z.literal('cancelled'), cancelled_by: z.enum(['user', 'admin']), message: z.string(),
@@ -304,6 +320,7 @@ export const webhookPayloads = {
     type: z.literal('progress'), ...payloadBase,
     stage: z.enum(PROGRESS_STAGES.map((s) => s.stage) as [string, ...string[]]),
     progress_percent: z.number().int(),
+    ...byteProgress,
   }),
   batch_completed: z.strictObject({
     type: z.literal('batch_completed'), batch_id: uuid(), status: z.enum(['completed', 'finished']), show_url: z.string(),

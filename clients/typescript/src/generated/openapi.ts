@@ -546,7 +546,7 @@ export interface webhooks {
         put?: never;
         /**
          * A worker started the job
-         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff.
+         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff. Every event type unless the request's webhook_events names the ones wanted; every job that ends gets exactly one of job_completed, job_failed, job_warning, job_skipped and job_cancelled.
          */
         post: operations["webhook_job_processing"];
         delete?: never;
@@ -566,7 +566,7 @@ export interface webhooks {
         put?: never;
         /**
          * The job completed
-         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff.
+         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff. Every event type unless the request's webhook_events names the ones wanted; every job that ends gets exactly one of job_completed, job_failed, job_warning, job_skipped and job_cancelled.
          */
         post: operations["webhook_job_completed"];
         delete?: never;
@@ -586,9 +586,29 @@ export interface webhooks {
         put?: never;
         /**
          * The job failed with a technical error (not sent for content warnings)
-         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff.
+         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff. Every event type unless the request's webhook_events names the ones wanted; every job that ends gets exactly one of job_completed, job_failed, job_warning, job_skipped and job_cancelled.
          */
         post: operations["webhook_job_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    job_warning: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The job ended with a content warning (private, unavailable, geo-blocked...): status Warning (ADR 0029)
+         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff. Every event type unless the request's webhook_events names the ones wanted; every job that ends gets exactly one of job_completed, job_failed, job_warning, job_skipped and job_cancelled.
+         */
+        post: operations["webhook_job_warning"];
         delete?: never;
         options?: never;
         head?: never;
@@ -606,7 +626,7 @@ export interface webhooks {
         put?: never;
         /**
          * A DRM-protected audio-only episode was skipped
-         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff.
+         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff. Every event type unless the request's webhook_events names the ones wanted; every job that ends gets exactly one of job_completed, job_failed, job_warning, job_skipped and job_cancelled.
          */
         post: operations["webhook_job_skipped"];
         delete?: never;
@@ -626,7 +646,7 @@ export interface webhooks {
         put?: never;
         /**
          * The job was cancelled
-         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff.
+         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff. Every event type unless the request's webhook_events names the ones wanted; every job that ends gets exactly one of job_completed, job_failed, job_warning, job_skipped and job_cancelled.
          */
         post: operations["webhook_job_cancelled"];
         delete?: never;
@@ -646,7 +666,7 @@ export interface webhooks {
         put?: never;
         /**
          * A progress stage (enable_progress_webhook)
-         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff.
+         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff. Every event type unless the request's webhook_events names the ones wanted; every job that ends gets exactly one of job_completed, job_failed, job_warning, job_skipped and job_cancelled.
          */
         post: operations["webhook_progress"];
         delete?: never;
@@ -666,7 +686,7 @@ export interface webhooks {
         put?: never;
         /**
          * Every episode of a batch is done
-         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff.
+         * @description POSTed to the job's (or batch's) webhook_url: 10 s timeout, 3 attempts with exponential backoff. Every event type unless the request's webhook_events names the ones wanted; every job that ends gets exactly one of job_completed, job_failed, job_warning, job_skipped and job_cancelled.
          */
         post: operations["webhook_batch_completed"];
         delete?: never;
@@ -733,6 +753,8 @@ export interface components {
             filename?: string;
             folder?: string;
             webhook_url?: string;
+            /** @description The event types webhook_url gets (docs/adr/0029); default: every type */
+            webhook_events?: ("job_processing" | "progress" | "job_completed" | "job_failed" | "job_warning" | "job_skipped" | "job_cancelled" | "batch_completed")[];
             audio_only?: boolean;
             download_subtitles?: boolean;
             download_thumbnail?: boolean;
@@ -763,6 +785,8 @@ export interface components {
             filename?: string;
             folder?: string;
             webhook_url?: string;
+            /** @description The event types webhook_url gets (docs/adr/0029); default: every type */
+            webhook_events?: ("job_processing" | "progress" | "job_completed" | "job_failed" | "job_warning" | "job_skipped" | "job_cancelled" | "batch_completed")[];
             audio_only?: boolean;
             download_subtitles?: boolean;
             download_thumbnail?: boolean;
@@ -914,6 +938,16 @@ export interface components {
             subtitle_url?: string | null;
             thumbnail_key?: string;
             thumbnail_url?: string | null;
+            /** @description Bytes of the source read so far */
+            downloaded_bytes?: number;
+            /** @description Bytes of the source in all, when the source or yt-dlp says */
+            total_bytes?: number;
+            /** @description Bytes per second of the source's read, over the last seconds; while downloading only */
+            speed_bps?: number;
+            /** @description Seconds left of the source's read at that speed; while downloading, when total_bytes is known */
+            eta_seconds?: number;
+            /** @description A failed or warned job: the tool's first relevant line (e.g. ffmpeg's "moov atom not found"), without URL credentials or queries, paths or secrets; at most 200 characters. Absent when unknown */
+            error_detail?: string;
         };
         JobList: {
             jobs: components["schemas"]["JobSummary"][];
@@ -1201,6 +1235,18 @@ export interface components {
             /** @constant */
             status: "failed";
             error: string;
+            error_detail?: string;
+        };
+        JobWarningEvent: {
+            /** @constant */
+            type: "job_warning";
+            /** @description UUID */
+            job_id: string;
+            url: string;
+            /** @constant */
+            status: "warning";
+            error: string;
+            error_detail?: string;
         };
         JobSkippedEvent: {
             /** @constant */
@@ -1233,6 +1279,14 @@ export interface components {
             /** @enum {string} */
             stage: "downloading" | "download_complete" | "muxing" | "mux_complete" | "uploading";
             progress_percent: number;
+            /** @description Bytes of the source read so far */
+            downloaded_bytes?: number;
+            /** @description Bytes of the source in all, when the source or yt-dlp says */
+            total_bytes?: number;
+            /** @description Bytes per second of the source's read, over the last seconds; while downloading only */
+            speed_bps?: number;
+            /** @description Seconds left of the source's read at that speed; while downloading, when total_bytes is known */
+            eta_seconds?: number;
         };
         BatchCompletedEvent: {
             /** @constant */
@@ -4828,6 +4882,35 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["JobFailedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received; answer quickly */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_job_warning: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Stable per event: deduplicate on it */
+                "webhook-id": string;
+                /** @description Unix seconds */
+                "webhook-timestamp": string;
+                /** @description Present when the key has a signing secret (POST /user/webhook-secret) */
+                "webhook-signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobWarningEvent"];
             };
         };
         responses: {
