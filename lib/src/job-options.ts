@@ -26,7 +26,7 @@ import {
   type StorageProviderName, type VideoCodec,
 } from './mediajob/types.js';
 import { MAX_NAME_BYTES } from './storage/types.js';
-import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from './webhook-event-types.js';
+import { WEBHOOK_EVENT_TYPES } from './webhook-event-types.js';
 
 /**
  * CRF of each `quality_preset`; a preset overrides `video_quality`. Both
@@ -61,8 +61,6 @@ export interface JobRequest {
   options: MediaJobOptions;
   /** Kept apart because it is a secret: sealed in Postgres, never in a CR or a log. */
   webhookUrl?: string;
-  /** The event types the webhook gets (ADR 0029); absent: every one. */
-  webhookEvents?: WebhookEventType[];
   /** Inline storage credentials, unvalidated here (their shape depends on the provider). */
   storage?: Record<string, unknown>;
   storageProvider?: StorageProviderName;
@@ -269,6 +267,7 @@ function givenOptions(b: Body): MediaJobSpecOptionsInput {
     maxDuration: b.max_duration,
     waitForVideo: b.wait_for_video,
     enableProgressWebhook: b.enable_progress_webhook,
+    webhookEvents: b.webhook_events,
   };
 }
 
@@ -305,7 +304,6 @@ export function parseJobRequest(body: unknown): JobRequestResult {
     request: {
       options: normaliseSpecOptions(givenOptions(b)),
       ...(b.webhook_url !== undefined && { webhookUrl: b.webhook_url }),
-      ...(b.webhook_events !== undefined && { webhookEvents: b.webhook_events }),
       ...(b.storage !== undefined && { storage: b.storage }),
       ...(b.storage_provider !== undefined && { storageProvider: b.storage_provider }),
       paused: b.paused ?? false,

@@ -19,13 +19,14 @@
 // come from; lib/test/crds.test.ts compares the two field by field. What only
 // the CRD has: descriptions, string patterns and lengths, formats, list types.
 import { FILENAME_BYTES_PROBLEM, MAX_FILENAME_BYTES, parseClipTime } from '../job-options.js';
+import { WEBHOOK_EVENT_TYPES } from '../webhook-event-types.js';
 import {
   AUDIO_BITRATES, AUDIO_CODECS, BATCH_KINDS, BATCH_STATUSES, CONDITION_STATUSES, DESTINATION_TYPES,
-  ATTEMPT_OUTCOMES, DEFAULT_VIDEO_QUALITY, ERROR_TYPES, FORMATS, GROUP, JOB_STATUSES, JOB_STEPS, MAX_DURATION_SECONDS, MAX_RESOLUTIONS,
+  ATTEMPT_OUTCOMES, DEFAULT_VIDEO_QUALITY, MAX_ERROR_DETAIL_LENGTH, ERROR_TYPES, FORMATS, GROUP, JOB_STATUSES, JOB_STEPS, MAX_DURATION_SECONDS, MAX_RESOLUTIONS,
   MAX_VIDEO_QUALITY, MEDIABATCH_CONDITION_TYPES, MEDIABATCH_PLURAL, MEDIAJOB_CONDITION_TYPES, MEDIAJOB_PLURAL, QUALITY_PRESETS, STORAGE_PROVIDERS, VERSION,
   VIDEO_CODECS,
   type BatchEpisode, type BatchOptions, type Condition, type Destination, type MediaBatchSpec, type MediaBatchStatus,
-  DEFENCE_KINDS, type EpisodeMetadata, type JobLimits, type MediaJobAttempt, type MediaJobResult, type RunnerPhaseSeconds, type RunnerTools, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
+  DEFENCE_KINDS, type EpisodeMetadata, type JobLimits, type MediaJobAttempt, type MediaJobResult, type RunnerDownload, type RunnerPhaseSeconds, type RunnerTools, type MediaJobSpec, type MediaJobSpecOptions, type MediaJobStatus,
 } from './types.js';
 
 /** The subset of OpenAPI v3 the CRDs use; `description` is required so no node can go undocumented. */
@@ -377,6 +378,12 @@ function optionProperties(): { [K in keyof Required<MediaJobSpecOptions>]: Schem
       + 'webhook. Default false.',
       { default: false },
     ),
+    webhookEvents: list(
+      'The webhook event types the webhook URL gets (API "webhook_events", docs/adr/0029): any of '
+      + `${list2(WEBHOOK_EVENT_TYPES)}. Absent: every type. progress still needs enableProgressWebhook.`,
+      oneOf('One event type.', WEBHOOK_EVENT_TYPES),
+      { minItems: 1, maxItems: WEBHOOK_EVENT_TYPES.length, 'x-kubernetes-list-type': 'set' },
+    ),
     limits: obj<JobLimits>(
       'The owning API key\'s limits (GET /usage "max_resolution_limit", "max_duration_limit_seconds", '
       + '"max_filesize_limit_bytes"); not an API field. The gateway writes them from the key when it accepts a job (it '
@@ -700,6 +707,12 @@ function mediaJobStatus(): SchemaNode {
         + 'warning: content issue (private, members-only, geo-blocked, unavailable), which sends no job_failed webhook.',
         ERROR_TYPES,
       ),
+      errorDetail: str(
+        'The failure\'s cause as the tool said it (API "error_detail"): its first relevant line, e.g. ffmpeg\'s "moov atom '
+        + 'not found", without URL credentials or query strings, file paths or secrets; beside error, the category\'s fixed '
+        + 'phrase. Reported by the runner.',
+        { maxLength: MAX_ERROR_DETAIL_LENGTH },
+      ),
       reason: str(
         'Machine-readable failure reason, e.g. storage_unreachable when the destination could not be resolved or '
         + 'initialised at upload time.',
@@ -718,6 +731,16 @@ function mediaJobStatus(): SchemaNode {
         'The yt-dlp and ffmpeg versions the last attempt ran, reported by the runner at its start '
         + '(mediajobs_runner_tool_info).',
         { ytdlp: str('yt-dlp\'s version (a date, e.g. 2026.08.19).'), ffmpeg: str('ffmpeg\'s version, e.g. 5.1.9-0+deb12u1.') },
+      ),
+      download: obj<RunnerDownload>(
+        'The runner\'s figures of its read of the source (API "downloaded_bytes", "total_bytes", "speed_bps", '
+        + '"eta_seconds"), each absent while unknown; speed and time left only while the source is read.',
+        {
+          downloadedBytes: int('Bytes of the source read so far.', { format: 'int64', minimum: 0 }),
+          totalBytes: int('Bytes of the source in all, when the source or yt-dlp says.', { format: 'int64', minimum: 0 }),
+          speedBps: int('Bytes per second of the read over the last seconds.', { format: 'int64', minimum: 0 }),
+          etaSeconds: int('Seconds left of the read at that speed (with totalBytes only).', { format: 'int64', minimum: 0 }),
+        },
       ),
       storedFiles: {
         description: 'The files the current attempt\'s runner stored and has not deleted, object key to bytes, each written '

@@ -4,6 +4,7 @@
 // the same fields for the apiserver; see "The custom resources' spec and
 // status" below for how the two are kept equal.
 import { z } from 'zod';
+import { WEBHOOK_EVENT_TYPES } from '../webhook-event-types.js';
 
 export const GROUP = 'mediajobs.io';
 export const VERSION = 'v1alpha1';
@@ -134,6 +135,8 @@ export const specOptionsSchema = z.object({
   maxDuration: z.number().int().min(1).max(MAX_DURATION_SECONDS).optional(),
   waitForVideo: z.boolean().default(false),
   enableProgressWebhook: z.boolean().default(false),
+  /** The webhook event types the job sends (ADR 0029); absent: every one. */
+  webhookEvents: z.array(z.enum(WEBHOOK_EVENT_TYPES)).min(1).optional(),
   // Not a request field: kept with the options so that the job row, the
   // materializer's MediaJob and a batch's episodes carry it as the options travel.
   limits: jobLimitsSchema.optional(),
@@ -235,6 +238,24 @@ export const runnerToolsSchema = z.object({
   ffmpeg: z.string().optional(),
 });
 
+/**
+ * status.download: the runner's figures of its read of the source (issue
+ * 38), each absent while unknown. Bytes are the source's (what yt-dlp or a
+ * direct read fetched), not the delivered file's; speed and time left are
+ * there only while the source is being read.
+ */
+export const runnerDownloadSchema = z.object({
+  downloadedBytes: z.number().int().min(0).optional(),
+  totalBytes: z.number().int().min(0).optional(),
+  /** Bytes per second over the last few seconds. */
+  speedBps: z.number().int().min(0).optional(),
+  /** Seconds left at that speed; only with totalBytes. */
+  etaSeconds: z.number().int().min(0).optional(),
+});
+
+/** The longest status.errorDetail (lib/src/cause-line.ts bounds it so). */
+export const MAX_ERROR_DETAIL_LENGTH = 200;
+
 /** How one runner attempt of a MediaJob ended (status.attempts[]). */
 export const ATTEMPT_OUTCOMES = ['Completed', 'Failed', 'Warning', 'Skipped'] as const;
 
@@ -274,6 +295,13 @@ export const mediaJobStatusSchema = z.object({
   result: mediaJobResultSchema.optional(),
   error: z.string().optional(),
   errorType: z.enum(ERROR_TYPES).optional(),
+  /**
+   * A failure's cause as the tool said it: its first relevant line, cleaned
+   * of URL credentials and queries, paths and secrets (lib/src/cause-line.ts),
+   * at most MAX_ERROR_DETAIL_LENGTH characters. Beside `error`, the
+   * category's fixed phrase.
+   */
+  errorDetail: z.string().max(MAX_ERROR_DETAIL_LENGTH).optional(),
   reason: z.string().optional(),
   /**
    * The runner's error category (lib/src/mediajob/error-categories.ts) of
@@ -287,6 +315,8 @@ export const mediaJobStatusSchema = z.object({
   defence: runnerDefenceSchema.optional(),
   /** The yt-dlp and ffmpeg versions of this attempt, reported by the runner at its start. */
   tools: runnerToolsSchema.optional(),
+  /** The runner's figures of its read of the source, as it goes. */
+  download: runnerDownloadSchema.optional(),
   /**
    * The files the current attempt's runner stored and has not deleted, key →
    * bytes, each written by the runner the moment its upload completes.
@@ -370,6 +400,7 @@ export type MediaJobAttempt = z.output<typeof mediaJobAttemptSchema>;
 export type RunnerPhaseSeconds = z.output<typeof runnerPhaseSecondsSchema>;
 export type RunnerDefence = Omit<z.output<typeof runnerDefenceSchema>, 'kind'> & { kind: DefenceKind };
 export type RunnerTools = z.output<typeof runnerToolsSchema>;
+export type RunnerDownload = z.output<typeof runnerDownloadSchema>;
 export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
 export type BatchOptions = z.output<typeof batchOptionsSchema>;
 export type BatchEpisode = z.output<typeof batchEpisodeSchema>;
@@ -413,6 +444,8 @@ export interface RunnerReport {
   result?: MediaJobResult;
   error?: string;
   errorType?: ErrorType;
+  /** The tool's cause, cleaned (status.errorDetail). */
+  errorDetail?: string;
   reason?: string;
   /** The error category of a job that did not complete (lib/src/mediajob/error-categories.ts): what the retry policy reads. */
   category?: string;

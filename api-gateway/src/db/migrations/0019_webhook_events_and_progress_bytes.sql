@@ -1,9 +1,9 @@
 -- Issue 38 item 6 (docs/adr/0029): what a job's webhook gets, and what a
 -- job shows of its download and of its failure's cause.
--- webhook_events: the event types the request's webhook_events named; NULL
--- (no filter) sends every type. A batch's is copied to its episodes' rows.
--- lib/src/db/outbox.ts queues only the types it names.
-ALTER TABLE jobs ADD COLUMN webhook_events text[] NULL;
+-- batches.webhook_events: the event types the request's webhook_events
+-- named, for the batch's own batch_completed; NULL (no filter) sends every
+-- type. A job's (an episode's too) is its options' webhookEvents.
+-- lib/src/db/outbox.ts queues only the types they name.
 ALTER TABLE batches ADD COLUMN webhook_events text[] NULL;
 -- The runner's download figures (status.download), NULL while unknown;
 -- speed and time left only while the source is read.
