@@ -26,18 +26,10 @@
 // enough never to hold one (its admission queue, start counting and
 // running count on every job). Printed: each run, then the medians of p50
 // and p99 side by side (goal: within 10% of none).
-import type { IncomingMessage } from 'node:http';
-import https from 'node:https';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import type { ChildProcess } from 'node:child_process';
 import * as k8s from '@kubernetes/client-node';
-import { createApiKey } from '../../api-gateway/src/db/api-keys.js';
-import {
-  BENCH_ADMIN_URL, cpuSeconds, freePort, loadAverage, machine, median, postgresPids, root, runBench, serviceEnv, sleep, start,
-  startGateway, startQuietCluster, stop, withScratch,
-} from '../../api-gateway/bench/support.js';
+import { cpuSeconds, loadAverage, machine, median, postgresPids, runBench } from '../../api-gateway/bench/support.js';
 import { parseExposition } from '../../test/support/metrics.js';
+import { MEDIAJOBS, RUNNER_JOBS, firstSeen, jobIdLabel, pct, postAtRate, until, withService as withBenchService, type Service } from './service.js';
 
 const RATE = Number(process.env.BENCH_RATE ?? 100);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -45,12 +37,8 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
 const BURST = Number(process.env.BENCH_BURST ?? 5000);
 const THROTTLE = Number(process.env.BENCH_THROTTLE ?? 200);
 const BURST_CONCURRENCY = 50;
-const RUNNER_IMAGE = 'mediajobs/runner:bench';
-const MEDIAJOBS = '/apis/mediajobs.io/v1alpha1/namespaces/default/mediajobs';
 const BODY = JSON.stringify({ url: 'https://media.example/video.mp4' });
 const PLATFORM_ROUNDS = Number(process.env.BENCH_PLATFORM_ROUNDS ?? 3);
-// The operator waits for an informer of each of its kinds to list: with the MediaJob CRD alone it never started.
-const CRDS = ['mediajob.yaml', 'mediabatch.yaml', 'mediaplatform.yaml', 'proxypool.yaml'];
 
 /** Which MediaPlatforms the cluster has: none, five matching no job, or five with every job matching one. */
 type Platforms = 'none' | 'five, none matching' | 'five, all matching one';
@@ -66,104 +54,18 @@ function mediaPlatforms(matching: boolean): object[] {
   }));
 }
 
-function pct(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
-}
-
-interface Service {
-  url: string;
-  key: string;
-  kc: k8s.KubeConfig;
-  metricsUrl: string;
-  procs: Record<'local cluster' | 'gateway' | 'operator', ChildProcess>;
-}
-
-/** Cluster, gateway and operator, each in its own process, on the scratch database; `then` runs against them. */
-async function withService(throttle: number | undefined, then: (svc: Service) => Promise<void>, platforms?: Platforms): Promise<void> {
-  await withScratch({ adminUrl: BENCH_ADMIN_URL, poolMax: 2, workPrefix: 'mj-bench-submit-', keepWork: Boolean(process.env.BENCH_KEEP) }, async ({ dbUrl, pool, work }) => {
-    const nodeArgs = (name: string) => (process.env.BENCH_CPU_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${join(process.env.BENCH_CPU_PROFILE_DIR, name)}`] : []);
-    const cluster = await startQuietCluster(work, CRDS, RUNNER_IMAGE, {
-      args: throttle ? ['--max-writes-per-second', String(throttle)] : [], nodeArgs: nodeArgs('cluster'),
-    });
-    if (platforms && platforms !== 'none') {
-      const custom = cluster.kc.makeApiClient(k8s.CustomObjectsApi);
+/** The service with MediaPlatforms as `platforms` says; MAX_RUNNING_JOBS above every job the bench sends. */
+function withService(throttle: number | undefined, then: (svc: Service) => Promise<void>, platforms?: Platforms): Promise<void> {
+  return withBenchService({
+    throttle, workPrefix: 'mj-bench-submit-', maxRunning: Math.max(BURST, RATE * (SECONDS + WARMUP_SECONDS)) * 2,
+    setup: async (kc) => {
+      if (!platforms || platforms === 'none') return;
+      const custom = kc.makeApiClient(k8s.CustomObjectsApi);
       for (const body of mediaPlatforms(platforms === 'five, all matching one')) {
         await custom.createClusterCustomObject({ group: 'mediajobs.io', version: 'v1alpha1', plural: 'mediaplatforms', body });
       }
-    }
-    const env: NodeJS.ProcessEnv = {
-      ...serviceEnv(dbUrl, cluster.kubeconfig, work), RUNNER_IMAGE, LEADER_ELECTION: 'false',
-      MAX_RUNNING_JOBS: String(Math.max(BURST, RATE * (SECONDS + WARMUP_SECONDS)) * 2), RECONCILE_CONCURRENCY: '16',
-    };
-    const gateway = await startGateway(env, work, nodeArgs('gateway'));
-    const metricsPort = await freePort();
-    const operator = await start(join(root, 'operator/src/main.ts'), /operator started/, join(work, 'operator.log'), {
-      env: { ...env, LOG_LEVEL: 'info', METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort) }, nodeArgs: nodeArgs('operator'),
-    });
-    const { key } = await createApiKey(pool, { name: 'bench' });
-    await then({
-      url: gateway.url, key, kc: cluster.kc, metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
-      procs: { 'local cluster': cluster.proc, gateway: gateway.proc, operator },
-    });
-    // Stopped here, before withScratch drops their database, so that each writes its CPU profile.
-    await stop(operator);
-    await stop(gateway.proc);
-    await stop(cluster.proc);
-  });
-}
-
-/**
- * First ADDED of each object under `path`, by `idOf`, with when it was seen.
- * A metadata-only watch (as=PartialObjectMetadata, as client-go's metadata
- * informers ask): names and labels are all this needs, and decoding every
- * Job's and MediaJob's spec and status on each event would be the load
- * generator's CPU taken from the service on a machine they share.
- */
-async function firstSeen(kc: k8s.KubeConfig, path: string, idOf: (obj: k8s.KubernetesObject) => string | undefined): Promise<{ at: Map<string, number>; stop(): void }> {
-  const at = new Map<string, number>();
-  const opts: https.RequestOptions = {};
-  await kc.applyToHTTPSOptions(opts);
-  const url = new URL(`${kc.getCurrentCluster()!.server}${path}?watch=true`);
-  const ctrl = new AbortController();
-  const res = await new Promise<IncomingMessage>((resolve, reject) => {
-    https.request(url, { ...opts, signal: ctrl.signal, headers: { ...opts.headers, Accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1' } }, resolve)
-      .on('error', reject).end();
-  });
-  if (res.statusCode !== 200) throw new Error(`watch ${path} answered ${res.statusCode}`);
-  const lines = createInterface({ input: res });
-  lines.on('line', (line) => {
-    const { type, object } = JSON.parse(line) as { type: string; object: k8s.KubernetesObject };
-    const id = idOf(object);
-    if (type === 'ADDED' && id && !at.has(id)) at.set(id, performance.now());
-  });
-  // stop() aborts the request: the stream ends with an error, which readline passes on.
-  res.on('error', () => undefined);
-  lines.on('error', () => undefined);
-  return { at, stop: () => ctrl.abort() };
-}
-
-/** POST `total` jobs at RATE per second; the job ids with when each was sent. */
-async function postAtRate(svc: Service, total: number): Promise<Map<string, number>> {
-  const sentAt = new Map<string, number>();
-  const start = performance.now();
-  const posts: Promise<void>[] = [];
-  for (let i = 0; i < total; i++) {
-    const wait = start + (i * 1000) / RATE - performance.now();
-    if (wait > 0) await sleep(wait);
-    const t = performance.now();
-    posts.push(fetch(`${svc.url}/jobs`, { method: 'POST', headers: { 'x-api-key': svc.key, 'Content-Type': 'application/json' }, body: BODY })
-      .then(async (r) => {
-        const j = (await r.json()) as { job_id: string };
-        sentAt.set(j.job_id, t);
-      }));
-  }
-  await Promise.all(posts);
-  return sentAt;
-}
-
-async function until(done: () => boolean, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!done() && Date.now() < deadline) await sleep(50);
+    },
+  }, then);
 }
 
 /** Latency of one rate phase, POST → runner Job (ms). */
@@ -175,16 +77,16 @@ interface RateFigures {
 }
 
 async function ratePhase(svc: Service, label = ''): Promise<RateFigures> {
-  const jobs = await firstSeen(svc.kc, '/apis/batch/v1/namespaces/default/jobs', (o) => o.metadata?.labels?.['mediajobs.io/job-id']);
+  const jobs = await firstSeen(svc.kc, RUNNER_JOBS, jobIdLabel);
   const mjs = await firstSeen(svc.kc, MEDIAJOBS, (o) => o.metadata?.name);
-  const warm = await postAtRate(svc, RATE * WARMUP_SECONDS);
+  const warm = await postAtRate(svc, RATE * WARMUP_SECONDS, RATE);
   await until(() => [...warm.keys()].every((id) => jobs.at.has(id)), 60_000);
 
   const total = RATE * SECONDS;
   const procs = { ...Object.fromEntries(Object.entries(svc.procs).map(([k, p]) => [k, [p.pid!]])), Postgres: postgresPids() };
   const cpu0 = Object.fromEntries(Object.entries(procs).map(([k, pids]) => [k, cpuSeconds(pids)]));
   const self0 = process.cpuUsage();
-  const sentAt = await postAtRate(svc, total);
+  const sentAt = await postAtRate(svc, total, RATE);
   await until(() => [...sentAt.keys()].every((id) => jobs.at.has(id)), 60_000);
   const self = process.cpuUsage(self0);
   const perJob = (seconds: number) => ((seconds * 1000) / total).toFixed(2);
@@ -229,7 +131,7 @@ async function platformComparison(): Promise<void> {
 /** BURST POSTs at concurrency 50 against a throttled API server: acceptance time, then every MediaJob created. */
 async function burstPhase(svc: Service): Promise<void> {
   const mjs = await firstSeen(svc.kc, MEDIAJOBS, (o) => o.metadata?.name);
-  const jobs = await firstSeen(svc.kc, '/apis/batch/v1/namespaces/default/jobs', (o) => o.metadata?.labels?.['mediajobs.io/job-id']);
+  const jobs = await firstSeen(svc.kc, RUNNER_JOBS, jobIdLabel);
   const accepted: string[] = [];
   const refused = new Map<number, number>();
   let next = 0;
