@@ -12,6 +12,13 @@
 // the expiry, and its memory counter likewise keeps the first request's
 // expiry, so a client that keeps sending while refused is served again as
 // soon as the window ends. No blockDuration: that would extend it.
+//
+// Every counted answer (served or 429) says where its budget stands, in the
+// RateLimit-Policy and RateLimit fields of the IETF httpapi draft
+// (draft-ietf-httpapi-ratelimit-headers-10, section 2 and 3; structured
+// fields, RFC 9651): `RateLimit-Policy: "default";q=<limit>;w=1` and
+// `RateLimit: "default";r=<remaining>;t=<seconds until the window ends>`.
+// A 503 of an unreachable counter says nothing: nothing was counted.
 import { Redis } from 'ioredis';
 import type { RequestHandler } from 'express';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
@@ -26,6 +33,10 @@ export const RATE_LIMITED = 'rate_limit_exceeded';
 export const RATE_COUNTER_UNAVAILABLE = 'rate_limit_unavailable';
 /** Seconds a refused client waits: the rest of a window is at most one second. */
 const RETRY_AFTER = '1';
+/** The one window, in seconds (the draft's `w`). */
+const WINDOW_SECONDS = 1;
+/** The draft's policy identifier (an sf-string): the gateway has one policy. */
+const POLICY_NAME = 'default';
 
 /** How long a request waits for Redis at most; Redis answers in well under a millisecond when it is there. */
 export const REDIS_COMMAND_TIMEOUT_MS = 500;
@@ -52,6 +63,25 @@ export function budgetKey(principal: Pick<Principal, 'organizationId'> & { key: 
 /** What counting one request decided. */
 export type Verdict = 'allowed' | 'limited' | 'unavailable';
 
+/** One counted request: its verdict and, when the counter answered, where its budget stands after it. */
+export interface Taken {
+  verdict: Verdict;
+  /** Requests the budget has left in this window (the draft's `r`); absent when unavailable. */
+  remaining?: number;
+  /** Milliseconds until the window ends and the budget is whole again; absent when unavailable. */
+  resetMs?: number;
+}
+
+/** `RateLimit-Policy`'s value for a limit of `perSecond` (the draft's Quota Policy Item; the unit is requests, its default). */
+export function rateLimitPolicy(perSecond: number): string {
+  return `"${POLICY_NAME}";q=${perSecond};w=${WINDOW_SECONDS}`;
+}
+
+/** `RateLimit`'s value (the draft's Service Limit Item): `t` in whole seconds, rounded up so a client waiting `t` finds the window over. */
+export function rateLimitField(remaining: number, resetMs: number): string {
+  return `"${POLICY_NAME}";r=${remaining};t=${Math.ceil(Math.max(0, resetMs) / 1000)}`;
+}
+
 /** The refusal for a verdict: nothing (go on), or the error the gateway's one error path sends. */
 export function refusalFor(verdict: Verdict): HttpError | undefined {
   if (verdict === 'limited') return new HttpError(429, RATE_LIMITED);
@@ -62,12 +92,21 @@ export function refusalFor(verdict: Verdict): HttpError | undefined {
 /** Told how long each check took (what the limit adds to a request's latency) and what it decided (metrics.ts). */
 export type CheckObserver = (counter: RateBudget['kind'], seconds: number, verdict: Verdict) => void;
 
-/** Express middleware: counts the request against its principal's budget; 429 or 503 with Retry-After when refused. */
+/**
+ * Express middleware: counts the request against its principal's budget;
+ * 429 or 503 with Retry-After when refused. The RateLimit fields are set
+ * here, so the route's answer and an error's carry them alike.
+ */
 export function rateLimit(budget: RateBudget, observe?: CheckObserver): RequestHandler {
+  const policy = rateLimitPolicy(budget.perSecond);
   return async (_req, res, next) => {
     const start = observe ? process.hrtime.bigint() : undefined;
-    const verdict = await budget.take(budgetKey(res.locals.principal!));
+    const { verdict, remaining, resetMs } = await budget.take(budgetKey(res.locals.principal!));
     if (start !== undefined) observe!(budget.kind, Number(process.hrtime.bigint() - start) / 1e9, verdict);
+    if (remaining !== undefined && resetMs !== undefined) {
+      res.setHeader('RateLimit-Policy', policy);
+      res.setHeader('RateLimit', rateLimitField(remaining, resetMs));
+    }
     const refusal = refusalFor(verdict);
     if (refusal) {
       res.setHeader('Retry-After', RETRY_AFTER);
@@ -77,8 +116,8 @@ export function rateLimit(budget: RateBudget, observe?: CheckObserver): RequestH
   };
 }
 
-/** The verdict of the request at place `i` (arrival order) of a batch of which `allowed` fit. */
-const verdictAt = (allowed: number | 'unavailable', i: number): Verdict => (allowed === 'unavailable' ? 'unavailable' : i < allowed ? 'allowed' : 'limited');
+/** What one count of `n` requests saw: the window's count before them, and when the window ends. */
+type Counted = { before: number; resetMs: number } | 'unavailable';
 
 /**
  * One rate limit: requests per second per budget, over a rate-limiter-flexible
@@ -97,7 +136,7 @@ const verdictAt = (allowed: number | 'unavailable', i: number): Verdict => (allo
 export class RateBudget {
   private reachable = true;
   /** Requests waiting for this turn's count, by budget. */
-  private waiting = new Map<string, ((verdict: Verdict) => void)[]>();
+  private waiting = new Map<string, ((taken: Taken) => void)[]>();
 
   constructor(
     private readonly counter: RateLimiterAbstract,
@@ -109,11 +148,18 @@ export class RateBudget {
     return this.counter.points;
   }
 
-  async take(budget: string): Promise<Verdict> {
-    return this.opts.batched ? this.inBatch(budget) : verdictAt(await this.count(budget, 1), 0);
+  async take(budget: string): Promise<Taken> {
+    return this.opts.batched ? this.inBatch(budget) : this.takenAt(await this.count(budget, 1), 0);
   }
 
-  private inBatch(budget: string): Promise<Verdict> {
+  /** The request at place `i` (arrival order) of a count: served while the window has room, and what is left after it. */
+  private takenAt(counted: Counted, i: number): Taken {
+    if (counted === 'unavailable') return { verdict: 'unavailable' };
+    const place = counted.before + i + 1;
+    return { verdict: place <= this.perSecond ? 'allowed' : 'limited', remaining: Math.max(0, this.perSecond - place), resetMs: counted.resetMs };
+  }
+
+  private inBatch(budget: string): Promise<Taken> {
     return new Promise((resolve) => {
       const queue = this.waiting.get(budget);
       if (queue) {
@@ -129,16 +175,16 @@ export class RateBudget {
     const batches = this.waiting;
     this.waiting = new Map();
     for (const [budget, queue] of batches) {
-      void this.count(budget, queue.length).then((allowed) => queue.forEach((resolve, i) => resolve(verdictAt(allowed, i))));
+      void this.count(budget, queue.length).then((counted) => queue.forEach((resolve, i) => resolve(this.takenAt(counted, i))));
     }
   }
 
-  /** How many of `n` requests of `budget`, counted at once, fit in its window; 'unavailable' when the counter cannot say. */
-  private async count(budget: string, n: number): Promise<number | 'unavailable'> {
+  /** Counts `n` requests of `budget` at once: the window's count before them; 'unavailable' when the counter cannot say. */
+  private async count(budget: string, n: number): Promise<Counted> {
     try {
-      await this.counter.consume(budget, n);
+      const res = await this.counter.consume(budget, n);
       this.noteCounter(true);
-      return n;
+      return { before: res.consumedPoints - n, resetMs: res.msBeforeNext };
     } catch (err) {
       if (!(err instanceof RateLimiterRes)) {
         this.noteCounter(false, err);
@@ -147,7 +193,7 @@ export class RateBudget {
       // The batch took the last n places of the count. A refusal of the
       // in-memory block (a budget already over) carries no count: none fit.
       const before = err.consumedPoints - n;
-      return before < 0 ? 0 : Math.max(0, Math.min(n, this.perSecond - before));
+      return { before: before < 0 ? this.perSecond : before, resetMs: err.msBeforeNext };
     }
   }
 

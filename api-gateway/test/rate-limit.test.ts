@@ -4,11 +4,13 @@
 // per second so that a burst is small. A budget's window opens with its first
 // request and lasts a second; every burst here is sent at once and answered
 // in a few milliseconds, so it falls inside one window.
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { ConfigError } from '@mediajobs/lib/config';
 import { SecretBox } from '@mediajobs/lib/secret-box';
@@ -53,6 +55,59 @@ function expectRefusals(answers: Answer[], count: number): void {
   const refused = answers.filter((a) => a.status === 429);
   expect(refused).to.have.length(count);
   for (const a of refused) expect(a).to.deep.equal({ status: 429, body: { error: RATE_LIMITED }, retryAfter: '1' });
+}
+
+/** What a client reads of one answer: its status and the two RateLimit fields (draft-ietf-httpapi-ratelimit-headers). */
+interface Fields {
+  status: number;
+  policy: string | null;
+  limit: string | null;
+}
+
+/** GET /jobs with fetch. */
+async function fieldsByFetch(base: string, key: string): Promise<Fields> {
+  const res = await fetch(`${base}/jobs`, { headers: { 'x-api-key': key } });
+  await res.arrayBuffer();
+  return { status: res.status, policy: res.headers.get('ratelimit-policy'), limit: res.headers.get('ratelimit') };
+}
+
+/** GET /jobs with curl, its header block parsed as written on the wire. */
+async function fieldsByCurl(base: string, key: string): Promise<Fields> {
+  const { stdout } = await promisify(execFile)('curl', ['-sS', '-o', '/dev/null', '-D', '-', '-H', `x-api-key: ${key}`, `${base}/jobs`]);
+  const lines = stdout.split('\r\n');
+  const header = (name: string) => lines.find((l) => l.toLowerCase().startsWith(`${name}:`))?.slice(name.length + 1).trim() ?? null;
+  return { status: Number(/^HTTP\/[\d.]+ (\d{3})/.exec(lines[0]!)![1]), policy: header('ratelimit-policy'), limit: header('ratelimit') };
+}
+
+/** The draft's Service Limit Item as this gateway writes it: `"default";r=<remaining>;t=<seconds>`. */
+function serviceLimit(value: string | null): { r: number; t: number } {
+  const m = /^"default";r=(\d+);t=(\d+)$/.exec(value ?? '');
+  expect(m, `RateLimit: ${value}`).to.not.equal(null);
+  return { r: Number(m![1]), t: Number(m![2]) };
+}
+
+/**
+ * LIMIT + 1 requests one after another in one window, read by `read`: the
+ * remaining count goes down by one per request to 0 and the request past
+ * the limit is the 429 with r=0. The window is a second long; should one end
+ * mid-sequence on a loaded machine (a remaining count that goes back up),
+ * the sequence is sent again with a new key.
+ */
+async function expectCountdown(base: string, newKey: () => Promise<string>, read: (base: string, key: string) => Promise<Fields>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    const key = await newKey();
+    const seen: Fields[] = [];
+    for (let i = 0; i <= LIMIT; i++) seen.push(await read(base, key));
+    const rs = seen.map((f) => serviceLimit(f.limit).r);
+    if (rs.some((r, i) => i > 0 && r > rs[i - 1]!) && attempt < 3) continue;
+    expect(seen.map((f) => f.status)).to.deep.equal([...Array(LIMIT).fill(200), 429]);
+    expect(rs).to.deep.equal([...Array.from({ length: LIMIT }, (_, i) => LIMIT - 1 - i), 0]);
+    for (const f of seen) {
+      expect(f.policy).to.equal(`"default";q=${LIMIT};w=1`);
+      expect(serviceLimit(f.limit).t).to.be.within(0, 1);
+    }
+    return;
+  }
 }
 
 /** Polls until `base` serves `key` again; the time it took. */
@@ -100,6 +155,18 @@ describe('api-gateway: rate limit', function () {
     expectRefusals(answers, 3);
     const other = await burst(gw.url, b, LIMIT);
     expect(other.map((x) => x.status)).to.deep.equal(Array(LIMIT).fill(200));
+  });
+
+  it('says where the budget stands in RateLimit and RateLimit-Policy (fetch and curl): r counts down to 0, and the 429 has r=0', async () => {
+    await expectCountdown(gw.url, () => keyOf(), fieldsByFetch);
+    await expectCountdown(gw.url, () => keyOf(), fieldsByCurl);
+    // Answers of every kind past authentication carry them: a 404 too; a request refused before counting (no key) does not.
+    const key = await keyOf();
+    const missing = await fetch(`${gw.url}/jobs/${ID}`, { headers: { 'x-api-key': key } });
+    expect([missing.status, missing.headers.get('ratelimit-policy'), serviceLimit(missing.headers.get('ratelimit')).r])
+      .to.deep.equal([404, `"default";q=${LIMIT};w=1`, LIMIT - 1]);
+    const anonymous = await fetch(`${gw.url}/jobs`);
+    expect([anonymous.status, anonymous.headers.get('ratelimit'), anonymous.headers.get('ratelimit-policy')]).to.deep.equal([401, null, null]);
   });
 
   it('counts every endpoint against one budget and refuses on every endpoint once it is spent', async () => {
@@ -193,6 +260,8 @@ describe('api-gateway: rate limit', function () {
         expect(a).to.deep.equal({ status: 503, body: { error: RATE_COUNTER_UNAVAILABLE }, retryAfter: '1' });
         expect(Date.now() - t).to.be.below(REDIS_COMMAND_TIMEOUT_MS);
       }
+      // Nothing was counted: no RateLimit field claims a remaining count.
+      expect((await fieldsByFetch(og.url, key)).limit).to.equal(null);
       expect(logs.text().match(/rate limit counter unreachable/g)).to.have.length(1);
       await own.start();
       await servedAgain(og.url, key, 5000);
@@ -226,6 +295,7 @@ describe('api-gateway: rate limit', function () {
       const answers = await burst(local.url, key, LIMIT + 2);
       expect(served(answers)).to.equal(LIMIT);
       expectRefusals(answers, 2);
+      await expectCountdown(local.url, async () => (await local.newKey()).key, fieldsByFetch);
     } finally {
       await local.stop();
     }
