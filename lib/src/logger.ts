@@ -57,27 +57,6 @@ export function redactUrls(text: string): string {
     .replace(/\b(https?:\/\/[^\s?#'"<>]+)[?#][^\s'"<>]*/gi, '$1?…');
 }
 
-/** `name=value` and `name: value` of a secret-named field in a text (`storage` and `credentials` name objects, not values). */
-const SECRET_PAIR = new RegExp(
-  `\\b(${SECRET_FIELDS.filter((f) => f !== 'storage' && f !== 'credentials').map((f) => f.replace(/[-_]/g, '[-_]?')).join('|')})`
-  + `(["']?\\s*[=:]\\s*)((?:Bearer |Basic )?(?:"[^"]*"|'[^']*'|[^\\s&;,]+))`,
-  'gi',
-);
-
-/**
- * The first line of a failure's cause that says something, fit for a log
- * line: URLs without credentials or queries (redactUrls), the value of any
- * secret-named `key=value` or `key: value` censored, at most 200
- * characters. Tools print their cause first (yt-dlp's `ERROR: …`); what
- * follows is detail a log line does not need.
- */
-export function cleanCause(text: string | null | undefined): string | undefined {
-  const line = text?.split(/\r?\n/).map((l) => l.trim()).find(Boolean);
-  if (!line) return undefined;
-  const clean = redactUrls(line).replace(SECRET_PAIR, `$1$2${CENSOR}`);
-  return clean.length > 200 ? `${clean.slice(0, 199)}…` : clean;
-}
-
 /**
  * An error as log fields: name, code, HTTP status and reason, and a short
  * message with URLs stripped of their queries. Never a response body:

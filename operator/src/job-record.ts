@@ -60,13 +60,19 @@ export function manifestFingerprint(mj: Pick<MediaJob, 'spec'>): Buffer {
 /**
  * What a status mirror would make of the row, as far as the API shows it:
  * two equal fingerprints write the same status, step, progress, error,
- * reason and file. expectedBytes is the runner's (the row keeps only the
- * reservation made of it), so a row read back has none.
+ * reason, file, cause line and download figures. expectedBytes is the
+ * runner's (the row keeps only the reservation made of it), so a row read
+ * back has none; the download figures are compared as the runner wrote
+ * them, so a row read back has none either (the next figures are written).
  */
 function mirrorFingerprint(
-  jobId: string, s: Pick<MediaJobStatus, 'status' | 'step' | 'progress' | 'error' | 'reason' | 'expectedBytes'> & { storageKey?: string | null },
+  jobId: string,
+  s: Pick<MediaJobStatus, 'status' | 'step' | 'progress' | 'error' | 'reason' | 'expectedBytes' | 'errorDetail' | 'download'> & { storageKey?: string | null },
 ): string {
-  return JSON.stringify([jobId, s.status, s.step, s.progress, s.error ?? null, s.reason ?? null, s.storageKey ?? null, s.expectedBytes ?? null]);
+  return JSON.stringify([
+    jobId, s.status, s.step, s.progress, s.error ?? null, s.reason ?? null, s.storageKey ?? null, s.expectedBytes ?? null,
+    s.errorDetail ?? null, s.download ?? null,
+  ]);
 }
 
 /** Whether the row belongs to this MediaJob; rows from before MediaJobs were recorded by name trust the id. */

@@ -170,11 +170,17 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
     const attemptStart = timeOf(o.job?.status?.startTime) ?? timeOf(o.pod?.status?.startTime);
     // The termination message is this pod's own; the status may still hold an earlier attempt's when the final patch was lost.
     const phases = phaseSecondsOf(report?.phaseSeconds) ?? phaseSecondsOf(cur.phaseSeconds);
+    // The read of the source is over: its speed and time left say nothing more.
+    const settled = next.download && settledDownload(next.download);
+    if (settled) next.download = settled;
+    else delete next.download;
+    if (report?.errorDetail) next.errorDetail = report.errorDetail;
     if (complete && result) {
       Object.assign(next, { status: 'Completed', step: 'Finished', progress: 100, result });
       delete next.error;
       delete next.errorType;
       delete next.category;
+      delete next.errorDetail;
     } else if (exitCode === RUNNER_EXIT.warning || (exitCode === undefined && cur.errorType === 'warning')) {
       Object.assign(next, { status: 'Warning', errorType: 'warning', error: report?.error ?? cur.error ?? 'The media is not available' });
     } else if (exitCode === RUNNER_EXIT.skipped) {
@@ -216,6 +222,12 @@ export function deriveStatus(o: Observed, now: Date): MediaJobStatus | typeof WA
   return next;
 }
 
+/** Download figures once the read is over: bytes only. */
+function settledDownload(d: NonNullable<MediaJobStatus['download']>): MediaJobStatus['download'] {
+  const { speedBps: _s, etaSeconds: _e, ...bytes } = d;
+  return Object.keys(bytes).length ? bytes : undefined;
+}
+
 /** The record of the attempt that just ended, as `next` says it ended. */
 function attemptRecord(
   o: Observed, next: MediaJobStatus, category: string | undefined, startTime: string | undefined, finishTime: string, phases: RunnerPhaseSeconds | undefined,
@@ -253,7 +265,7 @@ function withAttempt(list: MediaJobAttempt[] | undefined, a: MediaJobAttempt): M
 function awaitingRetry(o: Observed, failed: MediaJobStatus, attempt: MediaJobAttempt, finishedAt: number, nowStr: string): MediaJobStatus {
   const cur = o.mj.status ?? {};
   const {
-    error: _e, errorType: _t, category: _c, result: _r, finishTime: _f, phaseSeconds: _p, defence: _d, ...kept
+    error: _e, errorType: _t, category: _c, result: _r, finishTime: _f, phaseSeconds: _p, defence: _d, errorDetail: _x, download: _l, ...kept
   } = failed;
   const retryAt = timeOf(new Date(finishedAt + attempt.retryAfterSeconds! * 1000))!;
   const next: MediaJobStatus = {

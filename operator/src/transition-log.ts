@@ -9,7 +9,8 @@
 // memory, which forgets a job when it goes. What a line may never carry: a
 // signed URL, a credential, a query string (the storage key and the
 // destination type say where; lib's cleanCause cleans the cause).
-import { cleanCause, redactUrls, type Logger } from '@mediajobs/lib/logger';
+import { cleanCause } from '@mediajobs/lib/cause-line';
+import { redactUrls, type Logger } from '@mediajobs/lib/logger';
 import { jobIdOf, type MediaJob, type MediaJobStatus } from '@mediajobs/lib/mediajob/types';
 import { isCancelStatus } from '@mediajobs/lib/job-cancellation';
 import type { Announced } from './transition-events.js';
@@ -75,7 +76,7 @@ function ended(mj: MediaJob, s: MediaJobStatus, line: Line): TransitionLine | un
   }
 }
 
-/** The cause as a log field, cleaned (lib/src/logger.ts cleanCause); nothing when there is none. */
+/** The cause as a log field, cleaned (lib/src/cause-line.ts); nothing when there is none. */
 function cause(error: string | undefined): { cause?: string } {
   const clean = cleanCause(error);
   return clean ? { cause: clean } : {};

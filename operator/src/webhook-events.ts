@@ -1,7 +1,10 @@
 // Every webhook payload the operator sends (spec "Events"): the transition
-// events (job_processing, job_completed, job_failed, job_skipped; and
-// job_cancelled, whose payload is lib/src/job-cancellation.ts's) and the
-// progress stages of jobs that asked for them (enable_progress_webhook).
+// events (job_processing, job_completed, job_failed, job_skipped; job_warning
+// and job_cancelled, additions to the spec's, docs/adr/0029: every job that
+// ends sends exactly one terminal event; job_cancelled's payload is
+// lib/src/job-cancellation.ts's) and the progress stages of jobs that asked
+// for them (enable_progress_webhook). Which of them a job's webhook gets is
+// its webhookEvents filter's, applied where they are queued (the outbox).
 // Pure: given the row's old status and the status being mirrored, the
 // events to write to the outbox in the same transaction (lib/src/db/jobs.ts
 // syncStatus writes them through lib/src/db/outbox.ts; operator/src/outbox.ts
@@ -21,6 +24,7 @@ import { PROGRESS_STAGES, stagesReachedAt } from '@mediajobs/lib/mediajob/progre
 import type { JobRow } from '@mediajobs/lib/db/jobs';
 import type { OutboxEvent } from '@mediajobs/lib/db/outbox';
 import { isCancelStatus, jobCancelledEvent } from '@mediajobs/lib/job-cancellation';
+import { cleanCause } from '@mediajobs/lib/cause-line';
 
 export { PROGRESS_STAGES, type ProgressStage } from '@mediajobs/lib/mediajob/progress-stages';
 
@@ -46,16 +50,27 @@ export function eventsFor(old: string, s: MediaJobStatus, row: JobRow, mj: Media
       events.push({ type: 'job_completed', payload: completedPayload(s, base, mj, urls) });
       break;
     case 'Failed':
-      events.push({ type: 'job_failed', payload: { type: 'job_failed', ...base, status: 'failed', error: s.error ?? 'Processing failed' } });
+      events.push({ type: 'job_failed', payload: { type: 'job_failed', ...base, status: 'failed', error: s.error ?? 'Processing failed', ...detail(s) } });
+      break;
+    case 'Warning':
+      // A content issue sends no job_failed (spec), but its own terminal event (ADR 0029).
+      events.push({
+        type: 'job_warning', payload: { type: 'job_warning', ...base, status: 'warning', error: s.error ?? 'The media is not available', ...detail(s) },
+      });
       break;
     case 'Skipped':
       events.push({ type: 'job_skipped', payload: { type: 'job_skipped', ...base, status: 'skipped', reason: s.reason ?? s.error ?? 'skipped' } });
       break;
     default:
-      // Warning: a content issue sends no job_failed (spec).
       break;
   }
   return events;
+}
+
+/** The cause's cleaned line (the runner's status.errorDetail, cleaned again: a runner writes its own status), when there is one. */
+function detail(s: MediaJobStatus): { error_detail?: string } {
+  const line = cleanCause(s.errorDetail);
+  return line ? { error_detail: line } : {};
 }
 
 function completedPayload(s: MediaJobStatus, base: { job_id: string; url: string }, mj: MediaJob, urls: DownloadUrls): Record<string, unknown> {
@@ -77,13 +92,35 @@ export function stagesReached(s: Pick<MediaJobStatus, 'status' | 'step' | 'progr
   return stagesReachedAt(s.step, s.progress);
 }
 
-/** The progress events a status announces (the outbox keeps only the first of each). */
+/**
+ * The progress events a status announces (the outbox keeps only the first
+ * of each), with the download's figures as the status has them (API
+ * field names, each only when known): a stage of the step the runner is in
+ * gets them all; a stage of an earlier step, reached on the way, gets the
+ * bytes once the download is over (they are final then) and never a speed
+ * or time left.
+ */
 export function progressEvents(s: MediaJobStatus, row: RowRef): OutboxEvent[] {
-  return PROGRESS_STAGES.slice(0, stagesReached(s)).map(({ stage, percent }) => ({
+  const now = downloadFields(s);
+  const { speed_bps: _s, eta_seconds: _e, ...settled } = now;
+  const downloaded = s.step !== undefined && s.step !== 'Queued' && s.step !== 'Downloading';
+  return PROGRESS_STAGES.slice(0, stagesReached(s)).map(({ stage, step, percent }) => ({
     type: 'progress',
     key: `progress:${stage}`,
-    payload: { type: 'progress', job_id: row.id, url: row.url, stage, progress_percent: percent },
+    payload: {
+      type: 'progress', job_id: row.id, url: row.url, stage, progress_percent: percent,
+      ...(step === s.step ? now : downloaded ? settled : {}),
+    },
   }));
+}
+
+/** status.download as the API names its fields (GET /jobs/{id}, progress events); an unknown figure is left out. */
+export function downloadFields(s: Pick<MediaJobStatus, 'download'>): Record<string, number> {
+  const d = s.download;
+  if (!d) return {};
+  return Object.fromEntries(Object.entries({
+    downloaded_bytes: d.downloadedBytes, total_bytes: d.totalBytes, speed_bps: d.speedBps, eta_seconds: d.etaSeconds,
+  }).filter((e): e is [string, number] => typeof e[1] === 'number' && Number.isFinite(e[1]) && e[1] >= 0));
 }
 
 /**

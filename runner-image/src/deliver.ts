@@ -41,6 +41,13 @@ export interface DeliveryContext {
   steps: JobSteps;
   logger: Logger;
   signal?: AbortSignal;
+  /**
+   * A direct read's source size, every format's as its server said (none
+   * for a clip, which reads a part): the bytes read are reported as the
+   * share of the media's duration read (ffmpeg tells how far it got, not
+   * what it fetched).
+   */
+  sourceBytes?: number;
 }
 
 export type Delivered = { ok: true; uploaded: Extract<UploadOutcome, { ok: true }>; plan: MuxPlan };
@@ -86,13 +93,23 @@ export async function deliver(ctx: DeliveryContext, inputs: MuxInput[], reading:
   logger.info({ video: plan.codecs.video, audio: plan.codecs.audio, clip, streaming: plan.streaming, reading }, 'muxing');
   // The check's span is the request's (the spec's clip), not the plan's.
   const asked = { ...(ctx.live ? {} : { clip: clipOf(ctx.spec) }), ...(end !== undefined ? { mediaSeconds: end } : {}) };
-  const pass: Pass = { ctx, plan, expected: expectedOf(plan, container, asked), reading, failed, onProgress: reading ? steps.withinStep('Downloading') : steps.withinStep('Muxing') };
+  const pass: Pass = { ctx, plan, expected: expectedOf(plan, container, asked), reading, failed, onProgress: reading ? readProgress(ctx) : steps.withinStep('Muxing') };
   return plan.streaming ? deliverStreamed(pass) : deliverFile(pass, output);
 }
 
+/** A direct read's progress: the share of the duration read, and that share of the source's bytes when their size is known. */
+function readProgress(ctx: DeliveryContext): (fraction: number) => void {
+  const downloading = ctx.steps.withinStep('Downloading');
+  const total = ctx.sourceBytes;
+  return (fraction) => downloading(fraction, total === undefined ? undefined : { downloaded: Math.floor(Math.min(1, fraction) * total), total });
+}
+
 /** After a pass that was also the download, its muxing is done too. */
-function afterReading({ ctx: { steps }, reading }: Pass): void {
-  if (reading && steps.step === 'Downloading') steps.enter('Muxing');
+function afterReading({ ctx: { steps }, reading, onProgress }: Pass): void {
+  if (!reading || steps.step !== 'Downloading') return;
+  // The whole source was read: its last figures say so before the step moves on.
+  onProgress(1);
+  steps.enter('Muxing');
 }
 
 /**

@@ -118,7 +118,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   ), { stderr: f.run.stderr, afterProbe, answers: egressAnswers(), mediaUrls, now: Date.now() });
 
   // A fresh attempt clears whatever an earlier attempt of the pod reported.
-  steps.enter('Downloading', { result: null, error: null, errorType: null, reason: null, phaseSeconds: null, defence: null });
+  steps.enter('Downloading', { result: null, error: null, errorType: null, errorDetail: null, reason: null, phaseSeconds: null, defence: null, download: null });
   if ('error' in ctx.destination) {
     return steps.fail(classification('storage_unreachable'), { err: errFields(ctx.destination.error) });
   }
@@ -175,6 +175,8 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   const read = !live && choice ? await readableInputs(choice, tools, signal, clipRead) : undefined;
   const direct = read?.inputs;
   if (direct) early?.cancel();
+  const sizes = choice && read ? choice.formats.map((f) => read.bytes.get(f.format_id)) : [];
+  if (direct && !clip && sizes.length && sizes.every((n) => n !== undefined)) delivery.sourceBytes = sizes.reduce<number>((a, n) => a + n!, 0);
   // What it will deliver, for the key's storage reservation; a recording's size is anyone's guess.
   const expected = live ? undefined : expectedDeliveryBytes(choice?.formats ?? formatsById(info, formatIds), info.duration, clip, read?.bytes);
   if (expected !== undefined) {

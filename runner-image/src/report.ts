@@ -9,11 +9,12 @@ import https from 'node:https';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
-import { GROUP, MEDIAJOB_PLURAL, VERSION, type JobStep, type MediaJobStatus, type RunnerReport } from '@mediajobs/lib/mediajob/types';
+import { GROUP, MEDIAJOB_PLURAL, VERSION, type JobStep, type MediaJobStatus, type RunnerDownload, type RunnerReport } from '@mediajobs/lib/mediajob/types';
 
 /** The status fields the runner owns (spine.md): everything else is the operator's. */
 export type RunnerStatus = Pick<
-  MediaJobStatus, 'step' | 'progress' | 'expectedBytes' | 'result' | 'error' | 'errorType' | 'reason' | 'category' | 'phaseSeconds' | 'defence' | 'tools'
+  MediaJobStatus, 'step' | 'progress' | 'expectedBytes' | 'result' | 'error' | 'errorType' | 'errorDetail' | 'reason' | 'category' | 'phaseSeconds'
+  | 'defence' | 'tools' | 'download'
 >;
 /**
  * A merge patch of those fields; null removes a field (left over from an
@@ -182,6 +183,9 @@ export class StatusReporter {
   private step: JobStep | undefined;
   private progress = -1;
   private pendingProgress: number | undefined;
+  /** The download's figures waiting for the next progress patch, and the last ones sent (as JSON). */
+  private pendingDownload: RunnerDownload | undefined;
+  private sentDownload = '';
   private progressTimer: NodeJS.Timeout | undefined;
   /** Patches that failed after every attempt (the job goes on regardless). */
   failures = 0;
@@ -211,17 +215,23 @@ export class StatusReporter {
     this.cancelPendingProgress();
     this.step = step;
     this.progress = progress;
+    if (extra.download !== undefined) this.sentDownload = JSON.stringify(extra.download);
     return this.enqueue({ ...extra, step, progress }, this.attempts);
   }
 
   /**
-   * Progress within the current step. Throttled: at most one patch per
-   * interval, the latest value wins, and it never goes backwards.
+   * Progress within the current step, with the download's figures while
+   * the source is read. Throttled: at most one patch per interval, the
+   * latest value wins; progress never goes backwards, and figures that
+   * changed go out even when the percent did not.
    */
-  setProgress(progress: number): void {
+  setProgress(progress: number, download?: RunnerDownload): void {
     const p = Math.max(0, Math.min(100, Math.floor(progress)));
-    if (p <= Math.max(this.progress, this.pendingProgress ?? -1)) return;
-    this.pendingProgress = p;
+    const moved = p > Math.max(this.progress, this.pendingProgress ?? -1);
+    const figures = download !== undefined && JSON.stringify(download) !== this.sentDownload;
+    if (!moved && !figures) return;
+    if (moved) this.pendingProgress = p;
+    if (figures) this.pendingDownload = download;
     const wait = this.lastProgressAt + this.progressIntervalMs - Date.now();
     if (wait <= 0) this.flushProgress();
     else this.progressTimer ??= setTimeout(() => this.flushProgress(), wait);
@@ -230,18 +240,23 @@ export class StatusReporter {
   private flushProgress(): void {
     this.progressTimer = undefined;
     const p = this.pendingProgress;
+    const download = this.pendingDownload;
     this.pendingProgress = undefined;
-    if (p === undefined || p <= this.progress) return;
-    this.progress = p;
+    this.pendingDownload = undefined;
+    const moved = p !== undefined && p > this.progress;
+    if (!moved && !download) return;
+    if (moved) this.progress = p;
     this.lastProgressAt = Date.now();
+    if (download) this.sentDownload = JSON.stringify(download);
     // One attempt: the next update or step change supersedes a lost one.
-    void this.enqueue({ step: this.step, progress: p }, 1);
+    void this.enqueue({ step: this.step, progress: this.progress, ...(download && { download }) }, 1);
   }
 
   private cancelPendingProgress(): void {
     if (this.progressTimer) clearTimeout(this.progressTimer);
     this.progressTimer = undefined;
     this.pendingProgress = undefined;
+    this.pendingDownload = undefined;
   }
 
   /**
@@ -279,6 +294,7 @@ export class StatusReporter {
       result: report.result ?? null,
       error: report.error ?? null,
       errorType: report.errorType ?? null,
+      errorDetail: report.errorDetail ?? null,
       reason: report.reason ?? null,
       // What the operator's retry policy reads (docs/adr/0018).
       category: report.category ?? null,
@@ -366,7 +382,7 @@ export function terminationMessage(report: RunnerReport): string {
   // Still too long (a huge storage key?): keep what the operator cannot do without.
   return JSON.stringify({
     outcome: report.outcome, step: report.step, progress: report.progress, error: report.error, errorType: report.errorType, reason: report.reason,
-    category: report.category, phaseSeconds: report.phaseSeconds, defence: report.defence, tools: report.tools,
+    errorDetail: report.errorDetail, category: report.category, phaseSeconds: report.phaseSeconds, defence: report.defence, tools: report.tools,
   });
 }
 

@@ -1,10 +1,12 @@
 // Where a job is (its step and progress), how that is reported, and how a
 // failure becomes a report: one tracker per job, shared by the pipeline and
 // the delivery, so no step is entered without being reported.
+import { cleanCause } from '@mediajobs/lib/cause-line';
 import { redactUrls, type Logger } from '@mediajobs/lib/logger';
-import type { JobStep, RunnerPhase, RunnerPhaseSeconds, RunnerReport } from '@mediajobs/lib/mediajob/types';
+import type { JobStep, RunnerDownload, RunnerPhase, RunnerPhaseSeconds, RunnerReport } from '@mediajobs/lib/mediajob/types';
 import { COMPLETED_PERCENT, STEP_SPANS, type ProgressStep } from '@mediajobs/lib/mediajob/progress-stages';
 import type { RunResult } from './child.js';
+import { ByteRate, type SourceBytes } from './byte-rate.js';
 import type { Classification } from './classify.js';
 import type { RunnerStatusPatch, StatusReporter } from './report.js';
 
@@ -25,9 +27,14 @@ export class JobSteps {
   private readonly spent = new Map<RunnerPhase, number>();
   /** When the current step was entered; undefined before the first enter() and once Finished. */
   private since: number | undefined;
+  /** The read of the source in bytes (status.download), once its reader said any. */
+  private download: RunnerDownload | undefined;
+  private rate: ByteRate;
 
   /** `now` is a millisecond clock (tests give their own). */
-  constructor(private readonly reporter: StatusReporter, private readonly logger: Logger, private readonly now: () => number = () => performance.now()) {}
+  constructor(private readonly reporter: StatusReporter, private readonly logger: Logger, private readonly now: () => number = () => performance.now()) {
+    this.rate = new ByteRate(now);
+  }
 
   /**
    * Enter `next` at its starting progress and report it, with `also` (the
@@ -41,7 +48,24 @@ export class JobSteps {
     this.since = next === 'Finished' ? undefined : at;
     this.step = next;
     this.progress = STEP_PROGRESS[next];
-    if (next !== 'Finished') void this.reporter.setStep(next, this.progress, also);
+    if (next !== 'Finished') void this.reporter.setStep(next, this.progress, { ...also, ...this.downloadLeft(next) });
+  }
+
+  /**
+   * What a step change says of the download: past it, its bytes without a
+   * speed or time left; back at it (a direct read that gave way to yt-dlp),
+   * nothing, since the read starts over.
+   */
+  private downloadLeft(next: Step): RunnerStatusPatch {
+    if (!this.download) return {};
+    if (next === 'Downloading') {
+      this.download = undefined;
+      this.rate = new ByteRate(this.now);
+      return { download: null };
+    }
+    const { speedBps: _s, etaSeconds: _e, ...bytes } = this.download;
+    this.download = bytes;
+    return { download: bytes };
   }
 
   /** Add the time since the current step was entered to its phase. */
@@ -67,17 +91,22 @@ export class JobSteps {
     return out;
   }
 
-  /** A progress callback for the work of `step`, over that step's span of the stage table. */
-  withinStep(step: ProgressStep): (fraction: number) => void {
+  /**
+   * A progress callback for the work of `step`, over that step's span of
+   * the stage table. The Downloading step's reader also gives the bytes it
+   * has read of the source, when it knows them (status.download).
+   */
+  withinStep(step: ProgressStep): (fraction: number, bytes?: SourceBytes) => void {
     const { start, end } = STEP_SPANS[step];
-    return this.within(start, end - start);
+    return this.within(start, end - start, step === 'Downloading');
   }
 
   /** A progress callback for a part of the job spanning `span` points from `start`; progress never goes back. */
-  private within(start: number, span: number): (fraction: number) => void {
-    return (fraction) => {
+  private within(start: number, span: number, reading: boolean): (fraction: number, bytes?: SourceBytes) => void {
+    return (fraction, bytes) => {
       this.progress = Math.max(this.progress, Math.floor(start + span * Math.min(1, Math.max(0, fraction))));
-      this.reporter.setProgress(this.progress);
+      if (reading && bytes && this.step === 'Downloading') this.download = this.rate.figures(bytes);
+      this.reporter.setProgress(this.progress, reading && this.step === 'Downloading' ? this.download : undefined);
     };
   }
 
@@ -88,12 +117,25 @@ export class JobSteps {
    */
   fail(c: Classification, detail?: Record<string, unknown>): RunnerReport {
     this.logger.warn({ step: this.step, category: c.category, ...detail }, 'job did not complete');
+    const errorDetail = causeOf(detail);
     return {
       step: this.step, progress: this.progress, outcome: c.outcome, error: c.error, category: c.category,
       ...(c.errorType ? { errorType: c.errorType } : {}), ...(c.reason ? { reason: c.reason } : {}),
+      ...(errorDetail ? { errorDetail } : {}),
       phaseSeconds: this.phaseSeconds(),
     };
   }
+}
+
+/**
+ * What a failure's detail says of its cause, as the API shows it
+ * (error_detail): the tool's output (toolDetail's stderr), else the error's
+ * message (errFields'), cleaned by lib's one cleaner.
+ */
+function causeOf(detail: Record<string, unknown> | undefined): string | undefined {
+  if (typeof detail?.stderr === 'string') return cleanCause(detail.stderr);
+  const err = detail?.err as { message?: unknown } | undefined;
+  return typeof err?.message === 'string' ? cleanCause(err.message) : undefined;
 }
 
 /** The last lines of a tool's output, URLs redacted, bounded: for the log. */

@@ -10,6 +10,7 @@ import { runProcess, type RunResult } from './child.js';
 import { activeEgress } from './egress-proxy.js';
 import { networkInputArgs } from './ffmpeg.js';
 import { expectedBytes, type YtDlpInfo } from './plan.js';
+import type { SourceBytes } from './byte-rate.js';
 
 export interface YtDlpOptions {
   bin: string;
@@ -177,9 +178,13 @@ export function parseProgressLine(line: string): { status: string; downloaded?: 
 export class DownloadProgress {
   private readonly weights: Map<string, number>;
   private readonly done = new Map<string, number>();
+  /** Per format, the bytes yt-dlp has read of it and its size (its own, else the probe's), as last said. */
+  private readonly read = new Map<string, number>();
+  private readonly sizes = new Map<string, number | undefined>();
 
   constructor(info: YtDlpInfo, formatIds: string[]) {
     const sizes = formatIds.map((id) => expectedBytes(info, id));
+    formatIds.forEach((id, i) => this.sizes.set(id, sizes[i]));
     const known = sizes.every((s) => s !== undefined);
     const total = known ? sizes.reduce<number>((a, s) => a + (s ?? 0), 0) : formatIds.length;
     this.weights = new Map(formatIds.map((id, i) => [id, known && total > 0 ? (sizes[i] ?? 0) / total : 1 / formatIds.length]));
@@ -196,15 +201,35 @@ export class DownloadProgress {
       // Estimates can overshoot; a file is only complete when yt-dlp says so.
       this.done.set(p.formatId, Math.max(this.done.get(p.formatId) ?? 0, p.status === 'finished' ? 1 : Math.min(0.99, f)));
     }
+    if (this.weights.has(p.formatId)) {
+      const size = p.total ?? p.estimate ?? this.sizes.get(p.formatId);
+      if (p.downloaded !== undefined) this.read.set(p.formatId, Math.max(this.read.get(p.formatId) ?? 0, p.downloaded));
+      // A finished file is as large as what was read of it, whatever was estimated.
+      this.sizes.set(p.formatId, p.status === 'finished' ? this.read.get(p.formatId) ?? size : size);
+    }
     let sum = 0;
     for (const [id, w] of this.weights) sum += w * (this.done.get(id) ?? 0);
     return Math.min(1, sum);
   }
+
+  /**
+   * Bytes read of every format so far, and their sum of sizes when each
+   * one's is known (yt-dlp's total or estimate, else the probe's);
+   * undefined until yt-dlp said a byte count.
+   */
+  bytes(): SourceBytes | undefined {
+    if (!this.read.size) return undefined;
+    let downloaded = 0;
+    for (const n of this.read.values()) downloaded += n;
+    const sizes = [...this.sizes.values()];
+    const known = sizes.every((n) => n !== undefined);
+    return { downloaded, ...(known && { total: sizes.reduce<number>((a, n) => a + (n ?? 0), 0) }) };
+  }
 }
 
 export interface DownloadOptions extends YtDlpOptions {
-  /** Gets the overall fraction downloaded. */
-  onProgress?: (fraction: number) => void;
+  /** Gets the overall fraction downloaded, and the bytes once yt-dlp counts them. */
+  onProgress?: (fraction: number, bytes?: SourceBytes) => void;
   /** Called as each format's file is complete, before the others are (to probe it meanwhile). */
   onFile?: (file: DownloadedFile) => void;
   /** A run started ahead (startYtDlp) to use instead of starting one now. */
@@ -247,7 +272,8 @@ export async function download(
     (line) => {
       const p = parseProgressLine(line);
       if (p) {
-        opts.onProgress?.(progress.update(p));
+        const fraction = progress.update(p);
+        opts.onProgress?.(fraction, progress.bytes());
         return;
       }
       if (line.startsWith(`${FILE_TAG} `)) {

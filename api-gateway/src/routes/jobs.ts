@@ -243,5 +243,11 @@ export async function jobResponse(job: JobDetail, deps: Pick<JobsRouteDeps, 'pre
     // Present only when the file exists (spec: subtitle and thumbnail URLs).
     ...(job.subtitle_key && { subtitle_key: job.subtitle_key, subtitle_url: subtitleUrl }),
     ...(job.thumbnail_key && { thumbnail_key: job.thumbnail_key, thumbnail_url: thumbnailUrl }),
+    // Each only when known (issue 38): the download's figures, and a failed or warned job's cleaned cause.
+    ...(job.downloaded_bytes !== null && { downloaded_bytes: job.downloaded_bytes }),
+    ...(job.total_bytes !== null && { total_bytes: job.total_bytes }),
+    ...(job.speed_bps !== null && { speed_bps: job.speed_bps }),
+    ...(job.eta_seconds !== null && { eta_seconds: job.eta_seconds }),
+    ...(job.error_detail !== null && { error_detail: job.error_detail }),
   };
 }

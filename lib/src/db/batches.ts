@@ -169,13 +169,13 @@ export async function insertBatch(pool: pg.Pool, batch: NewBatch, episodes: read
     if (batch.keyRow) await insertKeyRow(client, batch.keyRow);
     const row = await client.query(
       `INSERT INTO batches (id, api_key_id, kind, show_url, folder, status, total_episodes, webhook_url_enc, destination, cr_namespace, cr_name,
-                            episode_jobs, cr_created_at, from_manifest)
-       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, CASE WHEN $12::boolean THEN now() END, $12::boolean
+                            episode_jobs, cr_created_at, from_manifest, webhook_events)
+       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13, CASE WHEN $12::boolean THEN now() END, $12::boolean, $14
         WHERE NOT $12::boolean OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $2 AND k.revoked_at IS NULL)
        ON CONFLICT (id) DO NOTHING RETURNING id`,
       [batch.id, batch.apiKeyId, batch.kind, batch.showUrl, batch.folder, batch.paused ? 'paused' : 'processing', episodes.length,
         batch.webhookUrl?.(sealedAt.batchWebhook(batch.id)) ?? null, JSON.stringify(where.destination), batch.crNamespace, batch.crName, batch.fromManifest ?? false,
-        episodes.map((e) => e.id)]);
+        episodes.map((e) => e.id), batch.options.webhookEvents ?? null]);
     if (!row.rowCount) {
       const known = await client.query('SELECT 1 FROM batches WHERE id = $1', [batch.id]);
       return known.rowCount ? { outcome: 'exists' } : { outcome: 'invalid_owner' };

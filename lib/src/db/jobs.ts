@@ -18,6 +18,7 @@ import type pg from 'pg';
 import type { Destination, JobStatus, MediaJob, MediaJobOptions, MediaJobStatus, Owned, StorageProviderName } from '../mediajob/types.js';
 import { TERMINAL_STATUSES } from '../mediajob/types.js';
 import { withTransaction } from '../pg-client.js';
+import { cleanCause } from '../cause-line.js';
 import { rollUpEpisode, type EpisodeInfo } from './batches.js';
 import { queueJobChatNotification } from './chat-settings.js';
 import { queueEvents, queueUsageReport, type OutboxEvent } from './outbox.js';
@@ -80,6 +81,13 @@ export interface JobDetail extends JobSummary {
   destination: Destination | null;
   /** Sealed download URLs of a job delivered to the user's own storage. */
   result_urls_enc: string | null;
+  /** The cleaned cause of a failed or warned job (status.errorDetail). */
+  error_detail: string | null;
+  /** The runner's figures of its read of the source (status.download), null while unknown. */
+  downloaded_bytes: number | null;
+  total_bytes: number | null;
+  speed_bps: number | null;
+  eta_seconds: number | null;
 }
 
 /** A row as the operator works with it (recording, status mirror, webhook events). */
@@ -569,7 +577,8 @@ const SUMMARY_COLUMNS = `id, url, status, s3_key, error, error_type, step,
   file_size::float8 AS file_size`;
 
 export const GET_JOB = `SELECT ${SUMMARY_COLUMNS}, progress, reason, actual_quality, title, description, release_date,
-  subtitle_key, thumbnail_key, destination, result_urls_enc
+  subtitle_key, thumbnail_key, destination, result_urls_enc, error_detail,
+  downloaded_bytes::float8 AS downloaded_bytes, total_bytes::float8 AS total_bytes, speed_bps::float8 AS speed_bps, eta_seconds
   FROM jobs WHERE id = $1 AND api_key_id = $2`;
 
 /** Undefined for an unknown id and for another key's job alike. */
@@ -763,12 +772,14 @@ export async function mirrorStatus(
       `UPDATE jobs SET status = $2, step = $3, progress = $4, error = $5, error_type = $6, reason = $7,
          s3_key = $8, file_size = $9, actual_quality = $10, title = $11, description = $12, release_date = $13,
          subtitle_key = $14, thumbnail_key = $15, started_at = $16, finished_at = $17, updated_at = now(),
-         reserved_bytes = reserved_bytes + $18
+         reserved_bytes = reserved_bytes + $18, error_detail = $19,
+         downloaded_bytes = $20, total_bytes = $21, speed_bps = $22, eta_seconds = $23
        WHERE id = $1`,
       [jobId, s.status, s.step ?? row.step, s.progress ?? row.progress, s.error ?? null, s.errorType ?? null, s.reason ?? null,
         r?.storageKey ?? null, r?.fileSize ?? null, r?.actualQuality ?? null, r?.title ?? null, r?.description ?? null,
         r?.releaseDate ?? null, r?.subtitleKey ?? null, r?.thumbnailKey ?? null, s.startTime ?? null, s.finishTime ?? null,
-        reservedChange.toString()],
+        reservedChange.toString(), ended === 'Completed' ? null : cleanCause(s.errorDetail) ?? null,
+        ...downloadColumns(s.download, ended !== undefined || s.step !== 'Downloading')],
     );
     // Under the row lock and against what the row holds: a replay of the same status changes nothing.
     if (reservedChange !== 0n) await countStorage(client, [{ api_key_id: row.api_key_id, reserved: reservedChange, uploaded: 0n }]);
@@ -786,6 +797,18 @@ export async function mirrorStatus(
     }
     return { previous: row.status, current: s.status ?? row.status, updated: true };
   });
+}
+
+/**
+ * status.download as the row's columns: a figure the runner did not give
+ * (or gave as nonsense: it writes its own status) is null; speed and time
+ * left only while the source is read (`settled`: it is not any more).
+ */
+function downloadColumns(d: MediaJobStatus['download'], settled: boolean): (number | null)[] {
+  const figure = (n: number | undefined) => (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : null);
+  const eta = figure(d?.etaSeconds);
+  // The column is an int: a wait of 68 years is no figure either.
+  return [figure(d?.downloadedBytes), figure(d?.totalBytes), settled ? null : figure(d?.speedBps), settled || eta === null || eta > 2 ** 31 - 1 ? null : eta];
 }
 
 /** When a job ended, from its status (a kubectl-written one may say anything): never later than now. */

@@ -85,17 +85,27 @@ export async function queueBatchEvents(client: pg.ClientBase, batchId: string, t
   await insertEvents(client, { jobId: null, batchId, idSeed: batchId }, targetEnc, events);
 }
 
+// Only the types the job's or batch's filter names (docs/adr/0029): a job's
+// is its options' webhookEvents, a batch's event its webhook_events; none
+// (the request named none) lets every type through. Read here, in the
+// statement, so every path that queues an event (status mirror,
+// cancellation, batch roll-up) obeys it.
+const INSERT_EVENT = `INSERT INTO outbox (event_id, job_id, batch_id, type, target_enc, payload, attempts, next_attempt_at, created_at)
+  SELECT $1, $2, $3, $4, $5, $6, 0, now(), now()
+   WHERE CASE WHEN $2::uuid IS NOT NULL
+              THEN NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = $2::uuid AND jsonb_typeof(j.options->'webhookEvents') = 'array'
+                                                      AND NOT (j.options->'webhookEvents') ? $4)
+              ELSE NOT EXISTS (SELECT 1 FROM batches b WHERE b.id = $3::uuid AND b.webhook_events IS NOT NULL
+                                                         AND NOT $4 = ANY (b.webhook_events)) END
+  ON CONFLICT (event_id) DO NOTHING`;
+
 async function insertEvents(
   client: pg.ClientBase, subject: { jobId: string | null; batchId: string | null; idSeed: string }, targetEnc: string,
   events: readonly OutboxEvent[],
 ): Promise<void> {
   for (const e of events) {
     const id = eventId(subject.idSeed, e.key ?? e.type);
-    await client.query(
-      `INSERT INTO outbox (event_id, job_id, batch_id, type, target_enc, payload, attempts, next_attempt_at, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, 0, now(), now()) ON CONFLICT (event_id) DO NOTHING`,
-      [id, subject.jobId, subject.batchId, e.type, targetEnc, JSON.stringify({ ...e.payload, event_id: id })],
-    );
+    await client.query(INSERT_EVENT, [id, subject.jobId, subject.batchId, e.type, targetEnc, JSON.stringify({ ...e.payload, event_id: id })]);
   }
   if (events.length) await client.query(`NOTIFY ${OUTBOX_CHANNEL}`);
 }
