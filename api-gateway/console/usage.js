@@ -57,7 +57,9 @@ export function Chart({ id, title, days, value, fmt }) {
         return html`<rect class="bar" x=${PAD.l + i * bw + 1} width=${Math.max(1, bw - 2)} y=${y(v)} height=${H - PAD.b - y(v)}>
           <title>${day(d.start)}: ${fmt(v)}</title></rect>`;
       })}
-      ${[0, Math.floor(days.length / 2), days.length - 1].map((i) => html`<text class="tick" x=${PAD.l + (i + 0.5) * bw} y=${H - 8} text-anchor="middle">${day(days[i].start)}</text>`)}
+      <text class="tick" x=${PAD.l} y=${H - 8} text-anchor="start">${day(days[0].start)}</text>
+      <text class="tick" x=${PAD.l + (W - PAD.l - PAD.r) / 2} y=${H - 8} text-anchor="middle">${day(days[Math.floor(days.length / 2)].start)}</text>
+      <text class="tick" x=${W - PAD.r} y=${H - 8} text-anchor="end">${day(days[days.length - 1].start)}</text>
     </svg>
     <details><summary>Numbers</summary>
       <table><thead><tr><th scope="col">Day</th><th scope="col" class="num">${title}</th></tr></thead>

@@ -17,6 +17,7 @@ import { HttpError, errorResponder, notFound } from './http-errors.js';
 import { requestLogger, type RequestLogLevel } from './request-log.js';
 import { securityHeaders } from './security-headers.js';
 import { openApiRouter } from './openapi/serve.js';
+import { consoleRouter } from './console/serve.js';
 import { inProcessBudget, rateLimit, type RateBudget } from './rate-limit.js';
 import { MarketplaceUsers } from './marketplace.js';
 import { uploadGrantsRouter } from './routes/upload-grants.js';
@@ -163,6 +164,8 @@ export function createApp(deps: AppDeps): express.Express {
   });
   // The API description: open, before the key and rate-limit prefixes (none of which covers it).
   app.use(openApiRouter());
+  // The web console (docs/console.md): open as /docs is; its API calls carry the key the person signs in with.
+  app.use(consoleRouter());
 
   if (deps.files) app.use(filesRouter(deps.files));
   if (deps.uploadGrants) app.use(uploadGrantsRouter({ broker: deps.uploadGrants, logger: log }));

@@ -19,7 +19,7 @@ import { appRoutes, captureLogger, startTestGateway, type TestGateway } from './
 type Json = Record<string, unknown>;
 
 /** Routes whose URL is the credential (a signature), and the probes: no API key. */
-const PUBLIC = new Set(['GET /healthz', 'GET /readyz', 'GET /openapi.json', 'GET /docs', 'GET /files/*key', 'GET /drive-files/*path', `POST ${UPLOAD_GRANT_PATH}/:op`]);
+const PUBLIC = new Set(['GET /healthz', 'GET /readyz', 'GET /openapi.json', 'GET /docs', 'GET /', 'GET /files/*key', 'GET /drive-files/*path', `POST ${UPLOAD_GRANT_PATH}/:op`]);
 
 /** The spec's missing-key message: its own wording on POST /is-short. */
 const missingMessage = (path: string) => (path === '/is-short' ? 'Missing API key' : 'Missing x-api-key header');

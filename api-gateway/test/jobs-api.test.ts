@@ -421,7 +421,7 @@ describe('api-gateway: REST API', function () {
 
   describe('errors', () => {
     it('unknown routes and methods are JSON 404', async () => {
-      for (const [m, p] of [['GET', '/nope'], ['DELETE', '/jobs'], ['PUT', '/jobs/x'], ['GET', '/'], ['POST', '/healthz'], ['GET', '/jobs/a/b']]) {
+      for (const [m, p] of [['GET', '/nope'], ['DELETE', '/jobs'], ['PUT', '/jobs/x'], ['POST', '/'], ['GET', '/console/nope.js'], ['POST', '/healthz'], ['GET', '/jobs/a/b']]) {
         const r = await gw.request(m!, p!, { key: key.key });
         expect(r.status, `${m} ${p}`).to.equal(404);
         expect(r.body, `${m} ${p}`).to.deep.equal({ error: 'Not found' });

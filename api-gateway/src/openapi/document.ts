@@ -284,6 +284,11 @@ export function operations(): Operation[] {
       method: 'get', path: '/docs', operationId: 'docs', tag: 'Service', access: 'open', summary: 'Reference page of this document (Swagger UI)',
       ok: { 200: { description: 'HTML page', content: { 'text/html': { schema: { type: 'string' } } } } },
     },
+    {
+      method: 'get', path: '/', operationId: 'console', tag: 'Service', access: 'open', summary: 'The web console (docs/console.md)',
+      description: 'A page for people: sign in with an API key (kept in the tab\'s sessionStorage) to watch and submit jobs; its modules are under /console/.',
+      ok: { 200: { description: 'HTML page', content: { 'text/html': { schema: { type: 'string' } } } } },
+    },
   ];
 }
 
