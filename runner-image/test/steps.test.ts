@@ -45,6 +45,67 @@ describe('runner steps and the stage table', () => {
     expect(steps.progress).to.equal(99);
   });
 
+  describe('the download in bytes (status.download)', () => {
+    /** A reporter that keeps each patch's download figures. */
+    function figures(now: () => number) {
+      const seen: { step?: string; download?: unknown }[] = [];
+      const reporter = {
+        setStep: async (step: string, _p: number, extra: { download?: unknown } = {}) => { seen.push({ step, ...('download' in extra && { download: extra.download }) }); },
+        setProgress: (_p: number, download?: unknown) => { if (download) seen.push({ download }); },
+      } as unknown as StatusReporter;
+      return { seen, steps: new JobSteps(reporter, pino({ level: 'silent' }), now) };
+    }
+
+    it('bytes at once, a speed once a second has passed, a time left with the total; bytes only once the step moves on', () => {
+      let t = 0;
+      const { seen, steps } = figures(() => t);
+      steps.enter('Downloading');
+      const read = steps.withinStep('Downloading');
+      read(0.1, { downloaded: 100_000, total: 1_000_000 });
+      t = 2000;
+      read(0.3, { downloaded: 300_000, total: 1_000_000 });
+      t = 2500;
+      read(0.3, { downloaded: 250_000, total: 1_000_000 }); // a retried fragment: never fewer bytes than said
+      steps.enter('Muxing');
+      expect(seen).to.deep.equal([
+        { step: 'Downloading' },
+        { download: { downloadedBytes: 100_000, totalBytes: 1_000_000 } },
+        { download: { downloadedBytes: 300_000, totalBytes: 1_000_000, speedBps: 100_000, etaSeconds: 7 } },
+        { download: { downloadedBytes: 300_000, totalBytes: 1_000_000, speedBps: 80_000, etaSeconds: 9 } },
+        { step: 'Muxing', download: { downloadedBytes: 300_000, totalBytes: 1_000_000 } },
+      ]);
+    });
+
+    it('no total, no time left; nonsense is left out; other steps report no bytes; back at Downloading starts over', () => {
+      let t = 0;
+      const { seen, steps } = figures(() => t);
+      steps.enter('Downloading');
+      steps.withinStep('Downloading')(0, { downloaded: 10, total: Number.NaN });
+      t = 1500;
+      steps.withinStep('Downloading')(0, { downloaded: 1510 });
+      steps.enter('Muxing');
+      steps.withinStep('Muxing')(0.5, { downloaded: 5 });
+      steps.enter('Downloading');
+      expect(seen).to.deep.equal([
+        { step: 'Downloading' },
+        { download: { downloadedBytes: 10 } },
+        { download: { downloadedBytes: 1510, speedBps: 1000 } },
+        { step: 'Muxing', download: { downloadedBytes: 1510 } },
+        { step: 'Downloading', download: null },
+      ]);
+    });
+
+    it('a failure\'s report carries the tool\'s cause, cleaned; none without one', () => {
+      const { steps } = recorder();
+      steps.enter('Muxing');
+      const stderr = '[mov,mp4,m4a,3gp,3g2,mj2 @ 0x55d0c1e2a9c0] moov atom not found\nhttps://h.example/v.mp4?sig=x: Invalid data found when processing input';
+      expect(steps.fail(classification('processing_failed'), { tool: 'ffmpeg', stderr }).errorDetail).to.equal('[mov,mp4,m4a,3gp,3g2,mj2] moov atom not found');
+      expect(steps.fail(classification('upload_failed'), { err: { message: 'PUT https://b.example/k?X-Amz-Signature=s failed: 503' } }).errorDetail)
+        .to.equal('PUT https://b.example/k?… failed: 503');
+      expect(steps.fail(classification('unavailable'), { why: 'no format selected' })).to.not.have.property('errorDetail');
+    });
+  });
+
   describe('phase seconds', () => {
     /** A clock the test moves: ms since the start. */
     function clock() {

@@ -131,6 +131,20 @@ describe('runner: planning and reporting', () => {
       expect(dp.update({ status: 'finished', formatId: 'a' })).to.equal(1);
     });
 
+    it('counts the bytes read of every format, with their total once each one\'s size is known', () => {
+      const dp = new DownloadProgress({ requested_formats: [{ format_id: 'v' }, { format_id: 'a', filesize: 100 }] }, ['v', 'a']);
+      expect(dp.bytes(), 'before yt-dlp said a count').to.equal(undefined);
+      dp.update({ status: 'downloading', downloaded: 300, estimate: 1200, formatId: 'v' });
+      expect(dp.bytes()).to.deep.equal({ downloaded: 300, total: 1300 });
+      dp.update({ status: 'finished', downloaded: 1000, formatId: 'v' });
+      expect(dp.bytes(), 'a finished file is as large as what was read').to.deep.equal({ downloaded: 1000, total: 1100 });
+      dp.update({ status: 'downloading', downloaded: 40, formatId: 'a' });
+      expect(dp.bytes()).to.deep.equal({ downloaded: 1040, total: 1100 });
+      const unknown = new DownloadProgress({}, ['v']);
+      unknown.update({ status: 'downloading', downloaded: 5, formatId: 'v' });
+      expect(unknown.bytes()).to.deep.equal({ downloaded: 5 });
+    });
+
     it('weighs equally when sizes are unknown, and never lets an estimate reach 100%', () => {
       const dp = new DownloadProgress({}, ['v', 'a']);
       expect(dp.update({ status: 'downloading', downloaded: 2000, estimate: 1000, formatId: 'v' })).to.be.closeTo(0.495, 1e-9);
