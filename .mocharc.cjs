@@ -103,6 +103,7 @@ const UNIT = [
   'lib/test/batches-feed.test.ts',
   'lib/test/batches-show.test.ts',
   'lib/test/billing.test.ts',
+  'lib/test/cause-line.test.ts',
   'lib/test/chat-notification.test.ts',
   'lib/test/http-get.test.ts',
   'lib/test/job-options.test.ts',
