@@ -14,7 +14,9 @@ import { PermanentError, TemporaryError } from '@mediajobs/lib/reconcile';
 import { jobIdOf, type MediaJob, type Owned } from '@mediajobs/lib/mediajob/types';
 import type { OperatorConfig } from './config.js';
 import { DestinationUnresolvable, STORAGE_UNREACHABLE_MESSAGE, type JobDestinations } from './destinations.js';
-import { buildCredentialsSecret, buildRunnerIdentity, buildRunnerJob, credentialsSecretName, currentAttempt, runnerIdentityName } from './job-builder.js';
+import {
+  buildCredentialsSecret, buildRunnerIdentity, buildRunnerJob, credentialsSecretName, currentAttempt, currentJobName, runnerIdentityName,
+} from './job-builder.js';
 import { withDefaults } from './job-record.js';
 import type { Kube } from './kube.js';
 import type { PlatformRoute } from './platforms.js';
@@ -54,6 +56,12 @@ function nameTaken(kind: string, name: string): PermanentError {
 
 /** MediaJobs whose creates are remembered at most: ones deleted between their first pass and their Job leave their entry. */
 const REMEMBERED_MAX = 10_000;
+/**
+ * How long a runner Job this created stands in for the Job cache: a cache
+ * that has not shown it by then is taken to have missed it, and the next
+ * pass creates again (AlreadyExists, read back) as it did before.
+ */
+const CREATED_JOB_TRUST_MS = 30_000;
 
 export class RunnerChildren {
   /**
@@ -64,6 +72,14 @@ export class RunnerChildren {
    * the Job exists, when the job fails, and when its Secret is removed.
    */
   private readonly made = new Map<string, Set<string>>();
+  /**
+   * By MediaJob uid, the runner Job this created, until the Job cache shows
+   * it (owned()): the status write that follows the create wakes the next
+   * pass, often before the Job's own watch event has come, and that pass
+   * would otherwise send every create again, each answered AlreadyExists
+   * and read back (ten requests for nothing, at every job under load).
+   */
+  private readonly createdJobs = new Map<string, { job: k8s.V1Job; at: number }>();
 
   constructor(private readonly d: ChildrenDeps) {}
 
@@ -140,9 +156,16 @@ export class RunnerChildren {
     set.add(what);
   }
 
+  /** The runner Job of the MediaJob's current attempt that this created, while the Job cache has not shown it yet. */
+  created(mj: MediaJob): k8s.V1Job | undefined {
+    const made = this.createdJobs.get(mj.metadata.uid!);
+    return made && made.job.metadata?.name === currentJobName(mj) && Date.now() - made.at < CREATED_JOB_TRUST_MS ? made.job : undefined;
+  }
+
   /** A Job found in the cache under the MediaJob's Job name: its own, or a PermanentError. */
   owned(job: k8s.V1Job, mj: MediaJob): k8s.V1Job {
     if (!isControlledBy(job, mj)) throw nameTaken('Job', job.metadata!.name!);
+    this.createdJobs.delete(mj.metadata.uid!);
     return job;
   }
 
@@ -151,6 +174,7 @@ export class RunnerChildren {
     const name = credentialsSecretName(mj);
     const namespace = mj.metadata.namespace!;
     this.made.get(mj.metadata.uid!)?.delete(`Secret/${name}`);
+    this.createdJobs.delete(mj.metadata.uid!);
     let secret: k8s.V1Secret;
     try {
       secret = await this.d.kube.core.readNamespacedSecret({ name, namespace });
@@ -217,6 +241,8 @@ export class RunnerChildren {
       const job = await kube.batch.createNamespacedJob({ namespace, body });
       // Debug: the job's start is its transition's line (transition-log.ts).
       this.d.log.debug({ jobId: jobIdOf(mj), job: name }, 'runner job created');
+      if (this.createdJobs.size >= REMEMBERED_MAX) this.createdJobs.delete(this.createdJobs.keys().next().value!);
+      this.createdJobs.set(mj.metadata.uid!, { job, at: Date.now() });
       this.d.onJobCreated?.(mj, job);
       return job;
     } catch (err) {

@@ -350,8 +350,10 @@ export class MediaJobController {
       return { requeueAfter: this.d.cfg.ADMISSION_RECHECK_SECONDS * 1000 };
     }
     if (!cached && mj.status?.jobName !== jobName) this.announce(key, mj, [admitted(jobName, hasWaited(mj.status))]);
-    const route = platform && !cached ? await this.platforms.route(mj, platform, currentAttempt(mj)) : undefined;
-    const job = cached ? this.children.owned(cached, mj) : await this.children.ensure(mj, route);
+    // A Job this made that the cache has not shown yet is not made again (its status write woke this pass first).
+    const made = cached ? this.children.owned(cached, mj) : this.children.created(mj);
+    const route = platform && !made ? await this.platforms.route(mj, platform, currentAttempt(mj)) : undefined;
+    const job = made ?? await this.children.ensure(mj, route);
     const env = runnerEnv(job);
     const retry = env[PLATFORM_ENV.platform] ? { ...this.retry, newSessionReady: this.platforms.newSessionReady(env[PLATFORM_ENV.platform], env[PLATFORM_ENV.proxy]) } : this.retry;
     const desired = deriveStatus({

@@ -31,12 +31,27 @@ export interface JobSettings {
   extraEnv?: Record<string, string>;
 }
 
+/** Hashes of namespace/name kept at most: every pass names the runner Job, its Secret and its account several times. */
+const HASHES_KEPT = 10_000;
+const hashes = new Map<string, string>();
+
+/** The first 10 hex digits of the SHA-256 of `namespaceName`, remembered. */
+function nameHash(namespaceName: string): string {
+  let hash = hashes.get(namespaceName);
+  if (hash === undefined) {
+    hash = createHash('sha256').update(namespaceName).digest('hex').slice(0, 10);
+    if (hashes.size >= HASHES_KEPT) hashes.delete(hashes.keys().next().value!);
+    hashes.set(namespaceName, hash);
+  }
+  return hash;
+}
+
 /**
  * `mj-<job id 8>-<10 hex of namespace/name>` for the first attempt, with
  * `-a<n>` after it for attempt n >= 2: unique, stable, at most 63 characters.
  */
 export function runnerJobName(mj: MediaJob, attempt = 1): string {
-  const hash = createHash('sha256').update(`${mj.metadata.namespace}/${mj.metadata.name}`).digest('hex').slice(0, 10);
+  const hash = nameHash(`${mj.metadata.namespace}/${mj.metadata.name}`);
   const id = jobIdOf(mj).replace(/[^a-z0-9]/g, '').slice(0, 8);
   return `mj-${id}-${hash}${attempt > 1 ? `-a${attempt}` : ''}`;
 }

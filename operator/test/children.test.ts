@@ -138,6 +138,19 @@ describe('runner children of a MediaJob', () => {
     expect(api.calls).to.deep.equal(['create ServiceAccount', 'create Role', 'create RoleBinding', 'create Secret', 'read Secret', 'create Job', 'read Job']);
   });
 
+  it('stands for the Job cache with the Job it created until the cache shows it: a pass woken before then sends no create again', async () => {
+    const api = fakeApi();
+    const runner = children(api);
+    expect(runner.created(mj), 'nothing created yet').to.equal(undefined);
+    const job = await runner.ensure(mj);
+    expect(runner.created(mj)).to.equal(job);
+    // The next attempt has a Job of its own: the first attempt's is not it.
+    expect(runner.created({ ...mj, status: { status: 'Pending', attempt: 2 } } as MediaJob)).to.equal(undefined);
+    runner.owned(job, mj);
+    expect(runner.created(mj), 'the cache has it now').to.equal(undefined);
+    expect(api.calls.filter((c) => c === 'create Job')).to.have.length(1);
+  });
+
   it('fails for good, without adopting it, when the Job name is taken by a Job this MediaJob does not control', async () => {
     for (const ownerReferences of [undefined, ownedBy('another-uid'), ownedBy(UID, false)]) {
       const api = fakeApi({ jobs: [{ metadata: { name: runnerJobName(mj), namespace: 'default', ownerReferences }, spec: { template: {} } }] });
