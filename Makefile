@@ -109,6 +109,7 @@ bench: deps bench-tools
 	npx tsx operator/bench/cancel.ts
 	npx tsx operator/bench/api-writes.ts
 	npx tsx operator/bench/claims-check.ts
+	npx tsx operator/bench/capacity.ts
 	npx tsx runner-image/bench/runner-vs-bare.ts
 	npx tsx runner-image/bench/sizing.ts
 	npx tsx runner-image/bench/clip-bytes.ts
