@@ -98,7 +98,7 @@ export interface AppDeps {
   mediaInfo?: MediaInfoExtractor;
   /** Which addresses may be contacted for users (source and /metadata URLs, storage endpoints); default: no allowance. */
   outbound?: OutboundPolicy;
-  /** The MediaPlatforms (lib/src/platforms/directory.ts): a disabled platform's new jobs get 422; absent: none refused. */
+  /** The MediaPlatforms (lib/src/platforms/directory.ts): a disabled platform's new jobs and lookups get 422; absent: none refused. */
   platforms?: PlatformLookup;
   /** Show and playlist expansion of POST /jobs (issue 13); default: the public lookup API, MAX_PLAYLIST_SIZE 500, `mediaInfo`'s settings. */
   batchSources?: BatchSources;
@@ -209,7 +209,7 @@ export function createApp(deps: AppDeps): express.Express {
       ...(deps.storage.vault && { vault: deps.storage.vault }),
     }));
   }
-  const mediaInfo = { logger: log, mediaInfo: mediaInfoExtractor };
+  const mediaInfo = { logger: log, mediaInfo: mediaInfoExtractor, ...(deps.platforms && { platforms: deps.platforms }) };
   app.use(metadataRouter({ ...mediaInfo, outbound }));
   app.use(isShortRouter(mediaInfo));
 

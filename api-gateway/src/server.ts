@@ -1,8 +1,9 @@
 // Wiring for a running gateway: configuration → pool, migrations, managed
 // storage → app → HTTP server, with graceful shutdown. The gateway creates
 // no custom resources: an accepted row is the operator's to materialize
-// (docs/adr/0017); its only Kubernetes use is the Secret vault of saved
-// destinations (STORAGE_VAULT=kubernetes).
+// (docs/adr/0017); its Kubernetes uses are the Secret vault of saved
+// destinations (STORAGE_VAULT=kubernetes) and the MediaPlatforms and
+// ProxyPools it reads, with their Secrets, for its own lookups (ADR 0027).
 import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { storageEndpoints } from '@mediajobs/lib/config';
@@ -28,6 +29,7 @@ import { budgetFromConfig, type RateBudget } from './rate-limit.js';
 import { MarketplaceUsers } from './marketplace.js';
 import { KubeSecretVault } from './destinations/vault.js';
 import { PlatformDirectory } from '@mediajobs/lib/platforms/directory';
+import { PlatformLookups, kubeSecretReader } from './platform-lookups.js';
 import { GatewayMetrics, serveMetrics } from './metrics.js';
 import { newRegistry, type Registry } from '@mediajobs/lib/metrics';
 
@@ -74,10 +76,12 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
   const outbound = new OutboundPolicy({ allowed: config.OUTBOUND_ALLOWED_CIDRS });
   // Every yt-dlp run (/metadata, /is-short, playlists) fetches through it, under `outbound` (ADR 0011).
   const egress = await startLookupEgress({ policy: outbound, logger, ...(config.MEDIA_INFO_PROXY !== undefined && { upstream: config.MEDIA_INFO_PROXY }) });
-  const lookups = { ...mediaInfoOptions(config), egress };
-  // A copy of the MediaPlatforms, listed every few seconds: a request never waits for Kubernetes (ADR 0017).
+  // A copy of the MediaPlatforms and ProxyPools, listed every few seconds: a request never waits for Kubernetes (ADR 0017).
   const platforms = config.PLATFORMS_REFRESH_SECONDS > 0 ? PlatformDirectory.fromKubeconfig(config.KUBECONFIG, logger, config.PLATFORMS_REFRESH_SECONDS * 1000) : undefined;
   await platforms?.start();
+  // A platform's URL is looked up through its pool, cookies and options, as its jobs run (docs/adr/0027).
+  const routes = platforms && new PlatformLookups({ platforms, egress, readSecret: kubeSecretReader(config.KUBECONFIG, config.KUBE_TIMEOUT_MS), log: logger });
+  const lookups = { ...mediaInfoOptions(config), egress, ...(routes && { routes }) };
   const rateLimit = budgetFromConfig(config, logger);
   const stripe = stripeClient(config);
   const metrics = config.METRICS_ENABLED && config.METRICS_PORT !== undefined ? new GatewayMetrics(opts.metricsRegistry ?? newRegistry()) : undefined;

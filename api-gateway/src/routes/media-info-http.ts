@@ -1,13 +1,19 @@
-// What POST /metadata and POST /is-short share: the JSON-only body, the
-// lookup tied to the client's connection, and one log line per lookup.
+// What POST /metadata and POST /is-short share: the JSON-only body, a
+// disabled MediaPlatform's 422, the lookup tied to the client's connection,
+// and one log line per lookup.
 import type { RequestHandler, Response } from 'express';
 import type { Logger } from '@mediajobs/lib/logger';
 import type { Assess, FailureCategory, LookupResult, MediaInfoExtractor } from '@mediajobs/lib/media-info/index';
+import type { PlatformLookup } from '@mediajobs/lib/platforms/directory';
+import { PLATFORM_DISABLED_MESSAGE } from '@mediajobs/lib/platforms/types';
+import { HttpError } from '../http-errors.js';
 import { acceptJson } from '../json-body.js';
 
 export interface MediaInfoRouteDeps {
   logger: Logger;
   mediaInfo: MediaInfoExtractor;
+  /** A disabled platform's URL is refused as POST /jobs refuses it (422); absent: none refused. */
+  platforms?: PlatformLookup;
 }
 
 /** A body is `{"url": "..."}`; 16 KiB is far above the longest accepted URL. */
@@ -28,6 +34,7 @@ export async function lookupForRequest<T>(
   assess: Assess<T>,
   res: Response,
 ): Promise<Exclude<LookupResult<T>, { aborted: true }> | undefined> {
+  if (deps.platforms?.disabledFor(url)) throw new HttpError(422, PLATFORM_DISABLED_MESSAGE);
   const controller = new AbortController();
   const onClose = () => {
     if (!res.writableFinished) controller.abort();
@@ -35,7 +42,10 @@ export async function lookupForRequest<T>(
   res.once('close', onClose);
   const result = await deps.mediaInfo.lookup(url, assess, controller.signal, res.locals.principal?.apiKeyId);
   res.off('close', onClose);
-  const attempts = result.attempts.map((a) => ({ stage: a.stage, ms: a.ms, outcome: a.outcome }));
+  // A platform's runs name it and the pool proxy they left by (ids; never a URL or a cookie).
+  const attempts = result.attempts.map((a) => ({
+    stage: a.stage, ms: a.ms, outcome: a.outcome, ...(a.platform !== undefined && { platform: a.platform }), ...(a.proxy !== undefined && { proxy: a.proxy }),
+  }));
   if ('aborted' in result) {
     deps.logger.info({ endpoint, attempts }, 'info lookup abandoned: client disconnected');
     return undefined;

@@ -7,7 +7,8 @@
 // The run honours /metadata's extractor settings (lib/src/media-info): the
 // command and extra arguments, the gateway's egress (media-info/egress.ts:
 // every fetch under the outbound policy, redirects included) or the proxy
-// with a fresh `{session}`, the full
+// with a fresh `{session}`, a MediaPlatform's route (its pool's session,
+// cookies and yt-dlp options, docs/adr/0027), the full
 // lookup's wall-clock bound (MEDIA_INFO_FULL_TIMEOUT_MS) with SIGKILL at the
 // deadline, and MEDIA_INFO_URL_MAP keyed by the canonical
 // https://www.youtube.com/playlist?list=<ID> URL, so tests can hand yt-dlp a
@@ -20,7 +21,7 @@
 // video]") stay in: they are the playlist's, and their jobs end with the
 // platform's reason.
 import { randomBytes } from 'node:crypto';
-import { DEFAULT_MEDIA_INFO_OPTIONS, proxyArgs, type MediaInfoOptions } from '../media-info/extractor.js';
+import { DEFAULT_MEDIA_INFO_OPTIONS, openRoute, proxyArgs, type LookupRoute, type MediaInfoOptions } from '../media-info/extractor.js';
 import { classifyFailedRun, FAILURES, logDetail } from '../media-info/failures.js';
 import { canonicalWatchUrl, parseHttpUrl, parsePlatformVideoUrl, VIDEO_ID } from '../media-info/platform-url.js';
 import { runBounded, type BoundedRun } from '../media-info/run.js';
@@ -117,27 +118,35 @@ export class PlaylistExpander {
     this.options = { ...DEFAULT_MEDIA_INFO_OPTIONS, ...options };
   }
 
-  /** The yt-dlp argv for a canonical playlist URL; `session` fills the proxy's `{session}`. */
-  argv(canonicalUrl: string, session: string): string[] {
+  /** The yt-dlp argv for a canonical playlist URL; `session` fills the proxy's `{session}`; `route`, a platform's. */
+  argv(canonicalUrl: string, session: string, route?: LookupRoute): string[] {
     const socketTimeout = Math.max(1, Math.floor(this.options.fullTimeoutMs / 2000));
     return [
       ...this.options.command,
       ...ARGS,
       '--playlist-end', String(this.maxEntries + 1),
       '--socket-timeout', String(socketTimeout),
-      ...proxyArgs(this.options, session),
+      ...proxyArgs(this.options, session, route),
       '--', this.options.urlMap.get(canonicalUrl) ?? canonicalUrl,
     ];
   }
 
   /** The playlist's entries (at most maxEntries), or a BatchSourceError. */
   async expand(canonicalUrl: string, signal?: AbortSignal): Promise<PlaylistEntry[]> {
-    const run = await runBounded(this.argv(canonicalUrl, randomBytes(8).toString('hex')), {
-      timeoutMs: this.options.fullTimeoutMs,
-      maxStdoutBytes: MAX_INFO_BYTES,
-      ...(signal && { signal }),
-      ...(this.options.egress && { env: this.options.egress.env() }),
-    });
+    // A playlist of a MediaPlatform is read through its pool, with its cookies and options, as /metadata is.
+    const opened = await openRoute(this.options.routes, canonicalUrl);
+    if ('failure' in opened) throw new BatchSourceError('playlist_failed', `playlist: ${opened.detail}`);
+    let run: BoundedRun;
+    try {
+      run = await runBounded(this.argv(canonicalUrl, randomBytes(8).toString('hex'), opened.route), {
+        timeoutMs: this.options.fullTimeoutMs,
+        maxStdoutBytes: MAX_INFO_BYTES,
+        ...(signal && { signal }),
+        ...(this.options.egress && { env: this.options.egress.env() }),
+      });
+    } finally {
+      await opened.route?.close();
+    }
     return entriesOfPlaylist(infoOfRun(run), this.maxEntries);
   }
 }

@@ -6,7 +6,9 @@
 // connected to. A refused address answers as a closed port does (the
 // connection closes), so the client who chose the URL learns nothing about
 // the network behind the gateway. MEDIA_INFO_PROXY, when set, becomes the
-// proxy's upstream, each run's session passing as its proxy user name.
+// proxy's upstream, each run's session passing as its proxy user name. A run
+// for a MediaPlatform with a ProxyPool gets an egress of its own chained to
+// the pool's proxy session instead (chained(); docs/adr/0027).
 //
 // What the proxy cannot see is closed around the process: NO_PROXY is left
 // out of the runs' environment (urllib would connect to the hosts it names
@@ -29,7 +31,21 @@ export interface LookupEgress {
   env(): NodeJS.ProcessEnv;
 }
 
+/** An egress of one run chained to a platform's proxy session (RunningLookupEgress.chained). */
+export interface ChainedEgress {
+  /** The run's --proxy. */
+  proxyUrl(session: string): string;
+  close(): Promise<void>;
+}
+
 export interface RunningLookupEgress extends LookupEgress {
+  /**
+   * An egress for one run through `upstream` (a ProxyPool proxy's URL with
+   * the run's session rendered in, credentials included) instead of
+   * MEDIA_INFO_PROXY: the same outbound policy, answers and secret, as the
+   * runner chains its attempt's session (lib/src/egress-proxy.ts).
+   */
+  chained(upstream: string): Promise<ChainedEgress>;
   close(): Promise<void>;
 }
 
@@ -58,15 +74,17 @@ urllib.request.FTPHandler.ftp_open = _ftp_refused
 export async function startLookupEgress(o: LookupEgressOptions): Promise<RunningLookupEgress> {
   const guard = await mkdtemp(join(tmpdir(), 'mediajobs-ytdlp-'));
   let proxy: EgressProxy;
+  const secret = randomBytes(18).toString('base64url');
+  const start = (upstream: string | undefined) => EgressProxy.start({
+    policy: o.policy,
+    refusals: 'unreachable',
+    secret,
+    ...(upstream !== undefined && { upstream }),
+    ...(o.logger && { logger: o.logger }),
+  });
   try {
     await writeFile(join(guard, 'sitecustomize.py'), FTP_GUARD);
-    proxy = await EgressProxy.start({
-      policy: o.policy,
-      refusals: 'unreachable',
-      secret: randomBytes(18).toString('base64url'),
-      ...(o.upstream !== undefined && { upstream: o.upstream }),
-      ...(o.logger && { logger: o.logger }),
-    });
+    proxy = await start(o.upstream);
   } catch (err) {
     await rm(guard, { recursive: true, force: true });
     throw err;
@@ -74,6 +92,10 @@ export async function startLookupEgress(o: LookupEgressOptions): Promise<Running
   return {
     proxyUrl: (session) => proxy.urlFor(session),
     env: () => lookupEnv(process.env, guard),
+    async chained(upstream) {
+      const chain = await start(upstream);
+      return { proxyUrl: (session) => chain.urlFor(session), close: () => chain.close() };
+    },
     async close() {
       await proxy.close();
       await rm(guard, { recursive: true, force: true });

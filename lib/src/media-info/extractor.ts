@@ -47,10 +47,41 @@ export interface MediaInfoOptions {
    * (server.ts); absent, yt-dlp connects on its own (tests of other parts).
    */
   egress?: LookupEgress;
+  /**
+   * The MediaPlatforms' routes (api-gateway/src/platform-lookups.ts): a URL
+   * of a platform is fetched through a session of its ProxyPool, with its
+   * cookies and yt-dlp options. Absent: no platforms.
+   */
+  routes?: LookupRoutes;
   /** Lookups at once per replica; more are refused with `busy` (503). */
   maxConcurrent: number;
   /** Lookups at once per API key on a replica; more are refused with `key_busy` (429), so one key cannot hold every slot. */
   maxPerKey: number;
+}
+
+/** One run's way out for a URL of a MediaPlatform (docs/adr/0027, "The gateway's lookups"). */
+export interface LookupRoute {
+  /** The platform's name, for the log. */
+  platform: string;
+  /** yt-dlp options of the platform: its ytdlpArgs, `--cookies <a private copy of one cookie file>`. */
+  args: readonly string[];
+  /** The run's --proxy when the platform has a pool: an egress chained to the pool proxy's session. */
+  proxyUrl?: string;
+  /** That proxy's id (never its URL): the next run's new session avoids it. */
+  proxyId?: string;
+  /** Remove the cookie copy, close the chained egress. */
+  close(): Promise<void>;
+}
+
+export interface LookupRoutes {
+  /**
+   * The route of one run for `url` (as the client gave it, before
+   * MEDIA_INFO_URL_MAP): undefined for a URL of no platform. `previous` is
+   * the route of the run before for the same request, whose proxy the new
+   * session avoids. Throws when the platform's route cannot be made (a
+   * Secret missing): the run does not go out another way.
+   */
+  open(url: string, previous?: LookupRoute): Promise<LookupRoute | undefined>;
 }
 
 export const LIGHT_TIMEOUT_MS = 6_000;
@@ -80,6 +111,9 @@ export interface AttemptRecord {
   outcome: 'ok' | FailureCategory;
   /** yt-dlp's error line, URLs removed (for the log only). */
   detail?: string;
+  /** The MediaPlatform the run was routed for, and the pool proxy it went through (ids, never URLs). */
+  platform?: string;
+  proxy?: string;
 }
 
 export type LookupResult<T> =
@@ -120,8 +154,8 @@ export class MediaInfoExtractor {
     return stage === 'light' ? this.options.lightTimeoutMs : this.options.fullTimeoutMs;
   }
 
-  /** The yt-dlp argv of one run; `session` fills the proxy's `{session}`. */
-  argv(stage: Stage, url: string, session: string): string[] {
+  /** The yt-dlp argv of one run; `session` fills the proxy's `{session}`; `route`, a platform's. */
+  argv(stage: Stage, url: string, session: string, route?: LookupRoute): string[] {
     // Half the hard bound: a single stalled connection ends as yt-dlp's own
     // (classifiable) timeout error, well before the kill.
     const socketTimeout = Math.max(1, Math.floor(this.boundMs(stage) / 2000));
@@ -130,7 +164,7 @@ export class MediaInfoExtractor {
       ...COMMON_ARGS,
       '--socket-timeout', String(socketTimeout),
       ...STAGE_ARGS[stage],
-      ...proxyArgs(this.options, session),
+      ...proxyArgs(this.options, session, route),
       '--', this.options.urlMap.get(url) ?? url,
     ];
   }
@@ -149,22 +183,37 @@ export class MediaInfoExtractor {
     if (holder !== undefined) this.inFlightOfKey.set(holder, held + 1);
     try {
       let failure: FailureCategory = 'extractor_error';
+      let previous: LookupRoute | undefined;
       for (const stage of ['light', 'full'] as const) {
-        const run = await runBounded(this.argv(stage, url, randomBytes(8).toString('hex')), {
-          timeoutMs: this.boundMs(stage),
-          signal,
-          maxStdoutBytes: MAX_INFO_BYTES,
-          ...(this.options.egress && { env: this.options.egress.env() }),
-        });
+        // Each run its own route: the full run's "new proxy session" is a new session of the platform's pool.
+        const opened = await openRoute(this.options.routes, url, previous);
+        if ('failure' in opened) {
+          attempts.push({ stage, ms: 0, outcome: opened.failure, detail: opened.detail });
+          return { ok: false, failure: opened.failure, attempts };
+        }
+        const route = opened.route;
+        const on = route ? { platform: route.platform, ...(route.proxyId !== undefined && { proxy: route.proxyId }) } : {};
+        let run: BoundedRun;
+        try {
+          run = await runBounded(this.argv(stage, url, randomBytes(8).toString('hex'), route), {
+            timeoutMs: this.boundMs(stage),
+            signal,
+            maxStdoutBytes: MAX_INFO_BYTES,
+            ...(this.options.egress && { env: this.options.egress.env() }),
+          });
+        } finally {
+          await route?.close();
+        }
         if (run.aborted) return { ok: false, aborted: true, attempts };
         const verdict = judge(run, assess);
         if (verdict.ok) {
-          attempts.push({ stage, ms: run.ms, outcome: 'ok' });
+          attempts.push({ stage, ms: run.ms, outcome: 'ok', ...on });
           return { ok: true, value: verdict.value, attempts };
         }
         const detail = logDetail(run.stderr);
-        attempts.push({ stage, ms: run.ms, outcome: verdict.failure, ...(detail !== undefined && { detail }) });
+        attempts.push({ stage, ms: run.ms, outcome: verdict.failure, ...(detail !== undefined && { detail }), ...on });
         failure = verdict.failure;
+        previous = route;
         if (!worthFallback(failure)) break;
       }
       return { ok: false, failure, attempts };
@@ -192,10 +241,25 @@ export class MediaInfoExtractor {
  * deployment's MEDIA_INFO_PROXY is then the egress's upstream. Without it,
  * MEDIA_INFO_PROXY with `session` in place of every `{session}`.
  */
-export function proxyArgs(options: Pick<MediaInfoOptions, 'proxy' | 'egress' | 'extraArgs'>, session: string): string[] {
+export function proxyArgs(options: Pick<MediaInfoOptions, 'proxy' | 'egress' | 'extraArgs'>, session: string, route?: LookupRoute): string[] {
+  // A platform's options after the deployment's (yt-dlp keeps an option's last value), its pool's session last of all.
+  if (route) return [...options.extraArgs, ...route.args, ...(route.proxyUrl ? ['--proxy', route.proxyUrl] : options.egress ? ['--proxy', options.egress.proxyUrl(session)] : [])];
   if (options.egress) return [...options.extraArgs, '--proxy', options.egress.proxyUrl(session)];
   const proxy = options.proxy?.replaceAll('{session}', session);
   return [...(proxy ? ['--proxy', proxy] : []), ...options.extraArgs];
+}
+
+/**
+ * The route of a run, or the failure when the platform's route cannot be
+ * made: a temporary one (the platform's Secrets are the admin's to fix),
+ * its cause for the log only (errors of a route name no secret).
+ */
+export async function openRoute(routes: LookupRoutes | undefined, url: string, previous?: LookupRoute): Promise<{ route: LookupRoute | undefined } | { failure: FailureCategory; detail: string }> {
+  try {
+    return { route: await routes?.open(url, previous) };
+  } catch (err) {
+    return { failure: 'upstream_error', detail: `platform route: ${(err as Error)?.message ?? String(err)}` };
+  }
 }
 
 /** What one finished run says. */

@@ -1,7 +1,10 @@
-// The gateway's view of the MediaPlatforms (docs/adr/0027): a copy listed
-// every few seconds, read without I/O while a request is answered, so
-// acceptance never waits for Kubernetes (ADR 0017). What the copy is used
-// for is the caller's (the create path refuses a disabled platform's jobs);
+// The gateway's view of the MediaPlatforms and ProxyPools (docs/adr/0027): a
+// copy listed every few seconds, read without I/O while a request is
+// answered, so acceptance never waits for Kubernetes (ADR 0017). What the
+// copy is used for is the caller's (the create path refuses a disabled
+// platform's jobs; the lookups route a platform's URLs through its pool,
+// api-gateway/src/platform-lookups.ts, reading the health the operator
+// writes into both statuses);
 // the operator keeps its own watch and fails a disabled platform's
 // MediaJob in any case, so a copy a few seconds old lets nothing run.
 import * as k8s from '@kubernetes/client-node';
@@ -9,7 +12,7 @@ import { isNotFound } from '../kube-client.js';
 import type { Logger } from '../logger.js';
 import { errFields } from '../logger.js';
 import { GROUP, VERSION } from '../mediajob/types.js';
-import { MEDIAPLATFORM_PLURAL, platformForUrl, type MediaPlatform } from './types.js';
+import { MEDIAPLATFORM_PLURAL, PROXYPOOL_PLURAL, platformForUrl, type MediaPlatform, type ProxyPool } from './types.js';
 
 /** What a request handler asks of the platforms. */
 export interface PlatformLookup {
@@ -17,8 +20,17 @@ export interface PlatformLookup {
   disabledFor(url: string): boolean;
 }
 
-export class PlatformDirectory implements PlatformLookup {
+/** What the lookups ask of the platforms and pools. */
+export interface PlatformRouting extends PlatformLookup {
+  /** The MediaPlatform a URL belongs to (platformForUrl), as last listed. */
+  platformFor(url: string): MediaPlatform | undefined;
+  /** A ProxyPool by name, as last listed. */
+  pool(name: string): ProxyPool | undefined;
+}
+
+export class PlatformDirectory implements PlatformRouting {
   private platforms: MediaPlatform[] = [];
+  private pools = new Map<string, ProxyPool>();
   private timer: NodeJS.Timeout | undefined;
   private warned = false;
 
@@ -44,21 +56,32 @@ export class PlatformDirectory implements PlatformLookup {
   }
 
   disabledFor(url: string): boolean {
-    return platformForUrl(this.platforms, url)?.spec.disabled === true;
+    return this.platformFor(url)?.spec.disabled === true;
+  }
+
+  platformFor(url: string): MediaPlatform | undefined {
+    return platformForUrl(this.platforms, url);
+  }
+
+  pool(name: string): ProxyPool | undefined {
+    return this.pools.get(name);
   }
 
   private async refresh(): Promise<void> {
-    try {
-      const list = await this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: MEDIAPLATFORM_PLURAL }) as { items?: MediaPlatform[] };
-      this.platforms = list.items ?? [];
-      this.warned = false;
-    } catch (err) {
-      // No CRD installed: no platforms. Anything else: keep the last copy, say it once.
-      if (isNotFound(err)) this.platforms = [];
-      else if (!this.warned) {
-        this.warned = true;
-        this.log.warn({ err: errFields(err) }, 'listing MediaPlatforms failed; the last list is kept');
-      }
+    const list = <T>(plural: string) => this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural }) as Promise<{ items?: T[] }>;
+    const [platforms, pools] = await Promise.allSettled([list<MediaPlatform>(MEDIAPLATFORM_PLURAL), list<ProxyPool>(PROXYPOOL_PLURAL)]);
+    const failed: unknown[] = [];
+    // No CRD installed: none. Anything else: keep the last copy, say it once.
+    if (platforms.status === 'fulfilled') this.platforms = platforms.value.items ?? [];
+    else if (isNotFound(platforms.reason)) this.platforms = [];
+    else failed.push(platforms.reason);
+    if (pools.status === 'fulfilled') this.pools = new Map((pools.value.items ?? []).map((p) => [p.metadata.name ?? '', p]));
+    else if (isNotFound(pools.reason)) this.pools = new Map();
+    else failed.push(pools.reason);
+    if (!failed.length) this.warned = false;
+    else if (!this.warned) {
+      this.warned = true;
+      this.log.warn({ err: errFields(failed[0]) }, 'listing MediaPlatforms or ProxyPools failed; the last list is kept');
     }
   }
 }
