@@ -37,7 +37,8 @@ media-tools:
 	fi
 
 # The rate limit's tests start their own redis-server (Debian's package) on a free loopback port;
-# the local cluster is also tested with the official Python client (Debian's python3-kubernetes).
+# the local cluster is also tested with the official Python client (Debian's python3-kubernetes);
+# the web console's tests and benchmark drive Debian's Chromium (test/support/browser.ts).
 test-tools: media-tools
 	@if ! command -v redis-server >/dev/null; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -46,6 +47,10 @@ test-tools: media-tools
 	@if ! /usr/bin/python3 -c 'import kubernetes' 2>/dev/null; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-kubernetes; \
+	fi
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; \
 	fi
 
 # rclone (Debian's package) is the yardstick of the storage upload benchmark only; the tests never need it.
@@ -95,7 +100,7 @@ test-report: deps need-kubectl test-tools
 	TEST_SET=all TEST_REPORT_JSON=test-report.json npx mocha $(FILES)
 
 # Each benchmark prints the figures its issue names; run them one at a time on a quiet machine.
-bench: deps bench-tools
+bench: deps bench-tools test-tools
 	npx tsx local-cluster/bench/create-watch.ts
 	npx tsx local-cluster/bench/apply.ts
 	npx tsx local-cluster/bench/cel-cost.ts
@@ -105,6 +110,7 @@ bench: deps bench-tools
 	npx tsx api-gateway/bench/metrics.ts
 	npx tsx api-gateway/bench/batches.ts
 	npx tsx api-gateway/bench/usage.ts
+	npx tsx api-gateway/bench/console.ts
 	npx tsx operator/bench/submit-to-job.ts
 	npx tsx operator/bench/cancel.ts
 	npx tsx operator/bench/api-writes.ts

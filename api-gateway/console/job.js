@@ -44,7 +44,7 @@ function Timeline({ job, events }) {
     for (const a of e.attempts) {
       items.push({
         at: a.attempted_at, sub: true,
-        what: `webhook attempt ${a.round > 1 ? `${a.round}.` : ''}${a.attempt}: ${a.status_code ?? a.error ?? 'no answer'}${a.duration_ms !== null ? ` in ${a.duration_ms} ms` : ''}`,
+        what: `${a.round > 0 ? `redelivery ${a.round}, ` : ''}webhook attempt ${a.attempt}: ${a.status_code ?? a.error ?? 'no answer'}${a.duration_ms !== null ? ` in ${a.duration_ms} ms` : ''}`,
       });
     }
   }

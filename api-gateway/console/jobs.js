@@ -1,7 +1,7 @@
 // The jobs view: the submit form (POST /jobs) and the key's jobs (GET /jobs,
 // newest first) with the spec's status filters, polled while the tab is
 // visible; a job in progress shows its progress from GET /jobs/{id}.
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { html } from './html.js';
 import { api, seg } from './api.js';
 import { ErrorLine, Notice, Progress, StatusBadge, TERMINAL, bytes, useAction, useLoad, when } from './ui.js';
@@ -74,23 +74,36 @@ function SubmitForm({ onCreated }) {
   </form>`;
 }
 
-/** The page of jobs, with the progress of those in progress (the list itself carries no percentage). */
 async function loadJobs(filter, offset, signal) {
   const q = new URLSearchParams({ limit: String(PAGE), offset: String(offset) });
   if (filter) q.set('status', filter);
-  const page = await api('GET', `/jobs?${q}`, { signal });
-  const running = page.jobs.filter((j) => j.status === 'Processing');
-  const details = await Promise.all(running.map((j) => api('GET', `/jobs/${seg(j.id)}`, { signal }).catch(() => undefined)));
-  const progress = new Map(details.filter(Boolean).map((d) => [d.id, d.progress]));
-  return { ...page, jobs: page.jobs.map((j) => ({ ...j, progress: progress.get(j.id) })) };
+  return api('GET', `/jobs?${q}`, { signal });
 }
 
-function JobRow({ job }) {
+/**
+ * The progress of the page's jobs in progress: GET /jobs carries no
+ * percentage, so each is asked for after the list is shown (the list never
+ * waits for them), again whenever the list is.
+ */
+function useProgress(jobs) {
+  const [progress, setProgress] = useState(new Map());
+  useEffect(() => {
+    const running = (jobs ?? []).filter((j) => j.status === 'Processing');
+    if (running.length === 0) return undefined;
+    const ctl = new AbortController();
+    Promise.all(running.map((j) => api('GET', `/jobs/${seg(j.id)}`, { signal: ctl.signal }).catch(() => undefined)))
+      .then((details) => setProgress(new Map(details.filter(Boolean).map((d) => [d.id, d.progress]))), () => {});
+    return () => ctl.abort();
+  }, [jobs]);
+  return progress;
+}
+
+function JobRow({ job, progress }) {
   return html`<tr>
     <td class="url"><a href=${`#/jobs/${seg(job.id)}`}>${job.url}</a></td>
     <td><${StatusBadge} status=${job.status} /></td>
-    <td>${job.status === 'Processing' && job.progress !== undefined
-      ? html`<${Progress} value=${job.progress} label=${`Progress of ${job.url}`} />` : job.step}</td>
+    <td>${job.status === 'Processing' && progress !== undefined
+      ? html`<${Progress} value=${progress} label=${`Progress of ${job.url}`} />` : job.step}</td>
     <td>${when(job.created_at)}</td>
     <td class="num">${bytes(job.file_size)}</td>
   </tr>`;
@@ -102,6 +115,7 @@ export function JobsView() {
   // Polled always: new jobs arrive from other clients too, and a page of 20 is cheap.
   const list = useLoad((signal) => loadJobs(filter, offset, signal), [filter, offset], () => true);
   const page = list.data;
+  const progress = useProgress(page?.jobs);
   const live = page?.jobs.some((j) => !TERMINAL.has(j.status));
   return html`<h1 tabindex="-1">Jobs</h1>
     <${SubmitForm} onCreated=${() => { setOffset(0); list.reload(); }} />
@@ -117,7 +131,7 @@ export function JobsView() {
       ${page === undefined ? html`<p aria-busy="true">Loading…</p>` : html`
         <table class="jobs" aria-describedby="jobs-summary">
           <thead><tr><th scope="col">Source</th><th scope="col">Status</th><th scope="col">Step or progress</th><th scope="col">Created</th><th scope="col" class="num">Size</th></tr></thead>
-          <tbody>${page.jobs.map((j) => html`<${JobRow} key=${j.id} job=${j} />`)}</tbody>
+          <tbody>${page.jobs.map((j) => html`<${JobRow} key=${j.id} job=${j} progress=${progress.get(j.id)} />`)}</tbody>
         </table>
         <p id="jobs-summary" class="hint">${page.jobs.length === 0 ? 'No jobs here yet.'
           : `Jobs ${offset + 1}–${offset + page.jobs.length}${filter ? '' : ` of ${page.total}`}, newest first${live ? '; updating every few seconds' : ''}.`}</p>
