@@ -7,10 +7,7 @@
 // real parts: the local cluster, Postgres, the gateway, and the operator
 // with its batch controller (the scripted runner for the episodes).
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { pino } from 'pino';
@@ -24,6 +21,7 @@ import { startGateway, type RunningGateway } from '../api-gateway/src/server.js'
 import { eventually, startTestCluster, type TestCluster } from '../local-cluster/test/support.js';
 import { loadOperatorConfig } from '../operator/src/config.js';
 import { startOperator, type OperatorHandle } from '../operator/src/operator.js';
+import { TestLocalStorage } from '../operator/test/support/local-storage.js';
 import { createTestDatabase, type TestDatabase } from './support/postgres.js';
 import { tsxCommand } from './support/tsx.js';
 
@@ -37,7 +35,7 @@ describe('POST /batch/{id}/start on a MediaBatch applied paused with kubectl', f
   let db: TestDatabase;
   let gateway: RunningGateway;
   let operator: OperatorHandle;
-  let storageDir: string;
+  let storage: TestLocalStorage | undefined;
   let key: { key: string; id: string };
   let custom: k8s.CustomObjectsApi;
   const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
@@ -74,16 +72,16 @@ describe('POST /batch/{id}/start on a MediaBatch applied paused with kubectl', f
     tc = await startTestCluster({ imageCommands: { 'mediajobs/runner:scripted': tsxCommand(RUNNER) } });
     await tc.kubectl(['apply', '-f', CRDS]);
     db = await createTestDatabase();
-    storageDir = mkdtempSync(join(tmpdir(), 'mj-batch-start-'));
+    storage = new TestLocalStorage('mj-batch-start-');
     const env = {
       DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: SecretBox.generateSpec('t1'),
-      FILE_URL_SECRET: randomBytes(24).toString('hex'), MANAGED_STORAGE: 'local', MANAGED_STORAGE_DIR: storageDir,
+      FILE_URL_SECRET: randomBytes(24).toString('hex'), MANAGED_STORAGE: 'local', ...storage.settings,
       HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'silent', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8',
       RUNNER_IMAGE: 'mediajobs/runner:scripted', LEADER_ELECTION: 'false', BATCH_STATUS_SECONDS: '1',
     };
     gateway = await startGateway(loadGatewayConfig(env), { logger: log });
     operator = await startOperator(loadOperatorConfig(env), {
-      log, metricsRegistry: registry, storage: { presign: async (k) => `http://files.test/${k}`, destination: () => ({ provider: 'managed' }) },
+      log, metricsRegistry: registry, storage: storage.access,
     });
     key = await createApiKey(db.pool, { name: 'gitops' });
     const kc = new k8s.KubeConfig();
@@ -96,7 +94,7 @@ describe('POST /batch/{id}/start on a MediaBatch applied paused with kubectl', f
     await gateway?.close();
     await db?.drop();
     await tc?.stop();
-    if (storageDir) rmSync(storageDir, { recursive: true, force: true });
+    storage?.remove();
   });
 
   it('answers 409 saying to unpause the manifest, starts nothing; the manifest applied with paused: false starts every episode', async () => {

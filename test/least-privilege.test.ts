@@ -20,6 +20,7 @@ import { PlatformDirectory } from '@mediajobs/lib/platforms/directory';
 import { KubeSecretVault } from '../api-gateway/src/destinations/vault.js';
 import { loadOperatorConfig } from '../operator/src/config.js';
 import { startOperator, type OperatorHandle } from '../operator/src/operator.js';
+import { TestLocalStorage } from '../operator/test/support/local-storage.js';
 import { GATEWAY_ACCOUNT, OPERATOR_ACCOUNT, applyDeployRbac } from '../scripts/deploy-rbac.js';
 import { eventually, startTestCluster, type TestCluster } from '../local-cluster/test/support.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from './support/postgres.js';
@@ -86,6 +87,7 @@ describe('least privilege: each component\'s requests against deploy/\'s rules',
   let tc: TestCluster;
   let db: TestDatabase;
   let operator: OperatorHandle | undefined;
+  let storage: TestLocalStorage | undefined;
   let apiKeyId: string;
   const home = mkdtempSync(join(tmpdir(), 'least-privilege-'));
   const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
@@ -115,18 +117,19 @@ describe('least privilege: each component\'s requests against deploy/\'s rules',
     await db?.drop();
     await tc?.stop();
     rmSync(home, { recursive: true, force: true });
+    storage?.remove();
   });
 
   it('a representative run uses every verb each Role grants, and nothing it does not', async () => {
     const operatorKubeconfig = tc.cluster.writeServiceAccountKubeconfig(join(home, 'operator.kubeconfig'), NS, OPERATOR_ACCOUNT);
     const gatewayKubeconfig = tc.cluster.writeServiceAccountKubeconfig(join(home, 'gateway.kubeconfig'), NS, GATEWAY_ACCOUNT);
-    const storageDir = join(home, 'storage');
+    storage = new TestLocalStorage('mj-least-privilege-');
     operator = await startOperator(loadOperatorConfig({
       DATABASE_URL: db.url, KUBECONFIG: operatorKubeconfig, MEDIAJOBS_NAMESPACE: NS, DESTINATIONS_NAMESPACE: DESTINATIONS,
-      SECRET_KEYS: SecretBox.generateSpec('lp'), MANAGED_STORAGE_DIR: storageDir, RUNNER_IMAGE,
+      SECRET_KEYS: SecretBox.generateSpec('lp'), ...storage.settings, RUNNER_IMAGE,
       LEASE_DURATION_SECONDS: '2', LEASE_RENEW_SECONDS: '1', FINISHED_MEDIAJOB_TTL_SECONDS: '2',
       MATERIALIZE_SAFETY_SECONDS: '1', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8,::1/128',
-    }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
+    }), { log, storage: storage.access });
 
     // An admin's platform policy, for hosts this run does not fetch: the operator writes both statuses.
     await tc.kubectl(['apply', '-f', '-'], {

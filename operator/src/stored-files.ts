@@ -14,8 +14,9 @@
 // What a runner reports is a claim (issue 35 item 1, docs/adr/0012 "What the
 // operator accepts"): a key is accepted, signed, recorded or deleted only
 // when its storage's record says this job stored it (the grant ledger on
-// managed S3, else the object's metadata, read back here), and sizes come
-// from that record, never from the report.
+// managed S3, else the object's metadata or, on local managed storage, the
+// owner record beside the file, read back here), and sizes come from that
+// record, never from the report.
 import type * as k8s from '@kubernetes/client-node';
 import { storageEndpoints } from '@mediajobs/lib/config';
 import { isNotFound } from '@mediajobs/lib/kube-client';
@@ -58,7 +59,7 @@ export function orphanedFiles(cur: MediaJobStatus | undefined, desired: MediaJob
  * the user's).
  */
 export function keyAuthorOf(mj: MediaJob, managedPrefix: (mj: MediaJob) => string | undefined = defaultManagedPrefix): KeyAuthor {
-  const managed = (mj.spec.destination?.type ?? 'managed') === 'managed';
+  const managed = isManaged(mj);
   const prefix = managed ? managedPrefix(mj) : undefined;
   return {
     jobId: jobIdOf(mj), filename: mj.spec.filename, folder: mj.spec.folder,
@@ -91,18 +92,23 @@ export interface StoredRecord {
 
 /** Whether the job's files went through upload grants, so the grant ledger knows them: managed storage on S3. */
 export function ledgerKnows(mj: MediaJob, cfg: Pick<OperatorConfig, 'MANAGED_STORAGE'>): boolean {
-  return cfg.MANAGED_STORAGE === 's3' && (mj.spec.destination?.type ?? 'managed') === 'managed';
+  return cfg.MANAGED_STORAGE === 's3' && isManaged(mj);
+}
+
+/** Whether the job's files go to managed storage (the service's own), not a user's destination. */
+function isManaged(mj: MediaJob): boolean {
+  return (mj.spec.destination?.type ?? 'managed') === 'managed';
 }
 
 /**
  * Where the record of who stored the job's files is: the grant ledger
- * (managed S3), the objects' metadata (a user's destination), or nowhere
- * yet: local managed storage records an owner beside each file, but the
- * operator does not require it yet (docs/adr/0012, "Local managed storage").
+ * (managed S3), else the objects themselves: a user's destination's
+ * metadata, or on local managed storage the owner record beside each file
+ * (docs/adr/0012, "Local managed storage"), read with the operator's own
+ * settings, never the runner's document.
  */
-export function recordOf(mj: MediaJob, cfg: Pick<OperatorConfig, 'MANAGED_STORAGE'>): 'ledger' | 'objects' | 'none' {
-  if ((mj.spec.destination?.type ?? 'managed') !== 'managed') return 'objects';
-  return ledgerKnows(mj, cfg) ? 'ledger' : 'none';
+export function recordOf(mj: MediaJob, cfg: Pick<OperatorConfig, 'MANAGED_STORAGE'>): 'ledger' | 'objects' {
+  return ledgerKnows(mj, cfg) ? 'ledger' : 'objects';
 }
 
 /**
@@ -161,7 +167,6 @@ export async function checkedResult(
   d: RemovalDeps, mj: MediaJob, result: MediaJobResult, recorded: () => Promise<RecordedResult | undefined>,
 ): Promise<{ result: MediaJobResult } | { refused: string[] }> {
   const kind = recordOf(mj, d.cfg);
-  if (kind === 'none') return { result };
   const verdicts = stateOf(d).verdicts;
   const at = verdictKey(mj, result);
   const known = verdicts.get(at);
@@ -225,6 +230,7 @@ async function readBack(
   const jobId = jobIdOf(mj);
   if (kind === 'ledger') return d.ledger ? resultAsStored(d.ledger, jobId, result) : { refused: resultKeys(result) };
   try {
+    if (isManaged(mj)) return await resultAsStored(objectRecord(await managedProvider(d.cfg)), jobId, result);
     const doc = await destinationDocument(d, mj);
     if (!doc) return { refused: resultKeys(result) };
     // A kept client per destination (destination-clients.ts): the HEADs reuse its connection.
@@ -312,7 +318,6 @@ export async function removeFiles(d: RemovalDeps, mj: MediaJob, claimed: string[
 async function ownKeys(d: RemovalDeps, mj: MediaJob, provider: StorageProvider, open: string[], refused: string[]): Promise<string[]> {
   const jobId = jobIdOf(mj);
   const kind = recordOf(mj, d.cfg);
-  if (kind === 'none') return open;
   const viaLedger = kind === 'ledger';
   if (viaLedger && !d.ledger) return [];
   const record = viaLedger ? d.ledger! : objectRecord(provider);
@@ -328,14 +333,16 @@ function readBudget(d: Pick<RemovalDeps, 'budget' | 'cfg'>): ReadBudget {
   return new ReadBudget({ ...(d.budget ?? REMOVAL_BUDGET), policy: new OutboundPolicy({ allowed: d.cfg.OUTBOUND_ALLOWED_CIDRS }) });
 }
 
+/** Managed storage built as a runner's is (it only reads back and deletes here, signs nothing): from the operator's own settings. */
+function managedProvider(cfg: OperatorConfig): Promise<StorageProvider> {
+  const env = Object.fromEntries(Object.entries(cfg)
+    .filter(([k, v]) => (k.startsWith('MANAGED_') || k === 'PUBLIC_BASE_URL') && v !== undefined && typeof v !== 'object')
+    .map(([k, v]) => [k, String(v)]));
+  return createProvider({ provider: 'managed' }, { env });
+}
+
 async function providerOf(d: { core: k8s.CoreV1Api; cfg: OperatorConfig }, mj: MediaJob, budget: ReadBudget): Promise<StorageProvider | undefined> {
-  if ((mj.spec.destination?.type ?? 'managed') === 'managed') {
-    // Built as a runner's is (it only deletes here, signs nothing): from the operator's own managed-storage settings.
-    const env = Object.fromEntries(Object.entries(d.cfg)
-      .filter(([k, v]) => (k.startsWith('MANAGED_') || k === 'PUBLIC_BASE_URL') && v !== undefined && typeof v !== 'object')
-      .map(([k, v]) => [k, String(v)]));
-    return createProvider({ provider: 'managed' }, { env });
-  }
+  if (isManaged(mj)) return managedProvider(d.cfg);
   const doc = await destinationDocument(d, mj);
   return doc === undefined ? undefined : createProvider(doc, { ...storageEndpoints(d.cfg), agents: budget });
 }

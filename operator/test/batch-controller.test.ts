@@ -22,6 +22,7 @@ import { tsxCommand } from '../../test/support/tsx.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
 import { loadOperatorConfig } from '../src/config.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
+import { TestLocalStorage } from './support/local-storage.js';
 
 const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
 const CRDS = ['mediajob.yaml', 'mediabatch.yaml'].map((f) => fileURLToPath(new URL(`../../crds/${f}`, import.meta.url)));
@@ -39,14 +40,15 @@ describe('MediaBatch controller on the local cluster', function () {
   let apiKeyId: string;
   let platform: FakePlatform;
   let operator: OperatorHandle | undefined;
+  let storage: TestLocalStorage;
   const secretKeys = SecretBox.generateSpec('t1');
   const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
 
   const start = (env: Record<string, string> = {}) => startOperator(loadOperatorConfig({
-    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys,
+    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys, ...storage.settings,
     RUNNER_IMAGE: 'mediajobs/runner:scripted', LEADER_ELECTION: 'false', MAX_RUNNING_JOBS: '20',
     BATCH_STATUS_SECONDS: '1', PODCAST_LOOKUP_ENDPOINT: platform.lookupEndpoint, OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8', ...env,
-  }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
+  }), { log, storage: storage.access });
 
   const episodeJobs = async (batchName: string) => {
     const list = await custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL }) as { items: MediaJob[] };
@@ -79,6 +81,7 @@ describe('MediaBatch controller on the local cluster', function () {
     tc = await startTestCluster({ imageCommands: { 'mediajobs/runner:scripted': tsxCommand(RUNNER) } });
     for (const crd of CRDS) await tc.kubectl(['apply', '-f', crd]);
     db = await createTestDatabase();
+    storage = new TestLocalStorage();
     apiKeyId = await insertApiKey(db.pool);
     platform = await startFakePlatform();
     const kc = new k8s.KubeConfig();
@@ -95,6 +98,7 @@ describe('MediaBatch controller on the local cluster', function () {
     await platform.stop();
     await db.drop();
     await tc.stop();
+    storage?.remove();
   });
 
   it('creates one MediaJob per episode of a processing show, a page per pass, and completes the batch', async () => {

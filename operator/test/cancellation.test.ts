@@ -9,10 +9,9 @@
 // rules themselves are pure and tested first.
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
@@ -30,6 +29,7 @@ import { CANCEL_CHANNEL, type CancelNotice } from '@mediajobs/lib/job-cancellati
 import { CancelNotices, FINALIZER, cancellationWanted, cancelledStatus } from '../src/cancellation.js';
 import { loadOperatorConfig } from '../src/config.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
+import { TestLocalStorage } from './support/local-storage.js';
 
 const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
 const OPTIONS: Omit<MediaJobOptions, 'url'> = {
@@ -124,15 +124,15 @@ describe('operator: cancellation on the local cluster', function () {
   let hookServer: Server;
   let hookUrl: string;
   let operator: OperatorHandle | undefined;
-  let storageDir: string;
+  let storage: TestLocalStorage;
   const secretKeys = SecretBox.generateSpec('t1');
   const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
 
   const start = (env: Record<string, string> = {}) => startOperator(loadOperatorConfig({
-    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys, MANAGED_STORAGE_DIR: storageDir,
+    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys, ...storage.settings,
     RUNNER_IMAGE: 'mediajobs/runner:scripted', LEASE_DURATION_SECONDS: '2', LEASE_RENEW_SECONDS: '1',
     WEBHOOK_BACKOFF_MS: '100', MATERIALIZE_SAFETY_SECONDS: '1', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8,::1/128', ...env,
-  }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
+  }), { log, storage: storage.access });
 
   const mediaJob = (name: string, url: string, extra: Partial<MediaJob['spec']> = {}): MediaJob => ({
     apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob', metadata: { name, namespace: 'default' },
@@ -174,7 +174,7 @@ describe('operator: cancellation on the local cluster', function () {
     await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url)), '-f', fileURLToPath(new URL('../../crds/mediabatch.yaml', import.meta.url))]);
     db = await createTestDatabase();
     apiKeyId = await insertApiKey(db.pool);
-    storageDir = mkdtempSync(join(tmpdir(), 'mj-cancel-storage-'));
+    storage = new TestLocalStorage('mj-cancel-storage-');
     hooks = [];
     hookServer = createServer((req, res) => {
       let text = '';
@@ -201,7 +201,7 @@ describe('operator: cancellation on the local cluster', function () {
     hookServer?.close();
     await db?.drop();
     await tc?.stop();
-    rmSync(storageDir, { recursive: true, force: true });
+    storage?.remove();
   });
 
   it('stops the runner of a job cancelled through the API: Job and pod deleted, MediaJob Cancelled, one job_cancelled', async () => {
@@ -294,14 +294,13 @@ describe('operator: cancellation on the local cluster', function () {
     await create(mediaJob('late-complete', LONG));
     const id = (await running('late-complete')).metadata.uid!;
     const key = `videos/${id}.mp4`;
-    mkdirSync(join(storageDir, 'videos'), { recursive: true });
-    writeFileSync(join(storageDir, key), 'delivered after the cancellation');
+    await storage.store(key, 'delivered after the cancellation', id);
     // Cancelled, its notice not yet acted on, when the runner reports its delivery (as the real runner's final patch).
     await db.pool.query(`UPDATE jobs SET status = 'Cancelled', finished_at = now() WHERE id = $1`, [id]);
     await tc.kubectl(['patch', 'mediajob', 'late-complete', '--subresource=status', '--type=merge', '-p',
       JSON.stringify({ status: { step: 'Finished', progress: 100, result: { storageKey: key, fileSize: 32 } } })]);
     await eventually(async () => (await statusOf('late-complete')) === 'Cancelled', 30_000);
-    await eventually(() => !existsSync(join(storageDir, key)), 15_000);
+    await eventually(() => !existsSync(join(storage.dir, key)), 15_000);
     await eventually(async () => (await get('late-complete')).status!.result === undefined, 15_000);
     await eventually(async () => (await runnerObjects('late-complete')) === 0, 30_000);
     expect(await row(id)).to.include({ status: 'Cancelled', s3_key: null });

@@ -16,6 +16,7 @@ import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/
 import { ORGANIZATION_LABEL } from '@mediajobs/lib/mediajob/build';
 import { loadOperatorConfig } from '../src/config.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
+import { TestLocalStorage } from './support/local-storage.js';
 
 const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
 const OPTIONS: Omit<MediaJobOptions, 'url'> = {
@@ -34,15 +35,16 @@ describe('fair admission on the local cluster', function () {
   let keyB: string;
   let keyC: string;
   let operator: OperatorHandle | undefined;
+  let storage: TestLocalStorage;
   const secretKeys = SecretBox.generateSpec('t1');
   const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
 
   const start = (env: Record<string, string>) => startOperator(loadOperatorConfig({
-    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys,
+    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys, ...storage.settings,
     RUNNER_IMAGE: 'mediajobs/runner:scripted', LEADER_ELECTION: 'false', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8',
     // No periodic re-check: every admission must come from a finishing job handing its slot on.
     ADMISSION_RECHECK_SECONDS: '3600', ...env,
-  }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
+  }), { log, storage: storage.access });
 
   const create = (name: string, apiKeyId: string, sleepMs: number, organization?: string) => custom.createNamespacedCustomObject({
     group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL,
@@ -78,6 +80,7 @@ describe('fair admission on the local cluster', function () {
     tc = await startTestCluster({ imageCommands: { 'mediajobs/runner:scripted': tsxCommand(RUNNER) } });
     await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url)), '-f', fileURLToPath(new URL('../../crds/mediabatch.yaml', import.meta.url))]);
     db = await createTestDatabase();
+    storage = new TestLocalStorage();
     [keyA, keyB, keyC] = [await insertApiKey(db.pool, 'a'), await insertApiKey(db.pool, 'b'), await insertApiKey(db.pool, 'c')];
     kc = new k8s.KubeConfig();
     kc.loadFromFile(tc.cluster.kubeconfigPath);
@@ -92,6 +95,7 @@ describe('fair admission on the local cluster', function () {
   after(async () => {
     await db.drop();
     await tc.stop();
+    storage?.remove();
   });
 
   it('hands freed slots to the two keys in turn, oldest first within each, though one key queued all its jobs first', async () => {

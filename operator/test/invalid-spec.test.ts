@@ -27,6 +27,7 @@ import { tsxCommand } from '../../test/support/tsx.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
 import { loadOperatorConfig } from '../src/config.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
+import { TestLocalStorage } from './support/local-storage.js';
 
 const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
 const OPTIONS: Omit<MediaJobOptions, 'url'> = {
@@ -65,12 +66,13 @@ describe('operator: a spec the CRD\'s rules refuse, reaching it through a CRD wi
   let batch: k8s.BatchV1Api;
   let apiKeyId: string;
   let operator: OperatorHandle | undefined;
+  let storage: TestLocalStorage;
   /** The operator's log lines, as JSON. */
   const lines: { msg?: string; level?: number; jobId?: string; category?: string }[] = [];
   const secretKeys = SecretBox.generateSpec('t1');
 
   const start = () => startOperator(loadOperatorConfig({
-    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys,
+    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys, ...storage.settings,
     RUNNER_IMAGE: 'mediajobs/runner:scripted', LEADER_ELECTION: 'false', MATERIALIZE_SAFETY_SECONDS: '1', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8',
   }), {
     log: pino({ level: 'info' }, new Writable({
@@ -79,7 +81,7 @@ describe('operator: a spec the CRD\'s rules refuse, reaching it through a CRD wi
         cb();
       },
     })),
-    storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) },
+    storage: storage.access,
   });
 
   const getMj = async (name: string) => (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL, name })) as MediaJob;
@@ -122,6 +124,7 @@ describe('operator: a spec the CRD\'s rules refuse, reaching it through a CRD wi
     tc = await startTestCluster({ imageCommands: { 'mediajobs/runner:scripted': tsxCommand(RUNNER) } });
     for (const file of ['mediajob.yaml', 'mediabatch.yaml']) await tc.kubectl(['apply', '-f', tc.manifest(`stripped-${file}`, withoutRules(file))]);
     db = await createTestDatabase();
+    storage = new TestLocalStorage();
     apiKeyId = await insertApiKey(db.pool);
     const kc = new k8s.KubeConfig();
     kc.loadFromFile(tc.cluster.kubeconfigPath);
@@ -153,6 +156,7 @@ describe('operator: a spec the CRD\'s rules refuse, reaching it through a CRD wi
     await operator?.stop();
     await db?.drop();
     await tc?.stop();
+    storage?.remove();
   });
 
   it('videoCodec av1 on a MediaJob: Failed, invalid_spec, naming spec.videoCodec; no runner, nothing recorded', async () => {

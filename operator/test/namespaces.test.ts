@@ -16,6 +16,7 @@ import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/
 import { loadOperatorConfig } from '../src/config.js';
 import { NAMESPACE_OWNER_ANNOTATION } from '../src/namespace-owners.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
+import { TestLocalStorage } from './support/local-storage.js';
 
 const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
 const CRDS = ['mediajob.yaml', 'mediabatch.yaml'].map((f) => fileURLToPath(new URL(`../../crds/${f}`, import.meta.url)));
@@ -30,13 +31,14 @@ describe('operator: every namespace, and who a manifest acts for', function () {
   let teamKey: string;
   let otherKey: string;
   let operator: OperatorHandle | undefined;
+  let storage: TestLocalStorage;
   const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
 
   const start = (env: Record<string, string>) => startOperator(loadOperatorConfig({
-    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: SecretBox.generateSpec('t1'),
+    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: SecretBox.generateSpec('t1'), ...storage.settings,
     RUNNER_IMAGE: 'mediajobs/runner:scripted', LEADER_ELECTION: 'false', MATERIALIZE_SAFETY_SECONDS: '1',
     OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8', ...env,
-  }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
+  }), { log, storage: storage.access });
 
   /** A namespace as an admin makes it: bound to an API key, or not. */
   const namespace = (name: string, boundTo?: string) => tc.kubectl(['apply', '-f', '-'], {
@@ -63,6 +65,7 @@ describe('operator: every namespace, and who a manifest acts for', function () {
     tc = await startTestCluster({ imageCommands: { 'mediajobs/runner:scripted': tsxCommand(RUNNER) } });
     for (const crd of CRDS) await tc.kubectl(['apply', '-f', crd]);
     db = await createTestDatabase();
+    storage = new TestLocalStorage();
     teamKey = await insertApiKey(db.pool);
     otherKey = await insertApiKey(db.pool);
     const kc = new k8s.KubeConfig();
@@ -84,6 +87,7 @@ describe('operator: every namespace, and who a manifest acts for', function () {
   after(async () => {
     await db.drop();
     await tc.stop();
+    storage?.remove();
   });
 
   it('runs a manifest in a watched namespace next to it, for the key the namespace is bound to', async () => {

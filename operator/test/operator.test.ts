@@ -21,6 +21,7 @@ import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/
 import { DEFAULT_RUNNER_RESOURCES, loadOperatorConfig } from '../src/config.js';
 import { runnerJobName } from '../src/job-builder.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
+import { TestLocalStorage } from './support/local-storage.js';
 
 const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
 const OPTIONS: Omit<MediaJobOptions, 'url'> = {
@@ -58,14 +59,15 @@ describe('operator on the local cluster', function () {
   let apiKeyId: string;
   let receiver: Awaited<ReturnType<typeof webhookReceiver>>;
   let operator: OperatorHandle | undefined;
+  let storage: TestLocalStorage;
   const secretKeys = SecretBox.generateSpec('t1');
   const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
 
   const start = (env: Record<string, string> = {}) => startOperator(loadOperatorConfig({
-    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys,
+    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys, ...storage.settings,
     RUNNER_IMAGE: 'mediajobs/runner:scripted', LEASE_DURATION_SECONDS: '2', LEASE_RENEW_SECONDS: '1',
     WEBHOOK_BACKOFF_MS: '100', MATERIALIZE_SAFETY_SECONDS: '1', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8', ...env,
-  }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
+  }), { log, storage: storage.access });
 
   const mediaJob = (name: string, url: string, extra: Partial<MediaJob['spec']> = {}): MediaJob => ({
     apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob', metadata: { name, namespace: 'default' },
@@ -85,6 +87,7 @@ describe('operator on the local cluster', function () {
     tc = await startTestCluster({ imageCommands: { 'mediajobs/runner:scripted': tsxCommand(RUNNER) } });
     await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url)), '-f', fileURLToPath(new URL('../../crds/mediabatch.yaml', import.meta.url))]);
     db = await createTestDatabase();
+    storage = new TestLocalStorage();
     apiKeyId = await insertApiKey(db.pool);
     receiver = await webhookReceiver();
     kc = new k8s.KubeConfig();
@@ -103,6 +106,7 @@ describe('operator on the local cluster', function () {
     receiver.server.close();
     await db.drop();
     await tc.stop();
+    storage?.remove();
   });
 
   it('processes a MediaJob applied without the gateway and records it for the key it names', async () => {

@@ -19,6 +19,7 @@ import { tsxCommand } from '../../test/support/tsx.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
 import { loadOperatorConfig } from '../src/config.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
+import { TestLocalStorage } from './support/local-storage.js';
 
 const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
 const CRDS = ['mediajob.yaml', 'mediabatch.yaml', 'proxypool.yaml', 'mediaplatform.yaml'].map((f) => fileURLToPath(new URL(`../../crds/${f}`, import.meta.url)));
@@ -39,14 +40,15 @@ describe('platforms and proxy pools on the local cluster', function () {
   let core: k8s.CoreV1Api;
   let key: string;
   let operator: OperatorHandle | undefined;
+  let storage: TestLocalStorage;
   const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
 
   const start = (env: Record<string, string> = {}) => startOperator(loadOperatorConfig({
-    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: SecretBox.generateSpec('t1'),
+    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: SecretBox.generateSpec('t1'), ...storage.settings,
     RUNNER_IMAGE: 'mediajobs/runner:scripted', LEADER_ELECTION: 'false', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8',
     MAX_RUNNING_JOBS: '10', ADMISSION_RECHECK_SECONDS: '1', RETRY_BACKOFF_SECONDS: '1', RETRY_PLATFORM_BACKOFF_SECONDS: '600', RETRY_MAX_BACKOFF_SECONDS: '600',
     ...env,
-  }), { log, storage: { presign: async (k) => `http://files.test/${k}`, destination: () => ({ provider: 'managed' }) } });
+  }), { log, storage: storage.access });
 
   const create = (name: string, url: string) => custom.createNamespacedCustomObject({
     group: GROUP, version: VERSION, namespace: 'default', plural: MEDIAJOB_PLURAL,
@@ -68,6 +70,7 @@ describe('platforms and proxy pools on the local cluster', function () {
     tc = await startTestCluster({ imageCommands: { 'mediajobs/runner:scripted': tsxCommand(RUNNER) } });
     await tc.kubectl(['apply', ...CRDS.flatMap((f) => ['-f', f])]);
     db = await createTestDatabase();
+    storage = new TestLocalStorage();
     key = await insertApiKey(db.pool, 'platforms');
     kc = new k8s.KubeConfig();
     kc.loadFromFile(tc.cluster.kubeconfigPath);
@@ -96,6 +99,7 @@ describe('platforms and proxy pools on the local cluster', function () {
     await operator?.stop();
     await db?.drop();
     await tc?.stop();
+    storage?.remove();
   });
 
   it('runs a platform\'s jobs one at a time (maxRunning 1), the others waiting platform_limit, while other hosts run', async () => {

@@ -14,10 +14,9 @@
 // lost runner pod the restarted operator finds: its file stays, nothing runs
 // again (ADR 0013).
 import { expect } from 'chai';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
@@ -33,6 +32,7 @@ import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/
 import { loadOperatorConfig } from '../src/config.js';
 import { runnerJobName } from '../src/job-builder.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
+import { TestLocalStorage } from './support/local-storage.js';
 import { PHASE_SECONDS } from './support/scripted-phases.js';
 
 const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
@@ -63,15 +63,15 @@ describe('operator: retry policy on the local cluster', function () {
   let hookServer: Server;
   let hookUrl: string;
   let operator: OperatorHandle | undefined;
-  let storageDir: string;
+  let storage: TestLocalStorage;
   const secretKeys = SecretBox.generateSpec('t1');
   const log = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
 
   const start = (env: Record<string, string> = {}) => startOperator(loadOperatorConfig({
-    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys, MANAGED_STORAGE_DIR: storageDir,
+    DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: secretKeys, ...storage.settings,
     RUNNER_IMAGE: 'mediajobs/runner:scripted', LEASE_DURATION_SECONDS: '2', LEASE_RENEW_SECONDS: '1',
     WEBHOOK_BACKOFF_MS: '100', MATERIALIZE_SAFETY_SECONDS: '1', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8', ...FAST, ...env,
-  }), { log, storage: { presign: async (key) => `http://files.test/${key}`, destination: () => ({ provider: 'managed' }) } });
+  }), { log, storage: storage.access });
 
   const mediaJob = (name: string, url: string, extra: Partial<MediaJob['spec']> = {}): MediaJob => ({
     apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaJob', metadata: { name, namespace: 'default' },
@@ -108,7 +108,7 @@ describe('operator: retry policy on the local cluster', function () {
     await tc.kubectl(['apply', '-f', fileURLToPath(new URL('../../crds/mediajob.yaml', import.meta.url)), '-f', fileURLToPath(new URL('../../crds/mediabatch.yaml', import.meta.url))]);
     db = await createTestDatabase();
     apiKeyId = await insertApiKey(db.pool);
-    storageDir = mkdtempSync(join(tmpdir(), 'mj-retry-storage-'));
+    storage = new TestLocalStorage('mj-retry-storage-');
     hooks = [];
     hookServer = createServer((req, res) => {
       let text = '';
@@ -135,7 +135,7 @@ describe('operator: retry policy on the local cluster', function () {
     hookServer?.close();
     await db?.drop();
     await tc?.stop();
-    rmSync(storageDir, { recursive: true, force: true });
+    storage?.remove();
   });
 
   it('tries a connection error again with a doubling backoff: Completed on attempt 3, each attempt on the MediaJob, one job_completed, no job_failed', async () => {
@@ -321,8 +321,7 @@ describe('operator: retry policy on the local cluster', function () {
     const pod = await runningPod('row-first');
     // The runner stored its file and said so, as the real runner does the moment its upload completes ...
     const key = `videos/${id}.mp4`;
-    mkdirSync(join(storageDir, 'videos'), { recursive: true });
-    writeFileSync(join(storageDir, key), 'delivered before the restart');
+    await storage.store(key, 'delivered before the restart', id);
     await tc.kubectl(['patch', 'mediajob', 'row-first', '--subresource=status', '--type=merge', '-p',
       JSON.stringify({ status: { step: 'Uploading', progress: 90, storedFiles: { [key]: 28 } } })]);
     await eventually(async () => (await get('row-first')).status?.storedFiles?.[key] === 28);
@@ -336,7 +335,7 @@ describe('operator: retry policy on the local cluster', function () {
     operator = await start();
     const mj = await ended('row-first', 'Completed');
     await new Promise((res) => setTimeout(res, 1500));
-    expect(existsSync(join(storageDir, key)), 'the file the row delivered').to.equal(true);
+    expect(existsSync(join(storage.dir, key)), 'the file the row delivered').to.equal(true);
     expect(await runnerJobs('row-first'), 'no second attempt').to.deep.equal([runnerJobName(mj)]);
     expect(mj.status!.result).to.deep.include({ storageKey: key, fileSize: 28 });
     expect(mj.status).to.include({ step: 'Finished', progress: 100 });

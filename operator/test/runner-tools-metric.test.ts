@@ -17,6 +17,7 @@ import { parseExposition, scrape } from '../../test/support/metrics.js';
 import { loadOperatorConfig } from '../src/config.js';
 import { OperatorMetrics, TOOL_VERSIONS_KEPT, TOOL_VERSION_TTL_MS } from '../src/metrics.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
+import { TestLocalStorage } from './support/local-storage.js';
 
 const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
 // All the operator's kinds: it waits for each one's informer to list.
@@ -36,25 +37,28 @@ describe('runner tool versions on the operator\'s /metrics', function () {
   let custom: k8s.CustomObjectsApi;
   let key: string;
   let operator: OperatorHandle | undefined;
+  let storage: TestLocalStorage;
 
   before(async () => {
     tc = await startTestCluster({ imageCommands: { 'mediajobs/runner:scripted': tsxCommand(RUNNER) } });
     await tc.kubectl(['apply', ...CRDS.flatMap((f) => ['-f', f])]);
     db = await createTestDatabase();
+    storage = new TestLocalStorage();
     key = await insertApiKey(db.pool, 'tools');
     const kc = new k8s.KubeConfig();
     kc.loadFromFile(tc.cluster.kubeconfigPath);
     custom = kc.makeApiClient(k8s.CustomObjectsApi);
     operator = await startOperator(loadOperatorConfig({
-      DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: SecretBox.generateSpec('t1'),
+      DATABASE_URL: db.url, KUBECONFIG: tc.cluster.kubeconfigPath, SECRET_KEYS: SecretBox.generateSpec('t1'), ...storage.settings,
       RUNNER_IMAGE: 'mediajobs/runner:scripted', LEADER_ELECTION: 'false', OUTBOUND_ALLOWED_CIDRS: '127.0.0.0/8', METRICS_PORT: '0', METRICS_HOST: '127.0.0.1',
-    }), { log: pino({ level: process.env.LOG_LEVEL ?? 'silent' }), storage: { presign: async (k) => `http://files.test/${k}`, destination: () => ({ provider: 'managed' }) } });
+    }), { log: pino({ level: process.env.LOG_LEVEL ?? 'silent' }), storage: storage.access });
   });
 
   after(async () => {
     await operator?.stop();
     await db?.drop();
     await tc?.stop();
+    storage?.remove();
   });
 
   const create = (name: string, url: string) => custom.createNamespacedCustomObject({

@@ -11,7 +11,12 @@
 // - upload=<bytes>: the completion first stores that many bytes under its
 //   key through the destination the operator gave the pod (an upload grant
 //   on managed S3), as a runner does; the report still says fileSize 1234
-//   (reportedSize=<n> to say another), as a runner that lies would;
+//   (reportedSize=<n> to say another), as a runner that lies would. On
+//   local managed storage a completion without upload= and storageKey=
+//   stores the size it reports (1234, or reportedSize) all the same, named
+//   as the job's (its owner record), since the operator takes no report of
+//   a file it cannot find there (docs/adr/0012 "Local managed storage").
+//   A key another file has gets `-<job id 8>`, as the runner's;
 // - ytdlp=<version>, ffmpeg=<version>: the tool versions the attempt
 //   reports in status.tools at its start, as the runner does;
 // - times=<n>: only the first n attempts (MEDIAJOB_ATTEMPT, set by the
@@ -23,7 +28,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import * as k8s from '@kubernetes/client-node';
 import { GROUP, MEDIAJOB_PLURAL, RUNNER_EXIT, VERSION, type MediaJobSpec, type RunnerDefence, type RunnerReport, type RunnerTools } from '@mediajobs/lib/mediajob/types';
-import { objectKey } from '@mediajobs/lib/storage/types';
+import { isStorageError, objectKey } from '@mediajobs/lib/storage/types';
 import { createProvider, destinationKeyLayout, type Destination } from '@mediajobs/lib/storage/index';
 import { PHASE_SECONDS } from './scripted-phases.js';
 
@@ -78,17 +83,17 @@ if (outcome === 'warning') {
   finish(r, RUNNER_EXIT.warning);
 }
 await report({ step: 'Uploading', progress: 66 });
-// The key a runner names its file with (its folder and filename; `videos/<job id>.mp4` without them).
-const storageKey = url.searchParams.get('storageKey') ?? objectKey({ ...keyLayout(), folder: spec.folder, name: spec.filename, fallback: process.env.MEDIAJOB_JOB_ID!, ext: 'mp4' });
-const uploadBytes = url.searchParams.get('upload');
-if (scripted && uploadBytes !== null) {
-  const provider = await createProvider(destination() as unknown as Destination);
-  // Named as the job's, as a runner's every upload is (its object's metadata; the operator reads it back).
-  await provider.upload(storageKey, Readable.from([Buffer.alloc(Number(uploadBytes), 7)]), { size: Number(uploadBytes), contentType: 'video/mp4', jobId: process.env.MEDIAJOB_JOB_ID! });
-}
+// The key a runner names its file with (its folder and filename; `videos/<job id>.mp4` without them), `-<job id 8>` when taken.
+const claimedKey = url.searchParams.get('storageKey');
+const jobId = process.env.MEDIAJOB_JOB_ID!;
+const ownKey = (suffix?: string) => objectKey({ ...keyLayout(), folder: spec.folder, name: spec.filename, fallback: jobId, ext: 'mp4', ...(suffix && { suffix }) });
+const reportedSize = Number(url.searchParams.get('reportedSize') ?? 1234);
+const uploadBytes = scripted && url.searchParams.has('upload') ? Number(url.searchParams.get('upload'))
+  : claimedKey === null && onLocalDisk() ? reportedSize : undefined;
+const storageKey = uploadBytes === undefined ? claimedKey ?? ownKey() : await store(uploadBytes);
 const r: RunnerReport = {
   outcome: 'completed', step: 'Finished', progress: 100,
-  result: { storageKey, fileSize: Number(url.searchParams.get('reportedSize') ?? 1234), actualQuality: '240p', title: 'Scripted' },
+  result: { storageKey, fileSize: reportedSize, actualQuality: '240p', title: 'Scripted' },
   phaseSeconds: PHASE_SECONDS.completed,
 };
 await report(r);
@@ -101,6 +106,35 @@ function keyLayout(): { folderPrefix?: string; baseFolder?: string } {
   } catch {
     return {};
   }
+}
+
+/**
+ * Store `bytes` as the runner does: through the destination the operator
+ * gave the pod, named as the job's (its object's metadata, or the owner
+ * record on local disk; the operator reads it back), under the reported key
+ * or, as the runner's uploadJobFile, the job's own key, `-<job id 8>` when
+ * another file has it. The key stored.
+ */
+async function store(bytes: number): Promise<string> {
+  const doc = destination() as { managed?: Record<string, string> };
+  // The document's managed-storage settings over the pod's env, as the runner reads them (runner-image/src/destination.ts).
+  const provider = await createProvider(doc as unknown as Destination, { env: doc.managed ? { ...process.env, ...doc.managed } : process.env });
+  const keys = claimedKey !== null ? [claimedKey] : [ownKey(), ownKey(jobId.slice(0, 8))];
+  for (const [i, key] of keys.entries()) {
+    try {
+      await provider.upload(key, Readable.from([Buffer.alloc(bytes, 7)]), { size: bytes, contentType: 'video/mp4', jobId });
+      return key;
+    } catch (err) {
+      if (!isStorageError(err) || err.code !== 'conflict' || i === keys.length - 1) throw err;
+    }
+  }
+  throw new Error('unreachable');
+}
+
+/** Whether the operator gave this pod local managed storage (a directory the runner writes itself). */
+function onLocalDisk(): boolean {
+  const doc = destination() as { provider?: string; managed?: { MANAGED_STORAGE?: string } };
+  return doc.provider === 'managed' && doc.managed?.MANAGED_STORAGE === 'local';
 }
 
 /** The pod's destination.json, as the runner reads it. */
