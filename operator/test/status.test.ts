@@ -6,7 +6,7 @@ import type { MediaJob, MediaJobStatus } from '@mediajobs/lib/mediajob/types';
 import { WAIT_FOR_POD, deriveStatus, rowEndedStatus, statusChanged, type Observed } from '../src/status.js';
 import { cancelledStatus } from '../src/cancellation.js';
 import { orphanedFiles } from '../src/stored-files.js';
-import { eventsFor } from '../src/webhook-events.js';
+import { eventsFor, progressEvents } from '../src/webhook-events.js';
 import { eventId } from '@mediajobs/lib/db/outbox';
 import { buildRunnerJob, runnerJobName } from '../src/job-builder.js';
 import { DEFAULT_RUNNER_RESOURCES, loadOperatorConfig } from '../src/config.js';
@@ -194,8 +194,29 @@ describe('webhook events of a transition', () => {
     expect(eventsFor('Pending', { status: 'Failed', error: 'x' }, row, mj(), {}).map((e) => e.type)).to.deep.equal(['job_processing', 'job_failed']);
   });
 
-  it('sends no job_failed for a content warning', () => {
-    expect(eventsFor('Processing', { status: 'Warning', errorType: 'warning' }, row, mj(), {})).to.deep.equal([]);
+  it('sends no job_failed for a content warning, but job_warning (ADR 0029), with the cause cleaned again', () => {
+    expect(eventsFor('Processing', { status: 'Warning', errorType: 'warning', error: 'Video is private' }, row, mj(), {})).to.deep.equal([{
+      type: 'job_warning', payload: { type: 'job_warning', job_id: row.id, url: row.url, status: 'warning', error: 'Video is private' },
+    }]);
+    const [e] = eventsFor('Processing', {
+      status: 'Warning', errorType: 'warning', error: 'Video is private', errorDetail: 'ERROR: private at /var/x and https://h.example/v?token=t',
+    }, row, mj(), {});
+    expect(e!.payload.error_detail).to.equal('ERROR: private at <path> and https://h.example/v?…');
+  });
+
+  it('progress events carry the download\'s figures: all of them at the current step, the final bytes at earlier ones', () => {
+    const download = { downloadedBytes: 400, totalBytes: 1000, speedBps: 100, etaSeconds: 6 };
+    const reading = progressEvents({ status: 'Processing', step: 'Downloading', progress: 10, download }, row);
+    expect(reading.map((e) => e.payload)).to.deep.equal([{
+      type: 'progress', job_id: row.id, url: row.url, stage: 'downloading', progress_percent: 0,
+      downloaded_bytes: 400, total_bytes: 1000, speed_bps: 100, eta_seconds: 6,
+    }]);
+    const muxing = progressEvents({ status: 'Processing', step: 'Muxing', progress: 40, download: { downloadedBytes: 1000, totalBytes: 1000 } }, row);
+    expect(muxing.map((e) => [e.payload.stage, e.payload.downloaded_bytes, e.payload.speed_bps])).to.deep.equal([
+      ['downloading', 1000, undefined], ['download_complete', 1000, undefined], ['muxing', 1000, undefined],
+    ]);
+    const unknown = progressEvents({ status: 'Processing', step: 'Downloading', progress: 0, download: { downloadedBytes: -1 } }, row);
+    expect(unknown[0]!.payload).to.not.have.any.keys('downloaded_bytes', 'total_bytes', 'speed_bps', 'eta_seconds');
   });
 
   it('adds subtitle_url and thumbnail_url only when their keys exist', () => {
