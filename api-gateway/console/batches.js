@@ -15,10 +15,17 @@ function kept() {
   try { return JSON.parse(sessionStorage.getItem(KEPT) ?? '[]'); } catch { return []; }
 }
 
-/** A batch this tab created, newest first (its id and show URL: no secret). */
-export function rememberBatch(id, url) {
-  sessionStorage.setItem(KEPT, JSON.stringify([{ id, url, at: Date.now() }, ...kept().filter((b) => b.id !== id)].slice(0, 50)));
+/**
+ * A batch this tab created, newest first: its id, show URL and episode
+ * titles by job id (POST /jobs answers them; GET /batch/{id} does not). No secret.
+ */
+export function rememberBatch(id, url, episodes = []) {
+  const titles = Object.fromEntries(episodes.filter((e) => e.title).map((e) => [e.job_id, e.title]));
+  sessionStorage.setItem(KEPT, JSON.stringify([{ id, url, at: Date.now(), titles }, ...kept().filter((b) => b.id !== id)].slice(0, 20)));
 }
+
+/** The episode titles this tab was told for a batch, by job id. */
+const titlesOf = (id) => kept().find((b) => b.id === id)?.titles ?? {};
 
 export function BatchesView() {
   const list = kept();
@@ -37,8 +44,10 @@ export function BatchesView() {
 async function loadBatch(id, signal) {
   const batch = await api('GET', `/batch/${seg(id)}`, { signal });
   const ids = batch.episode_jobs.slice(0, EPISODES_SHOWN);
+  const titles = titlesOf(batch.id);
   const jobs = await limited(ids, 6, (j) => api('GET', `/jobs/${seg(j)}`, { signal }).catch(() => ({ id: j, status: 'Unknown' })));
-  return { batch, jobs };
+  // A job's own title comes once it ran; before, the title the batch was created with.
+  return { batch, jobs: jobs.map((j) => ({ ...j, title: j.title ?? titles[j.id] })) };
 }
 
 function Rename({ batch, jobs, onDone }) {

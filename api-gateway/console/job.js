@@ -1,6 +1,7 @@
 // One job: GET /jobs/{id} (polled until it ends), what was delivered with
 // a player, its webhook deliveries (GET /jobs/{id}/webhooks) with
 // redelivery, and cancel (POST /jobs/{id}/cancel).
+import { useRef } from 'preact/hooks';
 import { html } from './html.js';
 import { api, seg } from './api.js';
 import { ErrorLine, Notice, Progress, StatusBadge, TERMINAL, bytes, duration, useAction, useLoad, when } from './ui.js';
@@ -56,9 +57,12 @@ function Timeline({ job, events }) {
 }
 
 function Delivered({ job }) {
+  // Each read signs the URL anew: the player keeps the first one for the file, or every poll would reload it.
+  const kept = useRef({});
+  if (kept.current.key !== job.s3_key || !kept.current.src) kept.current = { key: job.s3_key, src: job.s3_url };
   if (job.status !== 'Completed') return null;
   const ext = String(job.s3_key ?? '').split('.').pop().toLowerCase();
-  const src = job.s3_url;
+  const src = kept.current.src;
   return html`<section aria-labelledby="file-title"><h2 id="file-title">Delivered file</h2>
     ${src ? html`
       ${AUDIO.has(ext)

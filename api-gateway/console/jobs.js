@@ -39,7 +39,7 @@ function SubmitForm({ onCreated }) {
       form.reset();
       onCreated();
       if (created.batch_id) {
-        rememberBatch(created.batch_id, body.url);
+        rememberBatch(created.batch_id, body.url, created.episodes);
         return html`Batch accepted: <a href=${`#/batches/${seg(created.batch_id)}`}>${created.total_episodes ?? ''} episodes</a>`;
       }
       return html`Job accepted: <a href=${`#/jobs/${seg(created.job_id)}`}>${created.job_id}</a>`;

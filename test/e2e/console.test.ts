@@ -3,15 +3,18 @@
 // whole service (local cluster running the real runner with yt-dlp and
 // ffmpeg, Postgres, gateway, operator) and local media. A person signs in,
 // submits a job from the form, watches it reach Completed in the list,
-// plays the delivered file, redelivers a webhook, cancels another job and
-// reads the usage chart; the keyboard reaches everything in order, and
+// plays the delivered file, redelivers a webhook, cancels another job,
+// reads the usage chart, and renames and starts a paused show's batch; the
+// keyboard reaches everything in order, and
 // axe-core finds no serious or critical violation on any view. Each test
 // saves a screenshot under .cache/screenshots/console-*.png.
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
+import { buildFeed, lookupResult, serve, startFakePlatform, type FakePlatform } from '../../lib/test/batches-support.js';
 import { eventually } from '../../local-cluster/test/support.js';
 import { axeViolations, launchBrowser, type Browser } from '../support/browser.js';
 import { startMediaServer, type MediaServer } from '../support/media.js';
+import { startPodcastMediaServer, type PodcastMediaServer } from '../support/podcast-media.js';
 import { startReceiver, startService, type Receiver, type Service } from './support.js';
 
 describe('end to end: the web console in Chromium', function () {
@@ -23,11 +26,23 @@ describe('end to end: the web console in Chromium', function () {
   let browser: Browser;
   let page: Page;
   let completedId: string;
+  let platform: FakePlatform;
+  let podcast: PodcastMediaServer;
+  const SHOW = '1000000038';
+  const showUrl = `https://podcasts.apple.com/us/podcast/console-show/id${SHOW}`;
 
   before(async () => {
-    media = await startMediaServer();
-    receiver = await startReceiver();
-    svc = await startService();
+    [media, receiver, platform, podcast] = await Promise.all([startMediaServer(), startReceiver(), startFakePlatform(), startPodcastMediaServer()]);
+    // A show of two short episodes, as the platform's lookup API and its feed give it (lib/test/batches-support.ts).
+    platform.routes.set(`/feeds/${SHOW}.xml`, serve(buildFeed({
+      title: 'The Console Show',
+      items: [
+        { title: 'Episode two', pubDate: 'Tue, 05 Mar 2024 09:30:00 GMT', enclosure: { url: podcast.episodeUrl('ep1.m4a'), type: 'audio/x-m4a' }, guid: 'c-2' },
+        { title: 'Episode one', pubDate: 'Fri, 01 Mar 2024 06:00:00 GMT', enclosure: { url: podcast.episodeUrl('ep2.m4a'), type: 'audio/x-m4a' }, guid: 'c-1' },
+      ],
+    })));
+    platform.shows.set(SHOW, lookupResult(SHOW, `${platform.baseUrl}/feeds/${SHOW}.xml`, 'The Console Show'));
+    svc = await startService({ env: { PODCAST_LOOKUP_ENDPOINT: platform.lookupEndpoint } });
     browser = await launchBrowser();
     page = browser.page;
   });
@@ -35,8 +50,7 @@ describe('end to end: the web console in Chromium', function () {
   after(async () => {
     await browser?.close();
     await svc?.stop();
-    await receiver?.stop();
-    await media?.stop();
+    await Promise.all([receiver?.stop(), media?.stop(), platform?.stop(), podcast?.stop()]);
   });
 
   afterEach(async function () {
@@ -113,7 +127,9 @@ describe('end to end: the web console in Chromium', function () {
     expect(meta.width).to.be.greaterThan(0);
     expect(meta.error).to.equal(null);
     const download = page.getByRole('link', { name: /^Download / });
-    expect(await download.getAttribute('href')).to.equal((await svc.api('GET', `/jobs/${completedId}`)).body.s3_url);
+    // Signed anew on each read: the same file, whatever the signature.
+    const withoutQuery = (u: string) => u.replace(/\?.*$/, '');
+    expect(withoutQuery((await download.getAttribute('href'))!)).to.equal(withoutQuery((await svc.api('GET', `/jobs/${completedId}`)).body.s3_url as string));
     // The timeline has the acceptance, the webhook events and the end, each with a time.
     const timeline = await page.locator('.timeline li').allTextContents();
     expect(timeline[0]).to.include('Accepted (Pending)');
@@ -206,5 +222,36 @@ describe('end to end: the web console in Chromium', function () {
     expect(await axe(), 'batches page').to.deep.equal([]);
     expect(browser.offLoopback).to.deep.equal([]);
     expect(browser.pageErrors.filter((e) => /Content Security Policy|Refused to/i.test(e))).to.deep.equal([]);
+  });
+
+  it('a show submitted paused from the form: its batch page renames an episode, starts it, and shows each episode reach Completed', async () => {
+    await page.goto(`${svc.gateway.url}/#/jobs`);
+    await page.getByLabel('Media URL').fill(showUrl);
+    await page.getByText('Options', { exact: true }).click();
+    await page.getByLabel('Show: create paused').check();
+    await page.getByRole('button', { name: 'Submit' }).click();
+    await page.getByRole('status').filter({ hasText: 'Batch accepted' }).getByRole('link', { name: '2 episodes' }).click();
+    await page.getByRole('heading', { name: showUrl, level: 1 }).waitFor();
+    await page.locator('.status-line .badge', { hasText: /^paused$/ }).waitFor();
+    expect(await axe(), 'paused batch page').to.deep.equal([]);
+
+    await page.getByLabel('Episode one').fill('first-episode');
+    await page.getByRole('button', { name: 'Save names' }).click();
+    await page.getByRole('status').filter({ hasText: '1 renamed' }).waitFor();
+    await page.getByRole('button', { name: 'Start batch' }).click();
+    await page.getByRole('status').filter({ hasText: 'Started 2 jobs' }).waitFor();
+    // Polled while processing: the page follows the batch to its end without a reload.
+    await page.locator('.status-line .badge', { hasText: /^completed$/ }).waitFor({ timeout: 120_000 });
+    const rows = page.locator('table tbody tr');
+    expect(await rows.count()).to.equal(2);
+    await eventually(async () => (await rows.locator('.badge', { hasText: /^Completed$/ }).count()) === 2, 15_000);
+    const batchId = page.url().split('/').pop()!;
+    const batch = (await svc.api('GET', `/batch/${batchId}`)).body;
+    expect(batch).to.include({ status: 'completed', completed_episodes: 2 });
+    const keys = await Promise.all((batch.episode_jobs as string[]).map(async (id) => (await svc.api('GET', `/jobs/${id}`)).body.s3_key as string));
+    expect(keys.filter((k) => /\/first-episode\.mp4$/.test(k)), keys.join(', ')).to.have.length(1);
+    // The batch is listed among this tab's.
+    await page.getByRole('navigation').getByRole('link', { name: 'Batches' }).click();
+    await page.getByRole('link', { name: showUrl }).waitFor();
   });
 });
