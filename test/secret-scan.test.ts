@@ -1,7 +1,7 @@
 // The log search of the end-to-end runs (test/support/secret-scan.ts): it
 // finds a secret however a log line carries it, and its report never does.
 import { expect } from 'chai';
-import { assertNoLeaks, findLeaks, secretKeysOf } from './support/secret-scan.js';
+import { assertNoLeaks, cookieFileSecrets, findLeaks, proxyUrlSecrets, secretKeysOf } from './support/secret-scan.js';
 
 describe('the secret scan of a run\'s logs', () => {
   const hook = { kind: 'webhook URL', value: 'http://127.0.0.1:9/webhook?token=tok-0123456789abcdef' };
@@ -40,5 +40,16 @@ describe('the secret scan of a run\'s logs', () => {
       { kind: 'SECRET_KEYS key a', value: 'QUJDREVGR0hJSktM' }, { kind: 'SECRET_KEYS key b', value: 'TU5PUFFSU1RVVldY' },
     ]);
     expect(() => findLeaks([{ kind: 'pin', value: '1234' }], [])).to.throw(/pin: a secret of 4 characters/);
+  });
+
+  it('takes a cookie file whole and each cookie value in it, and a proxy URL\'s password and userinfo, as secrets', () => {
+    const file = '# Netscape HTTP Cookie File\n.video.example\tTRUE\t/\tTRUE\t0\tSID\tsid-value-0123456789\n#HttpOnly_.video.example\tTRUE\t/\tTRUE\t0\tHSID\thsid-value-abcdef\n';
+    expect(cookieFileSecrets('cookie', file).map((s) => s.value)).to.deep.equal([file, 'sid-value-0123456789', 'hsid-value-abcdef']);
+    const leaks = findLeaks(cookieFileSecrets('cookie', file), [{ source: 'gateway', text: 'cookie: SID=sid-value-0123456789' }]);
+    expect(leaks).to.deep.equal(['cookie (value) (sid-…, 20 chars) in gateway']);
+    expect(proxyUrlSecrets('proxy p1', 'http://user-session-1:pa%2Fss-0123456@127.0.0.1:3128')).to.deep.equal([
+      { kind: 'proxy p1 password', value: 'pa/ss-0123456' }, { kind: 'proxy p1 userinfo', value: 'user-session-1:pa%2Fss-0123456' },
+    ]);
+    expect(proxyUrlSecrets('proxy p2', 'http://127.0.0.1:3128')).to.deep.equal([]);
   });
 });

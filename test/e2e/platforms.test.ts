@@ -26,7 +26,7 @@ import { eventually } from '../../local-cluster/test/support.js';
 import { MEDIA, generateMedia } from '../support/media.js';
 import { scrape } from '../support/metrics.js';
 import { DIRECT, startPlatformSim, type PlatformSim } from '../support/platform-sim.js';
-import { assertNoLeaks, type LogText, type RunSecret } from '../support/secret-scan.js';
+import { assertNoLeaks, cookieFileSecrets, proxyUrlSecrets, type LogText, type RunSecret } from '../support/secret-scan.js';
 import { startUpstreamProxies, type UpstreamProxy } from '../support/upstream-proxies.js';
 import { runnerLogs, startReceiver, startService, type Receiver, type Service } from './support.js';
 
@@ -116,8 +116,8 @@ describe('end to end: platforms and proxy pools', function () {
   /** `n` http proxies needing a password of their own, from 127.0.0.<first>…; the password joins the secrets scanned for. */
   const proxies = async (n: number, first: number): Promise<UpstreamProxy[]> => {
     const password = randomBytes(12).toString('hex');
-    secrets.push({ kind: `proxy password (127.0.0.${first}…)`, value: password });
     const ps = await startUpstreamProxies(n, { firstHost: first, auth: { password, user: SESSION_USER } });
+    for (const p of ps) secrets.push(...proxyUrlSecrets(`proxy ${p.id} (127.0.0.${first}…)`, p.urlWith('user')));
     stops.push(async () => void (await Promise.all(ps.map((p) => p.stop()))));
     return ps;
   };
@@ -264,7 +264,7 @@ describe('end to end: platforms and proxy pools', function () {
     const s = await sim({ requireCookie: true });
     const good = s.issueCookie();
     const stale = s.issueCookie({ expiresInSeconds: -3600 });
-    secrets.push({ kind: 'cookie alice', value: good.value }, { kind: 'cookie bob', value: stale.value });
+    secrets.push(...cookieFileSecrets('cookie alice', good.file), ...cookieFileSecrets('cookie bob', stale.file));
     await secret('sim-cookies', { alice: good.file, bob: stale.file });
     const ps = await proxies(2, 30);
     await pool('cookies', ps, 1);

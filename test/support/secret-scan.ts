@@ -53,3 +53,27 @@ export function secretKeysOf(spec: string): RunSecret[] {
   return spec.split(',').map((e) => e.trim()).filter(Boolean)
     .map((e) => ({ kind: `SECRET_KEYS key ${e.slice(0, e.indexOf(':'))}`, value: e.slice(e.indexOf(':') + 1) }));
 }
+
+/**
+ * What a Netscape cookie file gives away (a platform's cookies, issue 37):
+ * the whole file, and each cookie's value (its seventh field) on its own,
+ * since a log line would carry a Cookie header rather than the file.
+ */
+export function cookieFileSecrets(kind: string, file: string): RunSecret[] {
+  const values = file.split(/\r?\n/).filter((l) => l && (!l.startsWith('#') || l.startsWith('#HttpOnly_')))
+    .map((l) => l.split('\t')[6]?.trim() ?? '').filter((v) => v.length >= MIN_LENGTH);
+  return [{ kind: `${kind} (file)`, value: file }, ...[...new Set(values)].map((value) => ({ kind: `${kind} (value)`, value }))];
+}
+
+/**
+ * The credentials of a proxy URL (a ProxyPool proxy's, from its Secret):
+ * the password, and the userinfo as it stands in the URL. A user name alone
+ * is no secret (providers put the session there).
+ */
+export function proxyUrlSecrets(kind: string, url: string): RunSecret[] {
+  const u = new URL(url);
+  if (!u.password) return [];
+  const password = decodeURIComponent(u.password);
+  return [{ kind: `${kind} password`, value: password }, { kind: `${kind} userinfo`, value: `${u.username}:${u.password}` }]
+    .filter((s) => s.value.length >= MIN_LENGTH);
+}
