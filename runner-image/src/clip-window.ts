@@ -17,6 +17,22 @@
 // Only for ISO BMFF (MP4, MOV, M4A) on a server that answers ranges, and
 // only when the clip's bytes are a small part of the file; everything else
 // is read from the URL as before (source-read.ts).
+//
+// A server without range support sends the file from its start whatever is
+// asked, until the client closes, so each read of the URL costs at least
+// the bytes before the clip's end, and on top of them what the path between
+// (the server's socket, the egress proxy's two sockets, the reader's) holds
+// when the reader is slower than the server: up to ~9 MB per connection on
+// loopback through the egress proxy, measured; more the slower the reader
+// (a loaded machine). Left to ffmpeg, a clip there took four such reads:
+// the runner's look at the head, ffprobe's, the keyframe search's and the
+// mux's, the last three by processes that hold the connection while they
+// start and probe. For an MP4 with its index in front (the only kind such a
+// server lets ffmpeg read, source-read.ts streamsFrontToBack) the runner
+// reads the head on to the end of the index in its first look
+// (readableFromUrl), finds the clip's span in it as above, and reads the
+// file once from its start to the span's end into the window, closing
+// there (fetchPrefixWindow): two reads, each by node as fast as it comes.
 import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { runProcess } from './child.js';
@@ -122,7 +138,7 @@ export interface ClipWindow {
 export async function fetchClipWindow(
   f: YtDlpFormat, fileBytes: number, clip: Clip, dir: string, tools: WindowTools, signal?: AbortSignal, head?: Buffer,
 ): Promise<ClipWindow | undefined> {
-  const file = path.join(dir, `window-${f.format_id.replace(/[^A-Za-z0-9_-]/g, '_')}.mp4`);
+  const file = windowPath(dir, f);
   const fh = await open(file, 'w+');
   let fetched = 0;
   const fetchInto = async (span: ByteSpan, keep = false): Promise<Buffer | undefined> => {
@@ -147,6 +163,55 @@ export async function fetchClipWindow(
     await fh.close();
   }
 }
+
+/**
+ * The window of a clip of an MP4 on a server without range support, whose
+ * index is in front: `index` is the file's first bytes through the `moov`
+ * and the next box's header (frontIndexEnd), as the first look at the
+ * source read them. The clip's span comes from the index; then one GET
+ * from the file's start, read to the span's end and closed. Undefined when
+ * the index does not place the clip, the span's end is past
+ * MAX_WINDOW_SHARE of the file (a local copy of most of it saves nothing),
+ * or the read fails: the caller reads the URL as before. Throws only when
+ * aborted.
+ */
+export async function fetchPrefixWindow(
+  f: YtDlpFormat, fileBytes: number, clip: Clip, dir: string, tools: WindowTools, index: Buffer, signal?: AbortSignal,
+): Promise<ClipWindow | undefined> {
+  const file = windowPath(dir, f);
+  const fh = await open(file, 'w+');
+  try {
+    await fh.truncate(fileBytes);
+    await fh.write(index, 0, index.length, 0);
+    const probed = await probeIndex(tools.ffprobe, file, clip, signal);
+    if (!probed || probed.end > MAX_WINDOW_SHARE * fileBytes) return undefined;
+    const got = await fetchRange(f, { start: 0, end: probed.end }, fh, false, tools.socketTimeoutSeconds, signal);
+    return got && { path: file, fetchedBytes: index.length + got.bytes };
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * Where the index of an MP4 that has it in front ends: through the `moov`
+ * and the next box's header (ffmpeg's mov demuxer reads on to it), as an
+ * offset from the file's start. 'more' when `front` (the file's first
+ * bytes) does not reach the `moov`'s header yet; undefined when the file is
+ * not ISO BMFF, its media comes first, or the index is too large to fetch.
+ */
+export function frontIndexEnd(front: Buffer, fileBytes: number): number | 'more' | undefined {
+  let at = 0;
+  for (let n = 0; n < MAX_BOXES && at + 8 <= fileBytes; n++) {
+    const box = boxAt(front, 0, at, fileBytes);
+    if (!box) return 'more';
+    if ((n === 0 && !ISO_BMFF_FIRST_BOXES.has(box.type)) || box.size < box.headerSize || box.type === 'mdat') return undefined;
+    if (box.type === 'moov') return box.size > MAX_INDEX_BYTES || at + box.size > fileBytes ? undefined : Math.min(at + box.size + 16, fileBytes);
+    at += box.size;
+  }
+  return undefined;
+}
+
+const windowPath = (dir: string, f: YtDlpFormat) => path.join(dir, `window-${f.format_id.replace(/[^A-Za-z0-9_-]/g, '_')}.mp4`);
 
 /**
  * Walk the top-level boxes from the head (`given`, else fetched), fetching each header the head
@@ -222,6 +287,8 @@ async function probeIndex(bin: string, file: string, clip: Clip, signal?: AbortS
  * egress proxy (its upstream session, as every request of the attempt), written at its offset into `fh` as it arrives; its bytes (kept in
  * memory only with `keep`, for the head the boxes are read from), or
  * undefined when the server does not answer exactly that range in time.
+ * A span from the file's start may come as the whole file (200, a server
+ * without range support), read only to the span's end.
  * Reads no more than asked even from a server that sends more.
  */
 async function fetchRange(
@@ -240,7 +307,9 @@ async function fetchRange(
   try {
     const res = await egressFetch(f.url!, { headers: { ...(f.http_headers ?? {}), Range: `bytes=${span.start}-${span.end - 1}` }, signal: stop });
     const m = /^bytes (\d+)-(\d+)\//.exec(res.headers.get('content-range') ?? '');
-    if (res.status !== 206 || !m || Number(m[1]) !== span.start || Number(m[2]) !== span.end - 1 || !res.body) {
+    const exact = res.status === 206 && m && Number(m[1]) === span.start && Number(m[2]) === span.end - 1;
+    const fromStart = res.status === 200 && span.start === 0 && /^(identity)?$/i.test(res.headers.get('content-encoding') ?? '');
+    if (!(exact || fromStart) || !res.body) {
       await res.body?.cancel().catch(() => undefined);
       return undefined;
     }

@@ -4,7 +4,7 @@
 // exactly as yt-dlp's own HTTP downloader would: one plain HTTP(S) file per
 // format, with the headers the extractor gave it, certificates checked.
 import { mkdir } from 'node:fs/promises';
-import { fetchClipWindow, HEAD_BYTES, readAtMost } from './clip-window.js';
+import { fetchClipWindow, fetchPrefixWindow, frontIndexEnd, HEAD_BYTES, readAtMost } from './clip-window.js';
 import { egressFetch } from './egress-proxy.js';
 import { ffprobe, httpInputArgs, type MuxInput } from './ffmpeg.js';
 import type { Clip, FormatChoice, YtDlpFormat } from './plan.js';
@@ -67,6 +67,12 @@ export interface SourceHead {
   bytes?: number;
   /** A seekable source's first HEAD_BYTES (or all of a smaller file), as its server sent them: a clip's window starts from them. */
   head?: Buffer;
+  /**
+   * With `index` asked, a front-to-back MP4's first bytes through its index
+   * (clip-window.ts frontIndexEnd): a clip's window on a server without
+   * range support starts from them.
+   */
+  index?: Buffer;
 }
 
 /**
@@ -82,8 +88,11 @@ export interface SourceHead {
  * with the format's headers; readable false when it cannot be made. The
  * same answer gives the file's size, which extractors of plain files do
  * not (the job's storage reservation, plan.ts expectedDeliveryBytes).
+ * With `index` (a clip's read), a front-to-back MP4's answer is read on to
+ * the end of its index, kept as `index`: the window of a clip from a server
+ * without range support starts from it instead of a read of its own.
  */
-export async function readableFromUrl(f: YtDlpFormat, timeoutSeconds: number, signal?: AbortSignal): Promise<SourceHead> {
+export async function readableFromUrl(f: YtDlpFormat, timeoutSeconds: number, signal?: AbortSignal, index = false): Promise<SourceHead> {
   const abort = AbortSignal.any([AbortSignal.timeout(timeoutSeconds * 1000), ...(signal ? [signal] : [])]);
   try {
     // Through the job's egress (ADR 0014): the policy is checked on every redirect and resolved address.
@@ -99,7 +108,8 @@ export async function readableFromUrl(f: YtDlpFormat, timeoutSeconds: number, si
       await res.body?.cancel();
       return head(false);
     }
-    return head((await readsFrontToBack(res.body)) && 'front-to-back');
+    const front = await readFront(res.body, index ? bytes : undefined);
+    return { ...head(front.frontToBack && 'front-to-back'), ...(front.index ? { index: front.index } : {}) };
   } catch {
     return { readable: false };
   }
@@ -130,17 +140,39 @@ export function sizeFromHeaders(status: number, headers: Headers): number | unde
   return n !== undefined && Number.isSafeInteger(n) && n > 0 ? n : undefined;
 }
 
-/** streamsFrontToBack on a body, read only as far as it takes to tell (a few dozen bytes for most files). */
-async function readsFrontToBack(body: ReadableStream<Uint8Array>): Promise<boolean> {
-  let head = Buffer.alloc(0);
+/**
+ * streamsFrontToBack on a body, read only as far as it takes to tell (a
+ * few dozen bytes for most files); with `indexOf` (the file's size), a
+ * front-to-back MP4 on to the end of its index (frontIndexEnd), whose bytes
+ * come back as `index`. A failure past the verdict loses the index only.
+ */
+async function readFront(body: ReadableStream<Uint8Array>, indexOf?: number): Promise<{ frontToBack: boolean; index?: Buffer }> {
+  let front = Buffer.alloc(0);
+  let frontToBack: boolean | undefined;
   const reader = body.getReader();
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      if (value) head = Buffer.concat([head, value]).subarray(0, HEAD_BYTES);
-      const verdict = streamsFrontToBack(head, !done && head.length < HEAD_BYTES);
-      if (verdict !== undefined) return verdict;
+      if (value) front = Buffer.concat([front, value]);
+      frontToBack = streamsFrontToBack(front.subarray(0, HEAD_BYTES), !done && front.length < HEAD_BYTES);
+      if (frontToBack === undefined) continue;
+      if (!frontToBack || indexOf === undefined) return { frontToBack };
+      // The moov's header is in the first HEAD_BYTES (streamsFrontToBack found it there).
+      const end = frontIndexEnd(front, indexOf);
+      if (end === 'more' && !done && front.length < HEAD_BYTES) continue;
+      if (typeof end !== 'number') return { frontToBack };
+      const chunks: Buffer[] = [front];
+      for (let got = front.length; got < end;) {
+        const next = await reader.read();
+        if (next.done) return { frontToBack };
+        chunks.push(Buffer.from(next.value.buffer, next.value.byteOffset, next.value.length));
+        got += next.value.length;
+      }
+      return { frontToBack, index: Buffer.concat(chunks).subarray(0, end) };
     }
+  } catch (err) {
+    if (frontToBack === undefined) throw err;
+    return { frontToBack };
   } finally {
     await reader.cancel().catch(() => undefined);
   }
@@ -201,16 +233,17 @@ export interface ClipRead {
 export async function readableInputs(choice: FormatChoice, tools: SourceReadTools, signal?: AbortSignal, clipRead?: ClipRead): Promise<ReadableInputs> {
   if (!transportIsDefault(tools.ytdlpArgs ?? []) || !choice.formats.length || !choice.formats.every(readsDirectly)) return { bytes: new Map() };
   // Checked before the probe: ffprobe itself would read a whole unseekable MP4 to find its index.
-  const heads = await Promise.all(choice.formats.map((f) => readableFromUrl(f, tools.socketTimeoutSeconds, signal)));
+  const heads = await Promise.all(choice.formats.map((f) => readableFromUrl(f, tools.socketTimeoutSeconds, signal, Boolean(clipRead))));
   const bytes = new Map(choice.formats.flatMap((f, i) => (heads[i]!.bytes !== undefined ? [[f.format_id, heads[i]!.bytes!] as const] : [])));
   if (!heads.every((h) => h.readable)) return { bytes };
   if (clipRead) await mkdir(clipRead.dir, { recursive: true });
   const inputs = await Promise.all(choice.formats.map(async (f, i): Promise<MuxInput | undefined> => {
     const head = heads[i]!;
     const carriesAudio = f.format_id === choice.audioFrom;
-    const window = clipRead && head.readable === 'seekable' && head.bytes !== undefined
-      ? await fetchClipWindow(f, head.bytes, clipRead.clip, clipRead.dir, tools, signal, head.head)
-      : undefined;
+    const window = !clipRead || head.bytes === undefined ? undefined
+      : head.readable === 'seekable' ? await fetchClipWindow(f, head.bytes, clipRead.clip, clipRead.dir, tools, signal, head.head)
+        : head.index ? await fetchPrefixWindow(f, head.bytes, clipRead.clip, clipRead.dir, tools, head.index, signal)
+          : undefined;
     if (window) {
       const p = await ffprobe(tools.ffprobe, window.path, signal);
       if (p.ok) return { path: window.path, probed: p.probed, carriesAudio, seekable: true };
