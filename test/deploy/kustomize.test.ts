@@ -237,6 +237,10 @@ describe('deploy/: what the rendered objects hold', () => {
     const baseCluster = byKind(render('deploy/base'), 'ClusterRole');
     expect(baseCluster.map((r) => r.metadata.name).sort()).to.deep.equal(['mediajobs-gateway-platforms', 'mediajobs-operator-platforms']);
     expect(clusterRules(baseCluster)).to.deep.equal(clusterRules(chartStatic('rbac.yaml').filter((o) => o.kind === 'ClusterRole')));
+    // With platforms.secretNames, the gateway may get exactly the Secrets named there (docs/adr/0027), nothing else.
+    const block = PLATFORM_SECRETS_BLOCK.exec(readFileSync(root('charts/mediajobs/templates/rbac.yaml'), 'utf8'))![0];
+    expect(block).to.match(/resources: \["secrets"\]\n\s+resourceNames: \{\{ toJson \. \}\}\n\s+verbs: \["get"\]/);
+    expect(block.match(/^kind: \w+/gm)).to.deep.equal(['kind: Role', 'kind: RoleBinding']);
   });
 
   describe('components/every-namespace (WATCH_NAMESPACES=*)', () => {
@@ -265,10 +269,10 @@ describe('deploy/: what the rendered objects hold', () => {
     expect(gateway.map((r) => [r.metadata.namespace, secretRights(r)])).to.deep.equal([[vault, true]]);
     const bindings = [...byKind(objs, 'RoleBinding'), ...byKind(objs, 'ClusterRoleBinding')]
       .filter((b) => (b.subjects as Obj[]).some((s) => s.name === 'mediajobs-gateway'));
-    // Its one cluster-wide binding lists MediaPlatforms, and holds no Secret right.
+    // Its one cluster-wide binding lists MediaPlatforms and ProxyPools, and holds no Secret right.
     expect(bindings.map((b) => [b.kind, b.metadata.namespace ?? null]).sort()).to.deep.equal([['ClusterRoleBinding', null], ['RoleBinding', vault]]);
     const clusterRole = named(objs, 'ClusterRole', 'mediajobs-gateway-platforms');
-    expect(clusterRole.rules).to.deep.equal([{ apiGroups: ['mediajobs.io'], resources: ['mediaplatforms'], verbs: ['list'] }]);
+    expect(clusterRole.rules).to.deep.equal([{ apiGroups: ['mediajobs.io'], resources: ['mediaplatforms', 'proxypools'], verbs: ['list'] }]);
     // The operator may only read there.
     const reader = byKind(objs, 'Role').find((r) => r.metadata.namespace === vault && r.metadata.labels['app.kubernetes.io/component'] === 'operator')!;
     expect(reader.rules).to.deep.equal([{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }]);
@@ -312,8 +316,12 @@ describe('deploy/: the documented server-side apply of each overlay', function (
 });
 
 /** A chart template's static part: its documents without the lines that hold template actions. */
+/** The chart's objects rendered only when platforms.secretNames names Secrets (empty by default, as deploy/base renders it). */
+const PLATFORM_SECRETS_BLOCK = /\{\{- with \.Values\.platforms\.secretNames \}\}[\s\S]*?\{\{- end \}\}/;
+
 function chartStatic(template: string): Obj[] {
   const text = readFileSync(root(`charts/mediajobs/templates/${template}`), 'utf8')
+    .replace(PLATFORM_SECRETS_BLOCK, '')
     .replace(/\{\{-? *\/\*[\s\S]*?\*\/ *-?\}\}/g, '')
     .split('\n').filter((line) => !line.includes('{{')).join('\n');
   return text.split(/^---$/m).map((doc) => parse(doc) as Obj).filter(Boolean);
