@@ -47,14 +47,21 @@ export function redactSecrets(value: unknown, depth = 0): unknown {
   return out ?? value;
 }
 
+/** Schemes whose URLs may carry credentials or signed queries: the web's, proxies', and the streams yt-dlp and ffmpeg read. */
+const URL_SCHEMES = 'https?|s?ftp|wss?|rtmp[st]?e?|rtsps?|mms[ht]?|socks[45]h?';
+const URL_USERINFO = new RegExp(`\\b(${URL_SCHEMES}):\\/\\/[^\\s/?#'"<>]*@`, 'gi');
+const URL_QUERY = new RegExp(`\\b((?:${URL_SCHEMES}):\\/\\/[^\\s?#'"<>]+)[?#][^\\s'"<>]*`, 'gi');
+
 /**
  * URLs in a text without their user:password and their query strings and
- * fragments, so neither credentials nor signed URLs reach a log.
+ * fragments, so neither credentials nor signed URLs reach a log. The
+ * userinfo runs to the authority's last `@`, as a URL parser reads it: a
+ * password holding an unescaped `@` is dropped whole, not cut at its first.
  */
 export function redactUrls(text: string): string {
   return text
-    .replace(/\b(https?|s?ftp|wss?|rtmps?|socks[45]h?):\/\/[^\s/?#'"<>@]*@/gi, '$1://')
-    .replace(/\b(https?:\/\/[^\s?#'"<>]+)[?#][^\s'"<>]*/gi, '$1?…');
+    .replace(URL_USERINFO, '$1://')
+    .replace(URL_QUERY, '$1?…');
 }
 
 /**

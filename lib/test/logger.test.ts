@@ -115,4 +115,11 @@ describe('redactUrls', () => {
   it('drops URL credentials of every scheme that has them', () => {
     expect(redactUrls('via socks5h://u:p@proxy.example:1080 and http://host/x')).to.equal('via socks5h://proxy.example:1080 and http://host/x');
   });
+
+  it('drops a password holding an unescaped @ whole, and the credentials and queries of the streams yt-dlp and ffmpeg read', () => {
+    expect(redactUrls('proxy http://user:pa@ss@proxy.example:3128/ refused')).to.equal('proxy http://proxy.example:3128/ refused');
+    expect(redactUrls('rtsp://cam:hunter2@10.0.0.9/live and mmsh://u:p@h/x failed')).to.equal('rtsp://10.0.0.9/live and mmsh://h/x failed');
+    expect(redactUrls('rtmps://h/app?token=abc wss://h/ws?key=k')).to.equal('rtmps://h/app?… wss://h/ws?…');
+    expect(redactUrls('http://h/a@b?q=1 stays a path')).to.equal('http://h/a@b?… stays a path');
+  });
 });
