@@ -40,10 +40,14 @@ export interface SoakTimers {
 }
 
 export interface SoakOptions {
-  /** Seconds of load, then of quiet, in each cycle; cycles follow each other until the run's end. */
+  /**
+   * Seconds of load, then of quiet, in each cycle; cycles follow each other until the run's end. The quiet
+   * starts when the burst's jobs have all ended (their polling is load too): the wait for them, up to
+   * MAX_DRAIN_SECONDS, is not counted in the cycle, so a loaded machine gets the same quiet, later.
+   */
   burstSeconds: number;
   idleSeconds: number;
-  /** Memory is compared from the end of the warm-up on; the whole run is warmUpSeconds + seconds. */
+  /** Memory is compared from the end of the warm-up on; the run is warmUpSeconds + seconds of cycles, plus the waits for bursts' jobs to end. */
   warmUpSeconds: number;
   seconds: number;
   /** Jobs submitted per second of a burst. */
@@ -74,12 +78,16 @@ export interface SoakResult {
   lists: Record<string, number>;
   idleLists: Record<string, number>;
   idleSeconds: number;
+  /** The longest wait from a burst's end until its jobs had all ended. */
+  longestDrainSeconds: number;
   /** Warning lines (and worse) of the three processes, over the whole run and while idle: "process: message". */
   warnings: string[];
   idleWarnings: string[];
 }
 
 const IMAGE = 'mediajobs/runner:soak';
+/** The longest a cycle waits for its burst's jobs to end before its quiet gap runs anyway (then without an idle window). */
+const MAX_DRAIN_SECONDS = 120;
 const TERMINAL = new Set(['Completed', 'Failed', 'Warning', 'Skipped', 'Cancelled', 'CancelledByAdmin']);
 
 /** What each job is, by share of the load: the scripted runner's URL and the status it must end in. */
@@ -196,8 +204,17 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
     const cycle = o.burstSeconds + o.idleSeconds;
     const total = o.warmUpSeconds + o.seconds;
     const t0 = Date.now();
-    for (let tick = 0; Date.now() - t0 < total * 1000; tick++) {
-      const inBurst = tick % cycle < o.burstSeconds;
+    // Seconds of the cycles run so far: bursts and quiet gaps, not the waits for a burst's jobs to end.
+    let scheduled = 0;
+    let drained = 0;
+    let longestDrain = 0;
+    for (let tick = 0; scheduled < total; tick++) {
+      const inBurst = scheduled % cycle < o.burstSeconds;
+      const cycleNo = Math.floor(scheduled / cycle);
+      // Under load a burst's jobs take longer to end; the quiet gap waits for them rather than overlapping them.
+      const draining = !inBurst && !open && idleCycle !== cycleNo && inFlight.size > 0 && drained < MAX_DRAIN_SECONDS;
+      drained = draining ? drained + 1 : inBurst ? 0 : drained;
+      longestDrain = Math.max(longestDrain, drained);
       if (inBurst) {
         for (let i = 0; i < o.rate; i++) {
           const p = followJob().catch((err: unknown) => void count(errors, `client: ${(err as Error).message}`));
@@ -207,13 +224,13 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
         void api('GET', '/jobs?limit=100').catch(() => undefined);
         void api('GET', '/usage').catch(() => undefined);
       }
-      // An idle window opens once the burst's jobs have all ended (their polling is load too) and closes with the gap.
-      const cycleNo = Math.floor(tick / cycle);
+      // An idle window opens once the burst's jobs have all ended and closes with the gap.
       if (!inBurst && !open && idleCycle !== cycleNo && inFlight.size === 0) {
         open = { from: Date.now(), to: 0, listsAtStart: await lists(), listsAtEnd: {} };
         idleCycle = cycleNo;
       }
-      if (open && ((tick + 1) % cycle < o.burstSeconds || Date.now() - t0 >= (total - 1) * 1000)) {
+      if (!draining) scheduled++;
+      if (open && (scheduled % cycle < o.burstSeconds || scheduled >= total)) {
         idle.push({ ...open, to: Date.now(), listsAtEnd: await lists() });
         open = undefined;
       }
@@ -241,6 +258,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       lists: difference(listsAtEnd, listsAtStart),
       idleLists: sumCounts(idle.map((w) => difference(w.listsAtEnd, w.listsAtStart))),
       idleSeconds: idle.reduce((s, w) => s + (w.to - w.from) / 1000, 0),
+      longestDrainSeconds: longestDrain,
       warnings: warnings.map((w) => w.line),
       idleWarnings: warnings.filter((w) => inIdle(w.time)).map((w) => w.line),
     };

@@ -39,6 +39,7 @@ runBench(async () => {
   const row = rowPrinter(62, 30);
   process.stdout.write(`\nSoak (${machine(loadAtStart)}; ${r.seconds.toFixed(0)} s, of which ${r.idleSeconds.toFixed(0)} s idle; scripted runner)\n`);
   row('jobs accepted / ended / still running', `${r.accepted} / ${r.ended} / ${r.stillRunning}`, 'all end');
+  row('longest wait for a burst\'s jobs to end, s', String(r.longestDrainSeconds));
   row('webhook deliveries received', String(r.webhooks));
   for (const [k, m] of Object.entries(r.memory) as [ProcessName, SoakResultMemory][]) {
     row(`${k} RSS MB after warm-up / end / peak (growth)`, `${m.warm.toFixed(0)} / ${m.end.toFixed(0)} / ${m.peak.toFixed(0)} (${((m.end - m.warm) / m.warm * 100).toFixed(1)}%)`, '< 10%');
