@@ -9,12 +9,22 @@ import { MAX_ERROR_DETAIL_LENGTH } from './mediajob/types.js';
 
 const CENSOR = '[redacted]';
 
+/**
+ * Secret names a tool's text uses beside the logger's field names: OAuth's
+ * `client_secret`, and `passwd`. A name may carry a prefix (`access_token`,
+ * `refresh_token`, `X-Auth-Token`), which `\b` alone would not let match.
+ */
+const SECRET_NAMES = [...SECRET_FIELDS.filter((f) => f !== 'storage' && f !== 'credentials' && f !== 'cookie'), 'secret', 'passwd'];
+
 /** `name=value` and `name: value` of a secret-named field in a text (`storage` and `credentials` name objects, not values). */
 const SECRET_PAIR = new RegExp(
-  `\\b(${SECRET_FIELDS.filter((f) => f !== 'storage' && f !== 'credentials').map((f) => f.replace(/[-_]/g, '[-_]?')).join('|')})`
-  + `(["']?\\s*[=:]\\s*)((?:Bearer |Basic )?(?:"[^"]*"|'[^']*'|[^\\s&;,]+))`,
+  `\\b((?:[a-z0-9]+[-_])*(?:${SECRET_NAMES.map((f) => f.replace(/[-_]/g, '[-_]?')).join('|')}))`
+  + `(["']?\\s*[=:]\\s*)((?:(?:Bearer|Basic|Digest|Token)\\s+)?(?:"[^"]*"|'[^']*'|[^\\s&;,]+))`,
   'gi',
 );
+
+/** A Cookie or Set-Cookie header: every pair after it is a secret (the pairs run on past `;`), to the end of the line. */
+const COOKIE_HEADER = /\b((?:set-)?cookie\s*[=:]\s*).*/gi;
 
 // Terminal colours (yt-dlp colours its ERROR: on a terminal) and other controls.
 const CONTROLS = /\u001b\[[0-9;]*[A-Za-z]|[\u0000-\u0008\u000b-\u001f\u007f]/g;
@@ -49,6 +59,7 @@ export function cleanCause(text: string | null | undefined): string | undefined 
   const clean = redactUrls(line)
     .replace(PATH, '$1<path>')
     .replace(CONTEXT_ADDRESS, ']')
+    .replace(COOKIE_HEADER, `$1${CENSOR}`)
     .replace(SECRET_PAIR, `$1$2${CENSOR}`);
   return clean.length > MAX_ERROR_DETAIL_LENGTH ? `${clean.slice(0, MAX_ERROR_DETAIL_LENGTH - 1)}…` : clean;
 }

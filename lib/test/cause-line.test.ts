@@ -15,6 +15,14 @@ describe('cleanCause: the one cleaned cause line (transition log, error_detail)'
     expect(cleanCause(undefined)).to.equal(undefined);
   });
 
+  it('censors prefixed secret names, every cookie of a Cookie header, and a scheme\'s credentials however spaced', () => {
+    expect(cleanCause('ERROR: refresh failed: access_token=a1 refresh_token=r2 client_secret=c3 X-Auth-Token: t4 passwd=p5'))
+      .to.equal('ERROR: refresh failed: access_token=[redacted] refresh_token=[redacted] client_secret=[redacted] X-Auth-Token: [redacted] passwd=[redacted]');
+    expect(cleanCause('ERROR: sent Cookie: a=1; session=s3cr3t; theme=dark')).to.equal('ERROR: sent Cookie: [redacted]');
+    expect(cleanCause('ERROR: Authorization:  Bearer   abc.def rejected')).to.equal('ERROR: Authorization:  [redacted] rejected');
+    expect(cleanCause('ERROR: token budget exceeded')).to.equal('ERROR: token budget exceeded');
+  });
+
   it('ffmpeg on a corrupt MP4: the demuxer\'s cause, without its address, not the input line naming a path or URL', () => {
     const stderr = [
       '[mov,mp4,m4a,3gp,3g2,mj2 @ 0x55d0c1e2a9c0] moov atom not found',
