@@ -50,6 +50,13 @@ export interface PlatformRoute {
 const SECRET_TTL_MS = 15_000;
 /** How often the platforms' statuses are looked at (a breaker's cool-down or a proxy's passing shows without an event). */
 const STATUS_TICK_MS = 5_000;
+/**
+ * At most one status write per platform or pool in this time: a burst of
+ * starts and ends changes the counts with every job, and the apiserver
+ * needs only the state a few seconds old. A change inside the interval is
+ * written at its end, as the state is then, so the last state is always written.
+ */
+export const STATUS_MIN_INTERVAL_MS = 3_000;
 const MINUTE_MS = 60_000;
 
 type InformerSettings = Omit<ResilientInformerOptions<k8s.KubernetesObject>, 'name' | 'path' | 'list' | 'onChange'>;
@@ -105,6 +112,8 @@ export class Platforms {
   private readonly secrets = new Map<string, { at: number; secret: k8s.V1Secret }>();
   /** Writes of MediaPlatform ("mp/<name>") and ProxyPool ("pp/<name>") status. */
   private readonly statusQueue: WorkQueue;
+  /** By status key: when its last write was sent (Date.now(): the queue's delays are in real time). */
+  private readonly lastWrite = new Map<string, number>();
   private readonly now: () => number;
   private tick: NodeJS.Timeout | undefined;
   private active = false;
@@ -510,16 +519,21 @@ export class Platforms {
 
   private async writeStatus(key: string): Promise<void> {
     if (!this.active) return;
+    // Coalesced: a write within STATUS_MIN_INTERVAL_MS of the last waits for its end, and then writes what is.
+    const wait = (this.lastWrite.get(key) ?? -Infinity) + STATUS_MIN_INTERVAL_MS - Date.now();
+    if (wait > 0) return this.statusQueue.addAfter(key, wait);
     const [kind, name] = [key.slice(0, 2), key.slice(3)];
+    let written: boolean;
     if (kind === 'mp') {
       const obj = this.platforms.get(name);
-      if (!obj) return;
-      await this.patch(MEDIAPLATFORM_PLURAL, name, obj.status, this.platformStatus(name, obj));
+      if (!obj) return void this.lastWrite.delete(key);
+      written = await this.patch(MEDIAPLATFORM_PLURAL, name, obj.status, this.platformStatus(name, obj));
     } else {
       const obj = this.pools.get(name);
-      if (!obj) return;
-      await this.patch(PROXYPOOL_PLURAL, name, obj.status, this.poolStatus(name, obj));
+      if (!obj) return void this.lastWrite.delete(key);
+      written = await this.patch(PROXYPOOL_PLURAL, name, obj.status, this.poolStatus(name, obj));
     }
+    if (written) this.lastWrite.set(key, Date.now());
   }
 
   private platformStatus(name: string, obj: MediaPlatform): MediaPlatformStatus {
@@ -564,9 +578,9 @@ export class Platforms {
     };
   }
 
-  /** A status write when something other than the conditions' times changed. */
-  private async patch(plural: string, name: string, cur: object | undefined, desired: Record<string, unknown>): Promise<void> {
-    if (sameStatus(cur, desired)) return;
+  /** A status write when something other than the conditions' times changed; whether one was sent. */
+  private async patch(plural: string, name: string, cur: object | undefined, desired: Record<string, unknown>): Promise<boolean> {
+    if (sameStatus(cur, desired)) return false;
     const dropped = Object.keys(cur ?? {}).filter((k) => desired[k] === undefined);
     const body = { status: { ...desired, ...Object.fromEntries(dropped.map((k) => [k, null])) } };
     try {
@@ -574,6 +588,7 @@ export class Platforms {
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
+    return true;
   }
 
   private snapshot(): PlatformSnapshot {

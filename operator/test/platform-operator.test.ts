@@ -19,6 +19,7 @@ import { tsxCommand } from '../../test/support/tsx.js';
 import { createTestDatabase, insertApiKey, type TestDatabase } from '../../test/support/postgres.js';
 import { loadOperatorConfig } from '../src/config.js';
 import { startOperator, type OperatorHandle } from '../src/operator.js';
+import { STATUS_MIN_INTERVAL_MS } from '../src/platforms.js';
 import { TestLocalStorage } from './support/local-storage.js';
 
 const RUNNER = fileURLToPath(new URL('./support/scripted-runner.ts', import.meta.url));
@@ -209,5 +210,35 @@ describe('platforms and proxy pools on the local cluster', function () {
     const s = await eventually(async () => ((await get('off')).status?.status === 'Failed' ? (await get('off')).status : undefined), 60_000);
     expect(s).to.include({ reason: 'platform_disabled', error: 'Downloads from this platform are disabled' });
     expect(await runnerJobs('off')).to.have.length(0);
+  });
+
+  it('a burst of starts writes the platform\'s status far fewer times than it starts jobs, at most once per interval, and its last state', async () => {
+    await apply('mediaplatforms', {
+      apiVersion: 'mediajobs.io/v1alpha1', kind: 'MediaPlatform', metadata: { name: 'burst' }, spec: { match: { hosts: ['burst.example'] } },
+    });
+    await eventually(async () => (await cluster<MediaPlatform>('mediaplatforms', 'burst')).status?.breaker === 'Closed', 30_000, 100);
+    // Quiet first: nothing of another platform or pool is still being written.
+    await new Promise((r) => setTimeout(r, STATUS_MIN_INTERVAL_MS + 1_000));
+    const writes = () => tc.cluster.requestCounts()['patch mediaplatforms.mediajobs.io/status'] ?? 0;
+    tc.cluster.resetRequestCounts();
+    // As many as the global cap (MAX_RUNNING_JOBS 10): every one is admitted at once, each start a change of the counts.
+    const names = Array.from({ length: 10 }, (_, i) => `burst-${i}`);
+    const started = Date.now();
+    await Promise.all(names.map((n) => create(n, 'http://burst.example/complete?sleepMs=15000')));
+    await eventually(async () => (await cluster<MediaPlatform>('mediaplatforms', 'burst')).status?.running === names.length, 60_000, 50);
+    const startPhase = Date.now() - started;
+    const atStart = writes();
+    expect(atStart, `status writes while ${names.length} jobs started, in ${startPhase} ms`).to.be.at.least(1)
+      .and.at.most(Math.min(names.length / 2, Math.ceil(startPhase / STATUS_MIN_INTERVAL_MS) + 1));
+
+    await completed(names);
+    // The last state is written, though it came inside an interval: nothing running, nothing waiting.
+    const last = await eventually(async () => {
+      const st = (await cluster<MediaPlatform>('mediaplatforms', 'burst')).status;
+      return st?.running === 0 && st.waiting === 0 ? st : undefined;
+    }, 2 * STATUS_MIN_INTERVAL_MS + 5_000, 100);
+    expect(last).to.include({ breaker: 'Closed', running: 0, waiting: 0 });
+    const elapsed = Date.now() - started;
+    expect(writes(), `status writes for ${names.length} starts and ends in ${elapsed} ms`).to.be.at.most(Math.ceil(elapsed / STATUS_MIN_INTERVAL_MS) + 1);
   });
 });
