@@ -62,7 +62,7 @@ function Delivered({ job }) {
   if (kept.current.key !== job.s3_key || !kept.current.src) kept.current = { key: job.s3_key, src: job.s3_url };
   if (job.status !== 'Completed') return null;
   const ext = String(job.s3_key ?? '').split('.').pop().toLowerCase();
-  const src = kept.current.src;
+  const src = webUrl(kept.current.src);
   return html`<section aria-labelledby="file-title"><h2 id="file-title">Delivered file</h2>
     ${src ? html`
       ${AUDIO.has(ext)
@@ -70,10 +70,24 @@ function Delivered({ job }) {
         : html`<video controls preload="metadata" src=${src} aria-label="Delivered video"></video>`}
       <ul class="links">
         <li><a href=${src} download>Download ${job.s3_key?.split('/').pop() ?? 'file'}</a> (link valid 24 hours)</li>
-        ${job.subtitle_url ? html`<li><a href=${job.subtitle_url} download>Subtitles</a></li>` : null}
-        ${job.thumbnail_url ? html`<li><a href=${job.thumbnail_url} download>Thumbnail</a></li>` : null}
+        ${webUrl(job.subtitle_url) ? html`<li><a href=${webUrl(job.subtitle_url)} download>Subtitles</a></li>` : null}
+        ${webUrl(job.thumbnail_url) ? html`<li><a href=${webUrl(job.thumbnail_url)} download>Thumbnail</a></li>` : null}
       </ul>` : html`<p>The download link could not be signed right now; reload to try again.</p>`}
   </section>`;
+}
+
+/**
+ * A link the page may show: http(s) only. The CSP already blocks a javascript: URL's script; a data: or
+ * blob: one, or anything else a storage answer might carry, is not a file a person should be sent to.
+ */
+function webUrl(v) {
+  if (typeof v !== 'string') return undefined;
+  try {
+    const { protocol } = new URL(v, location.href);
+    return protocol === 'https:' || protocol === 'http:' ? v : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function Deliveries({ id, events, onChange }) {

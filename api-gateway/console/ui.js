@@ -73,7 +73,9 @@ export function useLoad(load, deps, again = () => false) {
       } catch (error) {
         if (error.name === 'AbortError' || run !== tick.current) return;
         setState((s) => ({ data: s.data, error }));
-        timer = setTimeout(wait, POLL_MS * 2);
+        // Asked again only when asking again can change the answer: the service unreachable, busy or
+        // failing (0, 408, 429, 5xx); a 404 or a refused request stays as it is until the person acts.
+        if (transient(error)) timer = setTimeout(wait, POLL_MS * 2);
       }
     };
     // A hidden tab does not poll; it catches up when shown again.
@@ -86,6 +88,9 @@ export function useLoad(load, deps, again = () => false) {
   }, [...deps, nonce]);
   return { ...state, reload };
 }
+
+/** An error worth asking again about: no answer, a timeout, a rate limit or a server-side failure. */
+const transient = (error) => error.status === undefined || error.status === 0 || error.status === 408 || error.status === 429 || error.status >= 500;
 
 /** An action's state: run(fn) awaits fn, keeps its error or its outcome text. */
 export function useAction() {

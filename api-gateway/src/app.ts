@@ -44,6 +44,8 @@ export interface AppDeps {
   logger: Logger;
   /** The level of each request's line (REQUEST_LOG_LEVEL); info when absent. */
   requestLogLevel?: RequestLogLevel;
+  /** Serve the web console at `/` (config CONSOLE; on unless told otherwise). */
+  console?: boolean;
   secretBox: SecretBox;
   /** Namespace of the MediaJobs. */
   namespace: string;
@@ -165,7 +167,7 @@ export function createApp(deps: AppDeps): express.Express {
   // The API description: open, before the key and rate-limit prefixes (none of which covers it).
   app.use(openApiRouter());
   // The web console (docs/console.md): open as /docs is; its API calls carry the key the person signs in with.
-  app.use(consoleRouter());
+  if (deps.console !== false) app.use(consoleRouter());
 
   if (deps.files) app.use(filesRouter(deps.files));
   if (deps.uploadGrants) app.use(uploadGrantsRouter({ broker: deps.uploadGrants, logger: log }));

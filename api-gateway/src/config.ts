@@ -38,6 +38,11 @@ export const gatewaySchema = commonSchema.merge(managedStorageSchema).merge(stor
   SECRET_KEYS: z.string().min(1),
   /** The level of each request's log line (request-log.ts): info, or debug (local mode's default); 5xx answers are errors whatever it is. */
   REQUEST_LOG_LEVEL: z.enum(REQUEST_LOG_LEVELS).default('info'),
+  /**
+   * The web console at `/` (docs/console.md, ADR 0031): `off` for a deployment that keeps keys out of
+   * browsers altogether, as the contract's Authentication rule 6 reads; `/` then answers 404 as before.
+   */
+  CONSOLE: z.enum(['on', 'off']).default('on'),
   /** Postgres connections. POST /jobs holds one only for its single INSERT statement. */
   PG_POOL_MAX: envInt(1, 500).default(20),
   /** How long a looked-up API key is trusted in memory: a revoked key keeps working this long at most. */

@@ -91,6 +91,7 @@ export async function startGateway(config: GatewayConfig, opts: StartOptions = {
     pool,
     logger,
     requestLogLevel: config.REQUEST_LOG_LEVEL,
+    console: config.CONSOLE === 'on',
     secretBox,
     namespace: config.MEDIAJOBS_NAMESPACE,
     presign: (key) => storage.presign(key, DOWNLOAD_URL_TTL_SECONDS),

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { request, type IncomingHttpHeaders } from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import { expect } from 'chai';
+import { loadGatewayConfig } from '../src/config.js';
 import { startTestGateway, type TestGateway } from './support.js';
 
 /** A GET through node:http, the path sent as written and the body as it came (fetch would decompress it and normalise the path). */
@@ -77,6 +78,15 @@ describe('api-gateway: the console page and its files', function () {
       expect(etag, path).to.match(/^"[\w-]+"$/);
       const again = await get(gw.url, path, { 'if-none-match': etag });
       expect([again.status, again.body.length], path).to.deep.equal([304, 0]);
+      // As a browser or a cache sends it: a list, a weak comparison (RFC 9110 13.1.2).
+      const listed = await get(gw.url, path, { 'if-none-match': `"other", W/${etag}` });
+      expect(listed.status, `${path}: a list naming it`).to.equal(304);
+      // The gzipped body is another representation: its own validator, never the plain one's.
+      const zippedTag = String(zipped.headers.etag);
+      expect(zippedTag, path).to.not.equal(etag);
+      const zippedAgain = await get(gw.url, path, { 'if-none-match': zippedTag, 'accept-encoding': 'gzip' });
+      expect(zippedAgain.status, path).to.equal(304);
+      expect((await get(gw.url, path, { 'if-none-match': zippedTag })).status, `${path}: plain asked with the gzip tag`).to.equal(200);
     }
     expect(wire).to.be.below(150 * 1024);
   });
@@ -92,5 +102,21 @@ describe('api-gateway: the console page and its files', function () {
     }
     const head = await fetch(`${gw.url}/console/app.js`, { method: 'HEAD' });
     expect(head.status).to.equal(200);
+  });
+
+  it('CONSOLE=off: no page and no file, / answers 404 as an API without a console does; another value is refused at start', async () => {
+    const env = { DATABASE_URL: 'postgres://127.0.0.1/x', SECRET_KEYS: 'test' };
+    expect(loadGatewayConfig(env).CONSOLE).to.equal('on');
+    expect(loadGatewayConfig({ ...env, CONSOLE: 'off' }).CONSOLE).to.equal('off');
+    expect(() => loadGatewayConfig({ ...env, CONSOLE: 'no' })).to.throw(/CONSOLE/);
+    const bare = await startTestGateway({ console: false });
+    try {
+      for (const path of ['/', '/console/app.js']) {
+        const r = await get(bare.url, path);
+        expect([r.status, r.body.toString()], path).to.deep.equal([404, '{"error":"Not found"}']);
+      }
+    } finally {
+      await bare.stop();
+    }
   });
 });

@@ -105,16 +105,18 @@ ${preload}
 
 /** The body, gzipped when the client takes gzip; 304 when its copy is current. */
 function send(req: Request, res: Response, a: Asset): void {
-  res.setHeader('ETag', a.etag);
+  const gzip = /\bgzip\b/.test(req.headers['accept-encoding'] ?? '');
+  // Each coding is a representation of its own, with a strong validator of its own (RFC 9110 8.8.3).
+  res.setHeader('ETag', gzip ? `${a.etag.slice(0, -1)}-gz"` : a.etag);
   // Revalidated on every load (a 304 is a few bytes), so a new gateway's console is never mixed with an old cached module.
   res.setHeader('Cache-Control', 'no-cache');
   res.setHeader('Vary', 'Accept-Encoding');
   res.type(a.type);
-  if (req.headers['if-none-match'] === a.etag) {
+  // Express's freshness check (the `fresh` package): If-None-Match lists, weak validators and `*` as RFC 9110 13.1.2 reads them.
+  if (req.fresh) {
     res.status(304).end();
     return;
   }
-  const gzip = /\bgzip\b/.test(req.headers['accept-encoding'] ?? '');
   if (gzip) res.setHeader('Content-Encoding', 'gzip');
   res.send(gzip ? a.gzip : a.body);
 }
