@@ -17,7 +17,7 @@ import {
   IdempotencyKeyBusy, IdempotencyKeyTaken, SWEEP_EVERY, readKey, storeAnswer, sweepExpiredKeys,
   type IdempotencyScope, type NewKeyRow, type StoredAnswer,
 } from '@mediajobs/lib/db/idempotency';
-import { HttpError, errorAnswer } from './http-errors.js';
+import { HttpError, errorAnswer, sendErrorBody, storedErrorBody } from './http-errors.js';
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
 /** Set to "true" on an answer that is a replay of the first one. */
@@ -112,7 +112,7 @@ export class IdempotencyKeys {
    * the key by then, the answer its row gives is sent instead); anything
    * else (a 5xx, a 429) leaves no row, so a retry runs again.
    */
-  readonly settle: ErrorRequestHandler = async (err, _req, res, next) => {
+  readonly settle: ErrorRequestHandler = async (err, req, res, next) => {
     const k = res.locals.idempotency;
     if (!k) {
       next(err);
@@ -120,22 +120,24 @@ export class IdempotencyKeys {
     }
     if (err instanceof IdempotencyKeyBusy) inFlight(res);
     if (err instanceof IdempotencyKeyTaken) {
-      await this.answerFromRow(res, k);
+      await this.answerFromRow(req, res, k);
       return;
     }
     const answer = errorAnswer(err, res);
     if (!isFinal(answer.status) || await this.answerStands(k, answer)) next(err);
-    else await this.answerFromRow(res, k);
+    else await this.answerFromRow(req, res, k);
   };
 
   /** The replay of the key's answer, or 422 for another request, or 409 while the holder has not committed. */
-  private async answerFromRow(res: Response, k: KeyedRequest): Promise<void> {
+  private async answerFromRow(req: Request, res: Response, k: KeyedRequest): Promise<void> {
     const held = await readKey(this.pool, k.scope);
     if (!held) inFlight(res);
     if (!held.fingerprint.equals(k.fingerprint)) throw new HttpError(422, KEY_REUSED);
     if (held.answer.location !== null) res.setHeader('Location', held.answer.location);
     res.setHeader(REPLAYED_HEADER, 'true');
-    res.status(held.answer.status).json(held.answer.body);
+    // An error is written as the error middleware writes it, in the form this request asked for.
+    if (held.answer.status >= 400) sendErrorBody(req, res, held.answer.status, storedErrorBody(held.answer.status, held.answer.body));
+    else res.status(held.answer.status).json(held.answer.body);
   }
 
   /**

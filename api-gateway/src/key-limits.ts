@@ -54,7 +54,9 @@ function askedSeconds(o: MediaJobOptions): { field: 'clip_end' | 'max_duration';
 function refuseOverDuration(o: MediaJobOptions, limit: number | null): void {
   const over = limit === null ? undefined : askedSeconds(o).find((a) => a.seconds > limit);
   if (over) {
-    throw new HttpError(400, `Invalid field '${over.field}': ${over.what}, more than this API key allows (max_duration_limit_seconds: ${limit})`);
+    throw new HttpError(400, `Invalid field '${over.field}': ${over.what}, more than this API key allows (max_duration_limit_seconds: ${limit})`, {}, {
+      code: 'over_key_limit', param: over.field,
+    });
   }
 }
 

@@ -100,7 +100,8 @@ describe('api-gateway: REST API', function () {
       const r = await post({ url: SRC, format: 'webm', video_codec: 'h264', audio_codec: 'aac', filename: 'clip', folder: 'shows/a', clip_start: '00:10', clip_end: '01:00', extra_field: 1 });
       expect(r.status).to.equal(201);
       const { job_id: id } = r.body as { job_id: string };
-      expect(Object.keys(r.body as object)).to.deep.equal(['job_id']);
+      // The unknown field is accepted, as the contract says, and named (issue 38 item 6).
+      expect(r.body).to.deep.equal({ job_id: id, warnings: [{ code: 'unknown_field', param: 'extra_field', message: "Unknown field 'extra_field' was ignored" }] });
       expect(id).to.match(UUID);
       expect(r.headers.get('location')).to.equal(`/jobs/${id}`);
 

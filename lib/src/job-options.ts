@@ -26,6 +26,7 @@ import {
   type StorageProviderName, type VideoCodec,
 } from './mediajob/types.js';
 import { MAX_NAME_BYTES } from './storage/types.js';
+import type { FieldProblem } from './request-body.js';
 import { WEBHOOK_EVENT_TYPES } from './webhook-event-types.js';
 
 /**
@@ -67,7 +68,8 @@ export interface JobRequest {
   paused: boolean;
 }
 
-export type JobRequestResult = { ok: true; request: JobRequest } | { ok: false; error: string };
+/** A refused body: its first problem in the order of the spec's table (the answer's `error`), and every problem found. */
+export type JobRequestResult = { ok: true; request: JobRequest } | { ok: false; error: string; problems: FieldProblem[] };
 
 const quoted = (values: readonly string[]) => values.map((v) => `'${v}'`).join(', ');
 
@@ -110,7 +112,7 @@ const filenameField = z
 /** Why `filename` breaks rule 1 (the message POST /jobs answers), or undefined; for renames of batch episodes. */
 export function filenameProblem(filename: unknown): string | undefined {
   const r = filenameField.safeParse(filename);
-  return r.success ? undefined : issueMessage(r.error.issues.map((i) => ({ ...i, path: ['filename', ...i.path] })));
+  return r.success ? undefined : issueProblems(r.error.issues.map((i) => ({ ...i, path: ['filename', ...i.path] })))[0]!.message;
 }
 
 // Rule 2: a folder may have sub-folders (inner slashes) but cannot be
@@ -194,6 +196,8 @@ export const jobRequestBodySchema = z.object({
 
 // The order errors are reported in when a body has several: the spec table's.
 const FIELD_ORDER = Object.keys(jobRequestBodySchema.shape);
+/** The fields a POST /jobs body may carry; any other is ignored and named in the answer's `warnings` (unknown-fields.ts). */
+export const JOB_REQUEST_FIELDS: readonly string[] = FIELD_ORDER;
 
 type Body = z.infer<typeof jobRequestBodySchema>;
 
@@ -215,14 +219,42 @@ export function parseClipTime(text: string): number | undefined {
   return Number.isFinite(total) ? total : undefined;
 }
 
-function issueMessage(issues: readonly z.core.$ZodIssue[]): string {
+/** The problems of the schema's issues, in the order of the spec's table (a field's own in the schema's order). */
+function issueProblems(issues: readonly z.core.$ZodIssue[]): FieldProblem[] {
   const byField = (i: z.core.$ZodIssue) => {
     const k = FIELD_ORDER.indexOf(String(i.path[0] ?? ''));
     return k < 0 ? FIELD_ORDER.length : k;
   };
-  const first = [...issues].sort((a, b) => byField(a) - byField(b))[0]!;
-  const field = String(first.path[0] ?? '');
-  return `Invalid field '${field}': ${first.message}`;
+  return [...issues].sort((a, b) => byField(a) - byField(b)).map((i) => {
+    const field = String(i.path[0] ?? '');
+    return { code: 'invalid_field', param: field, message: `Invalid field '${field}': ${i.message}` };
+  });
+}
+
+/**
+ * The rules between fields, in the order they are reported, each judged
+ * only when the fields it reads passed their own checks (`fine`): a clip's
+ * end after its start, `storage` or `storage_provider`, `webhook_events`
+ * with a `webhook_url`.
+ */
+function crossFieldProblems(body: Record<string, unknown>, fine: (field: string) => boolean): FieldProblem[] {
+  const problems: FieldProblem[] = [];
+  const given = (field: string) => body[field] !== undefined && body[field] !== null;
+  const time = (field: string) => (given(field) && fine(field) ? parseClipTime(String(body[field])) : undefined);
+  const [start, end] = [time('clip_start'), time('clip_end')];
+  if (start !== undefined && end !== undefined) {
+    if (end <= start) problems.push({ code: 'invalid_field', param: 'clip_end', message: "Invalid field 'clip_end': must be greater than clip_start" });
+  } else if (end !== undefined && !given('clip_start') && end <= 0) {
+    problems.push({ code: 'invalid_field', param: 'clip_end', message: "Invalid field 'clip_end': must be greater than 0" });
+  }
+  const valid = (field: string) => given(field) && fine(field);
+  if (valid('storage') && valid('storage_provider')) {
+    problems.push({ code: 'conflicting_fields', param: 'storage_provider', message: 'storage_and_storage_provider_are_exclusive' });
+  }
+  if (valid('webhook_events') && !given('webhook_url')) {
+    problems.push({ code: 'invalid_field', param: 'webhook_events', message: "Invalid field 'webhook_events': needs a webhook_url" });
+  }
+  return problems;
 }
 
 /**
@@ -273,32 +305,30 @@ function givenOptions(b: Body): MediaJobSpecOptionsInput {
 
 /**
  * Validate a POST /jobs body. Unknown fields are ignored (clients may send
- * fields of newer API versions); the first problem, in the order of the
- * spec's table, is reported with the field's name.
+ * fields of newer API versions; unknownFieldWarnings names them). Every
+ * problem is found: the schema's, in the order of the spec's table, then
+ * the rules between fields; the first is the answer's `error`.
  */
 export function parseJobRequest(body: unknown): JobRequestResult {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    return { ok: false, error: 'Request body must be a JSON object' };
+    return { ok: false, error: 'Request body must be a JSON object', problems: [] };
   }
-  const url = (body as Record<string, unknown>).url;
-  if (url === undefined || url === null) return { ok: false, error: "Missing required field 'url'" };
+  const fields = body as Record<string, unknown>;
+  const missingUrl = fields.url === undefined || fields.url === null;
   const parsed = jobRequestBodySchema.safeParse(body);
-  if (!parsed.success) return { ok: false, error: issueMessage(parsed.error.issues) };
+  if (missingUrl || !parsed.success) {
+    const issues = parsed.success ? [] : parsed.error.issues.filter((i) => !(missingUrl && i.path[0] === 'url'));
+    const failed = new Set(issues.map((i) => String(i.path[0] ?? '')));
+    const problems = [
+      ...(missingUrl ? [{ code: 'missing_field' as const, param: 'url', message: "Missing required field 'url'" }] : []),
+      ...issueProblems(issues),
+      ...crossFieldProblems(fields, (f) => !failed.has(f)),
+    ];
+    return { ok: false, error: problems[0]!.message, problems };
+  }
   const b = parsed.data;
-
-  if (b.clip_start !== undefined && b.clip_end !== undefined) {
-    if (parseClipTime(b.clip_end)! <= parseClipTime(b.clip_start)!) {
-      return { ok: false, error: "Invalid field 'clip_end': must be greater than clip_start" };
-    }
-  } else if (b.clip_end !== undefined && parseClipTime(b.clip_end)! <= 0) {
-    return { ok: false, error: "Invalid field 'clip_end': must be greater than 0" };
-  }
-  if (b.storage !== undefined && b.storage_provider !== undefined) {
-    return { ok: false, error: 'storage_and_storage_provider_are_exclusive' };
-  }
-  if (b.webhook_events !== undefined && b.webhook_url === undefined) {
-    return { ok: false, error: "Invalid field 'webhook_events': needs a webhook_url" };
-  }
+  const problems = crossFieldProblems(fields, () => true);
+  if (problems.length) return { ok: false, error: problems[0]!.message, problems };
   return {
     ok: true,
     request: {

@@ -88,9 +88,30 @@ function errorResponse(status: number, e: StatusErrors): Json {
   return {
     description: e.examples.map((x) => x.message).join(' | ') || `HTTP ${status}`,
     ...(status === 429 || status === 503 ? { headers: { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer' } } } } : {}),
-    content: { 'application/json': { schema, examples } },
+    // The contract's body by default; the whole description to a client that asks (docs/errors.md).
+    content: { 'application/json': { schema, examples }, 'application/problem+json': { schema: ref('ProblemDetails') } },
   };
 }
+
+/** The rate limit's fields (draft-ietf-httpapi-ratelimit-headers), on every answer of an authenticated operation once its key is checked. */
+const RATE_LIMIT_HEADERS: Json = {
+  'RateLimit-Policy': { $ref: '#/components/headers/RateLimitPolicy' },
+  RateLimit: { $ref: '#/components/headers/RateLimit' },
+};
+
+/** The components `RATE_LIMIT_HEADERS` refers to. */
+export const rateLimitHeaderComponents: Json = {
+  RateLimitPolicy: {
+    description: 'The request rate limit: `"default";q=<requests>;w=1` (RATE_LIMIT_PER_SECOND per second per budget). '
+      + 'Structured field of draft-ietf-httpapi-ratelimit-headers.',
+    schema: { type: 'string', examples: ['"default";q=1000;w=1'] },
+  },
+  RateLimit: {
+    description: 'Where the budget stands after this request: `"default";r=<remaining>;t=<seconds until the window ends>`; a 429 has r=0. '
+      + 'Absent when the request was not counted (401, the 503 of an unreachable counter).',
+    schema: { type: 'string', examples: ['"default";r=42;t=1'] },
+  },
+};
 
 /** Messages collected per status, in order, without repeats. */
 function merge(into: Map<number, StatusErrors>, status: number, spec: ErrorSpec): void {
@@ -160,6 +181,14 @@ export function operationObject(op: Operation): Json {
     }
   }
   for (const [status, e] of [...errors].sort(([a], [b]) => a - b)) responses[String(status)] = errorResponse(status, e);
+  if (op.access !== 'open') {
+    for (const [status, r] of Object.entries(responses)) {
+      if (status !== '401' && typeof r === 'object' && r !== null && !('$ref' in r)) {
+        const answer = r as { headers?: Json };
+        responses[status] = { ...answer, headers: { ...answer.headers, ...RATE_LIMIT_HEADERS } };
+      }
+    }
+  }
 
   const requestBody = op.body === undefined || op.body === 'none-or-json' ? undefined : {
     required: op.body.required,

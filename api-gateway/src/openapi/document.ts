@@ -18,7 +18,7 @@ import { IDEMPOTENCY_HEADER, KEY_IN_FLIGHT, KEY_REUSED, MALFORMED_KEY, REPLAYED_
 import { DEFAULT_MARKETPLACE_USER_HEADER, MARKETPLACE_STORAGE_REQUIRED } from '../marketplace.js';
 import { STORAGE_PROVIDERS } from '@mediajobs/lib/mediajob/types';
 import { PLATFORM_DISABLED_MESSAGE } from '@mediajobs/lib/platforms/types';
-import { KEY, componentSchemas, operationObject, schemaRef, type Operation } from './build.js';
+import { KEY, componentSchemas, operationObject, rateLimitHeaderComponents, schemaRef, type Operation } from './build.js';
 import { webhookPayloads } from './schemas.js';
 
 type Json = Record<string, unknown>;
@@ -365,6 +365,7 @@ export function openApiDocument(): Json {
           description: 'Marketplace keys only (required with them): the end user the request acts for.',
         },
       },
+      headers: rateLimitHeaderComponents,
       schemas: componentSchemas(),
     },
   };

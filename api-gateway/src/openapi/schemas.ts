@@ -15,6 +15,7 @@ import {
 import { PROGRESS_STAGES } from '@mediajobs/lib/mediajob/progress-stages';
 import { urlRequestSchema } from '@mediajobs/lib/media-info/platform-url';
 import { PROVIDER_FIELDS } from '../destinations/fields.js';
+import { ERROR_CODES, type ErrorCode } from '../error-codes.js';
 import { renameEpisodesRequest as renameSchema } from '../routes/batches.js';
 import { chatRequest as chatSchema } from '../routes/chat.js';
 import { MAX_BULK_URLS } from '../routes/bulk.js';
@@ -75,8 +76,50 @@ export const bucketRequest = z.object(Object.fromEntries(BUCKET_FIELDS.map((f) =
 
 // ---- answers ----
 
-export const errorBody = z.looseObject({ error: z.string() })
-  .register(responses, { id: 'Error', description: 'Every error answer; some carry more fields (see each status).' });
+export const errorCode = z.enum(Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]])
+  .register(responses, { id: 'ErrorCode', description: 'The stable code of an error answer (docs/errors.md lists each with its meaning).' });
+
+const problem = z.strictObject({
+  code: errorCode,
+  param: z.string().optional().describe('The body field (`url`, `renames[1].filename`, `urls[3]`), query parameter or header at fault'),
+  message: z.string(),
+}).register(responses, { id: 'Problem', description: 'One problem of a request.' });
+
+/** What problem details add to the contract's body (docs/errors.md, ADR 0030). */
+const described = {
+  code: errorCode,
+  param: z.string().optional().describe('The field, query parameter or header at fault, when one is'),
+  errors: z.array(problem).optional().describe('For a 400 about a request body: every problem found, the first being `error`\'s'),
+};
+
+export const errorBody = z.looseObject({ error: z.string(), ...described, code: errorCode.optional() })
+  .register(responses, {
+    id: 'Error',
+    description: 'Every error answer: `error` (the contract\'s message) and, on some statuses, more fields (see each status). '
+      + '`code`, `param` and `errors` are sent to a client that accepts application/problem+json (ProblemDetails).',
+  });
+
+export const problemDetails = z.looseObject({
+  title: z.string().describe('The status\'s reason phrase (RFC 9457; `type` is absent: about:blank)'),
+  status: z.number().int(),
+  detail: z.string().describe('The same as `error`'),
+  error: z.string().describe('The contract\'s message'),
+  ...described,
+}).register(responses, {
+  id: 'ProblemDetails',
+  description: 'An error answer as RFC 9457 problem details, to a client whose Accept lists application/problem+json; '
+    + 'it keeps `error` and the status\'s other fields (limit_gb, details, ...).',
+});
+
+const fieldWarning = z.strictObject({
+  code: z.literal('unknown_field'),
+  param: z.string().describe('The field as sent, cut at 100 characters'),
+  message: z.string(),
+  did_you_mean: z.string().optional().describe('The known field the name most likely meant'),
+}).register(responses, { id: 'FieldWarning', description: 'A body field the API does not know: accepted, ignored, and named.' });
+
+/** The 201s' `warnings`, present only when the body had fields the API does not know. */
+const warned = { warnings: z.array(fieldWarning).max(20).optional().describe('Fields of the body that were ignored (at most 20), each with a guess') };
 
 export const quotaError = z.object({ error: z.literal('Storage quota exceeded'), limit_gb: z.string(), used_gb: z.string(), message: z.string() })
   .register(responses, { id: 'QuotaExceeded' });
@@ -129,7 +172,7 @@ export const jobList = z.strictObject({
   jobs: z.array(jobSummary), total: z.number().int(), limit: z.number().int(), offset: z.number().int(),
 }).register(responses, { id: 'JobList' });
 
-export const jobCreated = z.strictObject({ job_id: uuid() }).register(responses, { id: 'JobCreated' });
+export const jobCreated = z.strictObject({ job_id: uuid(), ...warned }).register(responses, { id: 'JobCreated' });
 
 export const showBatchCreated = z.strictObject({
   batch_id: uuid(),
@@ -141,12 +184,14 @@ export const showBatchCreated = z.strictObject({
     release_date: nullable(z.string()).optional().describe('Default (not paused) mode only'),
   })),
   episode_jobs: z.array(uuid()).describe('Legacy field: the episodes\' job ids'),
+  ...warned,
 }).register(responses, { id: 'ShowBatchCreated' });
 
-export const playlistBatchCreated = z.strictObject({ batch_id: uuid(), total_videos: z.number().int(), job_ids: z.array(uuid()) })
+export const playlistBatchCreated = z.strictObject({ batch_id: uuid(), total_videos: z.number().int(), job_ids: z.array(uuid()), ...warned })
   .register(responses, { id: 'PlaylistBatchCreated' });
 
-export const bulkCreated = z.strictObject({ job_ids: z.array(uuid()), count: z.number().int() }).register(responses, { id: 'BulkJobsCreated' });
+export const bulkCreated = z.strictObject({ job_ids: z.array(uuid()), count: z.number().int(), ...warned })
+  .register(responses, { id: 'BulkJobsCreated' });
 
 const batchFields = {
   id: uuid(),

@@ -29,7 +29,7 @@ import { z } from 'zod';
 import { parseRequestBody } from '@mediajobs/lib/request-body';
 import type { Principal } from '../auth.js';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
-import { HttpError, failsWith } from '../http-errors.js';
+import { HttpError, failsWith, invalidBody } from '../http-errors.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { acceptJson, optionalJsonBody } from '../json-body.js';
 import type { GatewayMetrics } from '../metrics.js';
@@ -233,7 +233,7 @@ export const renameEpisodesRequest = z.object({
 /** `renames` of the PATCH body; 400 naming the first bad entry. */
 function parseRenames(body: unknown): EpisodeRename[] {
   const r = parseRequestBody(renameEpisodesRequest, body);
-  if (!r.ok) throw new HttpError(400, r.error);
+  if (!r.ok) throw invalidBody(r);
   return r.data.renames.map((e) => ({ jobId: e.job_id, filename: e.filename }));
 }
 

@@ -8,16 +8,17 @@
 import { Router, type RequestHandler } from 'express';
 import { detectBatchSource } from '@mediajobs/lib/batches/index';
 import { bulkJobInserter } from '@mediajobs/lib/db/jobs';
-import { parseJobRequest, type JobRequest } from '@mediajobs/lib/job-options';
+import { JOB_REQUEST_FIELDS, parseJobRequest, type JobRequest } from '@mediajobs/lib/job-options';
 import type { Logger } from '@mediajobs/lib/logger';
 import type { OutboundPolicy } from '@mediajobs/lib/outbound';
 import type { PlatformLookup } from '@mediajobs/lib/platforms/directory';
 import { PLATFORM_DISABLED_MESSAGE } from '@mediajobs/lib/platforms/types';
 import type { SecretBox } from '@mediajobs/lib/secret-box';
+import { unknownFieldWarnings } from '@mediajobs/lib/unknown-fields';
 import type pg from 'pg';
 import { isMarketplaceUser, type Principal } from '../auth.js';
 import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.js';
-import { HttpError, failsWith } from '../http-errors.js';
+import { HttpError, failsWith, type Problem } from '../http-errors.js';
 import { keyRowFor, type IdempotencyKeys } from '../idempotency.js';
 import { applyKeyLimits } from '../key-limits.js';
 import { refuseOverQuota } from './usage.js';
@@ -40,6 +41,9 @@ const NOT_IN_BULK: Readonly<Record<string, string>> = {
 };
 
 export const NOT_DIRECT_KEY = 'POST /jobs/bulk needs a direct API key';
+
+/** The fields a bulk body may name: `urls` and POST /jobs' (those bulk refuses are known, and refused, not unknown). */
+const BULK_FIELDS = ['urls', ...JOB_REQUEST_FIELDS];
 
 export interface BulkRouteDeps {
   pool: pg.Pool;
@@ -68,40 +72,88 @@ function isDirectKey(who: Principal): boolean {
   return !isMarketplaceUser(who);
 }
 
-/** The `urls` list: 1 to 100 strings; 400 otherwise. */
-function urlList(body: Record<string, unknown>): string[] {
-  const urls = body.urls;
-  if (urls === undefined || urls === null) throw new HttpError(400, "Missing required field 'urls'");
+/** A refusal found while checking a bulk body: its status, the words of an answer, and its problems. */
+interface Refusal {
+  status: number;
+  message: string;
+  problems: Problem[];
+}
+
+/** One problem, as its own answer would describe it (a URL's under `urls[<index>]`). */
+const refusal = (status: number, message: string, code: Problem['code'], param: string): Refusal => ({ status, message, problems: [{ code, param, message }] });
+
+/** The `urls` list's problems: absent, not 1 to 100 entries, or entries that are not strings. */
+function urlListRefusals(urls: unknown): Refusal[] {
+  if (urls === undefined || urls === null) return [refusal(400, "Missing required field 'urls'", 'missing_field', 'urls')];
   if (!Array.isArray(urls) || urls.length < 1 || urls.length > MAX_BULK_URLS) {
-    throw new HttpError(400, `Invalid field 'urls': must be an array of 1 to ${MAX_BULK_URLS} URLs`);
+    return [refusal(400, `Invalid field 'urls': must be an array of 1 to ${MAX_BULK_URLS} URLs`, 'invalid_field', 'urls')];
   }
-  urls.forEach((u, i) => {
-    if (typeof u !== 'string') throw new HttpError(400, `urls[${i}]: must be a string`);
-  });
-  return urls as string[];
+  return urls.flatMap((u, i) => (typeof u === 'string' ? [] : [refusal(400, `urls[${i}]: must be a string`, 'invalid_field', `urls[${i}]`)]));
 }
 
 /**
  * Each URL as POST /jobs would take it alone, with the shared options. A
  * problem with a shared option is the same for every URL and is answered as
- * POST /jobs words it; a problem with one URL names its index.
+ * POST /jobs words it (once); a problem with one URL names its index.
+ * Returns the requests, or every refusal found, each URL's in the order
+ * POST /jobs checks them.
  */
-function parseEach(shared: Record<string, unknown>, urls: readonly string[], outbound: OutboundPolicy, platforms: PlatformLookup | undefined): JobRequest[] {
-  return urls.map((url, i) => {
+function parseEach(
+  shared: Record<string, unknown>, urls: readonly string[], outbound: OutboundPolicy, platforms: PlatformLookup | undefined,
+): { requests: JobRequest[]; refusals: Refusal[] } {
+  const requests: JobRequest[] = [];
+  const refusals: Refusal[] = [];
+  urls.forEach((url, i) => {
+    const item = `urls[${i}]`;
     const parsed = parseJobRequest({ ...shared, url });
     if (!parsed.ok) {
-      const aboutUrl = parsed.error.startsWith("Invalid field 'url'") || parsed.error.startsWith("Missing required field 'url'");
-      throw new HttpError(400, aboutUrl ? `urls[${i}]: ${parsed.error}` : parsed.error);
+      const ofUrl = (p: { param: string }) => p.param === 'url';
+      const aboutUrl = parsed.problems.length > 0 && ofUrl(parsed.problems[0]!);
+      refusals.push({
+        status: 400,
+        message: aboutUrl ? `${item}: ${parsed.error}` : parsed.error,
+        problems: parsed.problems.map((p) => (ofUrl(p) ? { ...p, param: item, message: `${item}: ${p.message}` } : p)),
+      });
+      return;
     }
     const refused = refusedAddress(outbound, parsed.request);
     // The webhook is shared by every URL: its problem is the request's, not an index's.
-    if (refused) throw new HttpError(400, refused.field === 'url' ? `urls[${i}]: ${refused.error}` : refused.error);
-    if (detectBatchSource(parsed.request.options.url).kind !== 'single') {
-      throw new HttpError(400, `urls[${i}]: a show or playlist URL cannot be part of a bulk request`);
+    if (refused) {
+      refusals.push(refused.field === 'url'
+        ? refusal(400, `${item}: ${refused.error}`, 'invalid_field', item) : refusal(400, refused.error, 'invalid_field', 'webhook_url'));
+    } else if (detectBatchSource(parsed.request.options.url).kind !== 'single') {
+      refusals.push(refusal(400, `${item}: a show or playlist URL cannot be part of a bulk request`, 'invalid_field', item));
+    } else if (platforms?.disabledFor(parsed.request.options.url)) {
+      refusals.push(refusal(422, `${item}: ${PLATFORM_DISABLED_MESSAGE}`, 'platform_disabled', item));
+    } else {
+      requests.push(parsed.request);
     }
-    if (platforms?.disabledFor(parsed.request.options.url)) throw new HttpError(422, `urls[${i}]: ${PLATFORM_DISABLED_MESSAGE}`);
-    return parsed.request;
   });
+  return { requests, refusals };
+}
+
+/**
+ * The bulk body's requests; else the first refusal's answer (as the checks
+ * come: the URL list, the fields bulk does not take, then each URL), with
+ * every problem found, a shared option's once.
+ */
+function checkedRequests(body: Record<string, unknown>, outbound: OutboundPolicy, platforms: PlatformLookup | undefined): JobRequest[] {
+  const { urls, ...shared } = body;
+  const refusals = urlListRefusals(urls);
+  for (const [field, message] of Object.entries(NOT_IN_BULK)) {
+    if (body[field] !== undefined && body[field] !== null) refusals.push(refusal(400, message, 'invalid_field', field));
+  }
+  const listed = Array.isArray(urls) && urls.length <= MAX_BULK_URLS ? urls.filter((u): u is string => typeof u === 'string') : [];
+  const each = parseEach(shared, listed, outbound, platforms);
+  refusals.push(...each.refusals);
+  const first = refusals[0];
+  if (!first) return each.requests;
+  const seen = new Set<string>();
+  const errors = refusals.flatMap((r) => r.problems).filter((p) => {
+    const k = `${p.param ?? ''}\n${p.message}`;
+    return !seen.has(k) && seen.add(k);
+  });
+  throw new HttpError(first.status, first.message, {}, errors.length ? { errors } : undefined);
 }
 
 function createJobs(deps: BulkRouteDeps): RequestHandler {
@@ -109,18 +161,15 @@ function createJobs(deps: BulkRouteDeps): RequestHandler {
     const who: Principal = res.locals.principal!;
     if (!isDirectKey(who)) throw new HttpError(403, NOT_DIRECT_KEY);
     const body = bodyObject(req);
-    const urls = urlList(body);
-    for (const [field, message] of Object.entries(NOT_IN_BULK)) {
-      if (body[field] !== undefined && body[field] !== null) throw new HttpError(400, message);
-    }
-    const { urls: _urls, ...shared } = body;
-    const requests = parseEach(shared, urls, deps.outbound, deps.platforms).map((r) => ({ ...r, options: applyKeyLimits(r.options, who.key) }));
+    const requests = checkedRequests(body, deps.outbound, deps.platforms).map((r) => ({ ...r, options: applyKeyLimits(r.options, who.key) }));
     const first = requests[0]!;
     await refuseOverQuota(deps.pool, who);
 
     const jobs = requests.map((r) => ({ id: uuidv7(), options: r.options }));
     const ids = jobs.map((j) => j.id);
-    const answer = { job_ids: ids, count: ids.length };
+    // Accepted, as POST /jobs accepts them, and named.
+    const warnings = unknownFieldWarnings(body, BULK_FIELDS);
+    const answer = { job_ids: ids, count: ids.length, ...(warnings.length && { warnings }) };
     const destination = await insertJobs(deps.pool, {
       apiKeyId: who.apiKeyId,
       jobs,

@@ -13,7 +13,7 @@ import type { SecretBox } from '@mediajobs/lib/secret-box';
 import type pg from 'pg';
 import { z } from 'zod';
 import { parseRequestBody } from '@mediajobs/lib/request-body';
-import { HttpError } from '../http-errors.js';
+import { HttpError, invalidBody } from '../http-errors.js';
 import { acceptJson } from '../json-body.js';
 
 export interface ChatDeps {
@@ -68,7 +68,7 @@ const apiKeyId = (res: Response): string => res.locals.principal!.apiKeyId;
 function saveChat(deps: ChatDeps): RequestHandler {
   return async (req, res) => {
     const body = parseRequestBody(chatRequest, req.body);
-    if (!body.ok) throw new HttpError(400, body.error);
+    if (!body.ok) throw invalidBody(body);
     const url = webhookUrl(deps, body.data.webhook_url);
     const level: NotifyLevel = body.data.notify_level;
     await saveChatSetting(deps.pool, apiKeyId(res), deps.secretBox.sealable(url), level).catch((err) => {

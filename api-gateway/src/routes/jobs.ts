@@ -3,8 +3,9 @@
 import { Router, type RequestHandler, type Response } from 'express';
 import { z } from 'zod';
 import { detectBatchSource } from '@mediajobs/lib/batches/index';
-import { parseJobRequest, type JobRequest } from '@mediajobs/lib/job-options';
+import { JOB_REQUEST_FIELDS, parseJobRequest, type JobRequest } from '@mediajobs/lib/job-options';
 import { errFields, type Logger } from '@mediajobs/lib/logger';
+import { unknownFieldWarnings } from '@mediajobs/lib/unknown-fields';
 import { urlFieldError, type OutboundPolicy } from '@mediajobs/lib/outbound';
 import { PLATFORM_DISABLED_MESSAGE } from '@mediajobs/lib/platforms/types';
 import type { PlatformLookup } from '@mediajobs/lib/platforms/directory';
@@ -18,7 +19,7 @@ import { resolveByProviderSql, resolveDefaultSql } from '../destinations/store.j
 import { inlineDestination } from '../destinations/job-destination.js';
 import type { ProbeCache, ProviderSettings } from '../destinations/probe.js';
 import type { DestinationVault } from '../destinations/vault.js';
-import { HttpError, failsWith } from '../http-errors.js';
+import { HttpError, failsWith, invalidBody } from '../http-errors.js';
 import { keyRowFor, type IdempotencyKeys } from '../idempotency.js';
 import { applyKeyLimits } from '../key-limits.js';
 import { endUserSavedTarget, saveEndUserStorage } from '../marketplace.js';
@@ -130,7 +131,7 @@ function newJobInserter(deps: JobsRouteDeps): InsertJob {
 function createJob(deps: JobsRouteDeps, insertJob: InsertJob): RequestHandler {
   return async (req, res) => {
     const parsed = parseJobRequest(req.body);
-    if (!parsed.ok) throw new HttpError(400, parsed.error);
+    if (!parsed.ok) throw invalidBody(parsed);
     const refused = refusedAddress(deps.outbound, parsed.request);
     if (refused) throw new HttpError(400, refused.error);
     // Before anything is written: a show or playlist of a disabled platform is refused as a single item is.
@@ -140,9 +141,14 @@ function createJob(deps: JobsRouteDeps, insertJob: InsertJob): RequestHandler {
     const request = { ...parsed.request, options: applyKeyLimits(parsed.request.options, who.key) };
     await refuseOverQuota(deps.pool, who);
     const target = await deliveryTarget(deps, request, who);
+    // Accepted, as the contract says, and named, so a misspelt option is not silently lost.
+    const warnings = unknownFieldWarnings(req.body as Record<string, unknown>, JOB_REQUEST_FIELDS);
+    const answered = <T extends object>(body: T) => (warnings.length ? { ...body, warnings } : body);
     const source = detectBatchSource(request.options.url);
     if (source.kind !== 'single') {
-      const answer = await createBatch(deps, { request, source, who, target, signal: clientGone(res) }, (a) => keyRowFor(res, a));
+      const answer = answered(await createBatch(deps, { request, source, who, target, signal: clientGone(res) }, (a) => keyRowFor(res, {
+        ...a, body: answered(a.body as object),
+      })));
       res.status(201).location(`/batch/${answer.batch_id}`).json(answer);
       return;
     }
@@ -157,12 +163,12 @@ function createJob(deps: JobsRouteDeps, insertJob: InsertJob): RequestHandler {
       crNamespace: deps.namespace,
       crName: id,
       target,
-      keyRow: keyRowFor(res, { status: 201, body: { job_id: id }, location: `/jobs/${id}` }),
+      keyRow: keyRowFor(res, { status: 201, body: answered({ job_id: id }), location: `/jobs/${id}` }),
     });
     if (!destination) throw new HttpError(400, 'storage_provider_not_configured');
     deps.pokeMaterializer();
     deps.metrics?.jobsAccepted('api');
-    res.status(201).location(`/jobs/${id}`).json({ job_id: id });
+    res.status(201).location(`/jobs/${id}`).json(answered({ job_id: id }));
   };
 }
 

@@ -257,7 +257,8 @@ export class MediaJobsClient {
   private async send<T>(method: string, path: string, call: Call): Promise<T> {
     const url = new URL(path.slice(1), this.baseUrl);
     for (const [k, v] of Object.entries(call.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
-    const headers: Record<string, string> = { 'x-api-key': this.apiKey, accept: 'application/json' };
+    // Problem details on errors: the contract's `error` with `code`, `param` and every problem of a body (docs/errors.md).
+    const headers: Record<string, string> = { 'x-api-key': this.apiKey, accept: 'application/json, application/problem+json' };
     if (this.marketplaceUser !== undefined) headers['x-marketplace-user'] = this.marketplaceUser;
     if (call.idempotencyKey !== undefined) headers['idempotency-key'] = idempotencyHeader(call.idempotencyKey);
     const body = call.body === undefined ? undefined : JSON.stringify(call.body);

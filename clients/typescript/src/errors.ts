@@ -1,7 +1,8 @@
 // The SDK's errors: an error answer of the API (its `{error}` body, status
-// and, when the API gives them, `code` and `param`), a request that never
-// got an answer, and a webhook delivery that fails verification.
-import type { ErrorBody } from './types.js';
+// and the problem details the SDK asks for: `code`, `param` and, for a
+// refused body, every problem), a request that never got an answer, and a
+// webhook delivery that fails verification.
+import type { ErrorBody, ErrorCode, Problem } from './types.js';
 
 /** The service answered with an error status. */
 export class ApiError extends Error {
@@ -10,10 +11,12 @@ export class ApiError extends Error {
   readonly status: number;
   /** The body's `error`: the contract's message (`Invalid API Key`, `rate_limit_exceeded`, ...). */
   readonly error: string;
-  /** A stable machine-readable code, when the API sends one. */
-  readonly code: string | undefined;
-  /** The request field or parameter at fault, when the API names one. */
+  /** The stable code (docs/errors.md): `invalid_field`, `job_not_found`, `rate_limit_exceeded`, ...; undefined from a server too old to send one. */
+  readonly code: ErrorCode | undefined;
+  /** The request field, query parameter or header at fault, when the API names one (`url`, `urls[3]`, `limit`). */
   readonly param: string | undefined;
+  /** For a refused request body: every problem found, the first being `error`'s; empty otherwise. */
+  readonly errors: readonly Problem[];
   /** The whole error body (some carry more: QuotaExceeded's `limit_gb`, MetadataError's `details`). */
   readonly body: ErrorBody;
   readonly method: string;
@@ -28,6 +31,7 @@ export class ApiError extends Error {
     this.error = init.body.error;
     this.code = typeof init.body.code === 'string' ? init.body.code : undefined;
     this.param = typeof init.body.param === 'string' ? init.body.param : undefined;
+    this.errors = Array.isArray(init.body.errors) ? init.body.errors : [];
     this.method = init.method;
     this.path = init.path;
     this.retryAfterSeconds = init.retryAfterSeconds;

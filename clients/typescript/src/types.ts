@@ -33,6 +33,13 @@ export type WebhookSecretCreated = Schemas['WebhookSecretCreated'];
 export type WebhookDeliveries = Schemas['WebhookDeliveries'];
 export type WebhookDelivery = Schemas['WebhookDelivery'];
 export type ErrorBody = Schemas['Error'];
+/** An error answer as problem details (what the SDK asks for): the contract's `error` and every field of ErrorBody, with `code`. */
+export type ProblemDetails = Schemas['ProblemDetails'];
+/** One problem of a request: a code of docs/errors.md, the field at fault, the words. */
+export type Problem = Schemas['Problem'];
+export type ErrorCode = Schemas['ErrorCode'];
+/** A body field the API does not know, named in a 201's `warnings`. */
+export type FieldWarning = Schemas['FieldWarning'];
 
 /** GET /jobs' query. */
 export type ListJobsQuery = NonNullable<operations['listJobs']['parameters']['query']>;

@@ -159,7 +159,7 @@ export const urlRequestSchema = z.object({
 /** The `url` field of an info request body, trimmed; messages in the style of POST /jobs (lib/src/request-body.ts). */
 export function readUrlField(body: unknown): UrlFieldResult {
   const r = parseRequestBody(urlRequestSchema, body);
-  return r.ok ? { ok: true, url: r.data.url } : r;
+  return r.ok ? { ok: true, url: r.data.url } : { ok: false, error: r.error };
 }
 
 /** Messages of the 400s /is-short answers for URLs it does not take. */
