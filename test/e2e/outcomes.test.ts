@@ -5,7 +5,7 @@
 // job shows its download in bytes; a failed job on corrupt media shows the
 // tool's cause, cleaned, in GET /jobs/{id} and its job_failed.
 import { expect } from 'chai';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,32 +13,7 @@ import { signature, secretKey } from '@mediajobs/lib/webhook-signing';
 import { TERMINAL_EVENT_TYPES } from '@mediajobs/lib/webhook-event-types';
 import { eventually } from '../../local-cluster/test/support.js';
 import { MEDIA, generateMedia, startMediaServer, type MediaServer } from '../support/media.js';
-import { startService, type Service } from './support.js';
-
-interface Delivery {
-  raw: string;
-  body: Record<string, unknown>;
-  headers: IncomingHttpHeaders;
-}
-
-/** A webhook receiver that keeps each delivery's raw body and headers, to check its signature. */
-async function startRawReceiver(): Promise<{ url: string; deliveries: Delivery[]; stop(): Promise<void> }> {
-  const deliveries: Delivery[] = [];
-  const server = createServer((req, res) => {
-    let raw = '';
-    req.on('data', (c: Buffer) => (raw += c.toString()));
-    req.on('end', () => {
-      deliveries.push({ raw, body: JSON.parse(raw) as Record<string, unknown>, headers: req.headers });
-      res.writeHead(200).end('ok');
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
-    deliveries,
-    stop: () => new Promise((r) => server.close(() => r())),
-  };
-}
+import { startReceiver, startService, type Receiver, type Service } from './support.js';
 
 /** An MP4 that is not one: an ftyp box and media data, no moov (ffmpeg: "moov atom not found"). */
 function corruptMp4(): Buffer {
@@ -68,12 +43,12 @@ describe('end to end: every outcome told (job_warning, webhook_events, bytes, er
   this.timeout(240_000);
   let svc: Service;
   let media: MediaServer;
-  let receiver: Awaited<ReturnType<typeof startRawReceiver>>;
+  let receiver: Receiver;
   let corrupt: Awaited<ReturnType<typeof serveCorrupt>>;
 
   before(async () => {
     media = await startMediaServer();
-    receiver = await startRawReceiver();
+    receiver = await startReceiver();
     corrupt = await serveCorrupt();
     svc = await startService();
   });
@@ -94,7 +69,7 @@ describe('end to end: every outcome told (job_warning, webhook_events, bytes, er
     const r = await svc.api('GET', `/jobs/${id}`);
     return ['Completed', 'Failed', 'Warning', 'Skipped', 'Cancelled'].includes(r.body.status as string) ? r.body : undefined;
   }, 120_000, 250);
-  const mine = (id: string) => receiver.deliveries.filter((d) => d.body.job_id === id);
+  const mine = (id: string) => receiver.hooks.filter((d) => d.body.job_id === id);
   /** The job's deliveries once its outbox has nothing left to send (GET /jobs/{id}/webhooks). */
   const allDelivered = async (id: string) => {
     await eventually(async () => {

@@ -2,7 +2,7 @@
 // runner (yt-dlp + ffmpeg) as pod processes, a fresh Postgres database, the
 // gateway and the operator, managed storage on local disk or S3 (s3rver).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -266,7 +266,11 @@ export async function runnerLogs(svc: Pick<Service<unknown>, 'cluster'>): Promis
 export interface Receiver {
   url: string;
   /** Every delivery: its body, and its webhook-id (Standard Webhooks; one id per event, the same on every redelivery). */
-  hooks: { body: Record<string, unknown>; eventId?: string; webhookId?: string }[];
+  hooks: {
+    body: Record<string, unknown>; eventId?: string; webhookId?: string;
+    /** The body as sent and every header, to check a signature (Standard Webhooks signs the raw body). */
+    raw: string; headers: IncomingHttpHeaders;
+  }[];
   stop(): Promise<void>;
 }
 
@@ -281,6 +285,8 @@ export async function startReceiver(): Promise<Receiver> {
         body: JSON.parse(text) as Record<string, unknown>,
         eventId: req.headers['x-mediajobs-event-id'] as string | undefined,
         webhookId: req.headers['webhook-id'] as string | undefined,
+        raw: text,
+        headers: req.headers,
       });
       res.writeHead(200).end('ok');
     });
