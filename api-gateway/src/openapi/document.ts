@@ -221,6 +221,8 @@ export function operations(): Operation[] {
           extra: { details: lookupFailures((m) => m)[Number(status)]!.join(' | ') },
         }])),
       },
+      // A disabled MediaPlatform's URL: POST /jobs's 422, beside the lookup's own (a content warning).
+      moreErrors: { 422: [PLATFORM_DISABLED_MESSAGE] },
     },
     {
       method: 'post', path: '/is-short', operationId: 'isShort', tag: 'Media info', access: { key: 'Missing API key' },
@@ -229,6 +231,7 @@ export function operations(): Operation[] {
         400: ["Missing required field 'url'", "Invalid field 'url': must be an http or https URL", 'Unsupported URL: only <platform> video URLs are accepted (<forms>)'],
         ...lookupFailures((m) => m),
       },
+      moreErrors: { 422: [PLATFORM_DISABLED_MESSAGE] },
     },
     // ---- notifications ----
     {

@@ -3189,7 +3189,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Failed to extract metadata */
+            /** @description Failed to extract metadata | Downloads from this platform are disabled */
             422: {
                 headers: {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
@@ -3197,7 +3197,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["MetadataError"];
+                    "application/json": components["schemas"]["MetadataError"] | components["schemas"]["Error"];
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
@@ -3340,7 +3340,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDetails"];
                 };
             };
-            /** @description Video is available to channel members only | Video is age-restricted | Video is not available in this region | Video is blocked by a copyright claim | The channel or account behind this video has been terminated | Video is DRM protected | Video is unavailable or has been removed | No media found at this URL | The URL is a playlist or channel, not a single media item */
+            /** @description Video is available to channel members only | Video is age-restricted | Video is not available in this region | Video is blocked by a copyright claim | The channel or account behind this video has been terminated | Video is DRM protected | Video is unavailable or has been removed | No media found at this URL | The URL is a playlist or channel, not a single media item | Downloads from this platform are disabled */
             422: {
                 headers: {
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
