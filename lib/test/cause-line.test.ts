@@ -3,8 +3,8 @@ import { cleanCause } from '../src/cause-line.js';
 
 describe('cleanCause: the one cleaned cause line (transition log, error_detail)', () => {
   it('keeps the first line that says something, URLs without credentials or queries', () => {
-    expect(cleanCause('\n  ERROR: unable to download https://user:pa55@cdn.example/v.mp4?token=abc#t=1: HTTP Error 403\nsecond line'))
-      .to.equal('ERROR: unable to download https://cdn.example/v.mp4?… HTTP Error 403');
+    expect(cleanCause('\n  ERROR: unable to download https://user:pa55@cdn.example/v.mp4?token=abc#t=1: HTTP Error 403\nsecond line', 'https://cdn.example/v.mp4'))
+      .to.equal('ERROR: unable to download https://cdn.example/v.mp4?…: HTTP Error 403');
   });
 
   it('censors the value of secret-named pairs, leaves other words, bounds the length and has nothing for an empty cause', () => {
@@ -48,8 +48,34 @@ describe('cleanCause: the one cleaned cause line (transition log, error_detail)'
   });
 
   it('paths go wherever a word starts, file: URLs too; a URL\'s own path stays', () => {
-    expect(cleanCause('open(\'/var/run/secrets/token\') failed; see file:///home/runner/x.log and ~/cache/y, not http://h.example/a/b'))
+    expect(cleanCause('open(\'/var/run/secrets/token\') failed; see file:///home/runner/x.log and ~/cache/y, not http://h.example/a/b', 'http://h.example/v'))
       .to.equal('open(\'<path>\') failed; see <path> and <path>, not http://h.example/a/b');
+  });
+
+  it('no infrastructure detail: a URL of another host is <url>, a private, loopback or link-local address or a cluster name is <host>, the source\'s own host stays', () => {
+    const source = 'https://media.example/show/v.mp4?sig=abc';
+    expect(cleanCause('ERROR: Unable to download: HTTP Error 407 via http://egress-7.mediajobs-system.svc.cluster.local:3128 (10.42.0.17)', source))
+      .to.equal('ERROR: Unable to download: HTTP Error 407 via <url> (<host>)');
+    expect(cleanCause('ERROR: https://media.example/show/v.mp4?sig=abc redirected to https://cdn-3.other.example/x.mp4?e=1, then socks5h://u:p@proxy.example:1080 failed', source))
+      .to.equal('ERROR: https://media.example/show/v.mp4?… redirected to <url>, then <url> failed');
+    expect(cleanCause('connect to 192.168.1.5:8080, 172.20.0.3, 127.0.0.1, 169.254.169.254 and 100.64.3.2 refused; 8.8.8.8 and 172.32.0.1 answered', source))
+      .to.equal('connect to <host>, <host>, <host>, <host> and <host> refused; 8.8.8.8 and 172.32.0.1 answered');
+    expect(cleanCause('dial [fd00:10:244::17]:3128, fe80::1%eth0 and ::1 and ::ffff:10.0.0.1 failed; 2001:db8::1 at 00:00:05', source))
+      .to.equal('dial <host>, <host> and <host> and <host> failed; 2001:db8::1 at 00:00:05');
+    expect(cleanCause('resolve egress.mediajobs-system.svc, redis.internal:6379 and localhost failed; foo.svc.example.com did not', source))
+      .to.equal('resolve <host>, <host> and <host> failed; foo.svc.example.com did not');
+    expect(cleanCause('fetch //user:pass@mirror.example/x.mp4 and ./cache/x.part, ../y and file:/etc/passwd failed', source))
+      .to.equal('fetch <url> and <path>, <path> and <path> failed');
+  });
+
+  it('the source\'s own host survives when it is loopback or private (test media on 127.0.0.1), without its credentials; no source masks every URL', () => {
+    const source = 'http://127.0.0.1:41234/media/clip.mp4';
+    expect(cleanCause('ERROR: http://u:pw@127.0.0.1:41234/media/clip.mp4?x=1: HTTP Error 404 (127.0.0.1:41234); proxy 127.0.0.2 down', source))
+      .to.equal('ERROR: http://127.0.0.1:41234/media/clip.mp4?…: HTTP Error 404 (127.0.0.1:41234); proxy <host> down');
+    expect(cleanCause('ERROR: http://[::1]:8080/v.mp4: refused', 'http://[::1]:8080/v.mp4')).to.equal('ERROR: http://[::1]:8080/v.mp4: refused');
+    expect(cleanCause('ERROR: http://media.internal/v.mp4 not found', 'http://MEDIA.internal/v.mp4')).to.equal('ERROR: http://media.internal/v.mp4 not found');
+    expect(cleanCause('ERROR: https://media.example/v.mp4: 403', undefined)).to.equal('ERROR: <url>: 403');
+    expect(cleanCause('ERROR: rtmp://media.example/live: 403', 'not a url')).to.equal('ERROR: <url>: 403');
   });
 
   it('a line of only noise is still a line (nothing better was said)', () => {

@@ -39,7 +39,7 @@ export function transitionLine(mj: MediaJob, cur: MediaJobStatus | undefined, ne
     const failed = next.attempts?.at(-1);
     return line('warn', 'retrying', 'job attempt failed; retrying', {
       failedAttempt: failed?.attempt, category: failed?.category ?? failed?.reason ?? 'error',
-      ...cause(failed?.error), retryInSeconds: failed?.retryAfterSeconds ?? 0,
+      ...cause(failed?.error, mj), retryInSeconds: failed?.retryAfterSeconds ?? 0,
     });
   }
   if (next.status === 'Processing' && (cur?.status !== 'Processing' || cur.attempt !== next.attempt)) return line('info', 'started', 'job started');
@@ -66,9 +66,9 @@ function ended(mj: MediaJob, s: MediaJobStatus, line: Line): TransitionLine | un
       });
     }
     case 'Failed':
-      return line('warn', 'failed', 'job failed', { category, ...cause(s.error), ...runTime(s) });
+      return line('warn', 'failed', 'job failed', { category, ...cause(s.error, mj), ...runTime(s) });
     case 'Warning':
-      return line('warn', 'warning', 'job ended with a warning', { category, ...cause(s.error) });
+      return line('warn', 'warning', 'job ended with a warning', { category, ...cause(s.error, mj) });
     case 'Skipped':
       return line('info', 'skipped', 'job skipped', { reason: s.reason ?? 'skipped' });
     default:
@@ -76,9 +76,17 @@ function ended(mj: MediaJob, s: MediaJobStatus, line: Line): TransitionLine | un
   }
 }
 
-/** The cause as a log field, cleaned (lib/src/cause-line.ts); nothing when there is none. */
-function cause(error: string | undefined): { cause?: string } {
-  const clean = cleanCause(error);
+/**
+ * The cause as a log field, cleaned (lib/src/cause-line.ts); nothing when
+ * there is none. By the same rule as the API's error_detail, though this line
+ * is for operators who may want the proxy's or the service's host: the
+ * runner's own "job did not complete" line already gives them the tool's
+ * output with its hosts, while this one is shipped wherever the operator's
+ * logs go, and saying what the client is told lets them match a client's
+ * report to it word for word.
+ */
+function cause(error: string | undefined, mj: MediaJob): { cause?: string } {
+  const clean = cleanCause(error, mj.spec.url);
   return clean ? { cause: clean } : {};
 }
 

@@ -50,12 +50,12 @@ export function eventsFor(old: string, s: MediaJobStatus, row: JobRow, mj: Media
       events.push({ type: 'job_completed', payload: completedPayload(s, base, mj, urls) });
       break;
     case 'Failed':
-      events.push({ type: 'job_failed', payload: { type: 'job_failed', ...base, status: 'failed', error: s.error ?? 'Processing failed', ...detail(s) } });
+      events.push({ type: 'job_failed', payload: { type: 'job_failed', ...base, status: 'failed', error: s.error ?? 'Processing failed', ...detail(s, row.url) } });
       break;
     case 'Warning':
       // A content issue sends no job_failed (spec), but its own terminal event (ADR 0029).
       events.push({
-        type: 'job_warning', payload: { type: 'job_warning', ...base, status: 'warning', error: s.error ?? 'The media is not available', ...detail(s) },
+        type: 'job_warning', payload: { type: 'job_warning', ...base, status: 'warning', error: s.error ?? 'The media is not available', ...detail(s, row.url) },
       });
       break;
     case 'Skipped':
@@ -67,9 +67,13 @@ export function eventsFor(old: string, s: MediaJobStatus, row: JobRow, mj: Media
   return events;
 }
 
-/** The cause's cleaned line (the runner's status.errorDetail, cleaned again: a runner writes its own status), when there is one. */
-function detail(s: MediaJobStatus): { error_detail?: string } {
-  const line = cleanCause(s.errorDetail);
+/**
+ * The cause's cleaned line (the runner's status.errorDetail, cleaned again: a
+ * runner writes its own status), naming no host but the job's source, when
+ * there is one.
+ */
+function detail(s: MediaJobStatus, source: string): { error_detail?: string } {
+  const line = cleanCause(s.errorDetail, source);
   return line ? { error_detail: line } : {};
 }
 

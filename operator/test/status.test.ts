@@ -199,9 +199,13 @@ describe('webhook events of a transition', () => {
       type: 'job_warning', payload: { type: 'job_warning', job_id: row.id, url: row.url, status: 'warning', error: 'Video is private' },
     }]);
     const [e] = eventsFor('Processing', {
-      status: 'Warning', errorType: 'warning', error: 'Video is private', errorDetail: 'ERROR: private at /var/x and https://h.example/v?token=t',
+      status: 'Warning', errorType: 'warning', error: 'Video is private',
+      errorDetail: 'ERROR: http://m/a.mp4?token=t is private at /var/x via https://h.example/v?token=t and 10.42.0.17:3128',
     }, row, mj(), {});
-    expect(e!.payload.error_detail).to.equal('ERROR: private at <path> and https://h.example/v?…');
+    // The source (row.url's host) is named; another host's URL and a proxy's address are not (no infrastructure detail).
+    expect(e!.payload.error_detail).to.equal('ERROR: http://m/a.mp4?… is private at <path> via <url> and <host>');
+    const [f] = eventsFor('Processing', { status: 'Failed', error: 'x', errorDetail: 'ERROR: 407 from egress.mediajobs-system.svc (fd00::17)' }, row, mj(), {});
+    expect(f!.payload.error_detail).to.equal('ERROR: 407 from <host> (<host>)');
   });
 
   it('progress events carry the download\'s figures: all of them at the current step, the final bytes at earlier ones', () => {

@@ -45,11 +45,12 @@ describe('transition log lines', () => {
   it('says a failure and a warning with their category and the first line of the cause, cleaned', () => {
     const failed: MediaJobStatus = {
       ...finished, status: 'Failed', errorType: 'error', category: 'source_unreachable',
-      error: 'ERROR: unable to download https://u:p@cdn.example/v.mp4?Signature=s3cr3t: HTTP Error 403\nTraceback (most recent call last)',
+      error: 'ERROR: unable to download https://u:p@media.example/v.mp4?Signature=s3cr3t: HTTP Error 403 via http://cdn.example/x (10.42.0.17)\nTraceback (most recent call last)',
     };
+    // The same rule as the API's error_detail: the source's host, no other URL, no internal address.
     expect(transitionLine(mj(processing), processing, failed)).to.deep.equal({
       level: 'warn', msg: 'job failed', once: 'log:failed#1',
-      fields: { jobId: JOB_ID, category: 'source_unreachable', cause: 'ERROR: unable to download https://cdn.example/v.mp4?… HTTP Error 403', duration: '32.5 s' },
+      fields: { jobId: JOB_ID, category: 'source_unreachable', cause: 'ERROR: unable to download https://media.example/v.mp4?…: HTTP Error 403 via <url> (<host>)', duration: '32.5 s' },
     });
     const warned: MediaJobStatus = { ...finished, status: 'Warning', errorType: 'warning', error: 'The media is not available' };
     expect(transitionLine(mj(processing), processing, warned)).to.deep.equal({

@@ -104,7 +104,7 @@ async function reportToolVersions(ctx: JobContext): Promise<NonNullable<RunnerRe
 
 async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) => StartedYtDlp): Promise<RunnerReport> {
   const { spec, logger, tools, signal } = ctx;
-  const steps = new JobSteps(ctx.reporter, logger);
+  const steps = new JobSteps(ctx.reporter, logger, undefined, spec.url);
   const container = containerFor(spec);
   // Whether the item has no video: decides Skipped for DRM (spec: audio-only
   // DRM items are skipped). Before the probe the job's own request is the

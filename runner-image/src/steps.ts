@@ -31,8 +31,14 @@ export class JobSteps {
   private download: RunnerDownload | undefined;
   private rate: ByteRate;
 
-  /** `now` is a millisecond clock (tests give their own). */
-  constructor(private readonly reporter: StatusReporter, private readonly logger: Logger, private readonly now: () => number = () => performance.now()) {
+  /**
+   * `now` is a millisecond clock (tests give their own); `source` is the
+   * job's URL, the one host a failure's cause may name (lib/src/cause-line.ts).
+   */
+  constructor(
+    private readonly reporter: StatusReporter, private readonly logger: Logger,
+    private readonly now: () => number = () => performance.now(), private readonly source?: string,
+  ) {
     this.rate = new ByteRate(now);
   }
 
@@ -117,7 +123,7 @@ export class JobSteps {
    */
   fail(c: Classification, detail?: Record<string, unknown>): RunnerReport {
     this.logger.warn({ step: this.step, category: c.category, ...detail }, 'job did not complete');
-    const errorDetail = causeOf(detail);
+    const errorDetail = causeOf(detail, this.source);
     return {
       step: this.step, progress: this.progress, outcome: c.outcome, error: c.error, category: c.category,
       ...(c.errorType ? { errorType: c.errorType } : {}), ...(c.reason ? { reason: c.reason } : {}),
@@ -132,10 +138,10 @@ export class JobSteps {
  * (error_detail): the tool's output (toolDetail's stderr), else the error's
  * message (errFields'), cleaned by lib's one cleaner.
  */
-function causeOf(detail: Record<string, unknown> | undefined): string | undefined {
-  if (typeof detail?.stderr === 'string') return cleanCause(detail.stderr);
+function causeOf(detail: Record<string, unknown> | undefined, source: string | undefined): string | undefined {
+  if (typeof detail?.stderr === 'string') return cleanCause(detail.stderr, source);
   const err = detail?.err as { message?: unknown } | undefined;
-  return typeof err?.message === 'string' ? cleanCause(err.message) : undefined;
+  return typeof err?.message === 'string' ? cleanCause(err.message, source) : undefined;
 }
 
 /** The last lines of a tool's output, URLs redacted, bounded: for the log. */

@@ -101,8 +101,17 @@ describe('runner steps and the stage table', () => {
       const stderr = '[mov,mp4,m4a,3gp,3g2,mj2 @ 0x55d0c1e2a9c0] moov atom not found\nhttps://h.example/v.mp4?sig=x: Invalid data found when processing input';
       expect(steps.fail(classification('processing_failed'), { tool: 'ffmpeg', stderr }).errorDetail).to.equal('[mov,mp4,m4a,3gp,3g2,mj2] moov atom not found');
       expect(steps.fail(classification('upload_failed'), { err: { message: 'PUT https://b.example/k?X-Amz-Signature=s failed: 503' } }).errorDetail)
-        .to.equal('PUT https://b.example/k?… failed: 503');
+        .to.equal('PUT <url> failed: 503');
       expect(steps.fail(classification('unavailable'), { why: 'no format selected' })).to.not.have.property('errorDetail');
+    });
+
+    it('a failure\'s cause names the job\'s source and no other host: a proxy\'s URL and address are masked', () => {
+      const reporter = { setStep: async () => undefined, setProgress: () => undefined } as unknown as StatusReporter;
+      const steps = new JobSteps(reporter, pino({ level: 'silent' }), undefined, 'http://127.0.0.1:8123/media/v.mp4?t=1');
+      steps.enter('Downloading');
+      const stderr = 'ERROR: Unable to download http://127.0.0.1:8123/media/v.mp4: HTTP Error 407 via http://egress-7.mediajobs-system.svc.cluster.local:3128 (10.42.0.17)';
+      expect(steps.fail(classification('connection_error'), { tool: 'yt-dlp', stderr }).errorDetail)
+        .to.equal('ERROR: Unable to download http://127.0.0.1:8123/media/v.mp4: HTTP Error 407 via <url> (<host>)');
     });
   });
 

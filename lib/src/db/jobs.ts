@@ -778,7 +778,7 @@ export async function mirrorStatus(
       [jobId, s.status, s.step ?? row.step, s.progress ?? row.progress, s.error ?? null, s.errorType ?? null, s.reason ?? null,
         r?.storageKey ?? null, r?.fileSize ?? null, r?.actualQuality ?? null, r?.title ?? null, r?.description ?? null,
         r?.releaseDate ?? null, r?.subtitleKey ?? null, r?.thumbnailKey ?? null, s.startTime ?? null, s.finishTime ?? null,
-        reservedChange.toString(), ended === 'Completed' ? null : cleanCause(s.errorDetail) ?? null,
+        reservedChange.toString(), ended === 'Completed' ? null : cleanCause(s.errorDetail, row.url) ?? null,
         ...downloadColumns(s.download, ended !== undefined || s.step !== 'Downloading')],
     );
     // Under the row lock and against what the row holds: a replay of the same status changes nothing.

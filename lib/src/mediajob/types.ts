@@ -297,7 +297,8 @@ export const mediaJobStatusSchema = z.object({
   errorType: z.enum(ERROR_TYPES).optional(),
   /**
    * A failure's cause as the tool said it: its first relevant line, cleaned
-   * of URL credentials and queries, paths and secrets (lib/src/cause-line.ts),
+   * of URL credentials and queries, other hosts' URLs, internal addresses,
+   * paths and secrets (lib/src/cause-line.ts),
    * at most MAX_ERROR_DETAIL_LENGTH characters. Beside `error`, the
    * category's fixed phrase.
    */
