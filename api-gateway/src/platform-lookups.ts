@@ -121,10 +121,11 @@ export class PlatformLookups implements LookupRoutes {
     const health = new Map((obj.status?.proxies ?? []).map((p) => [p.id, p]));
     const all: Pick<ProxyStatus, 'id' | 'coolingUntil'>[] = pool.proxies.map((p) => health.get(p.id) ?? { id: p.id });
     const ready = all.filter((p) => proxyStateAt(p, now) === 'Ready');
-    // A new session leaves by another proxy while one is Ready; every proxy cooling down: a lookup cannot wait, it tries them all.
-    const fresh = ready.filter((p) => p.id !== avoid);
-    const from = fresh.length ? fresh : ready.length ? ready : all;
-    const pick = pickProxy(from, (id) => this.recentStarts(poolName, id, now), now);
+    // Every proxy cooling down: a lookup cannot wait as a job does, so all are candidates (their cool-down left
+    // out, or pickProxy would refuse them again); a new session leaves by another candidate while there is one.
+    const candidates = ready.length ? ready : all.map(({ id }) => ({ id }));
+    const fresh = candidates.filter((p) => p.id !== avoid);
+    const pick = pickProxy(fresh.length ? fresh : candidates, (id) => this.recentStarts(poolName, id, now), now);
     if ('wait' in pick) throw new Error(`ProxyPool ${poolName} has no proxy to take`);
     const key = `${poolName}/${pick.id}`;
     this.starts.set(key, [...(this.starts.get(key) ?? []), now]);
