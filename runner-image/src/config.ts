@@ -62,6 +62,8 @@ export const runnerEnvSchema = commonSchema.merge(storageEndpointsSchema).merge(
   RUNNER_SOCKET_TIMEOUT_SECONDS: envInt(1, 600).default(30),
   /** Minimum interval between progress-only status patches. */
   RUNNER_PROGRESS_INTERVAL_MS: envInt(100, 60_000).default(2000),
+  /** Minimum interval between patches that change only the download's figures (status.download). */
+  RUNNER_FIGURES_INTERVAL_MS: envInt(100, 600_000).default(10_000),
   /**
    * Live streams (see README "Live streams"): the longest recording (also the
    * cap on a job's maxDuration), the longest wait_for_video wait and its

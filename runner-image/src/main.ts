@@ -134,6 +134,7 @@ function statusReporter(env: RunnerEnv): StatusReporter {
     logger,
     enabled: Boolean(env.MEDIAJOB_NAME && env.MEDIAJOB_NAMESPACE),
     progressIntervalMs: env.RUNNER_PROGRESS_INTERVAL_MS,
+    figuresIntervalMs: env.RUNNER_FIGURES_INTERVAL_MS,
   });
 }
 

@@ -46,6 +46,13 @@ export interface StatusReporterOptions {
   storedFileAttempts?: number;
   /** Minimum interval between two progress-only patches, ms. */
   progressIntervalMs?: number;
+  /**
+   * Minimum interval between two patches that change only the download's
+   * figures (status.download), ms: yt-dlp's figures change with every
+   * progress line, and each patch is an API write, a row update and a watch
+   * event. A percent or step change carries the latest figures anyway.
+   */
+  figuresIntervalMs?: number;
   /** One attempt is abandoned after this long: a hung API server must not hold the job up. */
   requestTimeoutMs?: number;
 }
@@ -178,8 +185,13 @@ export class StatusReporter {
   private readonly storedFileAttempts: number;
   private readonly backoffMs: number;
   private readonly progressIntervalMs: number;
+  private readonly figuresIntervalMs: number;
   private readonly requestTimeoutMs: number;
   private lastProgressAt = 0;
+  /** When figures last went out (with any patch). */
+  private lastFiguresAt = 0;
+  /** When the pending progress timer fires, to bring it forward for a percent step. */
+  private progressDue = 0;
   private step: JobStep | undefined;
   private progress = -1;
   private pendingProgress: number | undefined;
@@ -195,6 +207,7 @@ export class StatusReporter {
     this.storedFileAttempts = opts.storedFileAttempts ?? 8;
     this.backoffMs = opts.backoffMs ?? 250;
     this.progressIntervalMs = opts.progressIntervalMs ?? 2000;
+    this.figuresIntervalMs = opts.figuresIntervalMs ?? 10_000;
     this.requestTimeoutMs = opts.requestTimeoutMs ?? 10_000;
     if (opts.sink || opts.enabled === false) this.sink = Promise.resolve(opts.sink);
     else {
@@ -215,15 +228,20 @@ export class StatusReporter {
     this.cancelPendingProgress();
     this.step = step;
     this.progress = progress;
-    if (extra.download !== undefined) this.sentDownload = JSON.stringify(extra.download);
+    if (extra.download !== undefined) {
+      this.sentDownload = JSON.stringify(extra.download);
+      this.lastFiguresAt = Date.now();
+    }
     return this.enqueue({ ...extra, step, progress }, this.attempts);
   }
 
   /**
    * Progress within the current step, with the download's figures while
-   * the source is read. Throttled: at most one patch per interval, the
-   * latest value wins; progress never goes backwards, and figures that
-   * changed go out even when the percent did not.
+   * the source is read. Throttled: at most one patch per progress interval,
+   * the latest value wins; progress never goes backwards. Figures that
+   * changed ride along with a percent step; alone they go out at most once
+   * per figures interval (before that, a download made a patch per progress
+   * interval for its whole length: issue 39's writes per job).
    */
   setProgress(progress: number, download?: RunnerDownload): void {
     const p = Math.max(0, Math.min(100, Math.floor(progress)));
@@ -232,9 +250,23 @@ export class StatusReporter {
     if (!moved && !figures) return;
     if (moved) this.pendingProgress = p;
     if (figures) this.pendingDownload = download;
-    const wait = this.lastProgressAt + this.progressIntervalMs - Date.now();
-    if (wait <= 0) this.flushProgress();
-    else this.progressTimer ??= setTimeout(() => this.flushProgress(), wait);
+    const now = Date.now();
+    let due = this.lastProgressAt + this.progressIntervalMs;
+    if (this.pendingProgress === undefined) due = Math.max(due, this.lastFiguresAt + this.figuresIntervalMs);
+    if (due <= now) {
+      this.cancelTimer();
+      this.flushProgress();
+    } else if (!this.progressTimer || due < this.progressDue) {
+      // A percent step brings a figures-only patch's later time forward.
+      this.cancelTimer();
+      this.progressDue = due;
+      this.progressTimer = setTimeout(() => this.flushProgress(), due - now);
+    }
+  }
+
+  private cancelTimer(): void {
+    if (this.progressTimer) clearTimeout(this.progressTimer);
+    this.progressTimer = undefined;
   }
 
   private flushProgress(): void {
@@ -247,14 +279,16 @@ export class StatusReporter {
     if (!moved && !download) return;
     if (moved) this.progress = p;
     this.lastProgressAt = Date.now();
-    if (download) this.sentDownload = JSON.stringify(download);
+    if (download) {
+      this.sentDownload = JSON.stringify(download);
+      this.lastFiguresAt = this.lastProgressAt;
+    }
     // One attempt: the next update or step change supersedes a lost one.
     void this.enqueue({ step: this.step, progress: this.progress, ...(download && { download }) }, 1);
   }
 
   private cancelPendingProgress(): void {
-    if (this.progressTimer) clearTimeout(this.progressTimer);
-    this.progressTimer = undefined;
+    this.cancelTimer();
     this.pendingProgress = undefined;
     this.pendingDownload = undefined;
   }

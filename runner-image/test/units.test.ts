@@ -12,6 +12,7 @@ import { actualQuality, releaseDateOf } from '../src/plan.js';
 import { readsDirectly, sourceInputArgs, transportIsDefault } from '../src/source-read.js';
 import { MAX_TERMINATION_MESSAGE_BYTES, StatusReporter, terminationMessage, type RunnerStatusPatch } from '../src/report.js';
 import { DownloadProgress, parseProgressLine } from '../src/ytdlp.js';
+import { JobSteps } from '../src/steps.js';
 
 const silent = pino({ level: 'silent' });
 
@@ -171,6 +172,38 @@ describe('runner: planning and reporting', () => {
       expect(r.failures).to.equal(1);
       expect(sent.map((s) => `${s.step}:${s.progress}`)).to.deep.equal(['Downloading:0', 'Downloading:5', 'Downloading:10', 'Muxing:33']);
       expect(sent[0]).to.have.property('error', null);
+    });
+
+    it('a long download: figures alone go out at most once per figures interval, a percent step carries the latest ones', async () => {
+      // yt-dlp prints a progress line about every 100 ms and each one changes
+      // the bytes; every patch is an API write, a Postgres UPDATE and a watch
+      // event (issue 39), so the figures alone must not make one per progress interval.
+      const sent: RunnerStatusPatch[] = [];
+      const r = new StatusReporter({
+        namespace: 'ns', name: 'mj', logger: silent, progressIntervalMs: 20, figuresIntervalMs: 300, sink: { async patch(s) { sent.push(s); } },
+      });
+      const steps = new JobSteps(r, silent);
+      steps.enter('Downloading');
+      const read = steps.withinStep('Downloading');
+      const total = 100_000_000;
+      const started = Date.now();
+      const seconds = 1.5;
+      let lines = 0;
+      // 1.5 s of progress lines every 5 ms, the percent crossing about two steps of the stage table.
+      for (let t = 0; Date.now() - started < seconds * 1000; t++, lines++) {
+        read(0.005 + t / 5000, { downloaded: 500_000 + t * 10_000, total });
+        await new Promise((res) => setTimeout(res, 5));
+      }
+      const lastBytes = 500_000 + (lines - 1) * 10_000;
+      const latest = () => (sent.at(-1)?.download as { downloadedBytes?: number } | undefined)?.downloadedBytes;
+      for (let i = 0; i < 100 && latest() !== lastBytes; i++) await new Promise((res) => setTimeout(res, 50));
+      const progressPatches = sent.slice(1);
+      const percentSteps = new Set(progressPatches.map((s) => s.progress)).size;
+      expect(lines).to.be.greaterThan(20);
+      expect(progressPatches.length, JSON.stringify(progressPatches.map((s) => s.progress)))
+        .to.be.at.most(percentSteps + Math.ceil((Date.now() - started) / 300) + 1);
+      expect(progressPatches.every((s) => s.download !== undefined), 'a percent step carries the figures').to.equal(true);
+      expect(latest(), 'the latest figures go out in the end').to.equal(lastBytes);
     });
 
     it('records a stored file and forgets a deleted one as merge patches of status.storedFiles, in order with the steps, retried', async () => {
