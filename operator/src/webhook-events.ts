@@ -25,6 +25,7 @@ import type { JobRow } from '@mediajobs/lib/db/jobs';
 import type { OutboxEvent } from '@mediajobs/lib/db/outbox';
 import { isCancelStatus, jobCancelledEvent } from '@mediajobs/lib/job-cancellation';
 import { cleanCause } from '@mediajobs/lib/cause-line';
+import { downloadFigures } from '@mediajobs/lib/mediajob/download-figures';
 
 export { PROGRESS_STAGES, type ProgressStage } from '@mediajobs/lib/mediajob/progress-stages';
 
@@ -118,13 +119,16 @@ export function progressEvents(s: MediaJobStatus, row: RowRef): OutboxEvent[] {
   }));
 }
 
-/** status.download as the API names its fields (GET /jobs/{id}, progress events); an unknown figure is left out. */
-export function downloadFields(s: Pick<MediaJobStatus, 'download'>): Record<string, number> {
-  const d = s.download;
-  if (!d) return {};
+/**
+ * status.download as the API names its fields, by the rule the job's row
+ * keeps them (lib/src/mediajob/download-figures.ts: GET /jobs/{id} shows the
+ * same); a figure not kept is left out.
+ */
+export function downloadFields(s: Pick<MediaJobStatus, 'status' | 'step' | 'download'>): Record<string, number> {
+  const d = downloadFigures(s);
   return Object.fromEntries(Object.entries({
     downloaded_bytes: d.downloadedBytes, total_bytes: d.totalBytes, speed_bps: d.speedBps, eta_seconds: d.etaSeconds,
-  }).filter((e): e is [string, number] => typeof e[1] === 'number' && Number.isFinite(e[1]) && e[1] >= 0));
+  }).filter((e): e is [string, number] => e[1] !== undefined));
 }
 
 /**

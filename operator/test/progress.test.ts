@@ -123,6 +123,35 @@ describe('operator: progress webhooks', () => {
       ]);
     });
 
+    it('a progress event carries exactly the download figures the row (GET /jobs/{id}) keeps, for fractional, huge or late figures', async () => {
+      // A runner writes its own status (kubectl may too): both read it by one rule.
+      const cases: MediaJobStatus[] = [
+        { status: 'Processing', step: 'Downloading', progress: 5, download: { downloadedBytes: 1500.5, totalBytes: 1_000_000, speedBps: 12.7, etaSeconds: 3.2 } },
+        { status: 'Processing', step: 'Downloading', progress: 5, download: { downloadedBytes: 2 ** 60, totalBytes: 1e300, speedBps: 100_000, etaSeconds: 3e9 } },
+        { status: 'Processing', step: 'Downloading', progress: 5, download: { downloadedBytes: 400, totalBytes: 1000, speedBps: 100, etaSeconds: 2 ** 31 - 1 } },
+        { status: 'Processing', step: 'Muxing', progress: 40, download: { downloadedBytes: 1000, totalBytes: 1000, speedBps: 100, etaSeconds: 0 } },
+      ];
+      const kept: Record<string, number>[] = [];
+      for (const s of cases) {
+        const id = await jobRow();
+        await sync(db.pool, id, s);
+        const r = await db.pool.query<Record<string, string | number | null>>(
+          'SELECT downloaded_bytes::float8 AS downloaded_bytes, total_bytes::float8 AS total_bytes, speed_bps::float8 AS speed_bps, eta_seconds FROM jobs WHERE id = $1', [id]);
+        const columns = Object.fromEntries(Object.entries(r.rows[0]!).filter((e): e is [string, number] => e[1] !== null));
+        const hooks = await db.pool.query<{ payload: Record<string, unknown> }>(
+          "SELECT payload FROM outbox WHERE job_id = $1 AND type = 'progress' ORDER BY id DESC LIMIT 1", [id]);
+        const { type: _t, job_id: _j, url: _u, stage: _s, progress_percent: _p, event_id: _e, ...figures } = hooks.rows[0]!.payload;
+        expect(figures, JSON.stringify(s.download)).to.deep.equal(columns);
+        kept.push(columns);
+      }
+      expect(kept).to.deep.equal([
+        { total_bytes: 1_000_000 },
+        { speed_bps: 100_000 },
+        { downloaded_bytes: 400, total_bytes: 1000, speed_bps: 100, eta_seconds: 2 ** 31 - 1 },
+        { downloaded_bytes: 1000, total_bytes: 1000 },
+      ]);
+    });
+
     it('delivers a job\'s events in order even when one needs a retry', async () => {
       const odb = db.pool;
       const id = await jobRow();

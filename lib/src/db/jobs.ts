@@ -19,6 +19,7 @@ import type { Destination, JobStatus, MediaJob, MediaJobOptions, MediaJobStatus,
 import { TERMINAL_STATUSES } from '../mediajob/types.js';
 import { withTransaction } from '../pg-client.js';
 import { cleanCause } from '../cause-line.js';
+import { downloadFigures } from '../mediajob/download-figures.js';
 import { rollUpEpisode, type EpisodeInfo } from './batches.js';
 import { queueJobChatNotification } from './chat-settings.js';
 import { queueEvents, queueUsageReport, type OutboxEvent } from './outbox.js';
@@ -779,7 +780,7 @@ export async function mirrorStatus(
         r?.storageKey ?? null, r?.fileSize ?? null, r?.actualQuality ?? null, r?.title ?? null, r?.description ?? null,
         r?.releaseDate ?? null, r?.subtitleKey ?? null, r?.thumbnailKey ?? null, s.startTime ?? null, s.finishTime ?? null,
         reservedChange.toString(), ended === 'Completed' ? null : cleanCause(s.errorDetail, row.url) ?? null,
-        ...downloadColumns(s.download, ended !== undefined || s.step !== 'Downloading')],
+        ...downloadColumns(s)],
     );
     // Under the row lock and against what the row holds: a replay of the same status changes nothing.
     if (reservedChange !== 0n) await countStorage(client, [{ api_key_id: row.api_key_id, reserved: reservedChange, uploaded: 0n }]);
@@ -800,15 +801,12 @@ export async function mirrorStatus(
 }
 
 /**
- * status.download as the row's columns: a figure the runner did not give
- * (or gave as nonsense: it writes its own status) is null; speed and time
- * left only while the source is read (`settled`: it is not any more).
+ * status.download as the row's columns, by the rule progress webhooks use
+ * too (lib/src/mediajob/download-figures.ts): a figure not kept is null.
  */
-function downloadColumns(d: MediaJobStatus['download'], settled: boolean): (number | null)[] {
-  const figure = (n: number | undefined) => (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : null);
-  const eta = figure(d?.etaSeconds);
-  // The column is an int: a wait of 68 years is no figure either.
-  return [figure(d?.downloadedBytes), figure(d?.totalBytes), settled ? null : figure(d?.speedBps), settled || eta === null || eta > 2 ** 31 - 1 ? null : eta];
+function downloadColumns(s: MediaJobStatus): (number | null)[] {
+  const d = downloadFigures(s);
+  return [d.downloadedBytes ?? null, d.totalBytes ?? null, d.speedBps ?? null, d.etaSeconds ?? null];
 }
 
 /** When a job ended, from its status (a kubectl-written one may say anything): never later than now. */
