@@ -162,6 +162,18 @@ export class RunnerChildren {
     return made && made.job.metadata?.name === currentJobName(mj) && Date.now() - made.at < CREATED_JOB_TRUST_MS ? made.job : undefined;
   }
 
+  /**
+   * The Job informer saw a runner Job deleted: the stand-in for it goes, or
+   * a Job deleted before the cache ever showed it would be hidden from the
+   * next passes for up to CREATED_JOB_TRUST_MS (its MediaJob's owner uid and
+   * the Job's name must both match: another attempt's Job leaves it be).
+   */
+  jobDeleted(job: k8s.V1Job): void {
+    const owner = job.metadata?.ownerReferences?.find((r) => r.controller)?.uid;
+    const made = owner === undefined ? undefined : this.createdJobs.get(owner);
+    if (made && made.job.metadata?.name === job.metadata?.name) this.createdJobs.delete(owner!);
+  }
+
   /** A Job found in the cache under the MediaJob's Job name: its own, or a PermanentError. */
   owned(job: k8s.V1Job, mj: MediaJob): k8s.V1Job {
     if (!isControlledBy(job, mj)) throw nameTaken('Job', job.metadata!.name!);

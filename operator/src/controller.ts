@@ -205,7 +205,10 @@ export class MediaJobController {
       path: resourcePath('/apis/batch/v1', 'jobs', ns),
       labelSelector,
       list: () => (ns === undefined ? kube.batch.listJobForAllNamespaces({ labelSelector }) : kube.batch.listNamespacedJob({ namespace: ns, labelSelector })),
-      onChange: (job) => this.enqueue(keyOf(job.metadata?.namespace, owner(job))),
+      onChange: (job, type) => {
+        if (type === 'delete') this.children.jobDeleted(job);
+        this.enqueue(keyOf(job.metadata?.namespace, owner(job)));
+      },
     }));
     this.pods = new ScopedInformer<k8s.V1Pod>(scope, (ns) => ({
       ...common,

@@ -151,6 +151,18 @@ describe('runner children of a MediaJob', () => {
     expect(api.calls.filter((c) => c === 'create Job')).to.have.length(1);
   });
 
+  it('stands for no Job the informer saw deleted, though the cache never showed it: the next pass sees it gone', async () => {
+    const api = fakeApi();
+    const runner = children(api);
+    const job = await runner.ensure(mj);
+    // Another MediaJob's Job of the same name, and another name under this owner: neither is the one made.
+    runner.jobDeleted({ metadata: { name: job.metadata!.name!, ownerReferences: ownedBy('another-uid') } });
+    runner.jobDeleted({ metadata: { name: 'another-job', ownerReferences: ownedBy(UID) } });
+    expect(runner.created(mj), 'other Jobs\' deletes leave the stand-in').to.equal(job);
+    runner.jobDeleted({ metadata: { name: job.metadata!.name!, namespace: 'default', ownerReferences: ownedBy(UID) } });
+    expect(runner.created(mj), 'its own delete ends it at once, not after 30 s').to.equal(undefined);
+  });
+
   it('fails for good, without adopting it, when the Job name is taken by a Job this MediaJob does not control', async () => {
     for (const ownerReferences of [undefined, ownedBy('another-uid'), ownedBy(UID, false)]) {
       const api = fakeApi({ jobs: [{ metadata: { name: runnerJobName(mj), namespace: 'default', ownerReferences }, spec: { template: {} } }] });
