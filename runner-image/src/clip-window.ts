@@ -35,6 +35,7 @@
 // there (fetchPrefixWindow): two reads, each by node as fast as it comes.
 import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
+import { errFields, type Logger } from '@mediajobs/lib/logger';
 import { runProcess } from './child.js';
 import { egressFetch } from './egress-proxy.js';
 import { inputGuard } from './ffmpeg.js';
@@ -118,6 +119,8 @@ const num = (s: string | undefined) => (s === undefined || s === '' || s === 'N/
 export interface WindowTools {
   ffprobe: string;
   socketTimeoutSeconds: number;
+  /** Where a window given up on an error (not an abort) is told, at debug: the clip is read from the URL instead. */
+  logger?: Logger;
 }
 
 /** A clip's window: the local file the mux reads instead of the URL, and what was fetched for it. */
@@ -132,21 +135,20 @@ export interface ClipWindow {
  * sparse file under `dir`, starting from `head` when the caller read the
  * file's first HEAD_BYTES already. Undefined when this source is not for it
  * (not ISO BMFF, no index found, a range not answered as asked, the clip's
- * bytes a large share of the file): the caller reads the URL as before.
- * Throws only when aborted.
+ * bytes a large share of the file, any error: a size the disk cannot
+ * hold, say): the caller reads the URL as before. Throws only when aborted.
  */
 export async function fetchClipWindow(
   f: YtDlpFormat, fileBytes: number, clip: Clip, dir: string, tools: WindowTools, signal?: AbortSignal, head?: Buffer,
 ): Promise<ClipWindow | undefined> {
   const file = windowPath(dir, f);
-  const fh = await open(file, 'w+');
-  let fetched = 0;
-  const fetchInto = async (span: ByteSpan, keep = false): Promise<Buffer | undefined> => {
-    const got = await fetchRange(f, span, fh, keep, tools.socketTimeoutSeconds, signal);
-    if (got) fetched += got.bytes;
-    return got && (got.data ?? Buffer.alloc(0));
-  };
-  try {
+  return unlessFailed(file, f, tools, signal, async (fh) => {
+    let fetched = 0;
+    const fetchInto = async (span: ByteSpan, keep = false): Promise<Buffer | undefined> => {
+      const got = await fetchRange(f, span, fh, { keep, fileBytes }, tools.socketTimeoutSeconds, signal);
+      if (got) fetched += got.bytes;
+      return got && (got.data ?? Buffer.alloc(0));
+    };
     await fh.truncate(fileBytes);
     const given = head?.length === Math.min(HEAD_BYTES, fileBytes) ? head : undefined;
     if (given) {
@@ -159,9 +161,7 @@ export async function fetchClipWindow(
     if (!probed || probed.end - probed.start > MAX_WINDOW_SHARE * fileBytes) return undefined;
     if (!(await fetchInto(probed))) return undefined;
     return { path: file, fetchedBytes: fetched };
-  } finally {
-    await fh.close();
-  }
+  });
 }
 
 /**
@@ -172,23 +172,45 @@ export async function fetchClipWindow(
  * from the file's start, read to the span's end and closed. Undefined when
  * the index does not place the clip, the span's end is past
  * MAX_WINDOW_SHARE of the file (a local copy of most of it saves nothing),
- * or the read fails: the caller reads the URL as before. Throws only when
+ * the read fails, or it is not of the same file (another length, or other
+ * first bytes than `index`: the server's file changed between the reads),
+ * or any error: the caller reads the URL as before. Throws only when
  * aborted.
  */
 export async function fetchPrefixWindow(
   f: YtDlpFormat, fileBytes: number, clip: Clip, dir: string, tools: WindowTools, index: Buffer, signal?: AbortSignal,
 ): Promise<ClipWindow | undefined> {
   const file = windowPath(dir, f);
-  const fh = await open(file, 'w+');
-  try {
+  return unlessFailed(file, f, tools, signal, async (fh) => {
     await fh.truncate(fileBytes);
     await fh.write(index, 0, index.length, 0);
     const probed = await probeIndex(tools.ffprobe, file, clip, signal);
     if (!probed || probed.end > MAX_WINDOW_SHARE * fileBytes) return undefined;
-    const got = await fetchRange(f, { start: 0, end: probed.end }, fh, false, tools.socketTimeoutSeconds, signal);
+    const got = await fetchRange(f, { start: 0, end: probed.end }, fh, { fileBytes, prefix: index }, tools.socketTimeoutSeconds, signal);
     return got && { path: file, fetchedBytes: index.length + got.bytes };
+  });
+}
+
+/**
+ * `make` over the window's file, open for writing; undefined when it throws
+ * but not for an abort (a truncate to a size the disk cannot hold, a write
+ * that fails, ffprobe that cannot start): a window is a saving, and without
+ * one the clip is read from the URL as before, so its failure must not fail
+ * the job.
+ */
+async function unlessFailed(
+  file: string, f: YtDlpFormat, tools: WindowTools, signal: AbortSignal | undefined, make: (fh: FileHandle) => Promise<ClipWindow | undefined>,
+): Promise<ClipWindow | undefined> {
+  let fh: FileHandle | undefined;
+  try {
+    fh = await open(file, 'w+');
+    return await make(fh);
+  } catch (err) {
+    if (signal?.aborted) throw err;
+    tools.logger?.debug({ err: errFields(err), formatId: f.format_id }, 'clip window given up; the clip is read from the URL');
+    return undefined;
   } finally {
-    await fh.close();
+    await fh?.close().catch(() => undefined);
   }
 }
 
@@ -282,18 +304,29 @@ async function probeIndex(bin: string, file: string, clip: Clip, signal?: AbortS
   return clipSpan(packets.stdout, clip, video, start);
 }
 
+/** What fetchRange expects of an answer besides its range. */
+interface RangeCheck {
+  /** Keep the bytes in memory (the head the boxes are read from). */
+  keep?: boolean;
+  /** The file's size as the first look found it: an answer for another size is of another file. */
+  fileBytes: number;
+  /** The file's first bytes as read before (a front index): an answer that starts otherwise is of another file. */
+  prefix?: Buffer;
+}
+
 /**
  * GET `span` of the format's URL with a closed range, through the job's
  * egress proxy (its upstream session, as every request of the attempt), written at its offset into `fh` as it arrives; its bytes (kept in
  * memory only with `keep`, for the head the boxes are read from), or
- * undefined when the server does not answer exactly that range in time.
- * A span from the file's start may come as the whole file (200, a server
- * without range support), read only to the span's end.
- * Reads no more than asked even from a server that sends more.
+ * undefined when the server does not answer exactly that range of the
+ * same file (`check`) in time. A span from the file's start may come as the
+ * whole file (200, a server without range support), read only to the
+ * span's end. Reads no more than asked even from a server that sends more.
  */
 async function fetchRange(
-  f: YtDlpFormat, span: ByteSpan, fh: FileHandle, keep: boolean, timeoutSeconds: number, signal?: AbortSignal,
+  f: YtDlpFormat, span: ByteSpan, fh: FileHandle, check: RangeCheck, timeoutSeconds: number, signal?: AbortSignal,
 ): Promise<{ bytes: number; data?: Buffer } | undefined> {
+  const { keep = false, fileBytes, prefix } = check;
   const want = span.end - span.start;
   const abort = new AbortController();
   const stop = AbortSignal.any([abort.signal, ...(signal ? [signal] : [])]);
@@ -306,9 +339,10 @@ async function fetchRange(
   watchdog();
   try {
     const res = await egressFetch(f.url!, { headers: { ...(f.http_headers ?? {}), Range: `bytes=${span.start}-${span.end - 1}` }, signal: stop });
-    const m = /^bytes (\d+)-(\d+)\//.exec(res.headers.get('content-range') ?? '');
-    const exact = res.status === 206 && m && Number(m[1]) === span.start && Number(m[2]) === span.end - 1;
-    const fromStart = res.status === 200 && span.start === 0 && /^(identity)?$/i.test(res.headers.get('content-encoding') ?? '');
+    const m = /^bytes (\d+)-(\d+)\/(\d+)\s*$/.exec(res.headers.get('content-range') ?? '');
+    const exact = res.status === 206 && m && Number(m[1]) === span.start && Number(m[2]) === span.end - 1 && Number(m[3]) === fileBytes;
+    const fromStart = res.status === 200 && span.start === 0 && /^(identity)?$/i.test(res.headers.get('content-encoding') ?? '')
+      && Number(res.headers.get('content-length') ?? NaN) === fileBytes;
     if (!(exact || fromStart) || !res.body) {
       await res.body?.cancel().catch(() => undefined);
       return undefined;
@@ -316,7 +350,10 @@ async function fetchRange(
     const chunks: Buffer[] = [];
     const got = await readAtMost(res.body, want, async (take, at) => {
       watchdog();
-      await fh.write(take, 0, take.length, span.start + at);
+      const from = span.start + at;
+      // Thrown out of the read, which cancels the rest: undefined below.
+      if (prefix && from < prefix.length && !take.subarray(0, prefix.length - from).equals(prefix.subarray(from, from + take.length))) throw new Error('not the file the index came from');
+      await fh.write(take, 0, take.length, from);
       if (keep) chunks.push(Buffer.from(take));
     });
     if (got < want) return undefined;

@@ -4,6 +4,7 @@
 // exactly as yt-dlp's own HTTP downloader would: one plain HTTP(S) file per
 // format, with the headers the extractor gave it, certificates checked.
 import { mkdir } from 'node:fs/promises';
+import type { Logger } from '@mediajobs/lib/logger';
 import { fetchClipWindow, fetchPrefixWindow, frontIndexEnd, HEAD_BYTES, readAtMost } from './clip-window.js';
 import { egressFetch } from './egress-proxy.js';
 import { ffprobe, httpInputArgs, type MuxInput } from './ffmpeg.js';
@@ -14,7 +15,17 @@ export interface SourceReadTools {
   socketTimeoutSeconds: number;
   /** The deployment's extra yt-dlp options (YTDLP_ARGS). */
   ytdlpArgs?: readonly string[];
+  /** Where a clip's window given up on an error is told (debug). */
+  logger?: Logger;
 }
+
+/**
+ * The largest front index the first look holds in memory for a clip's
+ * window (two formats' at once, each with a copy while it is joined): a
+ * moov of a few hours of media is a few MB; one larger is left to ffmpeg,
+ * which reads the URL as before.
+ */
+const MAX_HELD_INDEX_BYTES = 8 * 1024 * 1024;
 
 /** How many times ffmpeg reconnects to a source that drops the connection, at most this many seconds apart. */
 const RECONNECT_DELAY_MAX_SECONDS = 5;
@@ -89,34 +100,47 @@ export interface SourceHead {
  * same answer gives the file's size, which extractors of plain files do
  * not (the job's storage reservation, plan.ts expectedDeliveryBytes).
  * With `index` (a clip's read), a front-to-back MP4's answer is read on to
- * the end of its index, kept as `index`: the window of a clip from a server
- * without range support starts from it instead of a read of its own.
+ * the end of its index (up to MAX_HELD_INDEX_BYTES), kept as `index`: the
+ * window of a clip from a server without range support starts from it
+ * instead of a read of its own. `timeoutSeconds` bounds each wait for the
+ * server (the answer, then each piece of the body), not the whole read: an
+ * index of some MB from a slow server takes longer than one wait.
  */
 export async function readableFromUrl(f: YtDlpFormat, timeoutSeconds: number, signal?: AbortSignal, index = false): Promise<SourceHead> {
-  const abort = AbortSignal.any([AbortSignal.timeout(timeoutSeconds * 1000), ...(signal ? [signal] : [])]);
+  const silence = new AbortController();
+  let idle: NodeJS.Timeout | undefined;
+  const heard = () => {
+    clearTimeout(idle);
+    idle = setTimeout(() => silence.abort(), timeoutSeconds * 1000);
+  };
+  heard();
+  const abort = AbortSignal.any([silence.signal, ...(signal ? [signal] : [])]);
   try {
     // Through the job's egress (ADR 0014): the policy is checked on every redirect and resolved address.
     const res = await egressFetch(f.url!, { headers: { ...(f.http_headers ?? {}), Range: `bytes=0-${HEAD_BYTES - 1}` }, signal: abort });
+    heard();
     const bytes = sizeFromHeaders(res.status, res.headers);
     const head = (readable: SourceHead['readable']): SourceHead => ({ readable, ...(bytes !== undefined ? { bytes } : {}) });
     if (res.status === 206) {
       // Its bytes were sent anyway (the range is closed): kept, a clip's window does not ask for them again.
-      const first = await headOf(res, bytes);
+      const first = await headOf(res, bytes, heard);
       return { ...head('seekable'), ...(first ? { head: first } : {}) };
     }
     if (res.status !== 200 || !res.body) {
       await res.body?.cancel();
       return head(false);
     }
-    const front = await readFront(res.body, index ? bytes : undefined);
+    const front = await readFront(res.body, index ? bytes : undefined, heard);
     return { ...head(front.frontToBack && 'front-to-back'), ...(front.index ? { index: front.index } : {}) };
   } catch {
     return { readable: false };
+  } finally {
+    clearTimeout(idle);
   }
 }
 
 /** The body of a 206 to `bytes=0-65535` when it is exactly the file's first bytes; undefined otherwise (the window fetches them). */
-async function headOf(res: Response, fileBytes: number | undefined): Promise<Buffer | undefined> {
+async function headOf(res: Response, fileBytes: number | undefined, heard: () => void): Promise<Buffer | undefined> {
   const want = fileBytes === undefined ? 0 : Math.min(HEAD_BYTES, fileBytes);
   const m = /^bytes 0-(\d+)\//.exec(res.headers.get('content-range') ?? '');
   if (!want || !res.body || Number(m?.[1]) !== want - 1) {
@@ -124,7 +148,10 @@ async function headOf(res: Response, fileBytes: number | undefined): Promise<Buf
     return undefined;
   }
   const chunks: Buffer[] = [];
-  const got = await readAtMost(res.body, want, (piece) => void chunks.push(Buffer.from(piece))).catch(() => 0);
+  const got = await readAtMost(res.body, want, (piece) => {
+    heard();
+    chunks.push(Buffer.from(piece));
+  }).catch(() => 0);
   return got === want ? Buffer.concat(chunks) : undefined;
 }
 
@@ -144,15 +171,17 @@ export function sizeFromHeaders(status: number, headers: Headers): number | unde
  * streamsFrontToBack on a body, read only as far as it takes to tell (a
  * few dozen bytes for most files); with `indexOf` (the file's size), a
  * front-to-back MP4 on to the end of its index (frontIndexEnd), whose bytes
- * come back as `index`. A failure past the verdict loses the index only.
+ * come back as `index` when it is no larger than MAX_HELD_INDEX_BYTES. A
+ * failure past the verdict loses the index only. `heard` on each piece.
  */
-async function readFront(body: ReadableStream<Uint8Array>, indexOf?: number): Promise<{ frontToBack: boolean; index?: Buffer }> {
+async function readFront(body: ReadableStream<Uint8Array>, indexOf: number | undefined, heard: () => void): Promise<{ frontToBack: boolean; index?: Buffer }> {
   let front = Buffer.alloc(0);
   let frontToBack: boolean | undefined;
   const reader = body.getReader();
   try {
     for (;;) {
       const { done, value } = await reader.read();
+      heard();
       if (value) front = Buffer.concat([front, value]);
       frontToBack = streamsFrontToBack(front.subarray(0, HEAD_BYTES), !done && front.length < HEAD_BYTES);
       if (frontToBack === undefined) continue;
@@ -160,11 +189,12 @@ async function readFront(body: ReadableStream<Uint8Array>, indexOf?: number): Pr
       // The moov's header is in the first HEAD_BYTES (streamsFrontToBack found it there).
       const end = frontIndexEnd(front, indexOf);
       if (end === 'more' && !done && front.length < HEAD_BYTES) continue;
-      if (typeof end !== 'number') return { frontToBack };
+      if (typeof end !== 'number' || end > MAX_HELD_INDEX_BYTES) return { frontToBack };
       const chunks: Buffer[] = [front];
       for (let got = front.length; got < end;) {
         const next = await reader.read();
         if (next.done) return { frontToBack };
+        heard();
         chunks.push(Buffer.from(next.value.buffer, next.value.byteOffset, next.value.length));
         got += next.value.length;
       }
