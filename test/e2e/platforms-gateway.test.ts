@@ -166,6 +166,14 @@ describe('end to end: the gateway\'s lookups through platforms and proxy pools',
 
   it('a disabled platform\'s lookups get the 422 POST /jobs gives', async () => {
     const before = cookieSim.requests.length + shortSim.requests.length;
+    // A platform matching only the short-link host: is-short reads the canonical www.youtube.com URL
+    // (gw-short's, enabled still), yet the platform is decided by the URL the client gave, as a job's is.
+    await platform('gw-shortlink', ['youtu.be'], { disabled: true });
+    await listed();
+    const link = await lookup('/is-short', 'https://youtu.be/gwPlatform1');
+    expect([link.status, link.body]).to.deep.equal([422, { error: 'Downloads from this platform are disabled' }]);
+    expect((await svc.api('POST', '/jobs', { url: 'https://youtu.be/gwPlatform1' })).status, 'POST /jobs of it').to.equal(422);
+    expect(cookieSim.requests.length + shortSim.requests.length, 'nothing was fetched').to.equal(before);
     await platform('gw-short', ['www.youtube.com'], { disabled: true });
     await platform('gw-cookies', [cookieSim.host], { disabled: true });
     await listed();

@@ -19,7 +19,7 @@ export function isShortRouter(deps: MediaInfoRouteDeps): Router {
     const parsed = parsePlatformVideoUrl(field.url);
     if (!parsed.ok) throw new HttpError(400, platformUrlError(parsed.reason));
 
-    const result = await lookupForRequest(deps, '/is-short', parsed.video.canonicalUrl, assessClassification, res);
+    const result = await lookupForRequest(deps, '/is-short', parsed.video.canonicalUrl, assessClassification, res, field.url);
     if (!result) return;
     lookupHeaders(res, result.ok ? undefined : result.failure);
     if (!result.ok) throw new HttpError(failureStatus(result.failure), FAILURES[result.failure].message);

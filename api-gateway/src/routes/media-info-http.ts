@@ -26,6 +26,10 @@ export const jsonBody: RequestHandler[] = acceptJson(MAX_BODY_BYTES);
  * Run a lookup for this request. The yt-dlp process is killed as soon as the
  * client goes away: nobody waits for the answer, and a slot of
  * MEDIA_INFO_MAX_CONCURRENT is freed. Resolves undefined in that case.
+ * `clientUrl`, the URL as the client gave it, decides the platform (its 422
+ * and its route) when `url` is a rewrite of it: POST /jobs decides by the
+ * client's URL, so a platform matching only youtu.be must not be missed by
+ * is-short's canonical www.youtube.com URL (ADR 0027).
  */
 export async function lookupForRequest<T>(
   deps: MediaInfoRouteDeps,
@@ -33,14 +37,15 @@ export async function lookupForRequest<T>(
   url: string,
   assess: Assess<T>,
   res: Response,
+  clientUrl = url,
 ): Promise<Exclude<LookupResult<T>, { aborted: true }> | undefined> {
-  if (deps.platforms?.disabledFor(url)) throw new HttpError(422, PLATFORM_DISABLED_MESSAGE);
+  if (deps.platforms?.disabledFor(clientUrl)) throw new HttpError(422, PLATFORM_DISABLED_MESSAGE);
   const controller = new AbortController();
   const onClose = () => {
     if (!res.writableFinished) controller.abort();
   };
   res.once('close', onClose);
-  const result = await deps.mediaInfo.lookup(url, assess, controller.signal, res.locals.principal?.apiKeyId);
+  const result = await deps.mediaInfo.lookup(url, assess, controller.signal, res.locals.principal?.apiKeyId, clientUrl);
   res.off('close', onClose);
   // A platform's runs name it and the pool proxy they left by (ids; never a URL or a cookie).
   const attempts = result.attempts.map((a) => ({

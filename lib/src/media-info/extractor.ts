@@ -173,8 +173,10 @@ export class MediaInfoExtractor {
    * Look `url` up: the lightweight run, then, if its failure is one the full
    * run may not share, the full run. `signal` aborts (and kills) whatever
    * runs. `holder` (the API key) is held to maxPerKey lookups at once.
+   * `routeUrl` is the URL the client gave when `url` is a rewrite of it (is-short's
+   * canonical watch URL): it decides the platform, as a job's URL does (ADR 0027).
    */
-  async lookup<T>(url: string, assess: Assess<T>, signal?: AbortSignal, holder?: string): Promise<LookupResult<T>> {
+  async lookup<T>(url: string, assess: Assess<T>, signal?: AbortSignal, holder?: string, routeUrl = url): Promise<LookupResult<T>> {
     const attempts: AttemptRecord[] = [];
     const held = holder === undefined ? 0 : this.inFlightOfKey.get(holder) ?? 0;
     if (held >= this.options.maxPerKey) return { ok: false, failure: 'key_busy', attempts };
@@ -186,7 +188,7 @@ export class MediaInfoExtractor {
       let previous: LookupRoute | undefined;
       for (const stage of ['light', 'full'] as const) {
         // Each run its own route: the full run's "new proxy session" is a new session of the platform's pool.
-        const opened = await openRoute(this.options.routes, url, previous);
+        const opened = await openRoute(this.options.routes, routeUrl, previous);
         if ('failure' in opened) {
           attempts.push({ stage, ms: 0, outcome: opened.failure, detail: opened.detail });
           return { ok: false, failure: opened.failure, attempts };
