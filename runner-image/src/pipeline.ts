@@ -172,7 +172,7 @@ async function runSteps(ctx: JobContext, startDownloader: (opts: YtDlpOptions) =
   // pass that fails on its source, is downloaded with yt-dlp first.
   // A clip of a seekable MP4 fetches only its index and its bytes (clip-window.ts), into the job's scratch directory.
   const clipRead = clip ? { clip, dir: path.join(ctx.workDir, 'clip-window') } : undefined;
-  const read = !live && choice ? await readableInputs(choice, tools, signal, clipRead) : undefined;
+  const read = !live && choice ? await readableInputs(choice, { ...tools, logger }, signal, clipRead) : undefined;
   const direct = read?.inputs;
   if (direct) early?.cancel();
   const sizes = choice && read ? choice.formats.map((f) => read.bytes.get(f.format_id)) : [];
