@@ -265,6 +265,11 @@ export class MediaJobController {
     void this.notices.start().then(() => this.catchUpCancelled());
   }
 
+  /** A graceful stop while leading: the platform and pool status writes still waiting for their interval go now. */
+  flushStatuses(): Promise<void> {
+    return this.platforms.flush();
+  }
+
   deactivate(): void {
     this.active = false;
     this.platforms.deactivate();

@@ -164,6 +164,8 @@ export async function startOperator(cfg: OperatorConfig, deps: OperatorDeps): Pr
     async stop() {
       stopping = true;
       if (listener) await new Promise((resolve) => listener.server.close(resolve));
+      // Before the lease is released: a successor writes statuses only when something changes again.
+      if (leading) await controller.flushStatuses();
       if (elector) await elector.stop();
       else await unlead();
       await Promise.all([controller.stop(), batches.stop()]);

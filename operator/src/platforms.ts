@@ -115,6 +115,10 @@ export class Platforms {
   /** By status key: when its last write was sent (Date.now(): the queue's delays are in real time). */
   private readonly lastWrite = new Map<string, number>();
   private readonly now: () => number;
+  /** Status keys whose write waits for the end of their interval (addAfter). */
+  private readonly deferred = new Set<string>();
+  /** A graceful stop's last writes: the interval is not waited for. */
+  private flushing = false;
   private tick: NodeJS.Timeout | undefined;
   private active = false;
   /** Both CRDs are served: without them (an install from before them) there are no platforms, and no informer lists in vain. */
@@ -177,6 +181,25 @@ export class Platforms {
       for (const name of this.poolRuntimes.keys()) this.changed(`pp/${name}`);
     }, STATUS_TICK_MS);
     this.tick.unref();
+  }
+
+  /**
+   * A graceful stop, while this still leads: the writes waiting for the end
+   * of their interval are sent now, or the last state of a burst would be
+   * lost with the timers (the next leader writes only when something
+   * changes again). Bounded by `timeoutMs`: a stop does not hang on the API server.
+   */
+  async flush(timeoutMs = 5_000): Promise<void> {
+    if (!this.active) return;
+    this.flushing = true;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      for (const key of this.deferred) this.statusQueue.add(key);
+      await Promise.race([this.statusQueue.idle(), new Promise((r) => (timer = setTimeout(r, timeoutMs)))]);
+    } finally {
+      clearTimeout(timer);
+      this.flushing = false;
+    }
   }
 
   deactivate(): void {
@@ -520,8 +543,12 @@ export class Platforms {
   private async writeStatus(key: string): Promise<void> {
     if (!this.active) return;
     // Coalesced: a write within STATUS_MIN_INTERVAL_MS of the last waits for its end, and then writes what is.
-    const wait = (this.lastWrite.get(key) ?? -Infinity) + STATUS_MIN_INTERVAL_MS - Date.now();
-    if (wait > 0) return this.statusQueue.addAfter(key, wait);
+    const wait = this.flushing ? 0 : (this.lastWrite.get(key) ?? -Infinity) + STATUS_MIN_INTERVAL_MS - Date.now();
+    if (wait > 0) {
+      this.deferred.add(key);
+      return this.statusQueue.addAfter(key, wait);
+    }
+    this.deferred.delete(key);
     const [kind, name] = [key.slice(0, 2), key.slice(3)];
     let written: boolean;
     if (kind === 'mp') {

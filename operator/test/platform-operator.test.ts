@@ -260,4 +260,29 @@ describe('platforms and proxy pools on the local cluster', function () {
     const gaps = times.slice(1).map((t, i) => t - times[i]!);
     expect(Math.min(...gaps), `gaps between status writes: ${gaps.join(', ')} ms`).to.be.at.least(STATUS_MIN_INTERVAL_MS - 2);
   });
+
+  it('a graceful stop writes the status change still waiting for its interval, before it lets go', async () => {
+    const running = async () => (await cluster<MediaPlatform>('mediaplatforms', 'burst')).status?.running;
+    await eventually(async () => (await running()) === 0, 30_000, 100);
+    const stored = statusWrites('burst');
+    // A start, written; the next start at once after that write, so its own write waits for the interval (a slow
+    // start on a loaded machine may miss it: then it is written, and the next is tried).
+    let started = 0;
+    let pending = false;
+    while (!pending && started < 6) {
+      await eventually(async () => ((await running()) === started ? true : undefined), 30_000, 20);
+      const name = `flush-${++started}`;
+      await create(name, 'http://burst.example/complete?sleepMs=120000');
+      // Its runner Job made: the platform counts it running.
+      await eventually(async () => ((await runnerJobs(name)).length ? true : undefined), 60_000, 20);
+      const last = stored.times().at(-1);
+      pending = last !== undefined && Date.now() - last < STATUS_MIN_INTERVAL_MS - 500 && (await running()) !== started;
+    }
+    expect(pending, 'a start came inside an interval after a write').to.equal(true);
+    const stopping = operator!;
+    operator = undefined;
+    await stopping.stop();
+    stored.stop();
+    expect(await running(), 'the stopped operator wrote its last state').to.equal(started);
+  });
 });
