@@ -153,8 +153,12 @@ describe('end to end: subtitles, thumbnails, progress, live streams, DRM', funct
       expect(all.map((h) => (h.type === 'progress' ? `${h.stage as string}:${h.progress_percent as number}` : h.type))).to.deep.equal([
         'job_processing', 'downloading:0', 'download_complete:33', 'muxing:33', 'mux_complete:66', 'uploading:66', 'job_completed',
       ]);
+      // The contract's fields, and the download's figures where the runner knew them (issue 38 item 6), nothing else.
+      const contract = ['type', 'job_id', 'url', 'stage', 'progress_percent', 'event_id'];
+      const figures = ['downloaded_bytes', 'total_bytes', 'speed_bps', 'eta_seconds'];
       for (const p of all.filter((h) => h.type === 'progress')) {
-        expect(p).to.have.all.keys('type', 'job_id', 'url', 'stage', 'progress_percent', 'event_id');
+        expect(p).to.include.all.keys(...contract);
+        expect(Object.keys(p).filter((k) => !contract.includes(k)), `${String(p.stage)}: fields beside the contract's`).to.satisfy((ks: string[]) => ks.every((k) => figures.includes(k)));
         expect(p).to.include({ job_id: id, url: pages.trackPageUrl });
       }
       expect(new Set(all.map((h) => h.event_id)).size).to.equal(all.length);
@@ -272,8 +276,9 @@ describe('end to end: subtitles, thumbnails, progress, live streams, DRM', funct
       const job = await finished(id);
       expect(job).to.include({ status: 'Warning', error_type: 'warning', error: 'Media is DRM-protected' });
       expect(await finished(audio)).to.include({ status: 'Warning', error_type: 'warning', error: 'Media is DRM-protected' });
+      // One terminal event, job_warning (ADR 0029), never job_failed.
       await new Promise((r) => setTimeout(r, 1500));
-      expect(hooksOf(id).map((h) => h.type)).to.deep.equal(['job_processing']);
+      expect(hooksOf(id).map((h) => h.type)).to.deep.equal(['job_processing', 'job_warning']);
     });
   });
 });
