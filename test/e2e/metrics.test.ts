@@ -124,7 +124,9 @@ describe('end to end: metrics', function () {
       expect(m.text, secret).to.not.include(secret);
     }
     const allowed = new Set(['route', 'method', 'status', 'source', 'error_category', 'counter', 'verdict', 'name', 'pool', 'state', 'channel',
-      'result', 'informer', 'trigger', 'phase', 'le', 'quantile', 'type', 'kind', 'space', 'version', 'major', 'minor', 'patch']);
+      'result', 'informer', 'trigger', 'phase', 'le', 'quantile', 'type', 'kind', 'space', 'version', 'major', 'minor', 'patch',
+      // mediajobs_runner_tool_info: which tool (the status.tools schema's keys, a fixed set), never a job's.
+      'tool']);
     for (const label of m.labelNames('mediajobs_')) expect(allowed, `label ${label}`).to.include(label);
     expect((await fetch(`${svc.gateway.url}/metrics`)).status, 'not on the API port').to.equal(404);
     expect(svc.operator.metricsUrl).to.be.a('string');
