@@ -53,7 +53,7 @@ describe('mediajobs CLI against the running service', function () {
     const file = await fetch(url);
     expect(file.status).to.equal(200);
     expect(run.stderr).to.match(/^Created job [0-9a-f-]{36}$/m);
-    expect(run.stderr).to.match(/^Completed\s+\[#{24}\] 100%$/m);
+    expect(run.stderr).to.match(/^Completed\s+\[#{24}\] 100%(  \S.*)?$/m);
   });
 
   it('a source that fails: submit --wait exits with the Failed code and says why on stderr', async () => {
