@@ -103,12 +103,17 @@ export async function s3rverWithAbort(s3: RunningS3rver, opts: { partBytesPerSec
     }),
     pendingUploads: async (bucket) => {
       const ids = await readdir(uploadsDir(s3, bucket)).catch((): string[] => []);
-      return Promise.all(ids.sort().map(async (id) => {
+      const found = await Promise.all(ids.sort().map(async (id) => {
         const dir = path.join(uploadsDir(s3, bucket), id);
-        // initiateUpload writes `key` and `metadata`; putPart `<n>` and `<n>.md5`.
-        const [key, files] = await Promise.all([readFile(path.join(dir, 'key'), 'utf8'), readdir(dir)]);
-        return { key, parts: files.filter((f) => /^\d+$/.test(f)).length };
+        // initiateUpload writes `key` and `metadata`; putPart `<n>` and `<n>.md5`. An upload completed or
+        // aborted between the listing and these reads is gone: not pending (ENOENT), not an error.
+        const read = await Promise.all([readFile(path.join(dir, 'key'), 'utf8'), readdir(dir)]).catch((err: NodeJS.ErrnoException) => {
+          if (err.code === 'ENOENT') return undefined;
+          throw err;
+        });
+        return read && { key: read[0], parts: read[1].filter((f) => /^\d+$/.test(f)).length };
       }));
+      return found.filter((u): u is { key: string; parts: number } => u !== undefined);
     },
     close: () => (server.listening ? closed() : Promise.resolve()),
   };
